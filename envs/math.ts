@@ -1,0 +1,34 @@
+/**
+ * Arithmetic: "What is 7 times 8?" -> " 56".
+ *
+ * Difficulty d draws operands with d digits (difficulty 1: 0..9, 300 facts, the default,
+ * which a tiny model can learn; difficulty 2: 10..99, "What is 17 times 24?").
+ */
+import { Schema } from "effect"
+import { Env, Reward } from "gyre"
+import { numericAnswer } from "../rewards/answers.ts"
+import { maxLength } from "../rewards/length.ts"
+
+const Op = Schema.Literals(["plus", "minus", "times"])
+const Problem = Schema.Struct({ a: Schema.Int, b: Schema.Int, op: Op })
+type Problem = typeof Problem.Type
+
+export const answer = ({ a, b, op }: Problem): number => (op === "plus" ? a + b : op === "minus" ? a - b : a * b)
+
+export default Env.make({
+  name: "math",
+  problem: Problem,
+  source: Env.seeded(({ random, difficulty }) => {
+    const lo = difficulty <= 1 ? 0 : 10 ** (difficulty - 1)
+    const hi = 10 ** difficulty - 1
+    return { a: random.int(lo, hi), b: random.int(lo, hi), op: random.pick(["plus", "minus", "times"] as const) }
+  }),
+  prompt: ({ a, b, op }) => `What is ${a} ${op} ${b}?`,
+  reference: (p) => ` ${answer(p)}`,
+  reward: Reward.weighted({
+    correct: [numericAnswer(answer), 1],
+    brief: [maxLength(8), 0],
+  }),
+  sampling: { maxTokens: 6, temperature: 1 },
+  eval: { heldOut: 0.1, size: 300 },
+})

@@ -1,0 +1,343 @@
+/**
+ * Environments: a problem Schema, a source of problems (seeded generator or rows), a
+ * prompt, a reward and sampling defaults. Environments are data, not classes.
+ *
+ * Problem `i` of seed `s` is always the same problem (its stable task key is
+ * `<env>/<split>/<s>/<i>`). A fixed fraction of the problem space (chosen by a hash
+ * of the problem itself) is held out for evaluation, so the eval set never overlaps
+ * training.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import { Effect, Schema } from "effect"
+import type { SamplingParams } from "./Contract.ts"
+import type { Reward } from "./Reward.ts"
+import type { Prompt } from "./Tokenizer.ts"
+
+// ===== Errors =====
+
+/** A bad environment definition, row or generator. @since 0.1.0 @category errors */
+export class EnvError extends Schema.TaggedError<EnvError>()("EnvError", {
+  env: Schema.String,
+  reason: Schema.Literals(["InvalidDefinition", "InvalidRow", "GeneratorFailed", "ProblemSpaceTooSmall", "NotFound"]),
+  message: Schema.String,
+}) {}
+
+// ===== Seeded randomness =====
+
+/** A small deterministic PRNG handed to generators. @since 0.1.0 @category models */
+export interface Random {
+  /** uniform in [0, 1) */
+  readonly next: () => number
+  /** uniform integer in [min, max] (inclusive) */
+  readonly int: (min: number, max: number) => number
+  readonly pick: <A>(items: ReadonlyArray<A>) => A
+  readonly bool: (p?: number) => boolean
+}
+
+/** 32-bit FNV-1a of a string. @since 0.1.0 @category utils */
+export const hash32 = (text: string): number => {
+  let h = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  return h >>> 0
+}
+
+/** A PRNG (mulberry32) seeded from any string key. @since 0.1.0 @category constructors */
+export const random = (key: string): Random => {
+  let state = hash32(key)
+  const next = () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+  return {
+    next,
+    int: (min, max) => min + Math.floor(next() * (max - min + 1)),
+    pick: (items) => items[Math.floor(next() * items.length)]!,
+    bool: (p = 0.5) => next() < p,
+  }
+}
+
+// ===== Sources =====
+
+/** What a seeded generator gets for each problem. @since 0.1.0 @category models */
+export interface GenerateContext {
+  readonly random: Random
+  readonly difficulty: number
+  readonly index: number
+}
+
+/** @since 0.1.0 @category models */
+export type Source<P> =
+  | { readonly _tag: "Seeded"; readonly generate: (ctx: GenerateContext) => P | Effect.Effect<P> }
+  | { readonly _tag: "Rows"; readonly load: () => Array<unknown>; readonly origin: string }
+
+/**
+ * A seeded generator: problem i of seed s is always the same.
+ * @since 0.1.0 @category constructors
+ */
+export const seeded = <P>(generate: (ctx: GenerateContext) => P | Effect.Effect<P>): Source<P> => ({ _tag: "Seeded", generate })
+
+/** Problems from an array of rows, decoded with the env's problem Schema. @since 0.1.0 @category constructors */
+export const rows = <P = unknown>(items: ReadonlyArray<unknown>): Source<P> => ({
+  _tag: "Rows",
+  load: () => [...items],
+  origin: "rows",
+})
+
+/**
+ * Problems from a JSONL file (one JSON object per line; blank lines skipped), decoded
+ * with the env's problem Schema. Errors name the file and the line.
+ * @since 0.1.0 @category constructors
+ */
+export const jsonl = <P = unknown>(path: string): Source<P> => ({
+  _tag: "Rows",
+  origin: path,
+  load: () => {
+    const text = Fs.readFileSync(path, "utf8")
+    const out: Array<unknown> = []
+    text.split("\n").forEach((line, i) => {
+      if (line.trim() === "") return
+      try {
+        out.push(JSON.parse(line))
+      } catch (e) {
+        throw new Error(`${path}:${i + 1}: not valid JSON (${(e as Error).message})`)
+      }
+    })
+    return out
+  },
+})
+
+// ===== Env =====
+
+/** Evaluation settings. @since 0.1.0 @category models */
+export interface EvalSpec {
+  /** fraction of the problem space held out from training (default 0.1) */
+  readonly heldOut?: number
+  /** problems in the eval set (default 200) */
+  readonly size?: number
+  /** sampling temperature for evaluation (default: the env's) */
+  readonly temperature?: number
+}
+
+/** The definition a user writes. @since 0.1.0 @category models */
+export interface EnvSpec<P, R = never> {
+  readonly name: string
+  readonly problem: Schema.Codec<P, unknown>
+  readonly source: Source<P>
+  readonly prompt: (problem: P) => Prompt
+  readonly reward: Reward<P, R>
+  /** a reference completion, for SFT and for pretraining the embedded base model */
+  readonly reference?: (problem: P) => string
+  readonly sampling?: Partial<SamplingParams>
+  /** default difficulty passed to the generator (default 1) */
+  readonly difficulty?: number
+  readonly eval?: EvalSpec
+}
+
+/** @since 0.1.0 @category models */
+export interface Env<P, R = never> extends EnvSpec<P, R> {
+  readonly "~gyre/Env": "~gyre/Env"
+}
+
+/** Any env, for code that does not care about the problem type. @since 0.1.0 @category models */
+export type AnyEnv = Env<any, any>
+
+/**
+ * Defines an environment. Checks the definition at once.
+ *
+ * @example
+ * export default Env.make({
+ *   name: "math", problem: Problem, source: Env.seeded(({ random }) => ...),
+ *   prompt: (p) => `What is ${p.a} plus ${p.b}?`, reward: numericAnswer((p) => p.a + p.b),
+ * })
+ * @since 0.1.0 @category constructors
+ */
+export const make = <P, R = never>(spec: EnvSpec<P, R>): Env<P, R> => {
+  const fail = (what: string) => {
+    throw new TypeError(`Env.make(${JSON.stringify(spec.name)}): ${what}`)
+  }
+  if (typeof spec.name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(spec.name)) fail("name must be letters, digits, '_', '-' or '.'")
+  if (!Schema.isSchema(spec.problem)) fail("problem must be a Schema")
+  if (spec.source === undefined || (spec.source._tag !== "Seeded" && spec.source._tag !== "Rows")) {
+    fail("source must be Env.seeded(...), Env.rows([...]) or Env.jsonl(path)")
+  }
+  if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
+  const heldOut = spec.eval?.heldOut ?? 0.1
+  if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
+  return { ...spec, "~gyre/Env": "~gyre/Env" }
+}
+
+/** @since 0.1.0 @category guards */
+export const isEnv = (u: unknown): u is AnyEnv =>
+  typeof u === "object" && u !== null && (u as { "~gyre/Env"?: unknown })["~gyre/Env"] === "~gyre/Env"
+
+/** @since 0.1.0 @category models */
+export type Split = "train" | "eval"
+
+/** A problem with its stable key. @since 0.1.0 @category models */
+export interface Task<P> {
+  readonly key: string
+  readonly env: string
+  readonly problem: P
+}
+
+const heldOutFraction = (env: AnyEnv) => env.eval?.heldOut ?? 0.1
+/** Which split a problem belongs to, by a hash of its canonical JSON. */
+const splitOf = (env: AnyEnv, problem: unknown): Split =>
+  (hash32(`${env.name}:${JSON.stringify(problem)}`) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
+
+const MAX_REJECTIONS = 1000
+
+const decodedRows = new WeakMap<AnyEnv, Array<unknown>>()
+const loadRows = (env: AnyEnv) =>
+  Effect.gen(function* () {
+    const cached = decodedRows.get(env)
+    if (cached) return cached
+    if (env.source._tag !== "Rows") return []
+    const source = env.source
+    const raw = yield* Effect.try({
+      try: () => source.load(),
+      catch: (e) => new EnvError({ env: env.name, reason: "InvalidRow", message: (e as Error).message }),
+    })
+    const decode = Schema.decodeUnknownEffect(env.problem)
+    const out: Array<unknown> = []
+    for (let i = 0; i < raw.length; i++) {
+      const row = yield* decode(raw[i]).pipe(
+        Effect.mapError((e) =>
+          new EnvError({
+            env: env.name,
+            reason: "InvalidRow",
+            message: `${source.origin}${source.origin.endsWith(".jsonl") ? `:${i + 1}` : `[${i}]`}: ${e.message}`,
+          })
+        ),
+      )
+      out.push(row)
+    }
+    if (out.length === 0) return yield* new EnvError({ env: env.name, reason: "InvalidRow", message: `${source.origin} has no rows` })
+    decodedRows.set(env, out)
+    return out
+  })
+
+/**
+ * Problem `index` of `seed` in `split`. Seeded envs draw until the problem falls in the
+ * split; row envs walk a seeded permutation of the split's rows (a new one per epoch).
+ * @since 0.1.0 @category accessors
+ */
+export const problemAt = Effect.fnUntraced(function* <P, R>(
+  env: Env<P, R>,
+  options: { readonly seed: number; readonly index: number; readonly split: Split; readonly difficulty?: number },
+) {
+  const { seed, index, split } = options
+  const key = `${env.name}/${split}/${seed}/${index}`
+  const difficulty = options.difficulty ?? env.difficulty ?? 1
+  const source = env.source
+  if (source._tag === "Seeded") {
+    for (let attempt = 0; attempt < MAX_REJECTIONS; attempt++) {
+      const rng = random(`${key}/${difficulty}/${attempt}`)
+      const out = source.generate({ random: rng, difficulty, index })
+      const candidate = yield* (Effect.isEffect(out) ? out : Effect.succeed(out)).pipe(
+        Effect.catchDefect((d) =>
+          Effect.fail(new EnvError({ env: env.name, reason: "GeneratorFailed", message: `generator threw for ${key}: ${String(d)}` }))
+        ),
+      )
+      const problem = yield* Schema.decodeUnknownEffect(env.problem)(candidate).pipe(
+        Effect.mapError((e) =>
+          new EnvError({ env: env.name, reason: "GeneratorFailed", message: `generator returned a problem that does not match the Schema (${key}): ${e.message}` })
+        ),
+      )
+      if (heldOutFraction(env) === 0 || splitOf(env, problem) === split) return { key, env: env.name, problem } satisfies Task<P>
+    }
+    return yield* new EnvError({
+      env: env.name,
+      reason: "ProblemSpaceTooSmall",
+      message: `no ${split} problem found in ${MAX_REJECTIONS} draws at difficulty ${difficulty}; lower eval.heldOut or widen the generator`,
+    })
+  }
+  const all = (yield* loadRows(env)) as Array<P>
+  const pool = heldOutFraction(env) === 0 ? all : all.filter((p) => splitOf(env, p) === split)
+  if (pool.length === 0) {
+    return yield* new EnvError({ env: env.name, reason: "ProblemSpaceTooSmall", message: `the ${split} split has no rows; change eval.heldOut` })
+  }
+  const epoch = Math.floor(index / pool.length)
+  const rng = random(`${env.name}/${split}/${seed}/epoch${epoch}`)
+  const order = pool.map((_, i) => i)
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(rng.next() * (i + 1))
+    ;[order[i], order[j]] = [order[j]!, order[i]!]
+  }
+  return { key, env: env.name, problem: pool[order[index % pool.length]!]! } satisfies Task<P>
+})
+
+/**
+ * The fixed held-out evaluation set of a seed: the same problems in every run with that seed.
+ * @since 0.1.0 @category accessors
+ */
+export const evalSet = <P, R>(env: Env<P, R>, options: { readonly seed: number; readonly size?: number; readonly difficulty?: number }) =>
+  Effect.forEach(
+    Array.from({ length: options.size ?? env.eval?.size ?? 200 }, (_, i) => i),
+    (index) => problemAt(env, { seed: options.seed, index, split: "eval", ...(options.difficulty !== undefined ? { difficulty: options.difficulty } : {}) }),
+  )
+
+// ===== Mixtures =====
+
+/** Weighted envs drawn from per problem. @since 0.1.0 @category models */
+export interface Mixture {
+  readonly "~gyre/Mixture": "~gyre/Mixture"
+  readonly name: string
+  readonly members: ReadonlyArray<readonly [AnyEnv, number]>
+}
+
+/**
+ * A weighted mixture of envs: each problem picks an env with probability proportional
+ * to its weight (seeded), then a problem of that env. Metrics are kept per env.
+ * @since 0.1.0 @category constructors
+ */
+export const mixture = (name: string, members: ReadonlyArray<readonly [AnyEnv, number]>): Mixture => {
+  if (members.length === 0) throw new TypeError(`Env.mixture(${JSON.stringify(name)}): give at least one env`)
+  for (const [env, w] of members) {
+    if (!isEnv(env)) throw new TypeError(`Env.mixture(${JSON.stringify(name)}): every member must be an Env`)
+    if (!(w > 0 && Number.isFinite(w))) throw new TypeError(`Env.mixture(${JSON.stringify(name)}): weight of ${env.name} must be > 0`)
+  }
+  const names = new Set(members.map(([e]) => e.name))
+  if (names.size !== members.length) throw new TypeError(`Env.mixture(${JSON.stringify(name)}): env names must be distinct`)
+  return { "~gyre/Mixture": "~gyre/Mixture", name, members }
+}
+
+/** @since 0.1.0 @category guards */
+export const isMixture = (u: unknown): u is Mixture =>
+  typeof u === "object" && u !== null && (u as { "~gyre/Mixture"?: unknown })["~gyre/Mixture"] === "~gyre/Mixture"
+
+/** An env or a mixture, seen as weighted members. @since 0.1.0 @category combinators */
+export const members = (source: AnyEnv | Mixture): ReadonlyArray<readonly [AnyEnv, number]> =>
+  isMixture(source) ? source.members : [[source, 1]]
+
+/**
+ * Task `index` of a seed from an env or mixture: the env is picked by weight from the
+ * same seeded stream, so the sequence is stable.
+ * @since 0.1.0 @category accessors
+ */
+export const taskAt = (
+  source: AnyEnv | Mixture,
+  options: { readonly seed: number; readonly index: number; readonly split: Split; readonly difficulty?: number },
+) => {
+  const ms = members(source)
+  if (ms.length === 1) return problemAt(ms[0]![0], options).pipe(Effect.map((t) => ({ ...t, envDef: ms[0]![0] })))
+  const total = ms.reduce((s, [, w]) => s + w, 0)
+  let u = random(`mixture/${options.split}/${options.seed}/${options.index}`).next() * total
+  let chosen = ms[ms.length - 1]![0]
+  for (const [env, w] of ms) {
+    if (u < w) {
+      chosen = env
+      break
+    }
+    u -= w
+  }
+  return problemAt(chosen, options).pipe(Effect.map((t) => ({ ...t, envDef: chosen })))
+}
