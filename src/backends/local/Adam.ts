@@ -1,0 +1,64 @@
+/**
+ * Adam with decoupled weight decay and global-norm gradient clipping, on plain
+ * Float32Arrays (the adapter is small; this keeps optimizer state trivially
+ * serialisable and bit-for-bit reproducible).
+ *
+ * @since 0.1.0
+ */
+import type { AdamParams } from "../../Contract.ts"
+import type { Weights } from "./Model.ts"
+
+/** @since 0.1.0 @category models */
+export interface AdamState {
+  readonly m: Weights
+  readonly v: Weights
+  /** number of steps taken */
+  t: number
+}
+
+/** @since 0.1.0 @category constructors */
+export const initAdam = (params: Weights): AdamState => {
+  const m: Weights = {}
+  const v: Weights = {}
+  for (const [k, p] of Object.entries(params)) {
+    m[k] = new Float32Array(p.length)
+    v[k] = new Float32Array(p.length)
+  }
+  return { m, v, t: 0 }
+}
+
+/** Global L2 norm of a set of arrays. @since 0.1.0 @category combinators */
+export const globalNorm = (w: Weights): number => {
+  let s = 0
+  for (const a of Object.values(w)) for (let i = 0; i < a.length; i++) s += a[i]! * a[i]!
+  return Math.sqrt(s)
+}
+
+/**
+ * One update, in place. Returns the gradient norm before clipping.
+ * @since 0.1.0 @category combinators
+ */
+export const adamStep = (params: Weights, grads: Weights, state: AdamState, hp: AdamParams): { readonly gradNorm: number } => {
+  const gradNorm = globalNorm(grads)
+  const clip = hp.grad_clip_norm > 0 && gradNorm > hp.grad_clip_norm ? hp.grad_clip_norm / gradNorm : 1
+  state.t += 1
+  const { beta1: b1, beta2: b2, eps, learning_rate: lr, weight_decay: wd } = hp
+  const c1 = 1 - Math.pow(b1, state.t)
+  const c2 = 1 - Math.pow(b2, state.t)
+  const decay = 1 - lr * wd
+  for (const [k, p] of Object.entries(params)) {
+    const g = grads[k]
+    const m = state.m[k]
+    const v = state.v[k]
+    if (!g || !m || !v) throw new Error(`optimizer state misses ${k}`)
+    for (let i = 0; i < p.length; i++) {
+      const gi = g[i]! * clip
+      const mi = b1 * m[i]! + (1 - b1) * gi
+      const vi = b2 * v[i]! + (1 - b2) * gi * gi
+      m[i] = mi
+      v[i] = vi
+      p[i] = p[i]! * decay - (lr * (mi / c1)) / (Math.sqrt(vi / c2) + eps)
+    }
+  }
+  return { gradNorm }
+}

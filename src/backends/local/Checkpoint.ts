@@ -1,0 +1,126 @@
+/**
+ * Files of the embedded backend: one binary format for base weights, adapters and
+ * optimizer state. Layout: the 8 bytes `GYRECKPT`, a little-endian uint32 header
+ * length, a UTF-8 JSON header `{ meta, tensors: [{ name, shape, offset }] }`, zero
+ * padding to a multiple of 4, then the float32 data (little-endian). Writes go to a
+ * temporary file that is renamed into place, so a reader never sees half a file.
+ *
+ * @since 0.1.0
+ */
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { type ModelConfig, type Shapes, type Weights, baseShapes, sizeOf } from "./Model.ts"
+
+const MAGIC = "GYRECKPT"
+
+/** @since 0.1.0 @category models */
+export interface CheckpointFile {
+  readonly meta: Record<string, unknown>
+  readonly tensors: Weights
+  readonly shapes: Shapes
+}
+
+/** @since 0.1.0 @category combinators */
+export const encode = (meta: Record<string, unknown>, tensors: Weights, shapes?: Shapes): Buffer => {
+  const names = Object.keys(tensors).sort()
+  let offset = 0
+  const entries = names.map((name) => {
+    const data = tensors[name]!
+    const shape = shapes?.[name] ?? [data.length]
+    if (sizeOf(shape) !== data.length) throw new Error(`tensor ${name}: shape ${JSON.stringify(shape)} does not hold ${data.length} values`)
+    const e = { name, shape: [...shape], offset }
+    offset += data.length * 4
+    return e
+  })
+  const header = Buffer.from(JSON.stringify({ meta, tensors: entries }), "utf8")
+  const headerEnd = 12 + header.length
+  const dataStart = Math.ceil(headerEnd / 4) * 4
+  const buf = Buffer.alloc(dataStart + offset)
+  buf.write(MAGIC, 0, "ascii")
+  buf.writeUInt32LE(header.length, 8)
+  header.copy(buf, 12)
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
+  for (const e of entries) {
+    const data = tensors[e.name]!
+    let p = dataStart + e.offset
+    for (let i = 0; i < data.length; i++, p += 4) view.setFloat32(p, data[i]!, true)
+  }
+  return buf
+}
+
+/** @since 0.1.0 @category combinators */
+export const decode = (buf: Uint8Array): CheckpointFile => {
+  const b = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
+  if (b.length < 12 || b.toString("ascii", 0, 8) !== MAGIC) throw new Error("not a checkpoint file (bad magic)")
+  const hlen = b.readUInt32LE(8)
+  if (12 + hlen > b.length) throw new Error("truncated checkpoint header")
+  const header = JSON.parse(b.toString("utf8", 12, 12 + hlen)) as {
+    meta: Record<string, unknown>
+    tensors: Array<{ name: string; shape: Array<number>; offset: number }>
+  }
+  const dataStart = Math.ceil((12 + hlen) / 4) * 4
+  const view = new DataView(b.buffer, b.byteOffset, b.byteLength)
+  const tensors: Weights = {}
+  const shapes: Record<string, Array<number>> = {}
+  for (const e of header.tensors) {
+    const n = sizeOf(e.shape)
+    const start = dataStart + e.offset
+    if (start + n * 4 > b.length) throw new Error(`truncated checkpoint data for ${e.name}`)
+    const a = new Float32Array(n)
+    for (let i = 0; i < n; i++) a[i] = view.getFloat32(start + i * 4, true)
+    tensors[e.name] = a
+    shapes[e.name] = e.shape
+  }
+  return { meta: header.meta, tensors, shapes }
+}
+
+/** Writes `data` to `file` atomically (temporary file, then rename). @since 0.1.0 @category combinators */
+export const writeAtomic = async (file: string, data: Uint8Array | string): Promise<void> => {
+  await fs.mkdir(path.dirname(file), { recursive: true })
+  const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`
+  try {
+    await fs.writeFile(tmp, data)
+    await fs.rename(tmp, file)
+  } catch (e) {
+    await fs.rm(tmp, { force: true })
+    throw e
+  }
+}
+
+/** @since 0.1.0 @category combinators */
+export const write = (file: string, meta: Record<string, unknown>, tensors: Weights, shapes?: Shapes) =>
+  writeAtomic(file, encode(meta, tensors, shapes))
+
+/** @since 0.1.0 @category combinators */
+export const read = async (file: string): Promise<CheckpointFile> => decode(await fs.readFile(file))
+
+/** The base model directory: `config.json` and `weights.bin`. @since 0.1.0 @category combinators */
+export const saveBaseModel = async (dir: string, config: ModelConfig, weights: Weights, extra: Record<string, unknown> = {}) => {
+  await writeAtomic(path.join(dir, "config.json"), JSON.stringify({ ...config, tokenizer: "char-ascii", ...extra }, null, 2) + "\n")
+  await write(path.join(dir, "weights.bin"), { kind: "base", config }, weights, baseShapes(config))
+}
+
+/** @since 0.1.0 @category combinators */
+export const loadBaseModel = async (dir: string): Promise<{ readonly config: ModelConfig; readonly weights: Weights }> => {
+  const raw = JSON.parse(await fs.readFile(path.join(dir, "config.json"), "utf8")) as Record<string, unknown>
+  const num = (k: string) => {
+    const v = raw[k]
+    if (typeof v !== "number") throw new Error(`${dir}/config.json: ${k} must be a number`)
+    return v
+  }
+  const config: ModelConfig = {
+    vocabSize: num("vocabSize"),
+    contextLength: num("contextLength"),
+    nLayers: num("nLayers"),
+    dModel: num("dModel"),
+    nHeads: num("nHeads"),
+    mlpRatio: num("mlpRatio"),
+  }
+  const file = await read(path.join(dir, "weights.bin"))
+  const shapes = baseShapes(config)
+  for (const [name, shape] of Object.entries(shapes)) {
+    const got = file.shapes[name]
+    if (!got || got.join(",") !== shape.join(",")) throw new Error(`${dir}/weights.bin: ${name} has shape ${JSON.stringify(got)}, config wants ${JSON.stringify(shape)}`)
+  }
+  return { config, weights: file.tensors }
+}

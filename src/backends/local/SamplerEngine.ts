@@ -1,0 +1,464 @@
+/**
+ * The numeric core of the embedded sampler, as a plain class.
+ *
+ * - The served adapter arrives as plain Float32Arrays plus a version number and is
+ *   merged into the base weights once per version (W' = W + (alpha/r)·A·B).
+ * - Prompts are prefilled once and their K/V tiled across the `numSamples` rows;
+ *   a small LRU keeps prompt K/V per (version, prompt) so repeat requests skip the
+ *   prompt entirely.
+ * - Requests that are queued while a batch runs are batched: the next batch takes
+ *   every queued request whose prompt has the same length and decodes them as one
+ *   [rows, ...] batch. Each request keeps its own random stream, so its samples do
+ *   not depend on what it was batched with.
+ * - Sampling (temperature, top-k, top-p) runs in TypeScript on the logits; the
+ *   reported log-prob of a token is under the distribution actually sampled from.
+ *   At temperature 1 without truncation it is the model's log-softmax, computed the
+ *   same way as the trainer's. Greedy decoding (temperature 0) reports 0.
+ *
+ * @since 0.1.0
+ */
+import * as tf from "@tensorflow/tfjs"
+import type { SampledSequence, SampleResult, SamplingParams, StopReason } from "../../Contract.ts"
+import { decodeChars, EOS } from "./CharTokenizer.ts"
+import { disposeCache, inferenceView, type KvCache, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
+import { Rng } from "./Rng.ts"
+import type { PublishedAdapter } from "./TrainerEngine.ts"
+
+/** @since 0.1.0 @category models */
+export interface SamplerEngineOptions {
+  readonly seed?: number
+  /** prompt K/V entries kept (0 disables the cache) */
+  readonly prefixCacheSize?: number
+  /** false decodes by re-running the whole sequence each step (for tests) */
+  readonly useKvCache?: boolean
+  /** false runs requests one by one (for measurements) */
+  readonly batchRequests?: boolean
+}
+
+/** @since 0.1.0 @category models */
+export interface SampleRequestOptions {
+  readonly numSamples: number
+  readonly includePromptLogprobs?: boolean
+}
+
+interface Pending {
+  readonly prompt: ReadonlyArray<number>
+  readonly params: SamplingParams
+  readonly options: SampleRequestOptions
+  readonly rng: Rng
+  readonly resolve: (r: SampleResult) => void
+  readonly reject: (e: unknown) => void
+}
+
+interface PrefixEntry {
+  readonly k: Array<tf.Tensor4D>
+  readonly v: Array<tf.Tensor4D>
+  readonly lastLogits: Float32Array
+  readonly promptLogprobs: Array<number>
+}
+
+/** Statistics for tests and benchmarks. @since 0.1.0 @category models */
+export interface SamplerStats {
+  batches: number
+  requests: number
+  rows: number
+  prefixHits: number
+  prefixMisses: number
+  /** largest number of requests decoded together */
+  maxRequestsPerBatch: number
+}
+
+/** @since 0.1.0 @category models */
+export class LocalSamplerEngine {
+  version = 0
+  private merged: TensorMap
+  private view: WeightView
+  private readonly rng: Rng
+  private readonly lru = new Map<string, PrefixEntry>()
+  private readonly lruSize: number
+  private readonly useKvCache: boolean
+  private readonly batchRequests: boolean
+  private queue: Array<Pending> = []
+  private scheduled = false
+  readonly stats: SamplerStats = { batches: 0, requests: 0, rows: 0, prefixHits: 0, prefixMisses: 0, maxRequestsPerBatch: 0 }
+
+  constructor(
+    readonly model: LocalModel,
+    options: SamplerEngineOptions = {},
+  ) {
+    this.rng = new Rng(options.seed ?? 0)
+    this.lruSize = options.prefixCacheSize ?? 64
+    this.useKvCache = options.useKvCache ?? true
+    this.batchRequests = options.batchRequests ?? true
+    this.merged = model.mergedTensors(undefined, 1)
+    this.view = inferenceView(this.merged)
+  }
+
+  /** Serves a new adapter version (weights are merged into the base once). */
+  setAdapter(adapter: PublishedAdapter) {
+    const lora = toTensors(adapter.weights, this.model)
+    const next = this.model.mergedTensors(lora, adapter.scale)
+    for (const t of Object.values(lora)) t.dispose()
+    this.disposeMerged()
+    this.merged = next
+    this.view = inferenceView(next)
+    this.version = adapter.version
+    this.clearPrefixCache()
+  }
+
+  private disposeMerged() {
+    for (const [k, t] of Object.entries(this.merged)) if (this.model.base[k] !== t) t.dispose()
+  }
+
+  clearPrefixCache() {
+    for (const e of this.lru.values()) disposeEntry(e)
+    this.lru.clear()
+  }
+
+  /** a fresh seed from the engine's own stream (for requests without a seed) */
+  nextSeed(): number {
+    return this.rng.nextU32()
+  }
+
+  /**
+   * Queues a request; requests queued together are decoded as one batch.
+   * The caller validates the inputs (see `checkSampleRequest`).
+   */
+  sample(prompt: ReadonlyArray<number>, params: SamplingParams, options: SampleRequestOptions): Promise<SampleResult> {
+    const seed = params.seed ?? this.nextSeed()
+    return new Promise<SampleResult>((resolve, reject) => {
+      this.queue.push({ prompt, params, options, rng: new Rng(seed), resolve, reject })
+      this.schedule()
+    })
+  }
+
+  private schedule() {
+    if (this.scheduled || this.queue.length === 0) return
+    this.scheduled = true
+    setImmediate(() => {
+      this.scheduled = false
+      const first = this.queue[0]!
+      const group = this.batchRequests ? this.queue.filter((p) => p.prompt.length === first.prompt.length) : [first]
+      this.queue = this.queue.filter((p) => !group.includes(p))
+      try {
+        const results = this.runBatch(group)
+        group.forEach((p, i) => p.resolve(results[i]!))
+      } catch (e) {
+        for (const p of group) p.reject(e)
+      }
+      this.schedule()
+    })
+  }
+
+  /** Checks a request; returns a message or undefined. */
+  check(prompt: ReadonlyArray<number>, params: SamplingParams, numSamples: number): string | undefined {
+    const { vocabSize, contextLength } = this.model.config
+    if (prompt.length === 0) return "prompt is empty"
+    if (prompt.length >= contextLength) return `prompt has ${prompt.length} tokens; the context length is ${contextLength}, leaving no room to sample`
+    for (let i = 0; i < prompt.length; i++) {
+      const t = prompt[i]!
+      if (!Number.isInteger(t) || t < 0 || t >= vocabSize) return `prompt token ${t} at position ${i} is outside the vocabulary [0, ${vocabSize})`
+    }
+    if (!Number.isInteger(numSamples) || numSamples < 1) return `numSamples must be a positive integer, got ${numSamples}`
+    if (!Number.isInteger(params.maxTokens) || params.maxTokens < 1) return `maxTokens must be a positive integer, got ${params.maxTokens}`
+    if (!(params.temperature >= 0) || !Number.isFinite(params.temperature)) return `temperature must be >= 0, got ${params.temperature}`
+    if (params.topP !== undefined && !(params.topP > 0 && params.topP <= 1)) return `topP must be in (0, 1], got ${params.topP}`
+    if (params.topK !== undefined && (!Number.isInteger(params.topK) || params.topK < 0)) return `topK must be a non-negative integer (0 = no limit), got ${params.topK}`
+    for (const s of params.stop ?? []) {
+      if (typeof s === "number" && (!Number.isInteger(s) || s < 0 || s >= vocabSize)) return `stop token ${s} is outside the vocabulary`
+      if (typeof s === "string" && s.length === 0) return "stop strings must not be empty"
+    }
+    return undefined
+  }
+
+  /** log p(x_i | x_<i) for every position (position 0 is 0). */
+  computeLogprobs(tokens: ReadonlyArray<number>): Array<number> {
+    const V = this.model.config.vocabSize
+    const L = tokens.length
+    const out = new Array<number>(L).fill(0)
+    if (L < 2) return out
+    const logits = tf.tidy(() => this.model.forward(this.view, Int32Array.from(tokens), 1, L))
+    const vals = logits.dataSync() as Float32Array
+    logits.dispose()
+    for (let i = 1; i < L; i++) out[i] = logprobAt(vals, (i - 1) * V, V, tokens[i]!)
+    return out
+  }
+
+  /**
+   * Prefills the distinct prompts of a batch (with the LRU). Returns one entry per
+   * prompt, and the entries the caller must dispose once it has tiled them (fresh
+   * ones the LRU does not keep, and ones it evicted).
+   */
+  private prefill(prompts: Array<ReadonlyArray<number>>): { entries: Array<PrefixEntry>; release: Array<PrefixEntry> } {
+    const V = this.model.config.vocabSize
+    const P = prompts[0]!.length
+    const keyOf = (p: ReadonlyArray<number>) => `${this.version}|${p.join(",")}`
+    const entries = new Map<string, PrefixEntry>()
+    const missing: Array<ReadonlyArray<number>> = []
+    for (const p of prompts) {
+      const key = keyOf(p)
+      if (entries.has(key) || missing.some((m) => keyOf(m) === key)) continue
+      const hit = this.lru.get(key)
+      if (hit) {
+        this.lru.delete(key)
+        this.lru.set(key, hit)
+        entries.set(key, hit)
+        this.stats.prefixHits++
+      } else {
+        missing.push(p)
+        this.stats.prefixMisses++
+      }
+    }
+    const fresh: Array<[string, PrefixEntry]> = []
+    if (missing.length > 0) {
+      const U = missing.length
+      const tok = new Int32Array(U * P)
+      missing.forEach((p, u) => p.forEach((t, i) => (tok[u * P + i] = t)))
+      const collect = { k: [] as Array<tf.Tensor4D>, v: [] as Array<tf.Tensor4D> }
+      const logits = tf.tidy(() => {
+        const l = this.model.forward(this.view, tok, U, P, collect)
+        collect.k.forEach((t) => tf.keep(t))
+        collect.v.forEach((t) => tf.keep(t))
+        return l
+      })
+      const vals = logits.dataSync() as Float32Array
+      logits.dispose()
+      const { nHeads: H } = this.model.config
+      const dh = this.model.headDim
+      missing.forEach((p, u) => {
+        const promptLogprobs = new Array<number>(P).fill(0)
+        for (let i = 1; i < P; i++) promptLogprobs[i] = logprobAt(vals, (u * P + i - 1) * V, V, p[i]!)
+        const sliceRow = (t: tf.Tensor4D) => (U === 1 ? tf.clone(t) : tf.slice(t, [u, 0, 0, 0], [1, H, P, dh]))
+        const entry: PrefixEntry = {
+          k: collect.k.map(sliceRow),
+          v: collect.v.map(sliceRow),
+          lastLogits: vals.slice((u * P + P - 1) * V, (u * P + P) * V),
+          promptLogprobs,
+        }
+        fresh.push([keyOf(p), entry])
+        entries.set(keyOf(p), entry)
+      })
+      collect.k.forEach((t) => t.dispose())
+      collect.v.forEach((t) => t.dispose())
+    }
+    const result = prompts.map((p) => entries.get(keyOf(p))!)
+    const release: Array<PrefixEntry> = []
+    if (this.lruSize === 0) release.push(...fresh.map(([, e]) => e))
+    else {
+      // remember the new entries; evict the least recently used ones
+      for (const [key, e] of fresh) this.lru.set(key, e)
+      while (this.lru.size > this.lruSize) {
+        const oldest = this.lru.keys().next().value as string
+        const e = this.lru.get(oldest)!
+        this.lru.delete(oldest)
+        if (result.includes(e)) release.push(e)
+        else disposeEntry(e)
+      }
+    }
+    return { entries: result, release }
+  }
+
+  private runBatch(group: Array<Pending>): Array<SampleResult> {
+    const { contextLength: ctx, vocabSize: V, nLayers } = this.model.config
+    const P = group[0]!.prompt.length
+    this.stats.batches++
+    this.stats.requests += group.length
+    this.stats.maxRequestsPerBatch = Math.max(this.stats.maxRequestsPerBatch, group.length)
+    const { entries, release } = this.prefill(group.map((g) => g.prompt))
+    // rows: request j repeated numSamples times
+    const rowReq: Array<number> = []
+    group.forEach((g, j) => {
+      for (let s = 0; s < g.options.numSamples; s++) rowReq.push(j)
+    })
+    const R = rowReq.length
+    this.stats.rows += R
+    const limit = group.map((g) => Math.min(g.params.maxTokens, ctx - P))
+    const maxSteps = Math.max(...limit)
+    const rows = rowReq.map(() => ({ tokens: [] as Array<number>, logprobs: [] as Array<number>, done: false, stop: "length" as StopReason }))
+
+    // unique entries -> one K/V per layer, tiled to the rows
+    const uniq = [...new Set(entries)]
+    const rowIdx = Int32Array.from(rowReq.map((j) => uniq.indexOf(entries[j]!)))
+    let cache: KvCache | undefined
+    if (this.useKvCache && maxSteps > 1) {
+      cache = tf.tidy(() => {
+        const idx = tf.tensor1d(rowIdx, "int32")
+        const tile = (parts: Array<tf.Tensor4D>) => tf.keep(tf.gather(parts.length === 1 ? parts[0]! : tf.concat(parts, 0), idx, 0) as tf.Tensor4D)
+        const k: Array<tf.Tensor4D> = []
+        const v: Array<tf.Tensor4D> = []
+        for (let l = 0; l < nLayers; l++) {
+          k.push(tile(uniq.map((e) => e.k[l]!)))
+          v.push(tile(uniq.map((e) => e.v[l]!)))
+        }
+        return { k, v, length: P }
+      })
+    }
+    for (const e of release) disposeEntry(e)
+
+    let logits: Float32Array = new Float32Array(R * V)
+    rowReq.forEach((j, r) => logits.set(entries[j]!.lastLogits, r * V))
+    const stopStrings = group.map((g) => (g.params.stop ?? []).filter((s): s is string => typeof s === "string"))
+    const stopIds = group.map((g) => new Set((g.params.stop ?? []).filter((s): s is number => typeof s === "number")))
+    try {
+      for (let step = 0; step < maxSteps; step++) {
+        for (let r = 0; r < R; r++) {
+          const row = rows[r]!
+          if (row.done) continue
+          const j = rowReq[r]!
+          const g = group[j]!
+          const { token, logprob } = sampleRow(logits, r * V, V, g.params, g.rng)
+          row.tokens.push(token)
+          row.logprobs.push(logprob)
+          if (token === EOS || stopIds[j]!.has(token)) {
+            row.done = true
+            row.stop = "stop"
+          } else if (stopStrings[j]!.length > 0) {
+            const text = decodeChars(row.tokens)
+            if (stopStrings[j]!.some((s) => text.endsWith(s))) {
+              row.done = true
+              row.stop = "stop"
+            }
+          }
+          if (!row.done && row.tokens.length >= limit[j]!) row.done = true
+        }
+        if (rows.every((row) => row.done)) break
+        const last = Int32Array.from(rows.map((row) => row.tokens[row.tokens.length - 1] ?? EOS))
+        if (cache) {
+          const out = this.model.decode(this.view, last, cache)
+          cache = out.cache
+          logits = out.logits.dataSync() as Float32Array
+          out.logits.dispose()
+        } else {
+          logits = this.fullForwardLast(group, rowReq, rows.map((row) => row.tokens))
+        }
+      }
+    } finally {
+      if (cache) disposeCache(cache)
+    }
+    return group.map((g, j) => {
+      const sequences: Array<SampledSequence> = []
+      rows.forEach((row, r) => {
+        if (rowReq[r] === j) sequences.push({ tokens: row.tokens, logprobs: row.logprobs, stopReason: row.stop })
+      })
+      return g.options.includePromptLogprobs
+        ? { sequences, policyVersion: this.version, promptLogprobs: entries[j]!.promptLogprobs.slice() }
+        : { sequences, policyVersion: this.version }
+    })
+  }
+
+  /** the no-cache path: logits of the last position of every row, recomputed from scratch */
+  private fullForwardLast(group: Array<Pending>, rowReq: Array<number>, gen: Array<Array<number>>): Float32Array {
+    const V = this.model.config.vocabSize
+    const R = rowReq.length
+    const L = group[0]!.prompt.length + gen[0]!.length
+    const tok = new Int32Array(R * L)
+    rowReq.forEach((j, r) => {
+      const seq = [...group[j]!.prompt, ...gen[r]!]
+      for (let i = 0; i < L; i++) tok[r * L + i] = seq[i] ?? EOS
+    })
+    const logits = tf.tidy(() => this.model.forward(this.view, tok, R, L))
+    const vals = logits.dataSync() as Float32Array
+    logits.dispose()
+    const out = new Float32Array(R * V)
+    for (let r = 0; r < R; r++) out.set(vals.subarray((r * L + L - 1) * V, (r * L + L) * V), r * V)
+    return out
+  }
+
+  dispose() {
+    this.clearPrefixCache()
+    this.disposeMerged()
+  }
+}
+
+const disposeEntry = (e: PrefixEntry) => {
+  for (const t of e.k) t.dispose()
+  for (const t of e.v) t.dispose()
+}
+
+const toTensors = (w: Record<string, Float32Array>, model: LocalModel): TensorMap => {
+  const out: TensorMap = {}
+  for (const [k, a] of Object.entries(w)) {
+    const base = model.base[k.slice(0, k.lastIndexOf("."))]
+    if (!base) throw new Error(`adapter weight ${k} does not match a projection`)
+    const [din, dout] = base.shape as [number, number]
+    const r = k.endsWith(".A") ? a.length / din : a.length / dout
+    out[k] = tf.tensor2d(a, k.endsWith(".A") ? [din, r] : [r, dout])
+  }
+  return out
+}
+
+/** log-softmax of one logits row at `token` (same arithmetic as the trainer) */
+const logprobAt = (logits: Float32Array, off: number, V: number, token: number): number => {
+  let m = -Infinity
+  for (let v = 0; v < V; v++) if (logits[off + v]! > m) m = logits[off + v]!
+  let s = 0
+  for (let v = 0; v < V; v++) s += Math.exp(logits[off + v]! - m)
+  return logits[off + token]! - (m + Math.log(s))
+}
+
+/**
+ * Draws one token from a logits row under temperature / top-k / top-p and returns
+ * its log-prob under that (renormalised) distribution.
+ * @since 0.1.0 @category combinators
+ */
+export const sampleRow = (logits: Float32Array, off: number, V: number, params: SamplingParams, rng: Rng): { token: number; logprob: number } => {
+  if (params.temperature === 0) {
+    let best = 0
+    for (let v = 1; v < V; v++) if (logits[off + v]! > logits[off + best]!) best = v
+    return { token: best, logprob: 0 }
+  }
+  const T = params.temperature
+  const topK = params.topK ?? 0
+  const topP = params.topP ?? 1
+  if (T === 1 && (topK === 0 || topK >= V) && topP >= 1) {
+    // plain softmax: exactly the trainer's arithmetic
+    let m = -Infinity
+    for (let v = 0; v < V; v++) if (logits[off + v]! > m) m = logits[off + v]!
+    let s = 0
+    for (let v = 0; v < V; v++) s += Math.exp(logits[off + v]! - m)
+    const u = rng.next() * s
+    let acc = 0
+    let token = V - 1
+    for (let v = 0; v < V; v++) {
+      acc += Math.exp(logits[off + v]! - m)
+      if (u < acc) {
+        token = v
+        break
+      }
+    }
+    return { token, logprob: logits[off + token]! - (m + Math.log(s)) }
+  }
+  const z = new Float64Array(V)
+  let m = -Infinity
+  for (let v = 0; v < V; v++) {
+    z[v] = logits[off + v]! / T
+    if (z[v]! > m) m = z[v]!
+  }
+  const p = new Float64Array(V)
+  for (let v = 0; v < V; v++) p[v] = Math.exp(z[v]! - m)
+  const keep = new Uint8Array(V).fill(1)
+  if ((topK > 0 && topK < V) || topP < 1) {
+    const order = Array.from({ length: V }, (_, v) => v).sort((a, b) => p[b]! - p[a]! || a - b)
+    let total = 0
+    for (let v = 0; v < V; v++) total += p[v]!
+    let cum = 0
+    order.forEach((v, rank) => {
+      const inTopK = topK === 0 || rank < topK
+      const inTopP = cum < topP * total || rank === 0
+      if (!inTopK || !inTopP) keep[v] = 0
+      cum += p[v]!
+    })
+  }
+  let s = 0
+  for (let v = 0; v < V; v++) if (keep[v]) s += p[v]!
+  const u = rng.next() * s
+  let acc = 0
+  let token = -1
+  for (let v = 0; v < V; v++) {
+    if (!keep[v]) continue
+    token = v
+    acc += p[v]!
+    if (u < acc) break
+  }
+  return { token, logprob: z[token]! - m - Math.log(s) }
+}

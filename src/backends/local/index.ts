@@ -1,0 +1,249 @@
+/**
+ * The embedded backend: a small character-level transformer with LoRA, trained and
+ * sampled in-process on tfjs + wasm. `Local.layer(options)` provides the `Trainer`,
+ * `Sampler` and `Tokenizer` services.
+ *
+ * The numeric work lives in plain classes (`LocalModel`, `LocalTrainerEngine`,
+ * `LocalSamplerEngine`); this module only validates, wraps and connects them. The
+ * trainer publishes an adapter to the sampler as plain Float32Arrays plus a version,
+ * so the two engines can later live in separate threads.
+ *
+ * @since 0.1.0
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as tf from "@tensorflow/tfjs"
+import "@tensorflow/tfjs-backend-wasm"
+import { Context, Effect, Layer, Stream, SubscriptionRef } from "effect"
+import {
+  type AdamParams,
+  BackendError,
+  type Datum,
+  type ForwardOptions,
+  type LossFn,
+  type ModelInput,
+  modelInputTokens,
+  type SampleOptions,
+  type SamplingParams,
+} from "../../Contract.ts"
+import { validateLoss } from "../../Loss.ts"
+import { Sampler, type SamplerShape } from "../../Sampler.ts"
+import { Tokenizer } from "../../Tokenizer.ts"
+import { Trainer, type TrainerShape } from "../../Trainer.ts"
+import * as CharTokenizer from "./CharTokenizer.ts"
+import * as Checkpoint from "./Checkpoint.ts"
+import { checkLora, defaultLora, initBase, LocalModel, type LoraConfig, type ModelConfig, type Weights } from "./Model.ts"
+import { LocalSamplerEngine } from "./SamplerEngine.ts"
+import { LocalTrainerEngine } from "./TrainerEngine.ts"
+import { checkData, checkTopK } from "./Validate.ts"
+
+export { LocalModel } from "./Model.ts"
+export type { LoraConfig, LoraTarget, ModelConfig, Weights } from "./Model.ts"
+export { LocalSamplerEngine } from "./SamplerEngine.ts"
+export { LocalTrainerEngine } from "./TrainerEngine.ts"
+
+/** @since 0.1.0 @category models */
+export interface LocalOptions {
+  /** directory with `config.json` + `weights.bin` (default "models/base"; ignored when `config` is given without it) */
+  readonly modelDir?: string
+  /** a model config for random initialisation (tests); used when no `modelDir` is given */
+  readonly config?: ModelConfig
+  readonly lora?: LoraConfig
+  /** seeds the adapter init, the random base (with `config`) and the sampler's stream */
+  readonly seed?: number
+  /** where `saveState` writes (default "runs/local-state") */
+  readonly stateDir?: string
+  /** prompt K/V entries the sampler keeps (default 64; 0 disables) */
+  readonly prefixCacheSize?: number
+}
+
+let ready: Promise<void> | undefined
+
+/** Selects the wasm backend once per process. @since 0.1.0 @category constructors */
+export const initTf = (): Promise<void> => {
+  ready ??= (async () => {
+    if (tf.getBackend() !== "wasm") await tf.setBackend("wasm")
+    await tf.ready()
+  })()
+  return ready
+}
+
+const fail = (operation: string, reason: BackendError["reason"], message: string) => new BackendError({ reason, operation, message })
+
+const internal = (operation: string) => (cause: unknown) =>
+  fail(operation, "Internal", cause instanceof Error ? cause.message : String(cause))
+
+/** Loads or creates the base model named by the options. @since 0.1.0 @category constructors */
+export const loadModel = async (options: LocalOptions): Promise<{ readonly model: LocalModel; readonly name: string }> => {
+  await initTf()
+  if (options.config && !options.modelDir) {
+    const weights: Weights = initBase(options.config, options.seed ?? 0)
+    return { model: new LocalModel(options.config, weights), name: "local:random" }
+  }
+  const dir = options.modelDir ?? "models/base"
+  const { config, weights } = await Checkpoint.loadBaseModel(dir)
+  return { model: new LocalModel(config, weights), name: `local:${dir}` }
+}
+
+const NAME = /^[A-Za-z0-9._-]+$/
+
+/** The services built over a pair of engines (exposed for tests and tools). @since 0.1.0 @category models */
+export interface LocalServices {
+  readonly trainer: TrainerShape
+  readonly sampler: SamplerShape
+  readonly tokenizer: typeof CharTokenizer.make extends () => infer T ? T : never
+  readonly trainerEngine: LocalTrainerEngine
+  readonly samplerEngine: LocalSamplerEngine
+}
+
+/**
+ * Builds the services over existing engines.
+ * @since 0.1.0 @category constructors
+ */
+export const makeServices = Effect.fnUntraced(function* (
+  trainerEngine: LocalTrainerEngine,
+  samplerEngine: LocalSamplerEngine,
+  info: { readonly modelName: string; readonly stateDir: string },
+) {
+  const published = yield* SubscriptionRef.make(samplerEngine.version)
+  const config = trainerEngine.model.config
+  const limits = { vocabSize: config.vocabSize, contextLength: config.contextLength }
+
+  const runLoss = (operation: string, backward: boolean) =>
+    Effect.fn(operation)(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, options?: ForwardOptions) {
+      const loss = yield* validateLoss(operation, lossFn, options?.lossFnConfig)
+      const topKError = checkTopK(options?.topKLogprobs)
+      if (topKError) return yield* fail(operation, "InvalidInput", topKError)
+      const dataError = checkData(data, lossFn, limits)
+      if (dataError) return yield* fail(operation, "InvalidInput", dataError)
+      const topK = options?.topKLogprobs
+      return yield* Effect.try({
+        try: () => trainerEngine.run(data, loss, topK === undefined ? { backward } : { backward, topK }),
+        catch: internal(operation),
+      })
+    })
+
+  const awaitVersion = (operation: string, min: number | undefined) =>
+    min === undefined || samplerEngine.version >= min
+      ? Effect.void
+      : Effect.logDebug(`${operation}: waiting for policy version ${min}`).pipe(
+          Effect.andThen(
+            SubscriptionRef.changes(published).pipe(
+              Stream.filter((v) => v >= min),
+              Stream.take(1),
+              Stream.runDrain,
+            ),
+          ),
+        )
+
+  const trainer: TrainerShape = Trainer.of({
+    forwardBackward: runLoss("Local.forwardBackward", true),
+    forward: runLoss("Local.forward", false),
+    optimStep: Effect.fn("Local.optimStep")(function* (adam: AdamParams) {
+      const bad = Object.entries(adam).find(([, v]) => typeof v !== "number" || !Number.isFinite(v))
+      if (bad) return yield* fail("Local.optimStep", "InvalidInput", `adam ${bad[0]} must be a finite number`)
+      if (adam.learning_rate < 0 || adam.eps <= 0 || adam.beta1 < 0 || adam.beta1 >= 1 || adam.beta2 < 0 || adam.beta2 >= 1 || adam.weight_decay < 0 || adam.grad_clip_norm < 0) {
+        return yield* fail("Local.optimStep", "InvalidInput", "adam params out of range: learning_rate >= 0, 0 <= beta1, beta2 < 1, eps > 0, weight_decay >= 0, grad_clip_norm >= 0")
+      }
+      return yield* Effect.try({ try: () => trainerEngine.optimStep(adam), catch: internal("Local.optimStep") })
+    }),
+    saveWeightsForSampler: Effect.fn("Local.saveWeightsForSampler")(function* (name: string) {
+      const adapter = trainerEngine.publish()
+      yield* Effect.try({ try: () => samplerEngine.setAdapter(adapter), catch: internal("Local.saveWeightsForSampler") })
+      yield* SubscriptionRef.set(published, adapter.version)
+      return { version: adapter.version, path: `local://sampler_weights/${name}` }
+    }),
+    saveState: Effect.fn("Local.saveState")(function* (name: string) {
+      if (!NAME.test(name)) return yield* fail("Local.saveState", "InvalidInput", `state name ${JSON.stringify(name)} must match ${NAME.source}`)
+      const file = path.join(info.stateDir, `${name}.ckpt`)
+      yield* Effect.tryPromise({ try: () => trainerEngine.saveState(file), catch: internal("Local.saveState") })
+      return { path: file }
+    }),
+    loadState: Effect.fn("Local.loadState")(function* (file: string, options?: { readonly withOptimizer?: boolean }) {
+      const candidates = [file, path.join(info.stateDir, `${file}.ckpt`)]
+      const found = candidates.find((c) => fs.existsSync(c))
+      if (!found) return yield* fail("Local.loadState", "InvalidInput", `no state file at ${candidates.join(" or ")}`)
+      yield* Effect.tryPromise({
+        try: () => trainerEngine.loadState(found, options?.withOptimizer ?? false),
+        catch: (e) => fail("Local.loadState", "InvalidInput", e instanceof Error ? e.message : String(e)),
+      })
+    }),
+    info: Effect.sync(() => ({
+      modelName: info.modelName,
+      loraRank: trainerEngine.lora?.rank ?? 0,
+      version: trainerEngine.version,
+      maxSequenceLength: config.contextLength,
+    })),
+  })
+
+  const sampler: SamplerShape = Sampler.of({
+    sample: Effect.fn("Local.sample")(function* (prompt: ModelInput, params: SamplingParams, options: SampleOptions) {
+      const tokens = modelInputTokens(prompt)
+      const bad = samplerEngine.check(tokens, params, options.numSamples)
+      if (bad) return yield* fail("Local.sample", "InvalidInput", bad)
+      yield* awaitVersion("Local.sample", options.minPolicyVersion)
+      return yield* Effect.tryPromise({
+        try: () =>
+          samplerEngine.sample(tokens, params, {
+            numSamples: options.numSamples,
+            ...(options.includePromptLogprobs ? { includePromptLogprobs: true } : {}),
+          }),
+        catch: internal("Local.sample"),
+      })
+    }),
+    computeLogprobs: Effect.fn("Local.computeLogprobs")(function* (input: ModelInput, options?: { readonly minPolicyVersion?: number }) {
+      const tokens = modelInputTokens(input)
+      const { vocabSize, contextLength } = config
+      if (tokens.length > contextLength) return yield* fail("Local.computeLogprobs", "InvalidInput", `input has ${tokens.length} tokens, more than the context length ${contextLength}`)
+      const badAt = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocabSize)
+      if (badAt >= 0) return yield* fail("Local.computeLogprobs", "InvalidInput", `input token ${tokens[badAt]} at position ${badAt} is outside the vocabulary [0, ${vocabSize})`)
+      yield* awaitVersion("Local.computeLogprobs", options?.minPolicyVersion)
+      return yield* Effect.try({ try: () => samplerEngine.computeLogprobs(tokens), catch: internal("Local.computeLogprobs") })
+    }),
+    version: Effect.sync(() => samplerEngine.version),
+  })
+
+  return { trainer, sampler, tokenizer: CharTokenizer.make(), trainerEngine, samplerEngine } satisfies LocalServices
+})
+
+/**
+ * Builds a trainer/sampler pair on one base model; engines are disposed with the scope.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fn("Local.make")(function* (options: LocalOptions = {}) {
+  const lora = options.lora ?? defaultLora
+  const loraError = checkLora(lora)
+  if (loraError) return yield* fail("Local.make", "InvalidInput", loraError)
+  const { model, name } = yield* Effect.acquireRelease(
+    Effect.tryPromise({ try: () => loadModel(options), catch: (e) => fail("Local.make", "Unavailable", `cannot load the model: ${e instanceof Error ? e.message : String(e)}`) }),
+    ({ model }) => Effect.sync(() => model.dispose()),
+  )
+  const seed = options.seed ?? 0
+  const trainerEngine = yield* Effect.acquireRelease(
+    Effect.try({ try: () => new LocalTrainerEngine(model, { lora, seed: seed + 1 }), catch: internal("Local.make") }),
+    (e) => Effect.sync(() => e.dispose()),
+  )
+  const samplerEngine = yield* Effect.acquireRelease(
+    Effect.try({
+      try: () => new LocalSamplerEngine(model, { seed: seed + 2, ...(options.prefixCacheSize === undefined ? {} : { prefixCacheSize: options.prefixCacheSize }) }),
+      catch: internal("Local.make"),
+    }),
+    (e) => Effect.sync(() => e.dispose()),
+  )
+  yield* Effect.logDebug(`local backend ready: ${name}, ${model.config.nLayers} layers, d ${model.config.dModel}, LoRA rank ${lora.rank}`)
+  return yield* makeServices(trainerEngine, samplerEngine, { modelName: name, stateDir: options.stateDir ?? "runs/local-state" })
+})
+
+/**
+ * `Trainer`, `Sampler` and `Tokenizer` on the embedded model.
+ * @since 0.1.0 @category layers
+ */
+export const layer = (options: LocalOptions = {}): Layer.Layer<Trainer | Sampler | Tokenizer, BackendError> =>
+  Layer.effectContext(
+    Effect.map(make(options), (s) =>
+      Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Tokenizer, s.tokenizer)),
+    ),
+  )
+
+/** @since 0.1.0 @category models */
+export const Local = { layer, make, makeServices, loadModel, initTf } as const
