@@ -33,6 +33,8 @@ export interface SamplerEngineOptions {
   readonly useKvCache?: boolean
   /** false runs requests one by one (for measurements) */
   readonly batchRequests?: boolean
+  /** false prefills every row's prompt separately: no tiling, no LRU (for measurements) */
+  readonly prefixReuse?: boolean
 }
 
 /** @since 0.1.0 @category models */
@@ -78,6 +80,7 @@ export class LocalSamplerEngine {
   private readonly lruSize: number
   private readonly useKvCache: boolean
   private readonly batchRequests: boolean
+  private readonly prefixReuse: boolean
   private queue: Array<Pending> = []
   private scheduled = false
   readonly stats: SamplerStats = { batches: 0, requests: 0, rows: 0, prefixHits: 0, prefixMisses: 0, maxRequestsPerBatch: 0 }
@@ -90,6 +93,7 @@ export class LocalSamplerEngine {
     this.lruSize = options.prefixCacheSize ?? 64
     this.useKvCache = options.useKvCache ?? true
     this.batchRequests = options.batchRequests ?? true
+    this.prefixReuse = options.prefixReuse ?? true
     this.merged = model.mergedTensors(undefined, 1)
     this.view = inferenceView(this.merged)
   }
@@ -264,7 +268,6 @@ export class LocalSamplerEngine {
     this.stats.batches++
     this.stats.requests += group.length
     this.stats.maxRequestsPerBatch = Math.max(this.stats.maxRequestsPerBatch, group.length)
-    const { entries, release } = this.prefill(group.map((g) => g.prompt))
     // rows: request j repeated numSamples times
     const rowReq: Array<number> = []
     group.forEach((g, j) => {
@@ -275,28 +278,55 @@ export class LocalSamplerEngine {
     const limit = group.map((g) => Math.min(g.params.maxTokens, ctx - P))
     const maxSteps = Math.max(...limit)
     const rows = rowReq.map(() => ({ tokens: [] as Array<number>, logprobs: [] as Array<number>, done: false, stop: "length" as StopReason }))
-
-    // unique entries -> one K/V per layer, tiled to the rows
-    const uniq = [...new Set(entries)]
-    const rowIdx = Int32Array.from(rowReq.map((j) => uniq.indexOf(entries[j]!)))
+    const needCache = this.useKvCache && maxSteps > 1
     let cache: KvCache | undefined
-    if (this.useKvCache && maxSteps > 1) {
-      cache = tf.tidy(() => {
-        const idx = tf.tensor1d(rowIdx, "int32")
-        const tile = (parts: Array<tf.Tensor4D>) => tf.keep(tf.gather(parts.length === 1 ? parts[0]! : tf.concat(parts, 0), idx, 0) as tf.Tensor4D)
-        const k: Array<tf.Tensor4D> = []
-        const v: Array<tf.Tensor4D> = []
-        for (let l = 0; l < nLayers; l++) {
-          k.push(tile(uniq.map((e) => e.k[l]!)))
-          v.push(tile(uniq.map((e) => e.v[l]!)))
-        }
-        return { k, v, length: P }
+    let logits: Float32Array = new Float32Array(R * V)
+    let promptLogprobs: Array<Array<number>>
+
+    if (this.prefixReuse) {
+      // each distinct prompt once, its K/V tiled to the rows
+      const { entries, release } = this.prefill(group.map((g) => g.prompt))
+      const uniq = [...new Set(entries)]
+      const rowIdx = Int32Array.from(rowReq.map((j) => uniq.indexOf(entries[j]!)))
+      if (needCache) {
+        cache = tf.tidy(() => {
+          const idx = tf.tensor1d(rowIdx, "int32")
+          const tile = (parts: Array<tf.Tensor4D>) => tf.keep(tf.gather(parts.length === 1 ? parts[0]! : tf.concat(parts, 0), idx, 0) as tf.Tensor4D)
+          const k: Array<tf.Tensor4D> = []
+          const v: Array<tf.Tensor4D> = []
+          for (let l = 0; l < nLayers; l++) {
+            k.push(tile(uniq.map((e) => e.k[l]!)))
+            v.push(tile(uniq.map((e) => e.v[l]!)))
+          }
+          return { k, v, length: P }
+        })
+      }
+      rowReq.forEach((j, r) => logits.set(entries[j]!.lastLogits, r * V))
+      promptLogprobs = entries.map((e) => e.promptLogprobs)
+      for (const e of release) disposeEntry(e)
+    } else {
+      // every row prefills its own prompt (the baseline that prefix reuse is measured against)
+      const tok = new Int32Array(R * P)
+      rowReq.forEach((j, r) => group[j]!.prompt.forEach((t, i) => (tok[r * P + i] = t)))
+      const collect = { k: [] as Array<tf.Tensor4D>, v: [] as Array<tf.Tensor4D> }
+      const all = tf.tidy(() => {
+        const l = this.model.forward(this.view, tok, R, P, needCache ? collect : undefined)
+        collect.k.forEach((t) => tf.keep(t))
+        collect.v.forEach((t) => tf.keep(t))
+        return l
+      })
+      const vals = all.dataSync() as Float32Array
+      all.dispose()
+      if (needCache) cache = { k: collect.k, v: collect.v, length: P }
+      for (let r = 0; r < R; r++) logits.set(vals.subarray((r * P + P - 1) * V, (r * P + P) * V), r * V)
+      promptLogprobs = group.map((g) => {
+        const r = rowReq.indexOf(group.indexOf(g))
+        const out = new Array<number>(P).fill(0)
+        for (let i = 1; i < P; i++) out[i] = logprobAt(vals, (r * P + i - 1) * V, V, g.prompt[i]!)
+        return out
       })
     }
-    for (const e of release) disposeEntry(e)
 
-    let logits: Float32Array = new Float32Array(R * V)
-    rowReq.forEach((j, r) => logits.set(entries[j]!.lastLogits, r * V))
     const stopStrings = group.map((g) => (g.params.stop ?? []).filter((s): s is string => typeof s === "string"))
     const stopIds = group.map((g) => new Set((g.params.stop ?? []).filter((s): s is number => typeof s === "number")))
     try {
@@ -341,7 +371,7 @@ export class LocalSamplerEngine {
         if (rowReq[r] === j) sequences.push({ tokens: row.tokens, logprobs: row.logprobs, stopReason: row.stop })
       })
       return g.options.includePromptLogprobs
-        ? { sequences, policyVersion: this.version, promptLogprobs: entries[j]!.promptLogprobs.slice() }
+        ? { sequences, policyVersion: this.version, promptLogprobs: promptLogprobs[j]!.slice() }
         : { sequences, policyVersion: this.version }
     })
   }

@@ -97,7 +97,7 @@ describe("gradients", () => {
 })
 
 describe("sampler and trainer agree", () => {
-  const check = async (options: { useKvCache: boolean; prefixCacheSize: number }) => {
+  const check = async (options: { useKvCache: boolean; prefixCacheSize: number; prefixReuse?: boolean }) => {
     const { trainer, sampler, model } = await makeEngines({ randomB: true, seed: 21, sampler: options })
     sampler.setAdapter(trainer.publish())
     const rng = new Rng(9)
@@ -136,7 +136,8 @@ describe("sampler and trainer agree", () => {
     model.dispose()
   }
   it("with the KV cache and prefix reuse", () => check({ useKvCache: true, prefixCacheSize: 16 }))
-  it("with the KV cache, no prefix cache", () => check({ useKvCache: false, prefixCacheSize: 0 }))
+  it("with the KV cache, no prefix cache", () => check({ useKvCache: true, prefixCacheSize: 0 }))
+  it("with the KV cache, every row prefilled separately", () => check({ useKvCache: true, prefixCacheSize: 0, prefixReuse: false }))
   it("without the KV cache", () => check({ useKvCache: false, prefixCacheSize: 16 }))
 
   it("repeat requests hit the prefix cache and give the same samples for the same seed", async () => {

@@ -1,4 +1,4 @@
-import { assert, layer } from "@effect/vitest"
+import { assert, it, layer } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -115,3 +115,19 @@ layer(Local.layer({ config: tinyConfig, lora: tinyLora, seed: 3, stateDir }))("L
       assert.strictEqual((yield* trainer.info).version, before)
     }))
 })
+
+it.effect("concurrent sample calls from 8 fibers are decoded as one batch", () =>
+  Effect.gen(function* () {
+    const local = yield* Local.make({ config: tinyConfig, lora: tinyLora, seed: 5, stateDir })
+    const prompts = Array.from({ length: 8 }, (_, g) => modelInputFromTokens([1, 10 + g, 20, 30, 40 + g]))
+    const results = yield* Effect.forEach(
+      prompts,
+      (p, g) => local.sampler.sample(p, { maxTokens: 4, temperature: 1 }, { numSamples: 8, affinityKey: `group-${g}` }),
+      { concurrency: 8 },
+    )
+    assert.strictEqual(results.length, 8)
+    for (const r of results) assert.strictEqual(r.sequences.length, 8)
+    assert.strictEqual(local.samplerEngine.stats.batches, 1)
+    assert.strictEqual(local.samplerEngine.stats.maxRequestsPerBatch, 8)
+    assert.strictEqual(local.samplerEngine.stats.rows, 64)
+  }))
