@@ -330,10 +330,12 @@ const runLeaf = <R>(
     if (options.retries !== undefined && options.retries > 0) {
       attempt = attempt.pipe(Effect.retry({ times: options.retries, while: (e) => e._tag === "InfraFault" }))
     }
-    const own = leafSemaphore(node, options.concurrency)
-    if (own !== undefined) attempt = own.withPermits(1)(attempt)
+    // The global permit is taken inside the leaf's own one, so a leaf waiting for its
+    // own permit never holds a global permit that other leaves could use.
     const global = yield* RewardPermits
     if (global !== undefined) attempt = global.withPermits(1)(attempt)
+    const own = leafSemaphore(node, options.concurrency)
+    if (own !== undefined) attempt = own.withPermits(1)(attempt)
     const result = yield* attempt.pipe(
       Effect.map((v): ReadonlyArray<LeafOutcome> | LeafOutcome =>
         typeof v === "number" ? { value: v, masked: undefined } : v.map((x) => ({ value: x, masked: undefined }))
@@ -423,6 +425,8 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
           let applied = 0
           let masked: string | undefined
           node.members.forEach(([, , weight], m) => {
+            // a zero-weight member is a metric only: it neither defines nor masks the total
+            if (weight === 0) return
             const v = parts[m]!.values[i]!
             masked ??= v.masked
             if (v.value !== undefined) {
@@ -457,7 +461,11 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
         const inner = yield* evalNode(node.inner, rollouts)
         const values: Array<LeafOutcome> = []
         for (const v of inner.values) {
-          const mapped = v.value === undefined ? undefined : node.f(v.value)
+          const input = v.value
+          const mapped = input === undefined ? undefined : yield* Effect.try({
+            try: () => node.f(input),
+            catch: (cause) => new RewardDefect({ reward: reward.name, message: `its map function threw ${cause instanceof Error ? cause.message : String(cause)}`, cause }),
+          })
           if (mapped !== undefined) yield* checkFinite(reward.name, mapped)
           values.push({ value: mapped, masked: v.masked })
         }
