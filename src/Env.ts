@@ -147,7 +147,7 @@ export interface Env<P, R = never> extends EnvSpec<P, R> {
 }
 
 /** Any env, for code that does not care about the problem type. @since 0.1.0 @category models */
-export type AnyEnv = Env<any, any>
+export type AnyEnv = Env<any, never>
 
 /**
  * Defines an environment. Checks the definition at once.
@@ -188,15 +188,15 @@ export interface Task<P> {
   readonly problem: P
 }
 
-const heldOutFraction = (env: AnyEnv) => env.eval?.heldOut ?? 0.1
+const heldOutFraction = (env: Env<any, any>) => env.eval?.heldOut ?? 0.1
 /** Which split a problem belongs to, by a hash of its canonical JSON. */
-const splitOf = (env: AnyEnv, problem: unknown): Split =>
+const splitOf = (env: Env<any, any>, problem: unknown): Split =>
   (hash32(`${env.name}:${JSON.stringify(problem)}`) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
 
 const MAX_REJECTIONS = 1000
 
-const decodedRows = new WeakMap<AnyEnv, Array<unknown>>()
-const loadRows = (env: AnyEnv) =>
+const decodedRows = new WeakMap<Env<any, any>, Array<unknown>>()
+const loadRows = (env: Env<any, any>) =>
   Effect.gen(function* () {
     const cached = decodedRows.get(env)
     if (cached) return cached

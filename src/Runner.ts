@@ -488,7 +488,8 @@ export const run = Effect.fn("Runner.run")(function* (
     const last = step + 1 === settings.steps
     if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) {
       // A checkpoint is complete only once its state file exists; the row is written after it.
-      const saved = yield* trainer.saveState(Path.join(files.state, `step-${step + 1}`)).pipe(
+      // The embedded backend is given `<run folder>/state` as its state folder by the CLI.
+      const saved = yield* trainer.saveState(`step-${step + 1}`).pipe(
         Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
       )
       yield* RunLog.appendJsonl(files.checkpoints, [{ step: step + 1, name: `step-${step + 1}`, path: saved.path, time: new Date().toISOString() }]).pipe(

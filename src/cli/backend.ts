@@ -1,0 +1,37 @@
+/**
+ * `--backend`: the embedded model (default) or a Tinker-protocol service at a URL.
+ */
+import { Layer } from "effect"
+import * as Http from "../backends/http/Client.ts"
+import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
+import { Local } from "../backends/local/index.ts"
+import { Tokenizer } from "../Tokenizer.ts"
+
+export interface BackendOptions {
+  readonly backend: string
+  readonly seed: number
+  /** where the embedded backend writes save_state files (the run folder's state/) */
+  readonly stateDir: string
+  readonly model: string | undefined
+  readonly loraRank: number | undefined
+  readonly tokenizer: string | undefined
+}
+
+/** The layer for `--backend`, with the tokenizer that goes with it. */
+export const backendLayer = (options: BackendOptions) => {
+  const lora = options.loraRank === undefined ? undefined : { rank: options.loraRank, alpha: 2 * options.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }
+  if (options.backend === "embedded") {
+    return Local.layer({
+      seed: options.seed,
+      stateDir: options.stateDir,
+      ...(options.model !== undefined ? { modelDir: options.model } : {}),
+      ...(lora !== undefined ? { lora } : {}),
+    })
+  }
+  // Without --tokenizer, assume the server runs gyre's embedded model (`npx tsx serve`).
+  const tokenizer = Layer.succeed(Tokenizer, CharTokenizer.make())
+  return Layer.merge(
+    Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank }),
+    tokenizer,
+  )
+}

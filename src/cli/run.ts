@@ -1,0 +1,196 @@
+/**
+ * `npx tsx run <env> [flags]`: RL (or SFT) on an env, on the embedded backend or a
+ * remote Tinker-protocol service.
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Console, Effect, Layer, Option, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Advantage from "../Advantage.ts"
+import { LossFn } from "../Contract.ts"
+import * as Env from "../Env.ts"
+import * as Runner from "../Runner.ts"
+import * as RunLog from "../RunLog.ts"
+import { backendLayer } from "./backend.ts"
+import { availableEnvs, loadEnv } from "./loadEnv.ts"
+import { terminalProgress } from "./progress.ts"
+
+const int = (name: string, description: string) => Flag.Int(name).pipe(Flag.withDescription(description), Flag.optional)
+const num = (name: string, description: string) => Flag.Finite(name).pipe(Flag.withDescription(description), Flag.optional)
+
+const flags = {
+  env: Argument.String("env").pipe(
+    Argument.withDescription(`an env in envs/ (${availableEnvs().join(", ")}) or a path to your module with a default Env export`),
+  ),
+  steps: int("steps", "RL steps to run (default 500)"),
+  groups: int("groups", "problems per step, one sampling group each (default 8)"),
+  groupSize: int("group-size", "completions sampled per problem (default 8)"),
+  loss: Flag.Literals("loss", LossFn.literals).pipe(Flag.withDescription("loss function (default ppo)"), Flag.optional),
+  lossConfig: Flag.KeyValuePair("loss-config").pipe(
+    Flag.withDescription("loss settings as key=value, e.g. --loss-config clip_low_threshold=0.8"),
+    Flag.optional,
+  ),
+  advantage: Flag.Literals("advantage", Advantage.Mode.literals).pipe(
+    Flag.withDescription("advantage normalization (default group_std: (r - mean) / std per group)"),
+    Flag.optional,
+  ),
+  lr: num("lr", "Adam learning rate (default 1e-3 for LoRA on the embedded model)"),
+  weightDecay: num("weight-decay", "decoupled weight decay (default 0)"),
+  gradClip: num("grad-clip", "clip the gradient's global norm (default 1; 0 = off)"),
+  maxTokens: int("max-tokens", "most tokens per completion (default: the env's)"),
+  temperature: num("temperature", "sampling temperature (default: the env's, else 1)"),
+  topP: num("top-p", "nucleus sampling threshold in (0, 1]"),
+  topK: int("top-k", "sample from the k most likely tokens (0 = off)"),
+  seed: int("seed", "seed for problems, sampling and initialization (default 0)"),
+  difficulty: int("difficulty", "the env's difficulty knob (default: the env's)"),
+  microBatch: int("micro-batch", "datums per forward_backward call (default 0 = all at once)"),
+  rewardConcurrency: int("reward-concurrency", "reward evaluations in flight (default 64)"),
+  sampleConcurrency: int("sample-concurrency", "sample requests in flight (default 8)"),
+  evalEvery: int("eval-every", "score the held-out set every N steps (default 100; 0 = never)"),
+  evalSize: int("eval-size", "held-out problems per evaluation (default 200)"),
+  evalTemperature: num("eval-temperature", "sampling temperature for evaluation (default 1)"),
+  saveEvery: int("save-every", "save a checkpoint every N steps (default 100); the last step is always saved"),
+  sft: Flag.Boolean("sft").pipe(Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy)"), Flag.withDefault(false)),
+  async: Flag.Boolean("async").pipe(Flag.withDescription("sample step k+1 while step k trains"), Flag.withDefault(false)),
+  maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default 1)"),
+  stale: Flag.Literals("stale", ["requeue", "drop"]).pipe(Flag.withDescription("async: what to do with groups older than --max-lag"), Flag.optional),
+  name: Flag.String("name").pipe(Flag.withDescription("run name; the run folder is <out>/<name> (default <env>-<time>)"), Flag.optional),
+  out: Flag.String("out").pipe(Flag.withDescription("folder for run folders (default runs)"), Flag.withDefault("runs")),
+  resume: Flag.String("resume").pipe(
+    Flag.withDescription("continue runs/<name> after its last checkpoint, with its saved settings"),
+    Flag.optional,
+  ),
+  backend: Flag.String("backend").pipe(
+    Flag.withDescription("\"embedded\" (the in-process model, default) or the URL of a Tinker-protocol service"),
+    Flag.withDefault("embedded"),
+  ),
+  model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model (default models/base); http: base model name"), Flag.optional),
+  loraRank: int("lora-rank", "LoRA rank (default 8)"),
+  tokenizer: Flag.String("tokenizer").pipe(
+    Flag.withDescription("http: folder with tokenizer.json and tokenizer_config.json of the remote model"),
+    Flag.optional,
+  ),
+  logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 1)"),
+}
+
+type Parsed = {
+  readonly [K in keyof typeof flags]: (typeof flags)[K] extends Flag.Flag<infer A> ? A : (typeof flags)[K] extends Argument.Argument<infer B> ? B : never
+}
+
+const get = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
+
+/** Settings from defaults, the env, a resumed run's config and the flags, in that order. */
+const settingsFrom = (p: Parsed, source: Env.AnyEnv | Env.Mixture, saved: Runner.RunSettings | undefined) =>
+  Effect.gen(function* () {
+    const envName = Env.isMixture(source) ? source.name : source.name
+    const first = Env.members(source)[0]![0]
+    const base = saved ?? Runner.defaults(envName, {
+      ...(get(p.name) !== undefined ? { name: get(p.name)!, outDir: Path.join(p.out, get(p.name)!) } : {}),
+    })
+    const name = base.name
+    const outDir = saved !== undefined ? base.outDir : Path.join(p.out, name)
+    const envSampling = first.sampling ?? {}
+    const lossConfig = get(p.lossConfig)
+    const candidate = {
+      ...base,
+      name,
+      outDir,
+      env: envName,
+      ...(get(p.steps) !== undefined ? { steps: get(p.steps) } : {}),
+      ...(get(p.groups) !== undefined ? { groups: get(p.groups) } : {}),
+      ...(get(p.groupSize) !== undefined ? { groupSize: get(p.groupSize) } : {}),
+      ...(get(p.loss) !== undefined ? { loss: get(p.loss) } : {}),
+      ...(lossConfig !== undefined
+        ? { lossConfig: Object.fromEntries(Object.entries(lossConfig).map(([k, v]) => [k, Number(v)])) }
+        : {}),
+      ...(get(p.advantage) !== undefined ? { advantage: get(p.advantage) } : {}),
+      adam: {
+        ...base.adam,
+        ...(get(p.lr) !== undefined ? { learning_rate: get(p.lr) } : {}),
+        ...(get(p.weightDecay) !== undefined ? { weight_decay: get(p.weightDecay) } : {}),
+        ...(get(p.gradClip) !== undefined ? { grad_clip_norm: get(p.gradClip) } : {}),
+      },
+      sampling: {
+        ...base.sampling,
+        ...(saved === undefined ? envSampling : {}),
+        ...(get(p.maxTokens) !== undefined ? { maxTokens: get(p.maxTokens) } : {}),
+        ...(get(p.temperature) !== undefined ? { temperature: get(p.temperature) } : {}),
+        ...(get(p.topP) !== undefined ? { topP: get(p.topP) } : {}),
+        ...(get(p.topK) !== undefined ? { topK: get(p.topK) } : {}),
+      },
+      ...(get(p.seed) !== undefined ? { seed: get(p.seed) } : {}),
+      ...(get(p.difficulty) !== undefined ? { difficulty: get(p.difficulty) } : {}),
+      ...(get(p.microBatch) !== undefined ? { microBatch: get(p.microBatch) } : {}),
+      ...(get(p.rewardConcurrency) !== undefined ? { rewardConcurrency: get(p.rewardConcurrency) } : {}),
+      ...(get(p.sampleConcurrency) !== undefined ? { sampleConcurrency: get(p.sampleConcurrency) } : {}),
+      ...(get(p.evalEvery) !== undefined ? { evalEvery: get(p.evalEvery) } : {}),
+      ...(get(p.evalSize) !== undefined ? { evalSize: get(p.evalSize) } : {}),
+      ...(get(p.evalTemperature) !== undefined ? { evalTemperature: get(p.evalTemperature) } : {}),
+      ...(get(p.saveEvery) !== undefined ? { saveEvery: get(p.saveEvery) } : {}),
+      ...(p.sft ? { sft: true } : {}),
+      ...(p.async ? { async: true } : {}),
+      ...(get(p.maxLag) !== undefined ? { maxLag: get(p.maxLag) } : {}),
+      ...(get(p.stale) !== undefined ? { staleGroups: get(p.stale) } : {}),
+      ...(get(p.logRolloutsEvery) !== undefined ? { logRolloutsEvery: get(p.logRolloutsEvery) } : {}),
+    }
+    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
+      Effect.mapError((e) => new Runner.RunError({ reason: "Env", message: `invalid settings: ${e.message}` })),
+    )
+  })
+
+const readSaved = (dir: string) =>
+  Effect.gen(function* () {
+    const file = Path.join(dir, "config.json")
+    if (!Fs.existsSync(file)) {
+      return yield* new Runner.RunError({ reason: "Resume", message: `${file} not found: --resume takes a run folder such as runs/math-2026-01-01T00-00-00` })
+    }
+    const json = yield* Effect.try({
+      try: () => JSON.parse(Fs.readFileSync(file, "utf8")) as unknown,
+      catch: (e) => new Runner.RunError({ reason: "Resume", message: `${file} is not valid JSON: ${(e as Error).message}` }),
+    })
+    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(json).pipe(
+      Effect.mapError((e) => new Runner.RunError({ reason: "Resume", message: `${file}: ${e.message}` })),
+    )
+  })
+
+/** The `run` command. */
+export const runCommand = Command.make("run", flags, (p) =>
+  Effect.gen(function* () {
+    const resumeDir = get(p.resume)
+    const saved = resumeDir !== undefined ? yield* readSaved(resumeDir) : undefined
+    const source = yield* loadEnv(saved?.env ?? p.env)
+    const settings = yield* settingsFrom(p, source, saved)
+    yield* Console.log(
+      `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.loss} | lr ${settings.adam.learning_rate} | backend ${p.backend} | run folder ${settings.outDir}`,
+    )
+    const layer = backendLayer({
+      backend: p.backend,
+      seed: settings.seed,
+      stateDir: RunLog.paths(settings.outDir).state,
+      model: get(p.model),
+      loraRank: get(p.loraRank),
+      tokenizer: get(p.tokenizer),
+    })
+    const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
+      Effect.provide(Layer.fresh(layer)),
+      Effect.provideService(Runner.Progress, terminalProgress()),
+    )
+    const last = metrics[metrics.length - 1]
+    yield* Console.log(`done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl${last?.["test/env/all/reward/total"] !== undefined ? `; last eval reward ${last["test/env/all/reward/total"]!.toFixed(3)}` : ""})`)
+  }).pipe(
+    // A failed run prints one clear line (what went wrong and what to do) and exits 1.
+    Effect.catch((e) =>
+      Console.error(`error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
+        process.exitCode = 1
+      })))
+    ),
+  )).pipe(
+    Command.withDescription("Reinforcement learning on an environment: sample groups, score with the env's reward, train, publish, repeat."),
+    Command.withExamples([
+      { command: "run math", description: "RL on envs/math.ts with the embedded model (about 10 minutes on 2 cores)" },
+      { command: "run math --steps 50 --lr 5e-4 --name quick", description: "a short run into runs/quick" },
+      { command: "run ./my-env.ts --loss importance_sampling", description: "your own env module" },
+      { command: "run math --resume runs/quick", description: "continue after the last checkpoint" },
+      { command: "run math --backend http://127.0.0.1:8000", description: "train through a Tinker-protocol service" },
+    ]),
+  )
