@@ -1,0 +1,254 @@
+/**
+ * The one place where gyre's Loops convention meets Tinker's shifted one.
+ *
+ * gyre (Loops): a Datum's `modelInput` is the full sequence `x` of length L, every
+ * per-token tensor has shape [L], and position i is about predicting `x_i` from
+ * `x_<i`; position 0 predicts nothing and is never active. Learner log-probs come
+ * back with shape [L] and `0` at position 0.
+ *
+ * Tinker: `model_input = x[:-1]` (length N = L-1), `target_tokens = x[1:]`, every
+ * tensor has shape [N], and position j predicts `target_tokens[j]`. So wire position
+ * j is gyre position j+1: going to the wire drops position 0, coming back puts a
+ * neutral value there (0, or -100 for targets).
+ *
+ * Masking. gyre marks an ignored position with `target_tokens = -100` (Loops).
+ * Tinker's built-in losses have no ignore index, so on the wire a masked position
+ * carries its real next token with `weights = 0` (cross_entropy) or `advantages = 0`
+ * (the RL losses); both mean "inactive" under either convention. Coming back, a
+ * cross_entropy position with weight 0, and any position whose target is -100 (as a
+ * Loops client sends it), is masked with -100 again.
+ *
+ * The round trip `fromWire(toWire(d))` gives `canonical(d)`: one chunk, shapes
+ * written out, neutral values at position 0 and at masked positions, and
+ * `target_tokens` / `weights` left out where they say nothing beyond the defaults
+ * (every target is the next token, every weight is 1). `canonical` never changes
+ * a loss, a gradient or which positions are active.
+ *
+ * @since 0.1.0
+ */
+import { Result } from "effect"
+import type { Datum, LossFn, LossFnOutput, ModelInput, TensorData, TopK } from "../../Contract.ts"
+import { modelInputTokens } from "../../Contract.ts"
+import type * as Wire from "./Wire.ts"
+
+/** gyre's ignore index for `target_tokens`. @since 0.1.0 @category constants */
+export const IGNORE = -100
+
+const f32 = (data: ReadonlyArray<number>): TensorData => ({ data: [...data], dtype: "float32", shape: [data.length] })
+const i64 = (data: ReadonlyArray<number>): TensorData => ({ data: [...data], dtype: "int64", shape: [data.length] })
+const oneChunk = (tokens: ReadonlyArray<number>): ModelInput => ({ chunks: [{ type: "encoded_text", tokens: [...tokens] }] })
+
+/** Per-position view of a gyre datum under one loss: which positions are masked. */
+interface GyreView {
+  readonly full: ReadonlyArray<number>
+  /** the label of every position (the next token unless target_tokens says otherwise) */
+  readonly target: ReadonlyArray<number>
+  readonly masked: ReadonlyArray<boolean>
+}
+
+const gyreView = (datum: Datum, lossFn: LossFn): GyreView => {
+  const full = modelInputTokens(datum.modelInput)
+  const t = datum.lossFnInputs["target_tokens"]?.data
+  const w = datum.lossFnInputs["weights"]?.data
+  const target = full.map((x, i) => (t === undefined || t[i] === IGNORE ? x : t[i]!))
+  const masked = full.map(
+    (_, i) => i === 0 || (t !== undefined && t[i] === IGNORE) || (lossFn === "cross_entropy" && w !== undefined && w[i] === 0),
+  )
+  return { full, target, masked }
+}
+
+const checkTensorLengths = (datum: Datum, at: string, L: number): string | undefined => {
+  for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
+    if (tensor.data.length !== L) {
+      return `${at}.lossFnInputs.${key} has length ${tensor.data.length}, but modelInput has ${L} tokens; every per-token input has shape [L]`
+    }
+  }
+  return undefined
+}
+
+/**
+ * gyre Datum -> Tinker wire Datum (model_input = x[:-1], tensors of length L-1).
+ * Fails when the datum has fewer than 2 tokens (nothing to predict) or a tensor's
+ * length differs from the sequence's.
+ * @since 0.1.0 @category conversions
+ */
+export const datumToWire = (datum: Datum, lossFn: LossFn, at = "datum"): Result.Result<Wire.Datum, string> => {
+  const full = modelInputTokens(datum.modelInput)
+  const L = full.length
+  if (L < 2) return Result.fail(`${at}.modelInput has ${L} token(s); a datum needs at least 2 (position 0 predicts nothing)`)
+  const bad = checkTensorLengths(datum, at, L)
+  if (bad !== undefined) return Result.fail(bad)
+  const { target, masked } = gyreView(datum, lossFn)
+  const shift = (data: ReadonlyArray<number>, f: (v: number, i: number) => number = (v) => v) => data.slice(1).map((v, j) => f(v, j + 1))
+  const inputs: Record<string, Wire.TensorData> = {}
+  for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
+    if (key === "target_tokens" || key === "weights") continue
+    const data = key === "advantages" ? shift(tensor.data, (v, i) => (masked[i] ? 0 : v)) : shift(tensor.data)
+    inputs[key] = { data, dtype: tensor.dtype, shape: [L - 1] }
+  }
+  inputs["target_tokens"] = { data: target.slice(1), dtype: "int64", shape: [L - 1] }
+  const w = datum.lossFnInputs["weights"]?.data
+  if (lossFn === "cross_entropy") {
+    inputs["weights"] = { data: shift(full, (_, i) => (masked[i] ? 0 : (w?.[i] ?? 1))), dtype: "float32", shape: [L - 1] }
+  } else if (w !== undefined) {
+    inputs["weights"] = { data: shift(w), dtype: "float32", shape: [L - 1] }
+  }
+  return Result.succeed({ model_input: { chunks: [{ type: "encoded_text", tokens: full.slice(0, -1) }] }, loss_fn_inputs: inputs })
+}
+
+/**
+ * Tinker wire Datum -> gyre Datum. The wire datum must carry `target_tokens` (it
+ * holds the last token of the sequence). Messages name the field under `at`.
+ * @since 0.1.0 @category conversions
+ */
+export const datumFromWire = (datum: Wire.Datum, lossFn: LossFn, at = "datum"): Result.Result<Datum, string> => {
+  const input = datum.model_input.chunks.flatMap((c) => c.tokens)
+  const N = input.length
+  if (N === 0) return Result.fail(`${at}.model_input is empty; it must hold the sequence without its last token`)
+  for (const [key, tensor] of Object.entries(datum.loss_fn_inputs)) {
+    const field = `${at}.loss_fn_inputs.${key}`
+    if (tensor.sparse_crow_indices !== undefined || tensor.sparse_col_indices !== undefined) {
+      return Result.fail(`${field} is sparse; only dense 1-D tensors are supported`)
+    }
+    if (tensor.shape !== undefined && (tensor.shape.length !== 1 || tensor.shape[0] !== N)) {
+      return Result.fail(`${field}.shape is ${JSON.stringify(tensor.shape)}, expected [${N}] (the length of model_input)`)
+    }
+    if (tensor.data.length !== N) {
+      return Result.fail(`${field} has length ${tensor.data.length}, but model_input has ${N} tokens`)
+    }
+  }
+  const t = datum.loss_fn_inputs["target_tokens"]?.data
+  if (t === undefined) {
+    return Result.fail(`${at}.loss_fn_inputs.target_tokens is missing; it must hold the next token of every position (full[1:])`)
+  }
+  for (let j = 0; j < N; j++) {
+    const v = t[j]!
+    if (v !== IGNORE && (!Number.isInteger(v) || v < 0)) {
+      return Result.fail(`${at}.loss_fn_inputs.target_tokens[${j}] is ${v}; a token id must be a non-negative integer (or -100 to ignore)`)
+    }
+  }
+  const w = datum.loss_fn_inputs["weights"]?.data
+  const maskedW = (j: number) => t[j] === IGNORE || (lossFn === "cross_entropy" && w !== undefined && w[j] === 0)
+  // the last token of the sequence only appears as the last target; a masked -100 one is never read
+  const last = t[N - 1] === IGNORE ? 0 : t[N - 1]!
+  const full = [...input, last]
+  const L = N + 1
+  const nextToken = (j: number) => full[j + 1]!
+  const needTargets = Array.from({ length: N }, (_, j) => maskedW(j) || t[j] !== nextToken(j)).some((b) => b)
+  const inputs: Record<string, TensorData> = {}
+  for (const [key, tensor] of Object.entries(datum.loss_fn_inputs)) {
+    if (key === "target_tokens" || key === "weights") continue
+    const data = key === "advantages" ? tensor.data.map((v, j) => (maskedW(j) ? 0 : v)) : tensor.data
+    inputs[key] = { data: [0, ...data], dtype: tensor.dtype, shape: [L] }
+  }
+  if (needTargets) inputs["target_tokens"] = i64([IGNORE, ...t.map((v, j) => (maskedW(j) ? IGNORE : v))])
+  if (w !== undefined) {
+    if (lossFn === "cross_entropy") {
+      if (w.some((v, j) => !maskedW(j) && v !== 1)) inputs["weights"] = f32([0, ...w.map((v, j) => (maskedW(j) ? 0 : v))])
+    } else {
+      inputs["weights"] = f32([0, ...w])
+    }
+  }
+  return Result.succeed({ modelInput: oneChunk(full), lossFnInputs: inputs })
+}
+
+/**
+ * What `datumFromWire(datumToWire(d))` returns: the same datum in its normal form.
+ * Position 0 and masked positions hold neutral values; `target_tokens` is kept only
+ * if a position is masked or labelled with another token than the next one;
+ * cross_entropy `weights` only if an active weight differs from 1.
+ * @since 0.1.0 @category conversions
+ */
+export const canonical = (datum: Datum, lossFn: LossFn): Datum => {
+  const { full, target, masked } = gyreView(datum, lossFn)
+  const L = full.length
+  const isCe = lossFn === "cross_entropy"
+  // the last token is only ever a label: it travels as the last target
+  const seq = [...full.slice(0, -1), target[L - 1]!]
+  const inputs: Record<string, TensorData> = {}
+  for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
+    if (key === "target_tokens" || key === "weights") continue
+    const data = tensor.data.map((v, i) => (i === 0 || (key === "advantages" && masked[i]) ? 0 : v))
+    inputs[key] = { data, dtype: tensor.dtype, shape: [L] }
+  }
+  // cross_entropy masks with -100; the RL losses mask through a zero advantage
+  const labels = target.map((v, i) => (i === 0 || (isCe && masked[i]) ? IGNORE : v))
+  if (labels.some((v, i) => i > 0 && v !== seq[i])) inputs["target_tokens"] = i64(labels)
+  const w = datum.lossFnInputs["weights"]?.data
+  if (w !== undefined) {
+    if (!isCe) inputs["weights"] = f32(w.map((v, i) => (i === 0 ? 0 : v)))
+    else if (w.some((v, i) => !masked[i] && v !== 1)) inputs["weights"] = f32(w.map((v, i) => (masked[i] ? 0 : v)))
+  }
+  return { modelInput: oneChunk(seq), lossFnInputs: inputs }
+}
+
+/**
+ * Learner outputs of one datum, gyre -> wire: `logprobs` [L] -> [L-1], top-k
+ * entries shifted by one (position 0 has none). Top-k travels flattened as
+ * `topk_positions` [M], `topk_counts` [M], `topk_tokens` and `topk_logprobs`.
+ * @since 0.1.0 @category conversions
+ */
+export const outputToWire = (output: LossFnOutput): Record<string, Wire.TensorData> => {
+  const lp = output.logprobs.slice(1)
+  const out: Record<string, Wire.TensorData> = { logprobs: { data: lp, dtype: "float32", shape: [lp.length] } }
+  if (output.topK !== undefined) {
+    const entries = output.topK.filter((e) => e.position > 0)
+    const positions = entries.map((e) => e.position - 1)
+    const counts = entries.map((e) => e.tokens.length)
+    const tokens = entries.flatMap((e) => e.tokens)
+    const logprobs = entries.flatMap((e) => e.logprobs)
+    out["topk_positions"] = { data: positions, dtype: "int64", shape: [positions.length] }
+    out["topk_counts"] = { data: counts, dtype: "int64", shape: [counts.length] }
+    out["topk_tokens"] = { data: tokens, dtype: "int64", shape: [tokens.length] }
+    out["topk_logprobs"] = { data: logprobs, dtype: "float32", shape: [logprobs.length] }
+  }
+  return out
+}
+
+/**
+ * Learner outputs of one datum, wire -> gyre: `logprobs` [N] -> [0, ...] of length
+ * N+1. Other keys than `logprobs` and `topk_*` are ignored.
+ * @since 0.1.0 @category conversions
+ */
+export const outputFromWire = (output: Readonly<Record<string, Wire.TensorData>>, at = "output"): Result.Result<LossFnOutput, string> => {
+  const lp = output["logprobs"]
+  if (lp === undefined) return Result.fail(`${at}.logprobs is missing`)
+  const logprobs = [0, ...lp.data]
+  const positions = output["topk_positions"]?.data
+  if (positions === undefined) return Result.succeed({ logprobs })
+  const counts = output["topk_counts"]?.data ?? []
+  const tokens = output["topk_tokens"]?.data ?? []
+  const lps = output["topk_logprobs"]?.data ?? []
+  const total = counts.reduce((a, b) => a + b, 0)
+  if (counts.length !== positions.length || tokens.length !== total || lps.length !== total) {
+    return Result.fail(`${at}.topk_* tensors disagree: ${positions.length} positions, ${counts.length} counts, ${tokens.length} tokens, ${lps.length} logprobs`)
+  }
+  const topK: Array<TopK> = []
+  let k = 0
+  for (let m = 0; m < positions.length; m++) {
+    const c = counts[m]!
+    topK.push({ position: positions[m]! + 1, tokens: tokens.slice(k, k + c), logprobs: lps.slice(k, k + c) })
+    k += c
+  }
+  return Result.succeed({ logprobs, topK })
+}
+
+/** Prompt log-probs, gyre ([0, lp_1, ...]) -> wire ([null, lp_1, ...]). @since 0.1.0 @category conversions */
+export const promptLogprobsToWire = (lps: ReadonlyArray<number>): Array<number | null> => lps.map((v, i) => (i === 0 ? null : v))
+
+/**
+ * Prompt log-probs, wire -> gyre: `null` at position 0 becomes 0; a `null`
+ * elsewhere is an error (the server could not score that token).
+ * @since 0.1.0 @category conversions
+ */
+export const promptLogprobsFromWire = (lps: ReadonlyArray<number | null>): Result.Result<Array<number>, string> => {
+  const out: Array<number> = []
+  for (let i = 0; i < lps.length; i++) {
+    const v = lps[i]
+    if (v === null || v === undefined) {
+      if (i === 0) out.push(0)
+      else return Result.fail(`prompt_logprobs[${i}] is null: the server did not score that token`)
+    } else out.push(v)
+  }
+  return Result.succeed(out)
+}

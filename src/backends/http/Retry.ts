@@ -1,0 +1,213 @@
+/**
+ * Retry rules of the HTTP client, as named policies and schedules.
+ *
+ * | answer | submission (POST that starts work) | `retrieve_future` poll |
+ * |---|---|---|
+ * | 200 `try_again` | - | poll again after `repollDelay` |
+ * | 408, 5xx | back off | poll again after `repollDelay` |
+ * | 409 | back off | fail |
+ * | 429, no answer (connection error, timeout) | back off | back off |
+ * | 410 | fail | resubmit the original request (same idempotency key) |
+ * | other 4xx | fail at once with the server's message | same |
+ *
+ * Backing off waits `Retry-After` (or `Retry-After-Ms`) when the server sends one,
+ * clipped to `maxRetryAfter`, and otherwise `min(base * 2^k, cap)` shortened by up to
+ * `jitter` (a random fraction). `k` counts consecutive back-offs; any real answer from
+ * the server resets it. A call gives up once it has failed for `maxElapsed` without
+ * progress (a `try_again` counts as progress).
+ *
+ * @since 0.1.0
+ */
+import { Cause, Data, Duration, Effect, Random, Schedule } from "effect"
+
+/** What went wrong with one HTTP exchange, and so how to retry it. @since 0.1.0 @category models */
+export type FailureKind =
+  /** 200 `try_again` or `complete_metadata`: the future is not done */
+  | "TryAgain"
+  /** 408 */
+  | "RequestTimeout"
+  /** 5xx */
+  | "ServerError"
+  /** 429 */
+  | "RateLimited"
+  /** 409 */
+  | "Conflict"
+  /** no answer: connection refused or dropped, or the request timed out */
+  | "Transport"
+  /** 410: the future expired or broke; resubmit */
+  | "Expired"
+  /** any other 4xx */
+  | "Fatal"
+  /** an answer that does not decode */
+  | "Decode"
+
+/**
+ * One failed HTTP exchange. Internal to the client; it leaves the module as a
+ * `BackendError`.
+ * @since 0.1.0 @category errors
+ */
+export class HttpFailure extends Data.TaggedError("HttpFailure")<{
+  readonly kind: FailureKind
+  readonly message: string
+  readonly status?: number | undefined
+  /** the server's `Retry-After`, in milliseconds */
+  readonly retryAfterMillis?: number | undefined
+}> {}
+
+/** @since 0.1.0 @category models */
+export interface Policy {
+  /** the first back-off delay */
+  readonly base: Duration.Input
+  /** the largest back-off delay (before jitter) */
+  readonly cap: Duration.Input
+  /** each back-off delay is shortened by a random fraction in [0, jitter) */
+  readonly jitter: number
+  /** give up after failing this long without progress */
+  readonly maxElapsed: Duration.Input
+  /** wait before polling again after `try_again`, 408 or 5xx */
+  readonly repollDelay: Duration.Input
+  /** `Retry-After` values above this are clipped to it */
+  readonly maxRetryAfter: Duration.Input
+  /** how many times a request is resubmitted after 410 */
+  readonly maxResubmits: number
+}
+
+/**
+ * The Tinker SDK's defaults: exponential from 0.5 s doubling to 30 s with 25 % jitter,
+ * for at most 5 minutes; polls again at once; `Retry-After` up to 60 s.
+ * @since 0.1.0 @category constants
+ */
+export const standard: Policy = {
+  base: "500 millis",
+  cap: "30 seconds",
+  jitter: 0.25,
+  maxElapsed: "5 minutes",
+  repollDelay: Duration.zero,
+  maxRetryAfter: "60 seconds",
+  maxResubmits: 3,
+}
+
+/**
+ * Short delays for tests and loopback servers: 5 ms doubling to 40 ms, `Retry-After`
+ * clipped to 50 ms, giving up after 20 s.
+ * @since 0.1.0 @category constants
+ */
+export const fast: Policy = {
+  base: "5 millis",
+  cap: "40 millis",
+  jitter: 0.25,
+  maxElapsed: "20 seconds",
+  repollDelay: Duration.zero,
+  maxRetryAfter: "50 millis",
+  maxResubmits: 3,
+}
+
+/** Which kinds a submission retries. @since 0.1.0 @category predicates */
+export const isRetryableSubmission = (kind: FailureKind): boolean =>
+  kind === "Transport" || kind === "RateLimited" || kind === "ServerError" || kind === "RequestTimeout" || kind === "Conflict"
+
+/** Which kinds a poll retries (410 is handled above the poll, by resubmitting). @since 0.1.0 @category predicates */
+export const isRetryablePoll = (kind: FailureKind): boolean =>
+  kind === "TryAgain" || kind === "RequestTimeout" || kind === "ServerError" || kind === "RateLimited" || kind === "Transport"
+
+/** Kinds answered by polling again without backing off. @since 0.1.0 @category predicates */
+const isRepoll = (kind: FailureKind): boolean => kind === "TryAgain" || kind === "RequestTimeout" || kind === "ServerError"
+
+/**
+ * The HTTP status of an answer -> the failure kind (2xx is not a failure).
+ * @since 0.1.0 @category combinators
+ */
+export const kindOfStatus = (status: number): FailureKind | undefined =>
+  status < 300
+    ? undefined
+    : status === 408
+      ? "RequestTimeout"
+      : status === 409
+        ? "Conflict"
+        : status === 410
+          ? "Expired"
+          : status === 429
+            ? "RateLimited"
+            : status >= 500
+              ? "ServerError"
+              : "Fatal"
+
+/**
+ * Reads `Retry-After-Ms` or `Retry-After` (seconds, or an HTTP date relative to
+ * `now`) as milliseconds; undefined when absent, malformed or negative.
+ * @since 0.1.0 @category combinators
+ */
+export const parseRetryAfter = (
+  headers: Readonly<Record<string, string | undefined>>,
+  now: number,
+): number | undefined => {
+  const ms = headers["retry-after-ms"]
+  if (ms !== undefined && /^\s*\d+(\.\d+)?\s*$/.test(ms)) return Number(ms)
+  const ra = headers["retry-after"]
+  if (ra === undefined) return undefined
+  if (/^\s*\d+(\.\d+)?\s*$/.test(ra)) return Number(ra) * 1000
+  const date = Date.parse(ra)
+  if (Number.isNaN(date)) return undefined
+  return Math.max(0, date - now)
+}
+
+/** The back-off delay before jitter for the k-th consecutive back-off (k from 0). @since 0.1.0 @category combinators */
+export const backoffMillis = (policy: Policy, k: number): number =>
+  Math.min(Duration.toMillis(policy.base) * 2 ** Math.min(k, 52), Duration.toMillis(policy.cap))
+
+const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
+  Schedule.fromStepWithMetadata(
+    Effect.sync(() => {
+      let backoffs = 0
+      let failingSince: number | undefined = undefined
+      const retryable = mode === "submission" ? isRetryableSubmission : isRetryablePoll
+      return (meta: Schedule.InputMetadata<HttpFailure>) =>
+        Effect.gen(function* () {
+          const failure = meta.input
+          if (!retryable(failure.kind)) return yield* Cause.done(Duration.zero)
+          if (failure.kind === "TryAgain") failingSince = undefined
+          else failingSince ??= meta.now
+          const elapsed = failingSince === undefined ? 0 : meta.now - failingSince
+          const budget = Duration.toMillis(policy.maxElapsed) - elapsed
+          if (budget <= 0) return yield* Cause.done(Duration.zero)
+          let delay: number
+          if (failure.retryAfterMillis !== undefined) {
+            delay = Math.min(failure.retryAfterMillis, Duration.toMillis(policy.maxRetryAfter))
+            backoffs = 0
+          } else if (mode === "poll" && isRepoll(failure.kind)) {
+            delay = Duration.toMillis(policy.repollDelay)
+            backoffs = 0
+          } else {
+            const u = yield* Random.next
+            delay = backoffMillis(policy, backoffs) * (1 - policy.jitter * u)
+            backoffs++
+          }
+          const d = Duration.millis(Math.max(0, Math.min(delay, budget)))
+          return [d, d] as [Duration.Duration, Duration.Duration]
+        })
+    }),
+  )
+
+/**
+ * Retries of a submission POST: back off on no answer, 408, 409, 429 and 5xx;
+ * anything else stops at once. Outputs the delay it waits.
+ * @since 0.1.0 @category schedules
+ */
+export const submission = (policy: Policy = standard): Schedule.Schedule<Duration.Duration, HttpFailure> =>
+  makeSchedule(policy, "submission")
+
+/**
+ * Retries of a `retrieve_future` poll: poll again on `try_again`, 408 and 5xx;
+ * back off on no answer and 429; anything else (410 included) stops at once.
+ * @since 0.1.0 @category schedules
+ */
+export const polling = (policy: Policy = standard): Schedule.Schedule<Duration.Duration, HttpFailure> =>
+  makeSchedule(policy, "poll")
+
+/** The standard submission schedule. @since 0.1.0 @category schedules */
+export const standardSubmission = submission(standard)
+/** The standard polling schedule. @since 0.1.0 @category schedules */
+export const standardPolling = polling(standard)
+
+/** Fills a partial policy from `base`. @since 0.1.0 @category constructors */
+export const policy = (overrides: Partial<Policy> = {}, base: Policy = standard): Policy => ({ ...base, ...overrides })
