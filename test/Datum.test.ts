@@ -1,0 +1,104 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import { Contract, Datum } from "gyre"
+
+const V = 50
+const token = fc.integer({ min: 0, max: V - 1 })
+const rlInput = fc
+  .tuple(fc.array(token, { maxLength: 12 }), fc.array(token, { minLength: 1, maxLength: 12 }), fc.double({ min: -10, max: 10, noNaN: true }))
+  .chain(([prompt, completion, advantage]) =>
+    fc.tuple(
+      fc.constant(prompt),
+      fc.constant(completion),
+      fc.array(fc.double({ min: -20, max: 0, noNaN: true }), { minLength: completion.length, maxLength: completion.length }),
+      fc.constant(advantage),
+    )
+  )
+  .map(([prompt, completion, samplerLogprobs, advantage]) => ({ prompt, completion, samplerLogprobs, advantage }))
+
+const tokens = (d: Contract.Datum) => Contract.modelInputTokens(d.modelInput)
+const messageOf = (data: ReadonlyArray<Contract.Datum>, lossFn: Contract.LossFn, options: { readonly vocabSize?: number; readonly maxLength?: number } = {}) =>
+  Effect.gen(function* () {
+    const error = yield* Effect.flip(Datum.validate(data, lossFn, { vocabSize: V, ...options }))
+    assert.strictEqual(error._tag, "BackendError")
+    assert.strictEqual(error.reason, "InvalidInput")
+    return error.message
+  })
+
+const good = () => Datum.rl({ prompt: [1, 2, 3], completion: [4, 5], samplerLogprobs: [-0.5, -1], advantage: 0.7 })
+const withInput = (d: Contract.Datum, key: string, data: ReadonlyArray<number>, dtype: "float32" | "int64" = "float32"): Contract.Datum => ({
+  ...d,
+  lossFnInputs: { ...d.lossFnInputs, [key]: dtype === "float32" ? Contract.float32(data) : Contract.int64(data) },
+})
+
+describe("Datum.rl", () => {
+  it("is prompt ++ completion, with [0]*P ++ logprobs and [0]*P ++ [A]*T, all of shape [L]", () =>
+    fc.assert(fc.property(rlInput, ({ prompt, completion, samplerLogprobs, advantage }) => {
+      const d = Datum.rl({ prompt, completion, samplerLogprobs, advantage })
+      const P = prompt.length
+      const L = P + completion.length
+      assert.deepStrictEqual(tokens(d), [...prompt, ...completion])
+      const { logprobs, advantages } = d.lossFnInputs
+      assert.deepStrictEqual(logprobs, { data: [...Array<number>(P).fill(0), ...samplerLogprobs], dtype: "float32", shape: [L] })
+      assert.deepStrictEqual(advantages, { data: [...Array<number>(P).fill(0), ...completion.map(() => advantage)], dtype: "float32", shape: [L] })
+      assert.isUndefined(Datum.checkAll([d], "ppo", { vocabSize: V }))
+    })))
+})
+
+describe("Datum.sft", () => {
+  it("targets the completion and ignores the prompt with -100", () =>
+    fc.assert(fc.property(fc.array(token, { maxLength: 10 }), fc.array(token, { minLength: 1, maxLength: 10 }), (prompt, completion) => {
+      const d = Datum.sft({ prompt, completion })
+      assert.deepStrictEqual(tokens(d), [...prompt, ...completion])
+      assert.deepStrictEqual(d.lossFnInputs.target_tokens, Contract.int64([...prompt.map(() => -100), ...completion]))
+      assert.isUndefined(Datum.checkAll([d], "cross_entropy", { vocabSize: V }))
+    })))
+})
+
+describe("Datum.validate", () => {
+  it.effect("passes a good batch", () => Datum.validate([good(), good()], "importance_sampling", { vocabSize: V }))
+
+  it.effect("names the datum and the field of a length mismatch", () =>
+    Effect.gen(function* () {
+      const message = yield* messageOf([good(), withInput(good(), "advantages", [0, 0, 0, 1])], "ppo")
+      assert.strictEqual(message, "data[1].lossFnInputs.advantages has length 4 but modelInput has 5; every per-token input must have shape [L]")
+    }))
+
+  it.effect("names the field and position of a NaN", () =>
+    Effect.gen(function* () {
+      const message = yield* messageOf([withInput(good(), "logprobs", [0, 0, 0, Number.NaN, -1])], "ppo")
+      assert.strictEqual(message, "data[0].lossFnInputs.logprobs[3] is NaN; values must be finite")
+    }))
+
+  it.effect("names out-of-vocabulary tokens in the input and in the targets", () =>
+    Effect.gen(function* () {
+      const input = Datum.rl({ prompt: [1, 99], completion: [4], samplerLogprobs: [-1], advantage: 1 })
+      assert.strictEqual(yield* messageOf([input], "ppo"), "data[0].modelInput token 1 is 99, outside the vocabulary [0, 50)")
+      const negative = Datum.rl({ prompt: [1], completion: [-3], samplerLogprobs: [-1], advantage: 1 })
+      assert.match(yield* messageOf([negative], "ppo"), /^data\[0\]\.modelInput token 1 is -3/)
+      const target = withInput(Datum.sft({ prompt: [1], completion: [2, 3] }), "target_tokens", [-100, 2, 77], "int64")
+      assert.strictEqual(yield* messageOf([target], "cross_entropy"), "data[0].lossFnInputs.target_tokens[2] is 77, outside the vocabulary (use -100 to ignore a position)")
+    }))
+
+  it.effect("names a missing input and what the loss needs", () =>
+    Effect.gen(function* () {
+      const sft = Datum.sft({ prompt: [1], completion: [2] })
+      assert.strictEqual(yield* messageOf([sft], "cispo"), "data[0].lossFnInputs.logprobs is missing; cispo needs logprobs and advantages")
+      const { advantages: _, ...rest } = good().lossFnInputs
+      assert.strictEqual(yield* messageOf([{ ...good(), lossFnInputs: rest }], "ppo"), "data[0].lossFnInputs.advantages is missing; ppo needs logprobs and advantages")
+    }))
+
+  it.effect("rejects an empty batch, an empty input, unknown inputs, bad shapes, positive log-probs, negative weights and overlong inputs", () =>
+    Effect.gen(function* () {
+      assert.match(yield* messageOf([], "ppo"), /data is empty/)
+      assert.match(yield* messageOf([Datum.sft({ prompt: [], completion: [] })], "cross_entropy"), /data\[0\]\.modelInput is empty/)
+      assert.match(yield* messageOf([withInput(good(), "mask", [1, 1, 1, 1, 1])], "ppo"), /data\[0\]\.lossFnInputs\.mask is not a known input/)
+      const badShape = { ...good(), lossFnInputs: { ...good().lossFnInputs, advantages: { data: [0, 0, 0, 1, 1], dtype: "float32" as const, shape: [5, 1] } } }
+      assert.match(yield* messageOf([badShape], "ppo"), /data\[0\]\.lossFnInputs\.advantages\.shape is \[5, 1\] but must be \[5\]/)
+      assert.match(yield* messageOf([withInput(good(), "logprobs", [0, 0, 0, 0.5, -1])], "ppo"), /logprobs\[3\] is 0\.5; a log-probability must be <= 0/)
+      const weighted = withInput(Datum.sft({ prompt: [1], completion: [2] }), "weights", [0, -1])
+      assert.match(yield* messageOf([weighted], "cross_entropy"), /weights\[1\] is -1; weights must be >= 0/)
+      assert.match(yield* messageOf([good()], "ppo", { maxLength: 4 }), /data\[0\]\.modelInput has 5 tokens, more than the model's context of 4/)
+    }))
+})
