@@ -12,7 +12,7 @@
 import * as Fs from "node:fs"
 import { Effect, Schema } from "effect"
 import type { SamplingParams } from "./Contract.ts"
-import type { Reward } from "./Reward.ts"
+import { isReward, type Reward } from "./Reward.ts"
 import type { Prompt } from "./Tokenizer.ts"
 
 // ===== Errors =====
@@ -76,7 +76,13 @@ export interface GenerateContext {
 /** @since 0.1.0 @category models */
 export type Source<P> =
   | { readonly _tag: "Seeded"; readonly generate: (ctx: GenerateContext) => P | Effect.Effect<P> }
-  | { readonly _tag: "Rows"; readonly load: () => Array<unknown>; readonly origin: string }
+  | {
+    readonly _tag: "Rows"
+    readonly load: () => Array<unknown>
+    readonly origin: string
+    /** where row i came from, for error messages (default `<origin>[i]`) */
+    readonly locate?: (index: number) => string
+  }
 
 /**
  * A seeded generator: problem i of seed s is always the same.
@@ -96,23 +102,30 @@ export const rows = <P = unknown>(items: ReadonlyArray<unknown>): Source<P> => (
  * with the env's problem Schema. Errors name the file and the line.
  * @since 0.1.0 @category constructors
  */
-export const jsonl = <P = unknown>(path: string): Source<P> => ({
-  _tag: "Rows",
-  origin: path,
-  load: () => {
-    const text = Fs.readFileSync(path, "utf8")
-    const out: Array<unknown> = []
-    text.split("\n").forEach((line, i) => {
-      if (line.trim() === "") return
-      try {
-        out.push(JSON.parse(line))
-      } catch (e) {
-        throw new Error(`${path}:${i + 1}: not valid JSON (${(e as Error).message})`)
-      }
-    })
-    return out
-  },
-})
+export const jsonl = <P = unknown>(path: string): Source<P> => {
+  // the file line of each row, since blank lines are skipped
+  const lines: Array<number> = []
+  return {
+    _tag: "Rows",
+    origin: path,
+    locate: (index) => `${path}:${lines[index] ?? "?"}`,
+    load: () => {
+      const text = Fs.readFileSync(path, "utf8")
+      const out: Array<unknown> = []
+      lines.length = 0
+      text.split("\n").forEach((line, i) => {
+        if (line.trim() === "") return
+        try {
+          out.push(JSON.parse(line))
+          lines.push(i + 1)
+        } catch (e) {
+          throw new Error(`${path}:${i + 1}: not valid JSON (${(e as Error).message})`)
+        }
+      })
+      return out
+    },
+  }
+}
 
 // ===== Env =====
 
@@ -169,6 +182,7 @@ export const make = <P, R = never>(spec: EnvSpec<P, R>): Env<P, R> => {
     fail("source must be Env.seeded(...), Env.rows([...]) or Env.jsonl(path)")
   }
   if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
+  if (!isReward(spec.reward)) fail("reward must be a Reward (Reward.make, Reward.weighted, ...)")
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
   return { ...spec, "~gyre/Env": "~gyre/Env" }
@@ -214,7 +228,7 @@ const loadRows = (env: Env<any, any>) =>
           new EnvError({
             env: env.name,
             reason: "InvalidRow",
-            message: `${source.origin}${source.origin.endsWith(".jsonl") ? `:${i + 1}` : `[${i}]`}: ${e.message}`,
+            message: `${source.locate?.(i) ?? `${source.origin}[${i}]`}: ${e.message}`,
           })
         ),
       )
@@ -241,8 +255,10 @@ export const problemAt = Effect.fnUntraced(function* <P, R>(
   if (source._tag === "Seeded") {
     for (let attempt = 0; attempt < MAX_REJECTIONS; attempt++) {
       const rng = random(`${key}/${difficulty}/${attempt}`)
-      const out = source.generate({ random: rng, difficulty, index })
-      const candidate = yield* (Effect.isEffect(out) ? out : Effect.succeed(out)).pipe(
+      const candidate = yield* Effect.suspend(() => {
+        const out = source.generate({ random: rng, difficulty, index })
+        return Effect.isEffect(out) ? out : Effect.succeed(out)
+      }).pipe(
         Effect.catchDefect((d) =>
           Effect.fail(new EnvError({ env: env.name, reason: "GeneratorFailed", message: `generator threw for ${key}: ${String(d)}` }))
         ),
