@@ -50,10 +50,11 @@ const gyreView = (datum: Datum, lossFn: LossFn): GyreView => {
   const full = modelInputTokens(datum.modelInput)
   const t = datum.lossFnInputs["target_tokens"]?.data
   const w = datum.lossFnInputs["weights"]?.data
-  const target = full.map((x, i) => (t === undefined || t[i] === IGNORE ? x : t[i]!))
   const masked = full.map(
     (_, i) => i === 0 || (t !== undefined && t[i] === IGNORE) || (lossFn === "cross_entropy" && w !== undefined && w[i] === 0),
   )
+  // a masked position is labelled with its own token: the label is never read
+  const target = full.map((x, i) => (masked[i] || t === undefined ? x : t[i]!))
   return { full, target, masked }
 }
 
@@ -127,29 +128,13 @@ export const datumFromWire = (datum: Wire.Datum, lossFn: LossFn, at = "datum"): 
       return Result.fail(`${at}.loss_fn_inputs.target_tokens[${j}] is ${v}; a token id must be a non-negative integer (or -100 to ignore)`)
     }
   }
-  const w = datum.loss_fn_inputs["weights"]?.data
-  const maskedW = (j: number) => t[j] === IGNORE || (lossFn === "cross_entropy" && w !== undefined && w[j] === 0)
   // the last token of the sequence only appears as the last target; a masked -100 one is never read
-  const last = t[N - 1] === IGNORE ? 0 : t[N - 1]!
-  const full = [...input, last]
-  const L = N + 1
-  const nextToken = (j: number) => full[j + 1]!
-  const needTargets = Array.from({ length: N }, (_, j) => maskedW(j) || t[j] !== nextToken(j)).some((b) => b)
-  const inputs: Record<string, TensorData> = {}
+  const full = [...input, t[N - 1] === IGNORE ? 0 : t[N - 1]!]
+  const raw: Record<string, TensorData> = {}
   for (const [key, tensor] of Object.entries(datum.loss_fn_inputs)) {
-    if (key === "target_tokens" || key === "weights") continue
-    const data = key === "advantages" ? tensor.data.map((v, j) => (maskedW(j) ? 0 : v)) : tensor.data
-    inputs[key] = { data: [0, ...data], dtype: tensor.dtype, shape: [L] }
+    raw[key] = { data: [key === "target_tokens" ? IGNORE : 0, ...tensor.data], dtype: tensor.dtype, shape: [N + 1] }
   }
-  if (needTargets) inputs["target_tokens"] = i64([IGNORE, ...t.map((v, j) => (maskedW(j) ? IGNORE : v))])
-  if (w !== undefined) {
-    if (lossFn === "cross_entropy") {
-      if (w.some((v, j) => !maskedW(j) && v !== 1)) inputs["weights"] = f32([0, ...w.map((v, j) => (maskedW(j) ? 0 : v))])
-    } else {
-      inputs["weights"] = f32([0, ...w])
-    }
-  }
-  return Result.succeed({ modelInput: oneChunk(full), lossFnInputs: inputs })
+  return Result.succeed(canonical({ modelInput: oneChunk(full), lossFnInputs: raw }, lossFn))
 }
 
 /**

@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
+import { Local } from "../../../src/backends/local/index.ts"
 import { Sampler } from "../../../src/Sampler.ts"
 import { Trainer } from "../../../src/Trainer.ts"
 import { rlSequence, toySequence } from "./Sequence.ts"
@@ -37,5 +38,58 @@ describe("http backend end to end (toy backend)", () => {
       assert.strictEqual(b.toy.counters.optimSteps, 3)
       assert.strictEqual(b.result.info.version, 3)
     }),
+  )
+})
+
+// ---------------------------------------------------------------------------
+// the embedded backend (tiny random-init config)
+
+const tinyConfig = { vocabSize: 99, contextLength: 48, nLayers: 2, dModel: 32, nHeads: 2, mlpRatio: 2 }
+const tinyLora = { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] as const }
+const embeddedSequence = {
+  ...toySequence,
+  steps: 2,
+  groups: 8,
+  groupSize: 8,
+  maxTokens: 8,
+  learningRate: 5e-2,
+  rewarded: 40,
+  prompts: [
+    [1, 40, 41, 42],
+    [1, 50, 60],
+    [1, 70, 71, 72, 73],
+    [1, 33, 34],
+  ],
+  probe: [1, 40, 41, 42, 40, 40, 50],
+}
+
+const embedded = Local.make({ config: tinyConfig, lora: { ...tinyLora, targets: [...tinyLora.targets] }, seed: 7, stateDir: "tmp/http-test-state" })
+
+describe("http backend end to end (embedded backend)", () => {
+  it.effect(
+    "forward_backward + optim_step + publish + pinned sampling match the in-process backend",
+    () =>
+      Effect.gen(function* () {
+        const a = yield* Effect.flatMap(embedded, (s) =>
+          rlSequence(embeddedSequence).pipe(Effect.provideService(Trainer, s.trainer), Effect.provideService(Sampler, s.sampler)),
+        )
+        const b = yield* Effect.gen(function* () {
+          const s = yield* embedded
+          const server = yield* Server.make({ vocabSize: tinyConfig.vocabSize }).pipe(
+            Effect.provideService(Trainer, s.trainer),
+            Effect.provideService(Sampler, s.sampler),
+          )
+          return yield* rlSequence(embeddedSequence).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
+        })
+        assert.notStrictEqual(a.losses[0], 0)
+        assert.closeTo(b.losses[0]!, a.losses[0]!, 1e-5)
+        b.losses.forEach((l, i) => assert.closeTo(l, a.losses[i]!, 1e-4))
+        assert.deepStrictEqual(b.versions, a.versions)
+        assert.deepStrictEqual(b.sampleVersions, [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1])
+        assert.strictEqual(b.finalLogprobs.length, embeddedSequence.probe.length)
+        b.finalLogprobs.forEach((l, i) => assert.closeTo(l, a.finalLogprobs[i]!, 1e-4))
+        b.forwardLogprobs.forEach((l, i) => assert.closeTo(l, a.forwardLogprobs[i]!, 1e-4))
+      }).pipe(Effect.scoped),
+    30_000,
   )
 })

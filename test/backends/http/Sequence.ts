@@ -85,7 +85,7 @@ export const rlSequence = (o: SequenceOptions) =>
       sampleVersions,
       samples,
       finalLogprobs,
-      forwardLogprobs: fwd.lossFnOutputs[0]!.logprobs,
+      forwardLogprobs: [...fwd.lossFnOutputs[0]!.logprobs],
       info,
     } satisfies SequenceResult
   })

@@ -1,0 +1,313 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Random, Schedule } from "effect"
+import { HttpClient, HttpClientError, HttpClientResponse } from "effect/http"
+import { TestClock } from "effect/testing"
+import * as Client from "../../../src/backends/http/Client.ts"
+import * as Retry from "../../../src/backends/http/Retry.ts"
+import { adamParams } from "../../../src/Contract.ts"
+import { Trainer } from "../../../src/Trainer.ts"
+
+const F = (kind: Retry.FailureKind, extra: { status?: number; retryAfterMillis?: number } = {}) =>
+  new Retry.HttpFailure({ kind, message: kind, ...extra })
+
+/**
+ * Runs a scripted call (fails with each failure in turn, then succeeds) under a
+ * schedule on the TestClock; returns the clock time of every attempt and the exit.
+ */
+const attempts = (script: ReadonlyArray<Retry.HttpFailure>, schedule: Schedule.Schedule<unknown, Retry.HttpFailure>) =>
+  Effect.gen(function* () {
+    const times: Array<number> = []
+    let i = 0
+    const call = Effect.gen(function* () {
+      times.push(Number(yield* Effect.clockWith((c) => c.currentTimeMillis)))
+      const f = script[i++]
+      if (f !== undefined) return yield* f
+      return "ok"
+    })
+    const fiber = yield* Effect.forkChild(Effect.exit(Effect.retry(call, schedule)))
+    for (let k = 0; k < 200; k++) yield* TestClock.adjust("1 second")
+    const exit = yield* Fiber.join(fiber)
+    return { times: times.map((t) => t - times[0]!), exit }
+  })
+
+const noJitter = Retry.policy({ jitter: 0 })
+
+describe("Retry schedules (TestClock)", () => {
+  it.effect("a submission backs off exponentially on 503 and then succeeds", () =>
+    Effect.gen(function* () {
+      const { times, exit } = yield* attempts([F("ServerError", { status: 503 }), F("ServerError"), F("Transport")], Retry.submission(noJitter))
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.deepStrictEqual(times, [0, 500, 1500, 3500])
+    }),
+  )
+
+  it.effect("Retry-After is honoured, and clipped to maxRetryAfter", () =>
+    Effect.gen(function* () {
+      const a = yield* attempts([F("RateLimited", { status: 429, retryAfterMillis: 7000 })], Retry.submission(noJitter))
+      assert.deepStrictEqual(a.times, [0, 7000])
+      const b = yield* attempts([F("RateLimited", { status: 429, retryAfterMillis: 600_000 })], Retry.submission(noJitter))
+      assert.deepStrictEqual(b.times, [0, 60_000])
+    }),
+  )
+
+  it.effect("back-off is capped at `cap`", () =>
+    Effect.gen(function* () {
+      const script = Array.from({ length: 9 }, () => F("Transport"))
+      const { times } = yield* attempts(script, Retry.submission(noJitter))
+      const gaps = times.slice(1).map((t, i) => t - times[i]!)
+      assert.deepStrictEqual(gaps, [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000])
+    }),
+  )
+
+  it.effect("jitter shortens each delay by at most `jitter`", () =>
+    Effect.gen(function* () {
+      const script = Array.from({ length: 6 }, () => F("Transport"))
+      const { times } = yield* attempts(script, Retry.submission(Retry.standard)).pipe(Random.withSeed(42))
+      const gaps = times.slice(1).map((t, i) => t - times[i]!)
+      gaps.forEach((g, k) => {
+        const full = Retry.backoffMillis(Retry.standard, k)
+        assert.isAtMost(g, full)
+        assert.isAtLeast(g, Math.floor(full * (1 - Retry.standard.jitter)))
+      })
+    }),
+  )
+
+  it.effect("other 4xx fail at once; 410 is not retried by the poll schedule", () =>
+    Effect.gen(function* () {
+      const a = yield* attempts([F("Fatal", { status: 400 })], Retry.submission())
+      assert.deepStrictEqual(a.times, [0])
+      assert.isTrue(Exit.isFailure(a.exit))
+      const b = yield* attempts([F("Expired", { status: 410 })], Retry.polling())
+      assert.deepStrictEqual(b.times, [0])
+      const c = yield* attempts([F("Conflict", { status: 409 })], Retry.polling())
+      assert.deepStrictEqual(c.times, [0])
+    }),
+  )
+
+  it.effect("polls again at once on try_again, 408 and 5xx, and a real answer resets the back-off", () =>
+    Effect.gen(function* () {
+      const script = [F("Transport"), F("Transport"), F("TryAgain"), F("RequestTimeout"), F("ServerError", { status: 502 }), F("Transport")]
+      const { times } = yield* attempts(script, Retry.polling(noJitter))
+      assert.deepStrictEqual(times, [0, 500, 1500, 1500, 1500, 1500, 2000])
+    }),
+  )
+
+  it.effect("gives up after maxElapsed without progress", () =>
+    Effect.gen(function* () {
+      const script = Array.from({ length: 1000 }, () => F("Transport"))
+      const { times, exit } = yield* attempts(script, Retry.submission(Retry.policy({ jitter: 0, maxElapsed: "10 seconds" })))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.deepStrictEqual(times, [0, 500, 1500, 3500, 7500, 10000])
+    }),
+  )
+
+  it("reads Retry-After as seconds, an HTTP date, or Retry-After-Ms", () => {
+    assert.strictEqual(Retry.parseRetryAfter({ "retry-after": "3" }, 0), 3000)
+    assert.strictEqual(Retry.parseRetryAfter({ "retry-after-ms": "250" }, 0), 250)
+    const now = Date.parse("2026-01-01T00:00:00Z")
+    assert.strictEqual(Retry.parseRetryAfter({ "retry-after": "Thu, 01 Jan 2026 00:00:05 GMT" }, now), 5000)
+    assert.strictEqual(Retry.parseRetryAfter({ "retry-after": "soon" }, 0), undefined)
+    assert.strictEqual(Retry.parseRetryAfter({}, 0), undefined)
+  })
+
+  it("classifies statuses", () => {
+    assert.deepStrictEqual([200, 408, 409, 410, 429, 500, 503, 400, 401, 404, 422].map(Retry.kindOfStatus), [
+      undefined,
+      "RequestTimeout",
+      "Conflict",
+      "Expired",
+      "RateLimited",
+      "ServerError",
+      "ServerError",
+      "Fatal",
+      "Fatal",
+      "Fatal",
+      "Fatal",
+    ])
+  })
+})
+
+// ---------------------------------------------------------------------------
+// the client against a scripted fake server
+
+interface Seen {
+  readonly path: string
+  readonly key: string | undefined
+  readonly body: unknown
+  readonly at: number
+}
+
+type Script = (path: string, body: any, n: number) => { status: number; body?: unknown; headers?: Record<string, string> } | "drop"
+
+const fakeServer = (script: Script) => {
+  const seen: Array<Seen> = []
+  const counts: Record<string, number> = {}
+  const client = HttpClient.make((request, url) =>
+    Effect.gen(function* () {
+      const path = url.pathname.replace(/^\/api\/v1\//, "")
+      const text = request.body._tag === "Uint8Array" ? new TextDecoder().decode(request.body.body) : ""
+      const body = text === "" ? undefined : JSON.parse(text)
+      const at = Number(yield* Effect.clockWith((c) => c.currentTimeMillis))
+      seen.push({ path, key: request.headers["x-idempotency-key"], body, at })
+      const n = (counts[path] = (counts[path] ?? 0) + 1)
+      const base = (() => {
+        switch (path) {
+          case "create_session":
+            return { status: 200, body: { type: "create_session", session_id: "s1" } }
+          case "get_server_capabilities":
+            return { status: 200, body: { supported_models: [{ model_name: "fake", max_context_length: 64 }] } }
+          case "get_info":
+            return { status: 200, body: { model_data: { model_name: "fake" }, model_id: "s1:train:0", lora_rank: 4, policy_version: 0 } }
+          case "session_heartbeat":
+            return { status: 200, body: { type: "session_heartbeat" } }
+          default:
+            return undefined
+        }
+      })()
+      const answer = script(path, body, n) ?? base
+      if (answer === "drop") {
+        return yield* new HttpClientError.HttpClientError({
+          reason: new HttpClientError.TransportError({ request, description: "socket hang up" }),
+        })
+      }
+      const a = answer ?? { status: 404, body: { detail: `no ${path}` } }
+      return HttpClientResponse.fromWeb(
+        request,
+        new Response(JSON.stringify(a.body ?? {}), { status: a.status, headers: { "content-type": "application/json", ...(a.headers ?? {}) } }),
+      )
+    }),
+  )
+  return { layer: Layer.succeed(HttpClient.HttpClient, client), seen, counts }
+}
+
+const futures: Script = (path, body) => {
+  if (path === "create_model") return { status: 200, body: { request_id: "r-create" } }
+  if (path === "optim_step") return { status: 200, body: { request_id: `r-optim-${body.seq_id}` } }
+  if (path === "retrieve_future") {
+    if (body.request_id === "r-create") return { status: 200, body: { model_id: "s1:train:0" } }
+    return { status: 200, body: { metrics: { grad_norm: 1 }, policy_version: 1 } }
+  }
+  return undefined as never
+}
+
+const connect = (fake: ReturnType<typeof fakeServer>, policy: Retry.Policy = Retry.policy({ jitter: 0 })) =>
+  Client.layerNoDeps({ baseUrl: "http://fake.test", retry: policy, apiKey: undefined }).pipe(Layer.provide(fake.layer))
+
+const optimStep = Effect.flatMap(Trainer, (t) => t.optimStep(adamParams()))
+
+const runTimed = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.gen(function* () {
+    const fiber = yield* Effect.forkChild(Effect.exit(effect))
+    for (let k = 0; k < 100; k++) yield* TestClock.adjust("500 millis")
+    return yield* Fiber.join(fiber)
+  })
+
+describe("the client's retries against a scripted server (TestClock)", () => {
+  it.effect("503, 503, then 200 on a submission: three POSTs with one idempotency key, one step", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer((path, body, n) => (path === "optim_step" && n <= 2 ? { status: 503, body: { detail: "busy" } } : futures(path, body, n)))
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake)), Effect.scoped))
+      assert.isTrue(Exit.isSuccess(exit))
+      const posts = fake.seen.filter((s) => s.path === "optim_step")
+      assert.strictEqual(posts.length, 3)
+      assert.strictEqual(new Set(posts.map((p) => p.key)).size, 1)
+      assert.isDefined(posts[0]!.key)
+      assert.deepStrictEqual(posts.map((p) => p.at - posts[0]!.at), [0, 500, 1500])
+      assert.deepStrictEqual(posts.map((p) => (p.body as { seq_id: number }).seq_id), [1, 1, 1])
+    }),
+  )
+
+  it.effect("429 with Retry-After: 7 waits 7 s", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer((path, body, n) =>
+        path === "optim_step" && n === 1 ? { status: 429, body: { detail: "slow down" }, headers: { "retry-after": "7" } } : futures(path, body, n),
+      )
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake, Retry.policy({ jitter: 0 }))), Effect.scoped))
+      assert.isTrue(Exit.isSuccess(exit))
+      const posts = fake.seen.filter((s) => s.path === "optim_step")
+      assert.deepStrictEqual(posts.map((p) => p.at - posts[0]!.at), [0, 7000])
+    }),
+  )
+
+  it.effect("a dropped connection backs off and resends with the same key", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer((path, body, n) => (path === "optim_step" && n === 1 ? "drop" : futures(path, body, n)))
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake)), Effect.scoped))
+      assert.isTrue(Exit.isSuccess(exit))
+      const posts = fake.seen.filter((s) => s.path === "optim_step")
+      assert.strictEqual(posts.length, 2)
+      assert.strictEqual(posts[0]!.key, posts[1]!.key)
+    }),
+  )
+
+  it.effect("try_again and 408 re-poll at once; 410 resubmits the same request with the same key", () =>
+    Effect.gen(function* () {
+      let polls = 0
+      const fake = fakeServer((path, body, n) => {
+        if (path === "retrieve_future" && String(body.request_id).startsWith("r-optim")) {
+          polls++
+          if (polls === 1) return { status: 200, body: { type: "try_again", request_id: body.request_id, queue_state: "active" } }
+          if (polls === 2) return { status: 408, body: { detail: "still working" } }
+          if (polls === 3) return { status: 410, body: { detail: "expired" } }
+        }
+        return futures(path, body, n)
+      })
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake)), Effect.scoped))
+      assert.isTrue(Exit.isSuccess(exit))
+      const posts = fake.seen.filter((s) => s.path === "optim_step")
+      assert.strictEqual(posts.length, 2)
+      assert.strictEqual(posts[0]!.key, posts[1]!.key)
+      assert.deepStrictEqual(posts[0]!.body, posts[1]!.body)
+      const pollTimes = fake.seen.filter((s) => s.path === "retrieve_future" && String((s.body as { request_id: string }).request_id).startsWith("r-optim"))
+      assert.strictEqual(pollTimes.length, 4)
+      assert.strictEqual(pollTimes[2]!.at, pollTimes[0]!.at)
+    }),
+  )
+
+  it.effect("a 400 fails at once with the server's message", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer((path, body, n) =>
+        path === "optim_step" ? { status: 400, body: { detail: "adam_params.beta1: Expected a value between 0 and 1" } } : futures(path, body, n),
+      )
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake)), Effect.scoped, Effect.flip))
+      assert.isTrue(Exit.isSuccess(exit))
+      const error = Exit.isSuccess(exit) && exit.value._tag === "BackendError" ? exit.value : undefined
+      assert.strictEqual(error?.reason, "InvalidInput")
+      assert.include(error?.message, "adam_params.beta1")
+      assert.strictEqual(fake.seen.filter((s) => s.path === "optim_step").length, 1)
+    }),
+  )
+
+  it.effect("a failed future keeps its reason", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer((path, body, n) =>
+        path === "retrieve_future" && String(body.request_id).startsWith("r-optim")
+          ? { status: 200, body: { error: "optim_step: adam params out of range", category: "user", reason: "InvalidInput" } }
+          : futures(path, body, n),
+      )
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake)), Effect.scoped, Effect.flip))
+      const error = Exit.isSuccess(exit) && exit.value._tag === "BackendError" ? exit.value : undefined
+      assert.strictEqual(error?.reason, "InvalidInput")
+      assert.include(error?.message, "adam params out of range")
+    }),
+  )
+
+  it.effect("training calls take consecutive seq ids from 1", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer(futures)
+      const exit = yield* runTimed(
+        Effect.gen(function* () {
+          const t = yield* Trainer
+          yield* t.optimStep(adamParams())
+          yield* t.optimStep(adamParams())
+          yield* t.optimStep(adamParams())
+        }).pipe(Effect.provide(connect(fake)), Effect.scoped),
+      )
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.deepStrictEqual(
+        fake.seen.filter((s) => s.path === "optim_step").map((p) => (p.body as { seq_id: number }).seq_id),
+        [1, 2, 3],
+      )
+    }),
+  )
+})
