@@ -22,6 +22,8 @@ import { lastTagContent } from "./format.ts"
 const NUMBER =
   /(?<![\d)\]}])([-+]?)(?:(\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.(\d+))?|\.(\d+))(?:[eE]([-+]?\d+)(?!\d|\.\d))?(?:\/(\d+)(?!\d|\.\d))?/g
 
+const WHOLE_NUMBER = new RegExp(`^(?:${NUMBER.source})$`)
+
 /** Rewrites the LaTeX and Unicode spellings of numbers into plain ones. */
 const normalizeMath = (text: string): string =>
   text
@@ -73,7 +75,7 @@ export const extractNumbers = (text: string): Array<number> => {
  */
 export const parseNumber = (text: string): number | undefined => {
   const t = normalizeMath(text).trim().replace(/^\\?\$\s*/, "").replace(/\s*(?:\\?%|\.)$/, "")
-  const m = new RegExp(`^(?:${NUMBER.source})$`).exec(t)
+  const m = WHOLE_NUMBER.exec(t)
   return m === null ? undefined : tokenValue(m)
 }
 

@@ -11,6 +11,7 @@
  *
  * @example
  * import { describe, it } from "@effect/vitest"
+ * import * as fc from "fast-check"
  * import { arb, laws, transforms } from "gyre/testing"
  * import { numericAnswer } from "../../rewards/answers.ts"
  *

@@ -79,6 +79,7 @@ describe("laws", () => {
       return rs.map((r) => (r.completion.length === max ? 1 : 0))
     })
     await laws.orderIndependent(byRank, { problems: anyProblem, completions: arb.noise() })
+    await laws.bounded(byRank, { min: 0, max: 1, problems: anyProblem, groupSize: 5 })
   })
 
   it("runs rewards that need services through provide", async () => {
