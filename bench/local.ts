@@ -11,6 +11,7 @@
  * Prints numbers and ratios; asserts nothing.
  */
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as tf from "@tensorflow/tfjs"
 import { type Datum, float32, modelInputFromTokens } from "../src/Contract.ts"
 import { resolveLoss } from "../src/Loss.ts"
@@ -48,6 +49,7 @@ const timeAsync = async (f: () => Promise<unknown>, reps: number, warmup = 2) =>
 }
 
 await initTf()
+console.log(`load average ${os.loadavg().map((x) => x.toFixed(2)).join(" ")} on ${os.cpus().length} cores`)
 const fromDisk = fs.existsSync("models/base/config.json")
 const { config, weights } = fromDisk
   ? await loadBaseModel("models/base")
@@ -62,15 +64,23 @@ console.log(`model: ${fromDisk ? "models/base" : "random init"} ${JSON.stringify
 const matmulGflops = (m: number, k: number, n: number) => {
   const a = tf.randomNormal([m, k])
   const b = tf.randomNormal([k, n])
-  const s = time(() => tf.tidy(() => tf.matMul(a, b).dataSync()), 15, 3)
+  const s = time(() => {
+    const c = tf.matMul(a, b)
+    c.dataSync()
+    c.dispose()
+  }, 15, 3)
   a.dispose()
   b.dispose()
   return (2 * m * k * n) / s / 1e9
 }
-const peakSquare = matmulGflops(512, 512, 512)
-const peakModel = matmulGflops(64 * 24, config.dModel, config.dModel * config.mlpRatio)
-const peak = Math.max(peakSquare, peakModel)
-console.log(`matmul GFLOP/s: 512x512x512 ${peakSquare.toFixed(1)}, [1536,${config.dModel}]x[${config.dModel},${config.dModel * config.mlpRatio}] ${peakModel.toFixed(1)} -> peak ${peak.toFixed(1)}`)
+// V8 first runs wasm in its baseline tier and optimises hot functions in the background:
+// warm up for a couple of seconds before measuring anything
+{
+  const t0 = performance.now()
+  while (performance.now() - t0 < 2500) matmulGflops(512, 512, 512)
+}
+const peakNow = () => Math.max(matmulGflops(512, 512, 512), matmulGflops(64 * 24, config.dModel, config.dModel * config.mlpRatio))
+let peak = peakNow()
 
 // ---- training: one RL step (forwardBackward + optimStep), 64 sequences of 24 tokens
 const B = 64
@@ -94,8 +104,11 @@ const adam = { learning_rate: 1e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_d
 const stepSeconds = time(() => {
   trainer.run(data, ppo.value, { backward: true })
   trainer.optimStep(adam)
-}, 7)
+}, 9, 3)
 const fwdSeconds = time(() => trainer.run(data, ppo.value, { backward: false }), 7)
+// the machine may be shared: take the best peak measured around the training runs
+peak = Math.max(peak, peakNow())
+console.log(`matmul GFLOP/s (2-D, XNNPACK): ${peak.toFixed(1)} (best of 512x512x512 and [1536,${config.dModel}]x[${config.dModel},${config.dModel * config.mlpRatio}], before and after the training runs)`)
 
 // FLOPs actually executed by a LoRA step: forward (incl. the one-hot embedding matmul),
 // backward dX through every dense layer and attention, LoRA forward and backward.
