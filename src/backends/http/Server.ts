@@ -550,16 +550,18 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
         if (req.model_id === undefined || req.model_id === null || req.seq_id === undefined || req.seq_id === null) {
           return yield* bad("load_weights needs model_id and seq_id (create the model first; create-via-load is not supported)")
         }
-        const known = checkpoints.get(req.path)
-        if (known === undefined && req.path.startsWith("tinker://")) {
-          return yield* new Reject({ status: 404, message: `path ${JSON.stringify(req.path)} is not a checkpoint of this server` })
-        }
+        // only checkpoints named by this protocol: a client never names a file on this machine
+        const parsed = /^tinker:\/\/([^/]+)\/weights\/([^/]+)$/.exec(req.path)
+        if (parsed === null) return yield* bad(`path ${JSON.stringify(req.path.slice(0, 200))} is not a training checkpoint: expected tinker://<model_id>/weights/<name>`)
+        yield* checkName(parsed[2]!, "path's checkpoint name")
+        // a checkpoint saved by this server process, else the backend looks the name up (e.g. after a restart)
+        const target = checkpoints.get(req.path) ?? parsed[2]!
         const modelId = req.model_id
         return yield* trainingFuture(
           "LoadWeights",
           modelId,
           req.seq_id,
-          Effect.as(trainer.loadState(known ?? req.path, { withOptimizer: req.optimizer ?? false }), {
+          Effect.as(trainer.loadState(target, { withOptimizer: req.optimizer ?? false }), {
             type: "load_weights",
             path: req.path,
             model_id: modelId,
