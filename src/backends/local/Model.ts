@@ -174,8 +174,9 @@ const linearTrainable = tf.customGrad(((...args: GradArgs) => {
     gradFunc: (dy: tf.Tensor, saved: Array<tf.Tensor>) => {
       const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D]
       const g = dy as tf.Tensor2D
-      // dW = Xᵀ·dY, or (dYᵀ·X)ᵀ when dY is the narrower of the two (LoRA's A)
-      const dw = sx.shape[1] <= g.shape[1] ? tf.matMul(tf.transpose(sx), g) : tf.transpose(tf.matMul(tf.transpose(g), sx))
+      // dW = Xᵀ·dY or (dYᵀ·X)ᵀ: XNNPACK repacks its right operand on every call, which costs
+      // more than a transpose, so the wider of X and dY is transposed and the narrower packed
+      const dw = g.shape[1] <= sx.shape[1] ? tf.matMul(tf.transpose(sx), g) : tf.transpose(tf.matMul(tf.transpose(g), sx))
       return [tf.matMul(g, tf.transpose(sw)), dw]
     },
   }
