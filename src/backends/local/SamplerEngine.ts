@@ -20,6 +20,7 @@
 import * as tf from "@tensorflow/tfjs"
 import type { SampledSequence, SampleResult, SamplingParams, StopReason } from "../../Contract.ts"
 import { decodeChars, EOS } from "./CharTokenizer.ts"
+import { logprobAt, rowLse } from "./LogSoftmax.ts"
 import { disposeCache, inferenceView, type KvCache, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
 import { Rng } from "./Rng.ts"
 import type { PublishedAdapter } from "./TrainerEngine.ts"
@@ -35,6 +36,8 @@ export interface SamplerEngineOptions {
   readonly batchRequests?: boolean
   /** false prefills every row's prompt separately: no tiling, no LRU (for measurements) */
   readonly prefixReuse?: boolean
+  /** most rows decoded together (requests are never split; default 1024) */
+  readonly maxBatchRows?: number
 }
 
 /** @since 0.1.0 @category models */
@@ -81,6 +84,7 @@ export class LocalSamplerEngine {
   private readonly useKvCache: boolean
   private readonly batchRequests: boolean
   private readonly prefixReuse: boolean
+  private readonly maxBatchRows: number
   private queue: Array<Pending> = []
   private scheduled = false
   readonly stats: SamplerStats = { batches: 0, requests: 0, rows: 0, prefixHits: 0, prefixMisses: 0, maxRequestsPerBatch: 0 }
@@ -94,6 +98,7 @@ export class LocalSamplerEngine {
     this.useKvCache = options.useKvCache ?? true
     this.batchRequests = options.batchRequests ?? true
     this.prefixReuse = options.prefixReuse ?? true
+    this.maxBatchRows = options.maxBatchRows ?? 1024
     this.merged = model.mergedTensors(undefined, 1)
     this.view = inferenceView(this.merged)
   }
@@ -126,9 +131,11 @@ export class LocalSamplerEngine {
 
   /**
    * Queues a request; requests queued together are decoded as one batch.
-   * The caller validates the inputs (see `checkSampleRequest`).
+   * Invalid requests (see `check`) are rejected at once.
    */
   sample(prompt: ReadonlyArray<number>, params: SamplingParams, options: SampleRequestOptions): Promise<SampleResult> {
+    const bad = this.check(prompt, params, options.numSamples)
+    if (bad) return Promise.reject(new Error(bad))
     const seed = params.seed ?? this.nextSeed()
     return new Promise<SampleResult>((resolve, reject) => {
       this.queue.push({ prompt, params, options, rng: new Rng(seed), resolve, reject })
@@ -142,7 +149,15 @@ export class LocalSamplerEngine {
     setImmediate(() => {
       this.scheduled = false
       const first = this.queue[0]!
-      const group = this.batchRequests ? this.queue.filter((p) => p.prompt.length === first.prompt.length) : [first]
+      const group = [first]
+      let rows = first.options.numSamples
+      if (this.batchRequests) {
+        for (const p of this.queue) {
+          if (p === first || p.prompt.length !== first.prompt.length || rows + p.options.numSamples > this.maxBatchRows) continue
+          group.push(p)
+          rows += p.options.numSamples
+        }
+      }
       this.queue = this.queue.filter((p) => !group.includes(p))
       try {
         const results = this.runBatch(group)
@@ -417,15 +432,6 @@ const toTensors = (w: Record<string, Float32Array>, model: LocalModel): TensorMa
   return out
 }
 
-/** log-softmax of one logits row at `token` (same arithmetic as the trainer) */
-const logprobAt = (logits: Float32Array, off: number, V: number, token: number): number => {
-  let m = -Infinity
-  for (let v = 0; v < V; v++) if (logits[off + v]! > m) m = logits[off + v]!
-  let s = 0
-  for (let v = 0; v < V; v++) s += Math.exp(logits[off + v]! - m)
-  return logits[off + token]! - (m + Math.log(s))
-}
-
 /**
  * Draws one token from a logits row under temperature / top-k / top-p and returns
  * its log-prob under that (renormalised) distribution.
@@ -441,22 +447,19 @@ export const sampleRow = (logits: Float32Array, off: number, V: number, params: 
   const topK = params.topK ?? 0
   const topP = params.topP ?? 1
   if (T === 1 && (topK === 0 || topK >= V) && topP >= 1) {
-    // plain softmax: exactly the trainer's arithmetic
-    let m = -Infinity
-    for (let v = 0; v < V; v++) if (logits[off + v]! > m) m = logits[off + v]!
-    let s = 0
-    for (let v = 0; v < V; v++) s += Math.exp(logits[off + v]! - m)
-    const u = rng.next() * s
+    // plain softmax: the trainer's arithmetic
+    const lse = rowLse(logits, off, V)
+    const u = rng.next()
     let acc = 0
     let token = V - 1
     for (let v = 0; v < V; v++) {
-      acc += Math.exp(logits[off + v]! - m)
+      acc += Math.exp(logits[off + v]! - lse)
       if (u < acc) {
         token = v
         break
       }
     }
-    return { token, logprob: logits[off + token]! - (m + Math.log(s)) }
+    return { token, logprob: logits[off + token]! - lse }
   }
   const z = new Float64Array(V)
   let m = -Infinity

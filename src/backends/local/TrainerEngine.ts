@@ -17,6 +17,7 @@ import { isActive, isClipped, type ResolvedLoss, tokenLoss } from "../../Loss.ts
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
 import * as Checkpoint from "./Checkpoint.ts"
 import { PAD } from "./CharTokenizer.ts"
+import { rowLse } from "./LogSoftmax.ts"
 import {
   type LocalModel,
   type LoraConfig,
@@ -46,15 +47,6 @@ export interface TrainerEngineOptions {
   readonly seed?: number
   /** most padded tokens (rows x longest row) per forward pass; longer calls are split */
   readonly maxBatchTokens?: number
-}
-
-/** log-softmax statistics of one logits row: max and log-sum-exp, in float64 */
-export const rowLse = (logits: Float32Array, off: number, V: number): number => {
-  let m = -Infinity
-  for (let v = 0; v < V; v++) if (logits[off + v]! > m) m = logits[off + v]!
-  let s = 0
-  for (let v = 0; v < V; v++) s += Math.exp(logits[off + v]! - m)
-  return m + Math.log(s)
 }
 
 interface Prepared {
