@@ -395,7 +395,8 @@ export class LocalSamplerEngine {
   private fullForwardLast(group: Array<Pending>, rowReq: Array<number>, gen: Array<Array<number>>): Float32Array {
     const V = this.model.config.vocabSize
     const R = rowReq.length
-    const L = group[0]!.prompt.length + gen[0]!.length
+    // rows still decoding have the longest generations; finished rows are padded and ignored
+    const L = group[0]!.prompt.length + Math.max(...gen.map((g) => g.length))
     const tok = new Int32Array(R * L)
     rowReq.forEach((j, r) => {
       const seq = [...group[j]!.prompt, ...gen[r]!]

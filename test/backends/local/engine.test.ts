@@ -140,6 +140,28 @@ describe("sampler and trainer agree", () => {
   it("with the KV cache, every row prefilled separately", () => check({ useKvCache: true, prefixCacheSize: 0, prefixReuse: false }))
   it("without the KV cache", () => check({ useKvCache: false, prefixCacheSize: 16 }))
 
+  it("decoding with and without the KV cache gives the same samples, also when rows stop early", async () => {
+    const run = async (useKvCache: boolean) => {
+      const { sampler, model } = await makeEngines({ seed: 8, randomB: true, sampler: { useKvCache } })
+      // many stop ids so that rows finish at different steps
+      const stop = Array.from({ length: 30 }, (_, i) => 4 + 3 * i)
+      const r = await sampler.sample([1, 10, 20, 30], { maxTokens: 12, temperature: 1, seed: 3, stop }, { numSamples: 16 })
+      sampler.dispose()
+      model.dispose()
+      return r
+    }
+    const withCache = await run(true)
+    const without = await run(false)
+    const lengths = new Set(withCache.sequences.map((q) => q.tokens.length))
+    assert.isTrue(lengths.size > 2, "rows should stop at different steps")
+    withCache.sequences.forEach((q, i) => {
+      const o = without.sequences[i]!
+      assert.deepStrictEqual(o.tokens, q.tokens)
+      assert.strictEqual(o.stopReason, q.stopReason)
+      assert.isTrue(maxAbsDiff(o.logprobs, q.logprobs) < 1e-4)
+    })
+  })
+
   it("repeat requests hit the prefix cache and give the same samples for the same seed", async () => {
     const { sampler, model } = await makeEngines({ seed: 3 })
     const p = [1, 10, 20, 30, 40]
