@@ -153,7 +153,8 @@ class ReplicaNode implements PrimaryKey.PrimaryKey {
 export const makeRouter = (n: number): ((key: string) => number) => {
   const ring = HashRing.make<ReplicaNode>()
   HashRing.addMany(ring, Array.from({ length: n }, (_, i) => new ReplicaNode(i)))
-  return (key) => HashRing.get(ring, key)?.index ?? 0
+  // the ring's own string hash clusters short similar keys ("g1", "g2", ...): spread them first
+  return (key) => HashRing.get(ring, createHash("sha1").update(key).digest("hex").slice(0, 16))?.index ?? 0
 }
 
 /** SchemaError text -> `path: message`, with the path in dotted form under `prefix`. */

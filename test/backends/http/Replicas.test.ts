@@ -2,8 +2,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
+import * as Serve from "../../../src/backends/http/Serve.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
-import { modelInputFromTokens } from "../../../src/Contract.ts"
+import { adamParams, modelInputFromTokens } from "../../../src/Contract.ts"
+import * as D from "../../../src/Datum.ts"
 import { Sampler, type SamplerShape } from "../../../src/Sampler.ts"
 import { Trainer } from "../../../src/Trainer.ts"
 import { makeToy } from "./ToyBackend.ts"
@@ -19,6 +21,10 @@ describe("sampler replicas", () => {
       counts[four(k)]!++
     }
     for (const c of counts) assert.isAbove(c, 2000 * 0.15)
+    // short, similar keys spread too
+    const short = [0, 0, 0, 0]
+    for (let i = 0; i < 400; i++) short[four(`g${i}`)]!++
+    for (const c of short) assert.isAbove(c, 400 * 0.15)
     const five = Server.makeRouter(5)
     const moved = keys.filter((k) => five(k) !== four(k) && five(k) !== 4).length
     assert.isBelow(moved / keys.length, 0.05)
@@ -60,5 +66,43 @@ describe("sampler replicas", () => {
         60,
       )
     }).pipe(Effect.scoped),
+  )
+})
+
+describe("serve: the embedded backend with replicas", () => {
+  it.live(
+    "publishing reaches every replica, and sampling pinned to the new version is served by all of them",
+    () =>
+      Effect.gen(function* () {
+        const backend = yield* Serve.embedded({
+          config: { vocabSize: 99, contextLength: 32, nLayers: 1, dModel: 16, nHeads: 2, mlpRatio: 2 },
+          lora: { rank: 2, alpha: 4, targets: ["q", "v"] },
+          replicas: 3,
+          seed: 3,
+        })
+        const server = yield* Server.make({ replicas: backend.replicas, vocabSize: backend.vocabSize }).pipe(
+          Effect.provideService(Trainer, backend.trainer),
+          Effect.provideService(Sampler, backend.sampler),
+        )
+        yield* Effect.gen(function* () {
+          const trainer = yield* Trainer
+          const sampler = yield* Sampler
+          const data = [D.rl({ prompt: [1, 40, 41], completion: [42, 43, 2], samplerLogprobs: [-4, -4, -4], advantage: 1 })]
+          yield* trainer.forwardBackward(data, "importance_sampling")
+          const step = yield* trainer.optimStep(adamParams({ learning_rate: 0.05 }))
+          const pub = yield* trainer.saveWeightsForSampler("v1")
+          assert.strictEqual(pub.version, step.version)
+          assert.strictEqual(yield* sampler.version, 1)
+          for (const r of backend.replicas) assert.strictEqual(yield* r.version, 1)
+          const results = yield* Effect.forEach(
+            Array.from({ length: 12 }, (_, i) => i),
+            (i) => sampler.sample(modelInputFromTokens([1, 40]), { maxTokens: 3, temperature: 1, seed: i }, { numSamples: 2, minPolicyVersion: 1, affinityKey: `g${i}` }),
+            { concurrency: 4 },
+          )
+          for (const r of results) assert.strictEqual(r.policyVersion, 1)
+        }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
+        assert.isAbove(server.stats.replicaRequests.filter((n) => n > 0).length, 1)
+      }).pipe(Effect.scoped),
+    20_000,
   )
 })
