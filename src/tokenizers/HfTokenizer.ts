@@ -1,0 +1,183 @@
+/**
+ * Real-model tokenizers: `tokenizer.json` and `tokenizer_config.json` from a local
+ * folder (as a Hugging Face model repository ships them), loaded with
+ * `@huggingface/tokenizers`; chat prompts rendered with the model's `chat_template`
+ * by `@huggingface/jinja`, with `add_generation_prompt: true`. Nothing is fetched.
+ *
+ * - `encode` adds no special tokens (text that spells one, e.g. `<|im_start|>`, still
+ *   maps to it); `decode` drops special tokens.
+ * - `bos` is set when the config names a `bos_token` and does not turn it off
+ *   (`add_bos_token: false`); a rendered chat prompt that starts with the BOS text
+ *   loses it, since `encodePrompt` prepends the id.
+ * - `eos` is the config's `eos_token` (for chat models, the end-of-turn token).
+ * - The template comes from `chat_template` in the config (a string, or a list of
+ *   named templates, where `default` is used), else from `chat_template.jinja`.
+ *
+ * @since 0.1.0
+ */
+import { Template } from "@huggingface/jinja"
+import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
+import { Effect, Layer, Option, Result, Schema } from "effect"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { type Message, type Prompt, TokenizeError, Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
+
+/** Why a tokenizer folder could not be loaded. @since 0.1.0 @category errors */
+export class TokenizerLoadError extends Schema.TaggedError<TokenizerLoadError>()("TokenizerLoadError", {
+  reason: Schema.Literals(["Missing", "Malformed", "Unsupported"]),
+  path: Schema.String,
+  message: Schema.String,
+}) {}
+
+/** A special token in a config: a string or an AddedToken-like object. */
+const TokenSpec = Schema.NullOr(Schema.Union([Schema.String, Schema.Struct({ content: Schema.String })]))
+
+/** The fields of `tokenizer_config.json` used here (others are ignored). @since 0.1.0 @category models */
+export const TokenizerConfig = Schema.Struct({
+  name_or_path: Schema.optional(Schema.String),
+  bos_token: Schema.optional(TokenSpec),
+  eos_token: Schema.optional(TokenSpec),
+  pad_token: Schema.optional(TokenSpec),
+  unk_token: Schema.optional(TokenSpec),
+  add_bos_token: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  chat_template: Schema.optional(
+    Schema.NullOr(Schema.Union([Schema.String, Schema.Array(Schema.Struct({ name: Schema.String, template: Schema.String }))])),
+  ),
+})
+export type TokenizerConfig = typeof TokenizerConfig.Type
+
+/** The top of `tokenizer.json` checked before it is handed to the library. @since 0.1.0 @category models */
+export const TokenizerJson = Schema.Struct({
+  model: Schema.Struct({ type: Schema.optional(Schema.String) }),
+  added_tokens: Schema.optional(Schema.Array(Schema.Struct({ id: Schema.Int, content: Schema.String }))),
+})
+
+const tokenText = (spec: typeof TokenSpec.Type | undefined): string | undefined =>
+  spec === undefined || spec === null ? undefined : typeof spec === "string" ? spec : spec.content
+
+const readJson = (file: string) =>
+  Effect.gen(function* () {
+    const text = yield* Effect.tryPromise({
+      try: () => fs.readFile(file, "utf8"),
+      catch: (e) => new TokenizerLoadError({ reason: "Missing", path: file, message: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` }),
+    })
+    const parsed = Result.try(() => JSON.parse(text) as unknown)
+    if (Result.isFailure(parsed)) {
+      return yield* new TokenizerLoadError({ reason: "Malformed", path: file, message: `${file} is not valid JSON` })
+    }
+    return parsed.success
+  })
+
+const decodeFile = <S extends Schema.Top>(schema: S, file: string) => (value: unknown) => {
+  const r = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<S["Type"], unknown>)(value)
+  return Result.isSuccess(r)
+    ? Effect.succeed(r.success)
+    : Effect.fail(new TokenizerLoadError({ reason: "Malformed", path: file, message: `${file}: ${r.failure.message.replace(/\n\s*/g, " ")}` }))
+}
+
+const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e))
+
+/**
+ * Loads the tokenizer in `dir` (`tokenizer.json` + `tokenizer_config.json`).
+ * @since 0.1.0 @category constructors
+ */
+export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (dir: string) {
+  const jsonFile = path.join(dir, "tokenizer.json")
+  const configFile = path.join(dir, "tokenizer_config.json")
+  const json = yield* readJson(jsonFile)
+  yield* decodeFile(TokenizerJson, jsonFile)(json)
+  const configRaw = yield* readJson(configFile)
+  const config = yield* decodeFile(TokenizerConfig, configFile)(configRaw)
+
+  const tokenizer = yield* Effect.try({
+    try: () => new HfTokenizer(json as object, configRaw as object),
+    catch: (e) => new TokenizerLoadError({ reason: "Unsupported", path: jsonFile, message: `${jsonFile} cannot be loaded: ${errorText(e)}` }),
+  })
+
+  // the chat template: tokenizer_config.json, else chat_template.jinja
+  let templateText: string | undefined
+  const ct = config.chat_template
+  if (typeof ct === "string") templateText = ct
+  else if (Array.isArray(ct)) templateText = (ct.find((t) => t.name === "default") ?? ct[0])?.template
+  if (templateText === undefined) {
+    const jinjaFile = path.join(dir, "chat_template.jinja")
+    templateText = yield* Effect.tryPromise(() => fs.readFile(jinjaFile, "utf8")).pipe(Effect.option, Effect.map(Option.getOrUndefined))
+  }
+  const template =
+    templateText === undefined
+      ? undefined
+      : yield* Effect.try({
+          try: () => new Template(templateText),
+          catch: (e) => new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `the chat template does not parse: ${errorText(e)}` }),
+        })
+
+  const idOf = (text: string | undefined, field: string) =>
+    Effect.gen(function* () {
+      if (text === undefined) return undefined
+      const id = tokenizer.token_to_id(text)
+      if (id === undefined) {
+        return yield* new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `${field} ${JSON.stringify(text)} is not in the vocabulary` })
+      }
+      return id
+    })
+
+  const bosText = config.add_bos_token === false ? undefined : tokenText(config.bos_token)
+  const eosText = tokenText(config.eos_token)
+  const bos = yield* idOf(bosText, "bos_token")
+  const eos = yield* idOf(eosText, "eos_token")
+  if (eos === undefined) {
+    return yield* new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `${configFile} names no eos_token; gyre needs the token that ends a completion` })
+  }
+  let vocabSize = 0
+  for (const id of tokenizer.get_vocab(true).values()) vocabSize = Math.max(vocabSize, id + 1)
+
+  const specials = {
+    bos_token: tokenText(config.bos_token) ?? "",
+    eos_token: eosText ?? "",
+    pad_token: tokenText(config.pad_token) ?? "",
+    unk_token: tokenText(config.unk_token) ?? "",
+  }
+
+  const encode = (text: string) =>
+    Effect.try({
+      try: () => tokenizer.encode(text, { add_special_tokens: false }).ids,
+      catch: (e) => new TokenizeError({ message: `cannot encode the text: ${errorText(e)}` }),
+    })
+
+  const renderChat = (messages: ReadonlyArray<Message>) =>
+    Effect.gen(function* () {
+      if (template === undefined) {
+        return yield* new TokenizeError({ message: `${dir} has no chat template; give the prompt as text` })
+      }
+      const text = yield* Effect.try({
+        try: () => template.render({ messages: messages.map((m) => ({ role: m.role, content: m.content })), add_generation_prompt: true, ...specials }),
+        catch: (e) => new TokenizeError({ message: `the chat template failed: ${errorText(e)}` }),
+      })
+      // encodePrompt prepends the BOS id itself
+      return bos !== undefined && bosText !== undefined && text.startsWith(bosText) ? text.slice(bosText.length) : text
+    })
+
+  return {
+    name: config.name_or_path ?? path.basename(path.resolve(dir)),
+    vocabSize,
+    bos,
+    eos,
+    encode,
+    decode: (tokens) => tokenizer.decode([...tokens], { skip_special_tokens: true }),
+    renderPrompt: (prompt: Prompt) => (typeof prompt === "string" ? Effect.succeed(prompt) : renderChat(prompt)),
+  } satisfies TokenizerShape
+})
+
+/**
+ * The `Tokenizer` service from a folder with `tokenizer.json` and
+ * `tokenizer_config.json` (what `--tokenizer path/to/dir` loads).
+ *
+ * @example
+ * ```ts
+ * import * as Tokenizers from "./src/tokenizers/index.ts"
+ * const tokenizer = Tokenizers.layer("models/qwen-tokenizer")
+ * // => Layer<Tokenizer, TokenizerLoadError>
+ * ```
+ * @since 0.1.0 @category layers
+ */
+export const layer = (dir: string): Layer.Layer<Tokenizer, TokenizerLoadError> => Layer.effect(Tokenizer, fromDirectory(dir))

@@ -1,0 +1,6 @@
+/**
+ * Tokenizers of real models, loaded from local files.
+ *
+ * @since 0.1.0
+ */
+export { fromDirectory, layer, TokenizerConfig, TokenizerJson, TokenizerLoadError } from "./HfTokenizer.ts"
