@@ -70,8 +70,6 @@ export class LocalTrainerEngine {
   adam: AdamState
   /** number of optimizer steps applied */
   version = 0
-  /** forwardBackward calls accumulated since the last optimizer step */
-  pending = 0
   private tensors: TensorMap | undefined = undefined
   private readonly maxBatchTokens: number
 
@@ -143,7 +141,6 @@ export class LocalTrainerEngine {
 
   zeroGrad() {
     for (const g of Object.values(this.grads)) g.fill(0)
-    this.pending = 0
   }
 
   /**
@@ -258,7 +255,6 @@ export class LocalTrainerEngine {
         g.dispose()
       })
     }
-    if (options.backward) this.pending++
     const metrics: Record<string, number> = {
       loss: active > 0 ? lossSum / active : 0,
       "loss:sum": lossSum,

@@ -28,7 +28,7 @@ import {
 } from "../../Contract.ts"
 import { validateLoss } from "../../Loss.ts"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
-import { Tokenizer } from "../../Tokenizer.ts"
+import { Tokenizer, type TokenizerShape } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import * as CharTokenizer from "./CharTokenizer.ts"
 import * as Checkpoint from "./Checkpoint.ts"
@@ -91,7 +91,7 @@ const NAME = /^[A-Za-z0-9._-]+$/
 export interface LocalServices {
   readonly trainer: TrainerShape
   readonly sampler: SamplerShape
-  readonly tokenizer: typeof CharTokenizer.make extends () => infer T ? T : never
+  readonly tokenizer: TokenizerShape
   readonly trainerEngine: LocalTrainerEngine
   readonly samplerEngine: LocalSamplerEngine
 }
