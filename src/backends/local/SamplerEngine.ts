@@ -305,8 +305,14 @@ export class LocalSamplerEngine {
       const rowIdx = Int32Array.from(rowReq.map((j) => uniq.indexOf(entries[j]!)))
       if (needCache) {
         cache = tf.tidy(() => {
-          const idx = tf.tensor1d(rowIdx, "int32")
-          const tile = (parts: Array<tf.Tensor4D>) => tf.keep(tf.gather(parts.length === 1 ? parts[0]! : tf.concat(parts, 0), idx, 0) as tf.Tensor4D)
+          // rows = one-hot(row -> prompt) · K/V: an XNNPACK matmul; wasm's Gather and Tile are ~10x slower
+          const { nHeads: H } = this.model.config
+          const dh = this.model.headDim
+          const select = (uniq.length === 1 ? tf.ones([R, 1]) : tf.oneHot(tf.tensor1d(rowIdx, "int32"), uniq.length).toFloat()) as tf.Tensor2D
+          const tile = (parts: Array<tf.Tensor4D>) => {
+            const flat = tf.reshape(parts.length === 1 ? parts[0]! : tf.concat(parts, 0), [parts.length, H * P * dh]) as tf.Tensor2D
+            return tf.keep(tf.reshape(tf.matMul(select, flat), [R, H, P, dh]) as tf.Tensor4D)
+          }
           const k: Array<tf.Tensor4D> = []
           const v: Array<tf.Tensor4D> = []
           for (let l = 0; l < nLayers; l++) {
