@@ -27,6 +27,7 @@ import {
 import * as Datum from "./Datum.ts"
 import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
+import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
 import * as RunLog from "./RunLog.ts"
 import { Sampler } from "./Sampler.ts"
@@ -497,6 +498,9 @@ export const run = Effect.fn("Runner.run")(function* (
       )
     }
     lastMetrics.push(metrics)
+    if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) {
+      yield* Report.write(settings.outDir).pipe(Effect.mapError(fail("RunFolder", step)))
+    }
     yield* progress.onStep({ step, steps: settings.steps, metrics })
   }
   if (pending !== undefined) yield* Fiber.interrupt(pending)
@@ -510,7 +514,7 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     name,
     outDir: Path.join("runs", name),
     env,
-    steps: 500,
+    steps: 2000,
     groups: 8,
     groupSize: 8,
     loss: "ppo",
@@ -522,15 +526,15 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     microBatch: 0,
     rewardConcurrency: 64,
     sampleConcurrency: 8,
-    evalEvery: 100,
-    evalSize: 200,
+    evalEvery: 500,
+    evalSize: 300,
     evalTemperature: 1,
-    saveEvery: 100,
+    saveEvery: 500,
     sft: false,
     async: false,
     maxLag: 1,
     staleGroups: "requeue",
-    logRolloutsEvery: 1,
+    logRolloutsEvery: 10,
     ...overrides,
   }
 }

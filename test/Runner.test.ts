@@ -44,6 +44,7 @@ const settings = (dir: string, overrides: Partial<Runner.RunSettings> = {}) =>
     sampling: { maxTokens: 3, temperature: 1 },
     evalEvery: 0,
     saveEvery: 10,
+    logRolloutsEvery: 1,
     ...overrides,
   })
 
@@ -73,6 +74,10 @@ describe("Runner", () => {
       assert.strictEqual(config.groups, 4)
       const checkpoints = yield* RunLog.readJsonl(files.checkpoints)
       assert.deepStrictEqual(checkpoints.map((c) => c["step"]), [10, 20, 30])
+      for (const c of checkpoints) assert.isTrue(Fs.existsSync(String(c["path"])), `${c["path"]} exists`)
+      const html = Fs.readFileSync(files.report, "utf8")
+      assert.include(html, "train reward per component")
+      assert.notInclude(html, "<script")
     }))
 
   it.effect("evaluates a held-out set disjoint from training", () =>

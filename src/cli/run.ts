@@ -22,7 +22,7 @@ const flags = {
   env: Argument.String("env").pipe(
     Argument.withDescription(`an env in envs/ (${availableEnvs().join(", ")}) or a path to your module with a default Env export`),
   ),
-  steps: int("steps", "RL steps to run (default 500)"),
+  steps: int("steps", "RL steps to run (default 2000)"),
   groups: int("groups", "problems per step, one sampling group each (default 8)"),
   groupSize: int("group-size", "completions sampled per problem (default 8)"),
   loss: Flag.Literals("loss", LossFn.literals).pipe(Flag.withDescription("loss function (default ppo)"), Flag.optional),
@@ -46,10 +46,10 @@ const flags = {
   microBatch: int("micro-batch", "datums per forward_backward call (default 0 = all at once)"),
   rewardConcurrency: int("reward-concurrency", "reward evaluations in flight (default 64)"),
   sampleConcurrency: int("sample-concurrency", "sample requests in flight (default 8)"),
-  evalEvery: int("eval-every", "score the held-out set every N steps (default 100; 0 = never)"),
-  evalSize: int("eval-size", "held-out problems per evaluation (default 200)"),
+  evalEvery: int("eval-every", "score the held-out set every N steps (default 500; 0 = never)"),
+  evalSize: int("eval-size", "held-out problems per evaluation (default 300)"),
   evalTemperature: num("eval-temperature", "sampling temperature for evaluation (default 1)"),
-  saveEvery: int("save-every", "save a checkpoint every N steps (default 100); the last step is always saved"),
+  saveEvery: int("save-every", "save a checkpoint every N steps (default 500); the last step is always saved"),
   sft: Flag.Boolean("sft").pipe(Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy)"), Flag.withDefault(false)),
   async: Flag.Boolean("async").pipe(Flag.withDescription("sample step k+1 while step k trains"), Flag.withDefault(false)),
   maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default 1)"),
@@ -70,7 +70,7 @@ const flags = {
     Flag.withDescription("http: folder with tokenizer.json and tokenizer_config.json of the remote model"),
     Flag.optional,
   ),
-  logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 1)"),
+  logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 10; 0 = never)"),
 }
 
 type Parsed = {
