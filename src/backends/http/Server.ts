@@ -85,6 +85,12 @@ export interface Options {
   readonly maxSamples?: number | undefined
   /** how long a training call waits for the calls with smaller seq ids (default 10 min) */
   readonly turnTimeout?: Duration.Input | undefined
+  /**
+   * sampling requests reaching a replica within this window are handed to it together,
+   * so that a sampler that batches concurrent requests (the embedded one does) sees the
+   * whole burst of a step (default 3 ms; 0 hands each over at once)
+   */
+  readonly sampleGather?: Duration.Input | undefined
 }
 
 /** Counters for tests and logs. @since 0.1.0 @category models */
@@ -285,6 +291,8 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const maxBody = options.maxBodyBytes ?? 64 * 1024 * 1024
   const turnTimeout = options.turnTimeout ?? "10 minutes"
   const route = makeRouter(replicas.length)
+  const gatherMillis = Duration.toMillis(options.sampleGather ?? "3 millis")
+  const windows: Array<{ readonly first: number; last: number; readonly closed: Deferred.Deferred<void> } | undefined> = replicas.map(() => undefined)
   const scope = yield* Effect.scope
 
   const stats: Stats = { requests: 0, submissions: 0, deduplicated: 0, executed: {}, replicaRequests: replicas.map(() => 0) }
@@ -317,8 +325,43 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
         Effect.tap(() => Effect.sync(() => (stats.executed[type] = (stats.executed[type] ?? 0) + 1))),
         Effect.flatMap((reply) => Effect.flatMap(now, (t) => Effect.sync(() => (entry.doneAt = t)).pipe(Effect.andThen(Deferred.succeed(result, reply))))),
       )
-      yield* Effect.forkIn(run, scope)
+      yield* Effect.forkIn(run, scope, { startImmediately: true })
       return id
+    })
+
+  /**
+   * Waits for the replica's current gather window to close, opening one if none is
+   * open. A window closes 1 ms after its last arrival, and at most `sampleGather`
+   * after its first.
+   */
+  const gather = (index: number) =>
+    Effect.gen(function* () {
+      if (gatherMillis <= 0) return
+      const t = yield* now
+      let window = windows[index]
+      if (window !== undefined) {
+        window.last = t
+        return yield* Deferred.await(window.closed)
+      }
+      const opened = { first: t, last: t, closed: yield* Deferred.make<void>() }
+      windows[index] = opened
+      const wait: Effect.Effect<void> = Effect.gen(function* () {
+        const due = Math.min(opened.first + gatherMillis, opened.last + Math.min(1, gatherMillis))
+        const remaining = due - (yield* now)
+        if (remaining > 0) {
+          yield* Effect.sleep(Duration.millis(remaining))
+          return yield* wait
+        }
+      })
+      yield* Effect.forkIn(
+        wait.pipe(
+          Effect.andThen(Effect.sync(() => (windows[index] = undefined))),
+          Effect.andThen(Deferred.succeed(opened.closed, undefined)),
+        ),
+        scope,
+        { startImmediately: true },
+      )
+      yield* Deferred.await(opened.closed)
     })
 
   const sweep = Effect.gen(function* () {
@@ -628,12 +671,12 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
         const replica = replicas[index]!
         const promptLogprobs = req.prompt_logprobs === true
         const work = Effect.map(
-          replica.sample({ chunks: [{ type: "encoded_text", tokens }] }, params.success, {
+          Effect.andThen(gather(index), replica.sample({ chunks: [{ type: "encoded_text", tokens }] }, params.success, {
             numSamples,
             ...(key !== undefined ? { affinityKey: key } : {}),
             ...(minVersion !== undefined ? { minPolicyVersion: minVersion } : {}),
             ...(promptLogprobs ? { includePromptLogprobs: true } : {}),
-          }),
+          })),
           (r) => ({
             type: "sample",
             sequences: r.sequences.map((s) => ({ stop_reason: s.stopReason, tokens: s.tokens, logprobs: s.logprobs })),

@@ -23,7 +23,7 @@ const overHttp = Effect.gen(function* () {
 }).pipe(Effect.scoped)
 
 describe("http backend end to end (toy backend)", () => {
-  it.effect("an RL sequence over loopback equals the in-process one", () =>
+  it.live("an RL sequence over loopback equals the in-process one", () =>
     Effect.gen(function* () {
       const a = yield* inProcess
       const b = yield* overHttp
@@ -66,7 +66,7 @@ const embeddedSequence = {
 const embedded = Local.make({ config: tinyConfig, lora: { ...tinyLora, targets: [...tinyLora.targets] }, seed: 7, stateDir: "tmp/http-test-state" })
 
 describe("http backend end to end (embedded backend)", () => {
-  it.effect(
+  it.live(
     "forward_backward + optim_step + publish + pinned sampling match the in-process backend",
     () =>
       Effect.gen(function* () {
