@@ -28,7 +28,7 @@ const smooth = (ys: ReadonlyArray<number>, window: number) =>
 export const chart = (title: string, rows: ReadonlyArray<Row>, keys: ReadonlyArray<string>, options: { readonly smooth?: number } = {}): string => {
   const W = 460
   const H = 220
-  const pad = { l: 48, r: 12, t: 28, b: 28 }
+  const pad = { l: 48, r: 12, t: 44, b: 28 }
   const series = keys
     .map((key) => {
       const pts = rows.filter((r) => typeof r[key] === "number" && Number.isFinite(r[key] as number)).map((r) => [Number(r["step"]), r[key] as number] as const)
@@ -61,7 +61,7 @@ export const chart = (title: string, rows: ReadonlyArray<Row>, keys: ReadonlyArr
     .join("  ")
   return `<figure class="chart"><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(title)}">
 <text x="${pad.l}" y="16" font-size="12" font-weight="600">${esc(title)}</text>
-<text x="${W - pad.r}" y="16" font-size="10" text-anchor="end">${legend}</text>
+<text x="${pad.l}" y="32" font-size="10">${legend}</text>
 ${ticks.map((t) => `<line x1="${pad.l}" x2="${W - pad.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#e5e7eb"/><text x="${pad.l - 4}" y="${sy(t) + 3}" font-size="10" text-anchor="end">${fmt(t)}</text>`).join("")}
 <text x="${pad.l}" y="${H - 8}" font-size="10">step ${x0}</text><text x="${W - pad.r}" y="${H - 8}" font-size="10" text-anchor="end">${x1}</text>
 ${lines.join("\n")}

@@ -416,6 +416,13 @@ export const run = Effect.fn("Runner.run")(function* (
   let trainerVersion = version
   const lastMetrics: Array<Metrics.MetricRecord> = []
 
+  // The base policy's held-out score, as row `step: 0`, so every curve has its starting point.
+  if (settings.evalEvery > 0 && start === 0) {
+    const base = yield* withPermits(evaluate(settings, source, runId, 0, version))
+    yield* RunLog.appendJsonl(files.metrics, [{ step: 0, ...base }]).pipe(Effect.mapError(fail("RunFolder", 0)))
+    yield* Effect.logInfo(`base policy on the held-out set: ${Object.entries(base).filter(([k]) => k.startsWith("test/env/all/")).map(([k, v]) => `${k.slice(13)} ${v.toFixed(3)}`).join(", ")}`)
+  }
+
   const collectStep = (step: number, at: number) => withPermits(collect(settings, source, runId, step, at))
   let pending = settings.async && start < settings.steps ? yield* Effect.forkChild(collectStep(start, version)) : undefined
 
@@ -442,6 +449,7 @@ export const run = Effect.fn("Runner.run")(function* (
     // Async: sample the next step from the current version while this one trains.
     if (settings.async && step + 1 < settings.steps) pending = yield* Effect.forkChild(collectStep(step + 1, version))
 
+    const versionBefore = trainerVersion
     const trained = yield* train(settings, batch, trainerVersion)
     trainerVersion = trained.version
     version = trained.version
@@ -451,7 +459,7 @@ export const run = Effect.fn("Runner.run")(function* (
     Object.assign(metrics, Metrics.groupFractions(batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))))
     Object.assign(metrics, trained.metrics)
     const sampledTokens = batch.groups.reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
-    const lags = batch.groups.map((g) => trainerVersion - 1 - g.version)
+    const lags = batch.groups.map((g) => versionBefore - g.version)
     metrics["policy_version/lag_max"] = Math.max(0, ...lags)
     metrics["policy_version/lag_mean"] = Metrics.mean(lags) ?? 0
     metrics["async/stale_groups"] = (batch as { staleCount?: number }).staleCount ?? 0
