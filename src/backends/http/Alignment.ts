@@ -15,14 +15,16 @@
  * Tinker's built-in losses have no ignore index, so on the wire a masked position
  * carries its real next token with `weights = 0` (cross_entropy) or `advantages = 0`
  * (the RL losses); both mean "inactive" under either convention. Coming back, a
- * cross_entropy position with weight 0, and any position whose target is -100 (as a
- * Loops client sends it), is masked with -100 again.
+ * cross_entropy position with weight 0 or target -100 (as a Loops client may send it)
+ * is masked with -100 again; an RL position with target -100 gets advantage 0.
  *
  * The round trip `fromWire(toWire(d))` gives `canonical(d)`: one chunk, shapes
- * written out, neutral values at position 0 and at masked positions, and
- * `target_tokens` / `weights` left out where they say nothing beyond the defaults
- * (every target is the next token, every weight is 1). `canonical` never changes
- * a loss, a gradient or which positions are active.
+ * written out, neutral values at position 0 and at masked positions, the last token
+ * replaced by its label (a causal model never reads it), and `target_tokens` /
+ * `weights` left out where they say nothing beyond the defaults (every target is the
+ * next token, every weight is 1). `canonical` never changes a loss, its gradient or
+ * which positions are active; only the learner log-prob reported at a masked RL
+ * position may differ (the local backend reports 0 for a -100 target).
  *
  * @since 0.1.0
  */

@@ -750,7 +750,8 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       }
       const entry: IdempotencyEntry = { hash, reply: yield* Deferred.make<Reply>(), at: yield* now, requestId: undefined }
       idempotency.set(key, entry)
-      const reply = yield* run.pipe(Effect.onInterrupt(() => Effect.sync(() => idempotency.delete(key))))
+      // uninterruptible: a client that hangs up must not leave started work without a cached reply
+      const reply = yield* Effect.uninterruptible(run)
       const b = reply.body
       if (reply.status === 200 && typeof b === "object" && b !== null && "request_id" in b && typeof b.request_id === "string") {
         entry.requestId = b.request_id

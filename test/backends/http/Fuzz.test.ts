@@ -208,6 +208,12 @@ describe("server fuzzing", () => {
         ] as const
         for (const [name, body] of edge) check(`edge ${name} ${JSON.stringify(body).slice(0, 120)}`)(yield* postJson(base, name, body))
         check("huge body")(yield* send(`${base}/api/v1/forward_backward`, "POST", JSON.stringify({ pad: "x".repeat(300 * 1024) })))
+        check("bad X-Min-Policy-Version")(
+          yield* send(`${base}/api/v1/asample`, "POST", JSON.stringify(bodies["asample"]), { "x-min-policy-version": "soon" }),
+        )
+        check("negative X-Min-Policy-Version")(
+          yield* send(`${base}/api/v1/asample`, "POST", JSON.stringify(bodies["asample"]), { "x-min-policy-version": "-2" }),
+        )
         check("unknown route")(yield* postJson(base, "teleport", {}))
         check("GET on a POST route")(yield* send(`${base}/api/v1/forward_backward`, "GET", undefined))
         check("PUT")(yield* send(`${base}/api/v1/asample`, "PUT", "{}"))
