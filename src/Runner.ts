@@ -26,6 +26,7 @@ import {
 } from "./Contract.ts"
 import * as Datum from "./Datum.ts"
 import * as Env from "./Env.ts"
+import * as Loss from "./Loss.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
@@ -76,7 +77,7 @@ export type RunSettings = typeof RunSettings.Type
 
 /** A run failed: which step, env, reward and problem, and why. @since 0.1.0 @category errors */
 export class RunError extends Schema.TaggedError<RunError>()("RunError", {
-  reason: Schema.Literals(["Reward", "Backend", "Env", "RunFolder", "Resume"]),
+  reason: Schema.Literals(["Settings", "Reward", "Backend", "Env", "RunFolder", "Resume"]),
   message: Schema.String,
   step: Schema.optional(Schema.Int),
 }) {}
@@ -408,6 +409,9 @@ export const run = Effect.fn("Runner.run")(function* (
   const progress = yield* Progress
   const trainer = yield* Trainer
   const files = RunLog.paths(settings.outDir)
+  // A bad loss or loss config fails before any sampling or training.
+  const check = Loss.resolveLoss(settings.sft ? "cross_entropy" : settings.loss, settings.sft ? {} : settings.lossConfig)
+  if (!check.ok) return yield* new RunError({ reason: "Settings", message: `--loss ${settings.loss} --loss-config: ${check.message}` })
   const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) => Effect.provideService(eff, Reward.RewardPermits, permits)

@@ -116,6 +116,24 @@ describe("Runner", () => {
       assert.isAbove(last, first + 0.1, `vowel rate ${first} -> ${last}`)
     }))
 
+  it.effect("SFT on reference answers through the same runner raises the reward", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const taught = Env.make({ ...vowels, name: "taught", reference: () => "a" })
+      const rows = yield* Runner.run(settings(dir, { steps: 12, sft: true }), taught).pipe(Effect.provide(backend(dir)), quiet)
+      assert.isAbove(rows[0]!["train/loss"]!, rows[rows.length - 1]!["train/loss"]!)
+      assert.isAbove(meanOf(rows.slice(-3), "env/all/vowel"), meanOf(rows.slice(0, 3), "env/all/vowel") + 0.3)
+    }))
+
+  it.effect("a bad loss config fails before any work", () =>
+    Effect.gen(function* () {
+      const dir = tmp()
+      const error = yield* Runner.run(settings(dir, { loss: "ppo", lossConfig: { clip_low: 0.5 } }), vowels).pipe(Effect.provide(backend(dir)), quiet, Effect.flip)
+      assert.strictEqual(error.reason, "Settings")
+      assert.include(error.message, "clip_low")
+      assert.isFalse(Fs.existsSync(RunLog.paths(dir).metrics))
+    }))
+
   it.effect("a reward that throws stops the run naming env, reward and problem", () =>
     Effect.gen(function* () {
       const broken = Env.make({ ...vowels, name: "broken", reward: Reward.make("explodes", () => { throw new Error("boom") }) })

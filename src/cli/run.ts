@@ -134,7 +134,7 @@ const settingsFrom = (p: Parsed, source: Env.AnyEnv | Env.Mixture, saved: Runner
       ...(get(p.logRolloutsEvery) !== undefined ? { logRolloutsEvery: get(p.logRolloutsEvery) } : {}),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
-      Effect.mapError((e) => new Runner.RunError({ reason: "Env", message: `invalid settings: ${e.message}` })),
+      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${e.message}` })),
     )
   })
 
@@ -170,6 +170,7 @@ export const runCommand = Command.make("run", flags, (p) =>
       model: get(p.model),
       loraRank: get(p.loraRank),
       tokenizer: get(p.tokenizer),
+      async: settings.async,
     })
     const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
       Effect.provide(Layer.fresh(layer)),

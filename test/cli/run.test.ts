@@ -1,0 +1,57 @@
+/**
+ * The `run` command's answers to bad input: one line that says what is wrong and what to do,
+ * and exit code 1 (or the CLI's own usage error).
+ */
+import { spawnSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+
+const ROOT = Path.resolve(import.meta.dirname, "../..")
+const TSX = Path.join(ROOT, "node_modules", ".bin", "tsx")
+const run = (...args: Array<string>) => {
+  const r = spawnSync(TSX, ["run.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: 60_000 })
+  return { code: r.status, out: `${r.stdout}${r.stderr}` }
+}
+
+describe("npx tsx run", () => {
+  it("lists the available envs for an unknown one", () => {
+    const r = run("nope")
+    assert.strictEqual(r.code, 1)
+    assert.match(r.out, /unknown env "nope"\. Available: math/)
+  })
+
+  it("names a module without a default Env", () => {
+    const file = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-cli-")), "bad.ts")
+    Fs.writeFileSync(file, "export const notAnEnv = 1\n")
+    const r = run(file)
+    assert.strictEqual(r.code, 1)
+    assert.include(r.out, "must have a default export made with Env.make")
+  })
+
+  it("rejects an out-of-range flag value, naming the setting", () => {
+    const r = run("math", "--group-size", "0")
+    assert.strictEqual(r.code, 1)
+    assert.match(r.out, /invalid settings[\s\S]*groupSize/)
+  })
+
+  it("rejects a flag of the wrong type", () => {
+    const r = run("math", "--steps", "many")
+    assert.notStrictEqual(r.code, 0)
+    assert.match(r.out, /steps/)
+  })
+
+  it("rejects an unknown loss config key before any work", () => {
+    const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-cli-"))
+    const r = run("math", "--steps", "1", "--eval-every", "0", "--loss-config", "clip_lo=0.5", "--out", out)
+    assert.strictEqual(r.code, 1)
+    assert.include(r.out, "clip_lo")
+  })
+
+  it("teaches with --help", () => {
+    const r = run("--help")
+    assert.strictEqual(r.code, 0)
+    for (const flag of ["--steps", "--group-size", "--loss", "--lr", "--resume", "--backend", "--async", "--sft"]) assert.include(r.out, flag)
+  })
+})
