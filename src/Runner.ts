@@ -125,7 +125,8 @@ interface Batch {
   readonly step: number
   readonly groups: Array<Group>
   readonly sampleSeconds: number
-  readonly scoreSeconds: number
+  /** async: groups that were older than maxLag when this step trained */
+  readonly staleGroups: number
 }
 
 const fail = (reason: RunError["reason"], step: number | undefined) => (e: { readonly message: string }) =>
@@ -153,12 +154,11 @@ const sampleGroup = Effect.fnUntraced(function* (
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
     seed: Env.hash32(`${settings.seed}/${options.split}/${step}/${g}`),
   }
-  const result = yield* (yield* Sampler).sample(modelInputFromTokens(promptTokens), sampling, {
+  const result = yield* sampler.sample(modelInputFromTokens(promptTokens), sampling, {
     numSamples: options.numSamples,
     affinityKey: `${runId}/${options.split}/${step}/${g}`,
     minPolicyVersion: version,
   }).pipe(Effect.mapError((e: BackendError) => new RunError({ reason: "Backend", step, message: `sample (${e.reason}): ${e.message}` })))
-  void sampler
   const rollouts = result.sequences.map((s, i): Reward.Rollout<unknown> => ({
     problem: task.problem,
     prompt,
@@ -213,7 +213,7 @@ const collect = Effect.fnUntraced(function* (settings: RunSettings, source: Env.
     { concurrency: settings.sampleConcurrency },
   )
   const seconds = (performance.now() - start) / 1000
-  return { step, groups, sampleSeconds: seconds, scoreSeconds: 0 } satisfies Batch
+  return { step, groups, sampleSeconds: seconds, staleGroups: 0 } satisfies Batch
 })
 
 // ===== Training =====
@@ -446,7 +446,7 @@ export const run = Effect.fn("Runner.run")(function* (
           batch = { ...batch, groups: batch.groups.map((g) => fresh.find((f) => f.index === g.index) ?? g) }
         }
       }
-      ;(batch as { staleCount?: number }).staleCount = stale.length
+      batch = { ...batch, staleGroups: stale.length }
     } else {
       batch = yield* collectStep(step, version)
     }
@@ -466,7 +466,7 @@ export const run = Effect.fn("Runner.run")(function* (
     const lags = batch.groups.map((g) => versionBefore - g.version)
     metrics["policy_version/lag_max"] = Math.max(0, ...lags)
     metrics["policy_version/lag_mean"] = Metrics.mean(lags) ?? 0
-    metrics["async/stale_groups"] = (batch as { staleCount?: number }).staleCount ?? 0
+    metrics["async/stale_groups"] = batch.staleGroups
     metrics["policy_version/trainer"] = trainerVersion
     metrics["time/sample"] = batch.sampleSeconds
     metrics["time/total"] = (performance.now() - stepStart) / 1000

@@ -12,6 +12,7 @@ import * as Env from "../src/Env.ts"
 import * as Reward from "../src/Reward.ts"
 import * as RunLog from "../src/RunLog.ts"
 import * as Runner from "../src/Runner.ts"
+import { Sampler } from "../src/Sampler.ts"
 
 const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 
@@ -114,6 +115,38 @@ describe("Runner", () => {
       const first = meanOf(rows.slice(0, 6), "env/all/vowel")
       const last = meanOf(rows.slice(-6), "env/all/vowel")
       assert.isAbove(last, first + 0.1, `vowel rate ${first} -> ${last}`)
+    }))
+
+  it.effect("async mode with maxLag 0 requeues (or drops) every stale group", () =>
+    Effect.gen(function* () {
+      // Test double: stamps each sample with the version it was pinned to, as a remote sampler
+      // pool that lags behind the trainer would, so step k+1's rollouts are one version old.
+      const lagging = Layer.effect(
+        Sampler,
+        Effect.gen(function* () {
+          const inner = yield* Sampler
+          return Sampler.of({
+            ...inner,
+            sample: (prompt, params, options) =>
+              inner.sample(prompt, params, options).pipe(Effect.map((r) => ({ ...r, policyVersion: options.minPolicyVersion ?? r.policyVersion }))),
+          })
+        }),
+      )
+      const laggingBackend = (dir: string) => Layer.provideMerge(lagging, backend(dir))
+      const dir = tmp()
+      const requeued = yield* Runner.run(settings(dir, { steps: 6, async: true, maxLag: 0 }), vowels).pipe(Effect.provide(laggingBackend(dir)), quiet)
+      for (const r of requeued) assert.strictEqual(r["policy_version/lag_max"], 0)
+      assert.isAbove(requeued.reduce((s, r) => s + r["async/stale_groups"]!, 0), 0)
+      const dir2 = tmp()
+      const dropped = yield* Runner.run(settings(dir2, { steps: 6, async: true, maxLag: 0, staleGroups: "drop" }), vowels).pipe(Effect.provide(laggingBackend(dir2)), quiet)
+      for (const r of dropped) assert.strictEqual(r["policy_version/lag_max"], 0)
+      // Dropped groups are not trained on: some steps train on fewer than 4 groups' samples.
+      assert.isTrue(dropped.some((r) => r["async/stale_groups"]! > 0))
+      // With maxLag 1 the same lag is allowed and nothing is requeued.
+      const dir3 = tmp()
+      const allowed = yield* Runner.run(settings(dir3, { steps: 6, async: true, maxLag: 1 }), vowels).pipe(Effect.provide(laggingBackend(dir3)), quiet)
+      assert.strictEqual(allowed.reduce((s, r) => s + r["async/stale_groups"]!, 0), 0)
+      assert.strictEqual(Math.max(...allowed.map((r) => r["policy_version/lag_max"]!)), 1)
     }))
 
   it.effect("SFT on reference answers through the same runner raises the reward", () =>
