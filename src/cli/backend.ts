@@ -15,6 +15,8 @@ export interface BackendOptions {
   readonly model: string | undefined
   readonly loraRank: number | undefined
   readonly tokenizer: string | undefined
+  /** async runs put the embedded trainer and sampler in their own worker threads, so they overlap */
+  readonly async: boolean
 }
 
 /** The layer for `--backend`, with the tokenizer that goes with it. */
@@ -26,6 +28,7 @@ export const backendLayer = (options: BackendOptions) => {
       stateDir: options.stateDir,
       ...(options.model !== undefined ? { modelDir: options.model } : {}),
       ...(lora !== undefined ? { lora } : {}),
+      ...(options.async ? { workers: true } : {}),
     })
   }
   // Without --tokenizer, assume the server runs gyre's embedded model (`npx tsx serve`).

@@ -24,6 +24,7 @@ import { logprobAt, rowLse } from "./LogSoftmax.ts"
 import { disposeCache, inferenceView, type KvCache, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
 import { Rng } from "./Rng.ts"
 import type { PublishedAdapter } from "./TrainerEngine.ts"
+import { checkSample } from "./Validate.ts"
 
 /** @since 0.1.0 @category models */
 export interface SamplerEngineOptions {
@@ -171,23 +172,7 @@ export class LocalSamplerEngine {
 
   /** Checks a request; returns a message or undefined. */
   check(prompt: ReadonlyArray<number>, params: SamplingParams, numSamples: number): string | undefined {
-    const { vocabSize, contextLength } = this.model.config
-    if (prompt.length === 0) return "prompt is empty"
-    if (prompt.length >= contextLength) return `prompt has ${prompt.length} tokens; the context length is ${contextLength}, leaving no room to sample`
-    for (let i = 0; i < prompt.length; i++) {
-      const t = prompt[i]!
-      if (!Number.isInteger(t) || t < 0 || t >= vocabSize) return `prompt token ${t} at position ${i} is outside the vocabulary [0, ${vocabSize})`
-    }
-    if (!Number.isInteger(numSamples) || numSamples < 1) return `numSamples must be a positive integer, got ${numSamples}`
-    if (!Number.isInteger(params.maxTokens) || params.maxTokens < 1) return `maxTokens must be a positive integer, got ${params.maxTokens}`
-    if (!(params.temperature >= 0) || !Number.isFinite(params.temperature)) return `temperature must be >= 0, got ${params.temperature}`
-    if (params.topP !== undefined && !(params.topP > 0 && params.topP <= 1)) return `topP must be in (0, 1], got ${params.topP}`
-    if (params.topK !== undefined && (!Number.isInteger(params.topK) || params.topK < 0)) return `topK must be a non-negative integer (0 = no limit), got ${params.topK}`
-    for (const s of params.stop ?? []) {
-      if (typeof s === "number" && (!Number.isInteger(s) || s < 0 || s >= vocabSize)) return `stop token ${s} is outside the vocabulary`
-      if (typeof s === "string" && s.length === 0) return "stop strings must not be empty"
-    }
-    return undefined
+    return checkSample(prompt, params, numSamples, this.model.config)
   }
 
   /** log p(x_i | x_<i) for every position (position 0 is 0). */

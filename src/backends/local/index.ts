@@ -35,12 +35,14 @@ import * as Checkpoint from "./Checkpoint.ts"
 import { checkLora, defaultLora, initBase, LocalModel, type LoraConfig, type ModelConfig, type Weights } from "./Model.ts"
 import { LocalSamplerEngine } from "./SamplerEngine.ts"
 import { LocalTrainerEngine } from "./TrainerEngine.ts"
-import { checkData, checkTopK } from "./Validate.ts"
+import { checkAdam, checkData, checkLogprobsInput, checkTopK } from "./Validate.ts"
+import * as Workers from "./Workers.ts"
 
 export { LocalModel } from "./Model.ts"
 export type { LoraConfig, LoraTarget, ModelConfig, Weights } from "./Model.ts"
 export { LocalSamplerEngine } from "./SamplerEngine.ts"
 export { LocalTrainerEngine } from "./TrainerEngine.ts"
+export { LocalWorkers } from "./Workers.ts"
 
 /** @since 0.1.0 @category models */
 export interface LocalOptions {
@@ -55,6 +57,8 @@ export interface LocalOptions {
   readonly stateDir?: string
   /** prompt K/V entries the sampler keeps (default 64; 0 disables) */
   readonly prefixCacheSize?: number
+  /** `layer` only: run the trainer and the sampler in their own worker threads (see `Workers.ts`) */
+  readonly workers?: boolean
 }
 
 let ready: Promise<void> | undefined
@@ -140,11 +144,8 @@ export const makeServices = Effect.fnUntraced(function* (
     forwardBackward: runLoss("Local.forwardBackward", true),
     forward: runLoss("Local.forward", false),
     optimStep: Effect.fn("Local.optimStep")(function* (adam: AdamParams) {
-      const bad = Object.entries(adam).find(([, v]) => typeof v !== "number" || !Number.isFinite(v))
-      if (bad) return yield* fail("Local.optimStep", "InvalidInput", `adam ${bad[0]} must be a finite number`)
-      if (adam.learning_rate < 0 || adam.eps <= 0 || adam.beta1 < 0 || adam.beta1 >= 1 || adam.beta2 < 0 || adam.beta2 >= 1 || adam.weight_decay < 0 || adam.grad_clip_norm < 0) {
-        return yield* fail("Local.optimStep", "InvalidInput", "adam params out of range: learning_rate >= 0, 0 <= beta1, beta2 < 1, eps > 0, weight_decay >= 0, grad_clip_norm >= 0")
-      }
+      const bad = checkAdam(adam)
+      if (bad) return yield* fail("Local.optimStep", "InvalidInput", bad)
       return yield* Effect.try({ try: () => trainerEngine.optimStep(adam), catch: internal("Local.optimStep") })
     }),
     saveWeightsForSampler: Effect.fn("Local.saveWeightsForSampler")(function* (name: string) {
@@ -193,10 +194,8 @@ export const makeServices = Effect.fnUntraced(function* (
     }),
     computeLogprobs: Effect.fn("Local.computeLogprobs")(function* (input: ModelInput, options?: { readonly minPolicyVersion?: number }) {
       const tokens = modelInputTokens(input)
-      const { vocabSize, contextLength } = config
-      if (tokens.length > contextLength) return yield* fail("Local.computeLogprobs", "InvalidInput", `input has ${tokens.length} tokens, more than the context length ${contextLength}`)
-      const badAt = tokens.findIndex((t) => !Number.isInteger(t) || t < 0 || t >= vocabSize)
-      if (badAt >= 0) return yield* fail("Local.computeLogprobs", "InvalidInput", `input token ${tokens[badAt]} at position ${badAt} is outside the vocabulary [0, ${vocabSize})`)
+      const bad = checkLogprobsInput(tokens, config)
+      if (bad) return yield* fail("Local.computeLogprobs", "InvalidInput", bad)
       yield* awaitVersion("Local.computeLogprobs", options?.minPolicyVersion)
       return yield* Effect.try({ try: () => samplerEngine.computeLogprobs(tokens), catch: internal("Local.computeLogprobs") })
     }),
@@ -235,11 +234,12 @@ export const make = Effect.fn("Local.make")(function* (options: LocalOptions = {
 })
 
 /**
- * `Trainer`, `Sampler` and `Tokenizer` on the embedded model.
+ * `Trainer`, `Sampler` and `Tokenizer` on the embedded model; with `workers: true` the
+ * trainer and the sampler run in their own worker threads.
  * @since 0.1.0 @category layers
  */
 export const layer = (options: LocalOptions = {}): Layer.Layer<Trainer | Sampler | Tokenizer, BackendError> =>
-  Layer.effectContext(
+  options.workers ? Workers.layer(options) : Layer.effectContext(
     Effect.map(make(options), (s) =>
       Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Tokenizer, s.tokenizer)),
     ),
