@@ -1,15 +1,15 @@
 /**
  * The cost of the HTTP backend, measured side by side in one run:
  *
- *   npx tsx bench/http.ts [--steps N] [--random-init]
+ *   npx tsx bench/http.ts [--steps N] [--warmup N] [--random-init]
  *
  * The same RL step (8 groups x 8 samples pinned to the published version, a trivial
  * reward, forward_backward + optim_step + publish) runs on the embedded backend
- * in-process, through `npx tsx serve` started as a child process on loopback, and
- * through the same server run inside this process (protocol cost without a second
- * process). All three use identical models and seeds; steps alternate between them so
- * that all see the same machine state. Prints medians and the overhead ratio of
- * `serve` over in-process; asserts nothing.
+ * in-process and through `npx tsx serve` started as a child process on loopback
+ * (client, JSON protocol, server, and an identical embedded backend in the child).
+ * Both use the same model and seeds; steps alternate between them so that both see
+ * the same machine state, and the first `--warmup` steps (JIT, caches, connections)
+ * are not counted. Prints medians and the overhead ratio; asserts nothing.
  */
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -19,7 +19,6 @@ import { Effect, Layer, Logger, References } from "effect"
 import * as Client from "../src/backends/http/Client.ts"
 import * as Retry from "../src/backends/http/Retry.ts"
 import { embedded, RANDOM_CONFIG } from "../src/backends/http/Serve.ts"
-import * as Server from "../src/backends/http/Server.ts"
 import * as CharTokenizer from "../src/backends/local/CharTokenizer.ts"
 import { adamParams, type Datum, modelInputFromTokens } from "../src/Contract.ts"
 import * as D from "../src/Datum.ts"
@@ -28,7 +27,14 @@ import { encodePrompt } from "../src/Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../src/Trainer.ts"
 
 const args = process.argv.slice(2)
-const steps = Number(args[args.indexOf("--steps") + 1] ?? NaN) || 12
+const flag = (name: string, fallback: number) => {
+  const i = args.indexOf(name)
+  const v = i >= 0 ? Number(args[i + 1]) : Number.NaN
+  return Number.isFinite(v) && v >= 0 ? v : fallback
+}
+const steps = flag("--steps", 20)
+// a long run is warm: the first steps (JIT, caches, connections) are not counted
+const warmup = flag("--warmup", 10)
 const randomInit = args.includes("--random-init") || !fs.existsSync("models/base/config.json")
 const GROUPS = 8
 const GROUP_SIZE = 8
@@ -127,29 +133,23 @@ const main = Effect.gen(function* () {
 
   const local = yield* embedded(options)
   const served = yield* spawnServe(["--seed", "1", "--state-dir", stateDir, ...(randomInit ? ["--random-init"] : ["--model", "models/base"])])
-  const colocatedBackend = yield* embedded(options)
-  const colocatedServer = yield* Server.make({ vocabSize: colocatedBackend.vocabSize }).pipe(
-    Effect.provideService(Trainer, colocatedBackend.trainer),
-    Effect.provideService(Sampler, colocatedBackend.sampler),
-  )
   const variants = [
     { name: "in-process", ...local },
-    { name: "serve (child process)", ...(yield* connect(served.url)) },
-    { name: "server in this process", ...(yield* connect(colocatedServer.url)) },
+    { name: "serve (loopback)", ...(yield* connect(served.url)) },
   ]
 
   console.log(
-    `bench/http: ${randomInit ? "random-init model" : "models/base"}, ${GROUPS} groups x ${GROUP_SIZE} samples, ${MAX_TOKENS} tokens max, ${steps} steps each (+2 warm-up)`,
+    `bench/http: ${randomInit ? "random-init model" : "models/base"}, ${GROUPS} groups x ${GROUP_SIZE} samples, ${MAX_TOKENS} tokens max, ${steps} steps each after ${warmup} warm-up steps`,
   )
   const versions: Array<number> = []
   for (const v of variants) versions.push((yield* v.trainer.saveWeightsForSampler("bench-start")).version)
   const timings: Array<Array<Timing>> = variants.map(() => [])
-  for (let i = 0; i < steps + 2; i++) {
+  for (let i = 0; i < steps + warmup; i++) {
     for (let k = 0; k < variants.length; k++) {
       const v = variants[k]!
       const x = yield* rlStep(v.trainer, v.sampler, prompts, i, versions[k]!)
       versions[k] = x.version
-      if (i >= 2) timings[k]!.push(x.timing)
+      if (i >= warmup) timings[k]!.push(x.timing)
     }
   }
   const cols = variants.map((v) => v.name)
@@ -167,7 +167,6 @@ const main = Effect.gen(function* () {
   const total = (k: number) => median(timings[k]!.map((t) => t.total))
   const sum = (k: number) => timings[k]!.reduce((acc, t) => acc + t.total, 0)
   console.log(`overhead ratio of serve over in-process: median ${(total(1) / total(0)).toFixed(3)}, mean ${(sum(1) / sum(0)).toFixed(3)} (goal <= 1.10)`)
-  console.log(`same server inside this process:         median ${(total(2) / total(0)).toFixed(3)}, mean ${(sum(2) / sum(0)).toFixed(3)}`)
   fs.rmSync(stateDir, { recursive: true, force: true })
 }).pipe(Effect.scoped, Effect.provide(Layer.succeed(References.MinimumLogLevel, "Warn")), Effect.provide(Logger.layer([Logger.consolePretty()])))
 

@@ -70,6 +70,12 @@ export interface Options {
   readonly requestTimeout?: Duration.Input | undefined
   /** timeout of one `retrieve_future` long poll (default 45 s) */
   readonly pollTimeout?: Duration.Input | undefined
+  /**
+   * how long a submission may wait for its own result (the `X-Gyre-Wait-Ms` extension:
+   * a server that knows it answers with the result and spares the poll; others
+   * ignore it). Default 20 s; 0 turns it off.
+   */
+  readonly submitWait?: Duration.Input | undefined
   /** tags sent with `create_session` */
   readonly tags?: ReadonlyArray<string> | undefined
 }
@@ -206,6 +212,7 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   const where = `${base.origin}${base.pathname.replace(/\/+$/, "")}`
   const requestTimeout = options.requestTimeout ?? "60 seconds"
   const pollTimeout = options.pollTimeout ?? "45 seconds"
+  const submitWaitMillis = Math.min(Duration.toMillis(options.submitWait ?? "20 seconds"), Duration.toMillis(requestTimeout) / 2)
 
   const withAuth = (req: HttpClientRequest.HttpClientRequest) =>
     Option.match(apiKey, {
@@ -227,6 +234,8 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
       req = HttpClientRequest.setHeaders(req, { accept: "application/json", "user-agent": CLIENT_VERSION, ...headers })
       if (method === "POST") req = HttpClientRequest.bodyText(req, JSON.stringify(body), "application/json")
       const res = yield* http.execute(withAuth(req)).pipe(
+        // one span per operation (Effect.fn) is enough; a span per HTTP exchange costs more than it tells
+        Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
         Effect.flatMap((r) => Effect.map(r.text, (text) => ({ status: r.status, headers: r.headers as Record<string, string | undefined>, text }))),
         Effect.timeoutOrElse({
           duration: timeout,
@@ -279,11 +288,35 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
 
   const newKey = () => `gyre-${globalThis.crypto.randomUUID()}`
 
+  /** A future's answer (a poll's, or the result a submission carried): done, failed, or not yet. */
+  const outcomeOf = (b: unknown, operation: string): Effect.Effect<Outcome, Retry.HttpFailure> => {
+    if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) {
+      return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", message: "not done yet" }))
+    }
+    if (isObject(b) && typeof b["error"] === "string") {
+      return Effect.map(decodeWith(Wire.FutureError, operation)(b), (error) => ({ _tag: "Failed", error }) as const)
+    }
+    return Effect.succeed({ _tag: "Done", value: b } as const)
+  }
+
+  const waitHeader: Record<string, string> = submitWaitMillis > 0 ? { [Wire.Headers.waitMillis]: String(submitWaitMillis) } : {}
+
+  /** POSTs a submission (with retries); returns its request id and, if the server finished in time, its outcome. */
   const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
-    send("POST", path, body, { [Wire.Headers.idempotencyKey]: key, ...extraHeaders }, requestTimeout).pipe(
+    send("POST", path, body, { [Wire.Headers.idempotencyKey]: key, ...waitHeader, ...extraHeaders }, requestTimeout).pipe(
       Effect.retry(Retry.submission(policy).pipe(withRetryLog(logRetry(operation)))),
-      Effect.flatMap((x) => decodeWith(Wire.UntypedFuture, operation)(x.body)),
-      Effect.map((f) => f.request_id),
+      Effect.flatMap((x) => decodeWith(Wire.SubmitResponse, operation)(x.body)),
+      Effect.flatMap((f) =>
+        f.result === undefined
+          ? Effect.succeed({ requestId: f.request_id, early: Option.none<Outcome>() })
+          : outcomeOf(f.result, operation).pipe(
+              Effect.map((o) => ({ requestId: f.request_id, early: Option.some(o) })),
+              Effect.catchIf(
+                (e) => e.kind === "TryAgain",
+                () => Effect.succeed({ requestId: f.request_id, early: Option.none<Outcome>() }),
+              ),
+            ),
+      ),
     )
 
   const pollUntilDone = (requestId: string, type: Wire.RequestType, operation: string) =>
@@ -297,45 +330,42 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
           { [Wire.Headers.requestType]: type, [Wire.Headers.requestIteration]: String(iteration++) },
           pollTimeout,
         ),
-      ).pipe(
-        Effect.flatMap((x): Effect.Effect<Outcome, Retry.HttpFailure> => {
-          const b = x.body
-          if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) {
-            return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", status: x.status, message: "not done yet" }))
-          }
-          if (isObject(b) && typeof b["error"] === "string") {
-            return Effect.map(decodeWith(Wire.FutureError, operation)(b), (error) => ({ _tag: "Failed", error }) as const)
-          }
-          return Effect.succeed({ _tag: "Done", value: b } as const)
-        }),
-      )
+      ).pipe(Effect.flatMap((x) => outcomeOf(x.body, operation)))
       return once.pipe(Effect.retry(Retry.polling(policy).pipe(withRetryLog(logRetry(`${operation} (polling)`)))))
     })
 
-  /** Polls a submitted future; on 410 resubmits the same body with the same key. */
+  interface Submitted {
+    readonly requestId: string
+    readonly early: Option.Option<Outcome>
+  }
+
+  /** Polls a submitted future (unless its submission carried the outcome); on 410 resubmits the same body with the same key. */
   const awaitFuture = <S extends Schema.Top>(
     path: string,
     body: unknown,
     key: string,
     extraHeaders: Record<string, string>,
-    firstRequestId: string,
+    first: Submitted,
     type: Wire.RequestType,
     schema: S,
     operation: string,
   ): Effect.Effect<S["Type"], BackendError> =>
     Effect.gen(function* () {
-      let requestId = firstRequestId
+      let submitted = first
       for (let resubmits = 0; ; resubmits++) {
-        const outcome = yield* pollUntilDone(requestId, type, operation).pipe(
-          Effect.map((o) => Option.some(o)),
-          Effect.catchIf(
-            (f) => f.kind === "Expired" && resubmits < policy.maxResubmits,
-            (f) => Effect.as(Effect.logDebug(`${operation}: future ${requestId} expired (${f.message}); resubmitting`), Option.none<Outcome>()),
-          ),
-          Effect.mapError((f) => toBackendError(operation, f)),
-        )
+        const requestId = submitted.requestId
+        const outcome = Option.isSome(submitted.early)
+          ? submitted.early
+          : yield* pollUntilDone(requestId, type, operation).pipe(
+              Effect.map((o) => Option.some(o)),
+              Effect.catchIf(
+                (f) => f.kind === "Expired" && resubmits < policy.maxResubmits,
+                (f) => Effect.as(Effect.logDebug(`${operation}: future ${requestId} expired (${f.message}); resubmitting`), Option.none<Outcome>()),
+              ),
+              Effect.mapError((f) => toBackendError(operation, f)),
+            )
         if (Option.isNone(outcome)) {
-          requestId = yield* submit(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
+          submitted = yield* submit(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
           continue
         }
         if (outcome.value._tag === "Failed") return yield* futureErrorToBackend(operation, outcome.value.error)
@@ -354,8 +384,8 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   ) =>
     Effect.gen(function* () {
       const key = newKey()
-      const requestId = yield* submit(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
-      return yield* awaitFuture(path, body, key, extraHeaders, requestId, type, schema, operation)
+      const submitted = yield* submit(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
+      return yield* awaitFuture(path, body, key, extraHeaders, submitted, type, schema, operation)
     })
 
   // --- session -------------------------------------------------------------
@@ -432,19 +462,19 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   ) =>
     Effect.gen(function* () {
       const key = newKey()
-      const { requestId, body } = yield* Semaphore.withPermits(
+      const { submitted, body } = yield* Semaphore.withPermits(
         turn,
         1,
       )(
         Effect.gen(function* () {
           const seq = nextSeq
           const body = makeBody(seq)
-          const requestId = yield* submit(path, body, key, {}, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
+          const submitted = yield* submit(path, body, key, {}, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
           nextSeq = seq + 1
-          return { requestId, body }
+          return { submitted, body }
         }),
       )
-      return yield* awaitFuture(path, body, key, {}, requestId, type, schema, operation)
+      return yield* awaitFuture(path, body, key, {}, submitted, type, schema, operation)
     })
 
   const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })

@@ -762,6 +762,19 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       return reply
     })
 
+  /** With `X-Gyre-Wait-Ms`: holds a submission's answer until its future is done (or the wait ends) and puts the outcome in it. */
+  const withResult = (reply: Reply, waitMillis: number): Effect.Effect<Reply> =>
+    Effect.gen(function* () {
+      const b = reply.body
+      if (waitMillis <= 0 || reply.status !== 200 || typeof b !== "object" || b === null || !("request_id" in b) || typeof b.request_id !== "string") {
+        return reply
+      }
+      const entry = futures.get(b.request_id)
+      if (entry === undefined) return reply
+      const done = yield* Deferred.await(entry.result).pipe(Effect.timeoutOption(Duration.millis(waitMillis)))
+      return Option.isSome(done) ? { status: 200, body: { ...b, result: done.value.body } } : reply
+    })
+
   const authorized = (req: HttpServerRequest.HttpServerRequest) =>
     options.apiKey === undefined || sameKey(String(req.headers[Wire.Headers.apiKey] ?? ""), Redacted.value(options.apiKey))
 
@@ -793,7 +806,10 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       const body = yield* readJson(req).pipe(Effect.result)
       if (Result.isFailure(body)) return { status: body.failure.status, body: { detail: body.failure.message } }
       const key = req.headers[Wire.Headers.idempotencyKey]
-      const run = toReply(handler(body.success.value, req))
+      const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
+      if (Result.isFailure(wait)) return { status: 400, body: { detail: wait.failure.message } }
+      const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, Duration.toMillis(pollWait))
+      const run = toReply(handler(body.success.value, req)).pipe(Effect.flatMap((reply) => withResult(reply, waitMillis)))
       return name === "retrieve_future" || name === "session_heartbeat" ? yield* run : yield* withIdempotency(key, body.success.text, run)
     }).pipe(
       Effect.catchCause((cause) =>

@@ -13,7 +13,9 @@
  *   sampler replica;
  * - `top_k_logprobs` in `forward_backward_input` / `forward_input`, answered with the
  *   `topk_*` tensors of `loss_fn_outputs`;
- * - `reason` on a failed future: the `BackendError` reason, so it survives the trip.
+ * - `reason` on a failed future: the `BackendError` reason, so it survives the trip;
+ * - request header `X-Gyre-Wait-Ms` on a submission: the server may hold the answer
+ *   up to that long and put the future's outcome in it (`result`), sparing the poll.
  *
  * @since 0.1.0
  */
@@ -32,6 +34,7 @@ export const Headers = {
   requestIteration: "x-tinker-request-iteration",
   retryAfter: "retry-after",
   retryAfterMs: "retry-after-ms",
+  waitMillis: "x-gyre-wait-ms",
 } as const
 
 const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
@@ -232,6 +235,11 @@ export const RetrieveFutureRequest = Schema.Struct({
   allow_metadata_only: Schema.optional(Schema.Boolean),
 })
 
+/** The `X-Gyre-Wait-Ms` header of a submission, in milliseconds. @since 0.1.0 @category requests */
+export const WaitHeader = Schema.Struct({
+  [Headers.waitMillis]: Schema.optional(Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: 3_600_000 }))),
+})
+
 /** Headers of `asample` read by the server. @since 0.1.0 @category requests */
 export const SampleHeaders = Schema.Struct({
   [Headers.minPolicyVersion]: Schema.optional(Schema.NumberFromString.check(Schema.isInt(), Schema.isGreaterThanOrEqualTo(0))),
@@ -245,6 +253,18 @@ export const SampleHeaders = Schema.Struct({
 export const UntypedFuture = Schema.Struct({
   request_id: Schema.String,
   model_id: Schema.optional(Schema.String),
+})
+
+/**
+ * The answer to a submission. `result` is an extension: when the request carried
+ * `X-Gyre-Wait-Ms` and the work finished within that time, it holds what
+ * `retrieve_future` would answer, and the client need not poll.
+ * @since 0.1.0 @category responses
+ */
+export const SubmitResponse = Schema.Struct({
+  request_id: Schema.String,
+  model_id: Schema.optional(Schema.String),
+  result: Schema.optional(Schema.Unknown),
 })
 
 /** @since 0.1.0 @category responses */

@@ -11,14 +11,19 @@ import { makeToy } from "./ToyBackend.ts"
 
 const sequence = { ...toySequence, steps: 4, groups: 6 }
 
-const run = (disturbed: boolean, seed: number) =>
+const run = (disturbed: boolean, seed: number, submitWait: "0 millis" | "20 seconds" = "20 seconds") =>
   Effect.gen(function* () {
     const toy = makeToy()
     const server = yield* Server.make({}).pipe(Effect.provideService(Trainer, toy.trainer), Effect.provideService(Sampler, toy.sampler))
     const proxy = disturbed ? yield* faultProxy({ upstream: server.url, rate: 0.2, seed }) : undefined
     const result = yield* rlSequence(sequence).pipe(
       Effect.provide(
-        Client.layer({ baseUrl: proxy?.url ?? server.url, retry: Retry.policy({ maxElapsed: "20 seconds" }, Retry.fast), requestTimeout: "5 seconds" }),
+        Client.layer({
+          baseUrl: proxy?.url ?? server.url,
+          retry: Retry.policy({ maxElapsed: "20 seconds" }, Retry.fast),
+          requestTimeout: "5 seconds",
+          submitWait,
+        }),
       ),
     )
     return { result, toy, server, proxy }
@@ -30,8 +35,9 @@ describe("http backend under faults", () => {
     () =>
       Effect.gen(function* () {
         const calm = yield* run(false, 0)
-        for (const seed of [1, 2]) {
-          const rough = yield* run(true, seed)
+        // seed 1 polls every future; seed 2 lets submissions carry their results
+        for (const [seed, submitWait] of [[1, "0 millis"], [2, "20 seconds"]] as const) {
+          const rough = yield* run(true, seed, submitWait)
           const injected = rough.proxy!.injected
           assert.isAtLeast(Object.values(injected).reduce((a, b) => a + b, 0), 8, JSON.stringify(injected))
           for (const kind of ["408", "429", "503", "drop-before", "drop-after", "slow"] as const) {

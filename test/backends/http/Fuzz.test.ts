@@ -214,6 +214,7 @@ describe("server fuzzing", () => {
         check("negative X-Min-Policy-Version")(
           yield* send(`${base}/api/v1/asample`, "POST", JSON.stringify(bodies["asample"]), { "x-min-policy-version": "-2" }),
         )
+        check("bad X-Gyre-Wait-Ms")(yield* send(`${base}/api/v1/optim_step`, "POST", JSON.stringify(bodies["optim_step"]), { "x-gyre-wait-ms": "-5" }))
         check("unknown route")(yield* postJson(base, "teleport", {}))
         check("GET on a POST route")(yield* send(`${base}/api/v1/forward_backward`, "GET", undefined))
         check("PUT")(yield* send(`${base}/api/v1/asample`, "PUT", "{}"))

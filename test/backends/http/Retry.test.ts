@@ -133,6 +133,7 @@ describe("Retry schedules (TestClock)", () => {
 interface Seen {
   readonly path: string
   readonly key: string | undefined
+  readonly wait: string | undefined
   readonly body: unknown
   readonly at: number
 }
@@ -148,7 +149,7 @@ const fakeServer = (script: Script) => {
       const text = request.body._tag === "Uint8Array" ? new TextDecoder().decode(request.body.body) : ""
       const body = text === "" ? undefined : JSON.parse(text)
       const at = Number(yield* Effect.clockWith((c) => c.currentTimeMillis))
-      seen.push({ path, key: request.headers["x-idempotency-key"], body, at })
+      seen.push({ path, key: request.headers["x-idempotency-key"], wait: request.headers["x-gyre-wait-ms"], body, at })
       const n = (counts[path] = (counts[path] ?? 0) + 1)
       const base = (() => {
         switch (path) {
@@ -261,6 +262,19 @@ describe("the client's retries against a scripted server (TestClock)", () => {
       const pollTimes = fake.seen.filter((s) => s.path === "retrieve_future" && String((s.body as { request_id: string }).request_id).startsWith("r-optim"))
       assert.strictEqual(pollTimes.length, 4)
       assert.strictEqual(pollTimes[2]!.at, pollTimes[0]!.at)
+    }),
+  )
+
+  it.effect("a submission that carries its result is not polled, and asks for it with X-Gyre-Wait-Ms", () =>
+    Effect.gen(function* () {
+      const fake = fakeServer((path, body, n) =>
+        path === "optim_step" ? { status: 200, body: { request_id: "r-now", result: { metrics: { grad_norm: 2 }, policy_version: 7 } } } : futures(path, body, n),
+      )
+      const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake)), Effect.scoped))
+      assert.isTrue(Exit.isSuccess(exit))
+      assert.strictEqual(Exit.isSuccess(exit) ? exit.value.version : -1, 7)
+      assert.strictEqual(fake.seen.filter((s) => s.path === "retrieve_future" && (s.body as { request_id: string }).request_id === "r-now").length, 0)
+      assert.strictEqual(fake.seen.find((s) => s.path === "optim_step")?.wait, "20000")
     }),
   )
 
