@@ -103,15 +103,10 @@ type Outcome = { readonly _tag: "Done"; readonly value: unknown } | { readonly _
 
 /** The server's message in an error body, else the start of the raw text. */
 const messageOf = (text: string): string => {
-  try {
-    const parsed = Schema.decodeUnknownOption(Wire.ErrorBody)(JSON.parse(text))
-    if (Option.isSome(parsed)) {
-      const m = parsed.value.detail ?? parsed.value.error ?? parsed.value.message
-      if (m !== undefined) return m
-    }
-  } catch {
-    // not JSON: fall through to the raw text
-  }
+  const json = Result.try(() => JSON.parse(text) as unknown)
+  const parsed = Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
+  const m = Option.isSome(parsed) ? (parsed.value.detail ?? parsed.value.error ?? parsed.value.message) : undefined
+  if (m !== undefined) return m.length > 2000 ? `${m.slice(0, 2000)}...` : m
   const t = text.trim()
   return t.length === 0 ? "(empty body)" : t.length > 500 ? `${t.slice(0, 500)}...` : t
 }
@@ -261,13 +256,11 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
           retryAfterMillis: res.status === 429 || res.status === 503 ? Retry.parseRetryAfter(res.headers, Number(now)) : undefined,
         })
       }
-      let parsed: unknown
-      try {
-        parsed = res.text.length === 0 ? {} : JSON.parse(res.text)
-      } catch {
+      const parsed = Result.try(() => (res.text.length === 0 ? {} : (JSON.parse(res.text) as unknown)))
+      if (Result.isFailure(parsed)) {
         return yield* new Retry.HttpFailure({ kind: "Decode", status: res.status, message: `${path} answered ${res.status} with a body that is not JSON` })
       }
-      return { status: res.status, headers: res.headers, body: parsed }
+      return { status: res.status, headers: res.headers, body: parsed.success }
     })
 
   const logRetry = (what: string) => (meta: { readonly input: Retry.HttpFailure; readonly duration: Duration.Duration; readonly attempt: number }) =>

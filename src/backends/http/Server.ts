@@ -788,16 +788,21 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     const req = yield* HttpServerRequest.HttpServerRequest
     const started = yield* now
     stats.requests++
-    const url = new URL(req.url, "http://localhost")
-    const path = url.pathname
+    const parsedUrl = Result.try(() => new URL(req.url, "http://localhost"))
+    const path = Result.isSuccess(parsedUrl) ? parsedUrl.success.pathname : ""
     const reply: Reply = yield* Effect.gen(function* () {
+      if (Result.isFailure(parsedUrl)) return { status: 400, body: { detail: "the request URL does not parse" } }
       if (!path.startsWith(`${Wire.API_PREFIX}/`)) return { status: 404, body: { detail: `no endpoint ${req.method} ${path.slice(0, 200)}` } }
       const name = path.slice(Wire.API_PREFIX.length + 1)
       if (name !== "healthz" && !authorized(req)) return { status: 401, body: { detail: "missing or wrong X-API-Key" } }
       if (req.method === "GET") {
         const g = get[name]
         if (g !== undefined) return yield* toReply(g(name))
-        if (name.startsWith("samplers/")) return yield* toReply(samplerInfo(decodeURIComponent(name.slice("samplers/".length))))
+        if (name.startsWith("samplers/")) {
+          const id = Result.try(() => decodeURIComponent(name.slice("samplers/".length)))
+          if (Result.isFailure(id)) return { status: 400, body: { detail: "the sampler id in the path is not valid percent-encoding" } }
+          return yield* toReply(samplerInfo(id.success))
+        }
         return { status: post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
       }
       if (req.method !== "POST") return { status: 405, body: { detail: `${req.method} is not allowed on ${path.slice(0, 200)}` } }
@@ -809,8 +814,9 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
       if (Result.isFailure(wait)) return { status: 400, body: { detail: wait.failure.message } }
       const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, Duration.toMillis(pollWait))
-      const run = toReply(handler(body.success.value, req)).pipe(Effect.flatMap((reply) => withResult(reply, waitMillis)))
-      return name === "retrieve_future" || name === "session_heartbeat" ? yield* run : yield* withIdempotency(key, body.success.text, run)
+      const run = toReply(handler(body.success.value, req))
+      const reply = name === "retrieve_future" || name === "session_heartbeat" ? yield* run : yield* withIdempotency(key, body.success.text, run)
+      return yield* withResult(reply, waitMillis)
     }).pipe(
       Effect.catchCause((cause) =>
         Effect.as(Effect.logError(`${req.method} ${path.slice(0, 200)} failed`, cause), { status: 500, body: { detail: "internal error" } } as Reply),

@@ -215,6 +215,8 @@ describe("server fuzzing", () => {
           yield* send(`${base}/api/v1/asample`, "POST", JSON.stringify(bodies["asample"]), { "x-min-policy-version": "-2" }),
         )
         check("bad X-Gyre-Wait-Ms")(yield* send(`${base}/api/v1/optim_step`, "POST", JSON.stringify(bodies["optim_step"]), { "x-gyre-wait-ms": "-5" }))
+        check("broken percent-encoding")(yield* send(`${base}/api/v1/samplers/%E0%A4%A`, "GET", undefined))
+        check("unknown sampler")(yield* send(`${base}/api/v1/samplers/nope`, "GET", undefined))
         check("unknown route")(yield* postJson(base, "teleport", {}))
         check("GET on a POST route")(yield* send(`${base}/api/v1/forward_backward`, "GET", undefined))
         check("PUT")(yield* send(`${base}/api/v1/asample`, "PUT", "{}"))
