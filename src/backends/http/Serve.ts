@@ -10,12 +10,13 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import { BackendError } from "../../Contract.ts"
 import * as CharTokenizer from "../local/CharTokenizer.ts"
 import { Local, type LocalOptions, LocalSamplerEngine, type ModelConfig } from "../local/index.ts"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
+import { Tokenizer } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Server from "./Server.ts"
@@ -36,6 +37,14 @@ export interface EmbeddedOptions extends LocalOptions {
   readonly replicas?: number
 }
 
+const fromLayer = Effect.fnUntraced(function* (options: LocalOptions) {
+  const ctx = yield* Layer.build(Local.layer(options))
+  const trainer = Context.get(ctx, Trainer)
+  const sampler = Context.get(ctx, Sampler)
+  const info = yield* trainer.info
+  return { trainer, sampler, replicas: [sampler], vocabSize: Context.get(ctx, Tokenizer).vocabSize, modelName: info.modelName } satisfies Embedded
+})
+
 /** The embedded backend with `replicas` sampler engines that all receive every publication. @since 0.1.0 @category models */
 export interface Embedded {
   readonly trainer: TrainerShape
@@ -52,6 +61,12 @@ export interface Embedded {
  */
 export const embedded = Effect.fn("Serve.embedded")(function* (options: EmbeddedOptions = {}) {
   const n = Math.max(1, Math.floor(options.replicas ?? 1))
+  if (options.workers) {
+    if (n > 1) {
+      return yield* new BackendError({ reason: "InvalidInput", operation: "serve", message: "--workers runs one sampler (in its own thread); drop --replicas or --workers" })
+    }
+    return yield* fromLayer(options)
+  }
   const base = yield* Local.make(options)
   const info = yield* base.trainer.info
   const stateDir = options.stateDir ?? "runs/local-state"
@@ -105,6 +120,10 @@ const flags = {
   loraRank: Flag.Int("lora-rank").pipe(Flag.withSchema(Positive), Flag.withDescription("LoRA rank of the trained adapter (default 8)"), Flag.optional),
   seed: Flag.Int("seed").pipe(Flag.withDescription("seed of the adapter init and the samplers"), Flag.withDefault(0)),
   stateDir: Flag.String("state-dir").pipe(Flag.withDescription("where save_weights writes checkpoints"), Flag.withDefault("runs/serve-state")),
+  workers: Flag.Boolean("workers").pipe(
+    Flag.withDescription("run the trainer and the sampler in their own worker threads (one sampler replica)"),
+    Flag.withDefault(false),
+  ),
   requireApiKey: Flag.Boolean("require-api-key").pipe(
     Flag.withDescription("reject requests whose X-API-Key differs from TINKER_API_KEY (or BASETEN_API_KEY)"),
     Flag.withDefault(false),
@@ -126,6 +145,7 @@ export const serveCommand = Command.make(
     const lora = Option.map(f.loraRank, (rank) => ({ rank, alpha: 2 * rank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }))
     const backend = yield* embedded({
       replicas: f.replicas,
+      workers: f.workers,
       seed: f.seed,
       stateDir: f.stateDir,
       ...(f.randomInit ? { config: RANDOM_CONFIG } : { modelDir: Option.getOrElse(f.model, () => "models/base") }),

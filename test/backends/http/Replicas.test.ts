@@ -106,3 +106,31 @@ describe("serve: the embedded backend with replicas", () => {
     20_000,
   )
 })
+
+describe("serve --workers", () => {
+  it.live(
+    "the embedded backend on worker threads behind the server",
+    () =>
+      Effect.gen(function* () {
+        const config = { vocabSize: 99, contextLength: 32, nLayers: 1, dModel: 16, nHeads: 2, mlpRatio: 2 }
+        const refused = yield* Effect.flip(Serve.embedded({ config, workers: true, replicas: 2 }))
+        assert.strictEqual(refused.reason, "InvalidInput")
+        const backend = yield* Serve.embedded({ config, lora: { rank: 2, alpha: 4, targets: ["q", "v"] }, workers: true, seed: 3 })
+        const server = yield* Server.make({ replicas: backend.replicas, vocabSize: backend.vocabSize }).pipe(
+          Effect.provideService(Trainer, backend.trainer),
+          Effect.provideService(Sampler, backend.sampler),
+        )
+        yield* Effect.gen(function* () {
+          const trainer = yield* Trainer
+          const sampler = yield* Sampler
+          yield* trainer.forwardBackward([D.rl({ prompt: [1, 40, 41], completion: [42, 43, 2], samplerLogprobs: [-4, -4, -4], advantage: 1 })], "importance_sampling")
+          yield* trainer.optimStep(adamParams({ learning_rate: 0.05 }))
+          const pub = yield* trainer.saveWeightsForSampler("w1")
+          const r = yield* sampler.sample(modelInputFromTokens([1, 40]), { maxTokens: 3, temperature: 1, seed: 1 }, { numSamples: 2, minPolicyVersion: pub.version })
+          assert.strictEqual(r.policyVersion, 1)
+          assert.strictEqual(r.sequences.length, 2)
+        }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
+      }).pipe(Effect.scoped),
+    30_000,
+  )
+})
