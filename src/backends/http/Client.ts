@@ -4,7 +4,9 @@
  * Building the layer opens a session (`create_session`, then a heartbeat every 10 s
  * while the layer lives) and creates the LoRA model (`create_model`). Every
  * long operation is a future: a submission POST answered with a `request_id`, then
- * `retrieve_future` polls until the result (retries: `Retry.ts`).
+ * `retrieve_future` polls until the result (retries: `Retry.ts`). Submissions ask with
+ * `X-Gyre-Wait-Ms` for the result to come with the answer; a server that does so (gyre's)
+ * spares the poll, others are polled as usual.
  *
  * - Training calls take consecutive `seq_id`s from 1 and are submitted strictly in
  *   that order (one submission at a time; the polls may overlap).

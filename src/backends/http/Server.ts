@@ -8,6 +8,8 @@
  * - Long operations answer `{request_id}` at once and run as futures; `retrieve_future`
  *   holds the poll up to `pollWait` and answers `try_again` if the work is not done.
  *   Futures are kept `futureTtl` after they finish; an unknown or expired id gets 410.
+ *   A submission sent with `X-Gyre-Wait-Ms` is answered when its future is done (or
+ *   that wait, capped at `pollWait`, ends), with the outcome in `result`.
  * - A submission with an `X-Idempotency-Key` already seen gets the first answer again
  *   (the same `request_id`), so a retried POST never runs twice. The same key with
  *   another body gets 422.
@@ -15,6 +17,8 @@
  *   `seq_id` gets 400.
  * - Sampling goes to one of the sampler replicas, chosen by consistent hashing of
  *   `X-Affinity-Key` (round robin without one), and waits for `X-Min-Policy-Version`.
+ *   Requests reaching a replica within `sampleGather` are handed over together, so a
+ *   batching sampler decodes a step's groups as one batch.
  * - Policy versions: `optim_step`, `save_weights_for_sampler`, `asample`, `get_info` and
  *   `GET samplers/{id}` answer a `policy_version` field: the number of optimizer steps
  *   behind the weights. A sampling session id names the version it was published at.
