@@ -4,6 +4,8 @@ import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
 import { Local } from "../../../src/backends/local/index.ts"
+import { adamParams } from "../../../src/Contract.ts"
+import * as D from "../../../src/Datum.ts"
 import { Sampler } from "../../../src/Sampler.ts"
 import { Trainer } from "../../../src/Trainer.ts"
 import { rlSequence, toySequence } from "./Sequence.ts"
@@ -91,5 +93,32 @@ describe("http backend end to end (embedded backend)", () => {
         b.forwardLogprobs.forEach((l, i) => assert.closeTo(l, a.forwardLogprobs[i]!, 1e-4))
       }).pipe(Effect.scoped),
     30_000,
+  )
+})
+
+describe("checkpoints over http", () => {
+  it.live("save_weights returns a tinker:// path, and load_weights restores it", () =>
+    Effect.gen(function* () {
+      const toy = makeToy()
+      const server = yield* Server.make({}).pipe(Effect.provideService(Trainer, toy.trainer), Effect.provideService(Sampler, toy.sampler))
+      yield* Effect.gen(function* () {
+        const trainer = yield* Trainer
+        const data = [D.rl({ prompt: [1, 2], completion: [3, 4, 5], samplerLogprobs: [-1, -1, -1], advantage: 1 })]
+        yield* trainer.forwardBackward(data, "importance_sampling")
+        yield* trainer.optimStep(adamParams({ learning_rate: 0.5 }))
+        const saved = yield* trainer.saveState("ck-1")
+        assert.match(saved.path, /^tinker:\/\/.+:train:0\/weights\/ck-1$/)
+        const atSave = [...toy.weights()]
+        yield* trainer.forwardBackward(data, "importance_sampling")
+        yield* trainer.optimStep(adamParams({ learning_rate: 0.5 }))
+        assert.notDeepEqual([...toy.weights()], atSave)
+        assert.strictEqual((yield* trainer.info).version, 2)
+        yield* trainer.loadState(saved.path, { withOptimizer: true })
+        assert.deepStrictEqual([...toy.weights()], atSave)
+        assert.strictEqual((yield* trainer.info).version, 1)
+        const missing = yield* Effect.flip(trainer.loadState("tinker://elsewhere/weights/nope"))
+        assert.strictEqual(missing.reason, "InvalidInput")
+      }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
+    }).pipe(Effect.scoped),
   )
 })
