@@ -90,11 +90,14 @@ export interface Options {
   /** how long a training call waits for the calls with smaller seq ids (default 10 min) */
   readonly turnTimeout?: Duration.Input | undefined
   /**
-   * sampling requests reaching a replica within this window are handed to it together,
-   * so that a sampler that batches concurrent requests (the embedded one does) sees the
-   * whole burst of a step (default 3 ms; 0 hands each over at once)
+   * sampling requests reaching a replica together are handed to it together, so that a
+   * sampler that batches concurrent requests (the embedded one does) sees the whole
+   * burst of a step: a window closes `sampleGatherQuiet` after its last arrival and at
+   * most `sampleGather` after its first (defaults 3 ms and 10 ms; 0 hands each request
+   * over at once)
    */
   readonly sampleGather?: Duration.Input | undefined
+  readonly sampleGatherQuiet?: Duration.Input | undefined
 }
 
 /** Counters for tests and logs. @since 0.1.0 @category models */
@@ -295,8 +298,11 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const maxBody = options.maxBodyBytes ?? 64 * 1024 * 1024
   const turnTimeout = options.turnTimeout ?? "10 minutes"
   const route = makeRouter(replicas.length)
-  const gatherMillis = Duration.toMillis(options.sampleGather ?? "3 millis")
-  const windows: Array<{ readonly first: number; last: number; readonly closed: Deferred.Deferred<void> } | undefined> = replicas.map(() => undefined)
+  const gatherMillis = Duration.toMillis(options.sampleGather ?? "10 millis")
+  const quietMillis = Math.min(Duration.toMillis(options.sampleGatherQuiet ?? "3 millis"), gatherMillis)
+  const windows: Array<{ readonly first: number; last: number; count: number; readonly closed: Deferred.Deferred<void> } | undefined> = replicas.map(
+    () => undefined,
+  )
   const scope = yield* Effect.scope
 
   const stats: Stats = { requests: 0, submissions: 0, deduplicated: 0, executed: {}, replicaRequests: replicas.map(() => 0) }
@@ -335,8 +341,8 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
 
   /**
    * Waits for the replica's current gather window to close, opening one if none is
-   * open. A window closes 1 ms after its last arrival, and at most `sampleGather`
-   * after its first.
+   * open. A window closes `sampleGatherQuiet` after its last arrival, and at most
+   * `sampleGather` after its first.
    */
   const gather = (index: number) =>
     Effect.gen(function* () {
@@ -345,12 +351,13 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       let window = windows[index]
       if (window !== undefined) {
         window.last = t
+        window.count++
         return yield* Deferred.await(window.closed)
       }
-      const opened = { first: t, last: t, closed: yield* Deferred.make<void>() }
+      const opened = { first: t, last: t, count: 1, closed: yield* Deferred.make<void>() }
       windows[index] = opened
       const wait: Effect.Effect<void> = Effect.gen(function* () {
-        const due = Math.min(opened.first + gatherMillis, opened.last + Math.min(1, gatherMillis))
+        const due = Math.min(opened.first + gatherMillis, opened.last + quietMillis)
         const remaining = due - (yield* now)
         if (remaining > 0) {
           yield* Effect.sleep(Duration.millis(remaining))
@@ -360,6 +367,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       yield* Effect.forkIn(
         wait.pipe(
           Effect.andThen(Effect.sync(() => (windows[index] = undefined))),
+          Effect.andThen(Effect.suspend(() => Effect.logDebug(`replica ${index}: ${opened.count} sampling request(s) gathered`))),
           Effect.andThen(Deferred.succeed(opened.closed, undefined)),
         ),
         scope,
