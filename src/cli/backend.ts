@@ -1,11 +1,15 @@
 /**
  * `--backend`: the embedded model (default) or a Tinker-protocol service at a URL.
  */
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import * as Http from "../backends/http/Client.ts"
 import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
 import { Local } from "../backends/local/index.ts"
+import { BackendError } from "../Contract.ts"
+import type { Sampler } from "../Sampler.ts"
 import { Tokenizer } from "../Tokenizer.ts"
+import type { Trainer } from "../Trainer.ts"
+import * as Tokenizers from "../tokenizers/index.ts"
 
 export interface BackendOptions {
   readonly backend: string
@@ -20,7 +24,7 @@ export interface BackendOptions {
 }
 
 /** The layer for `--backend`, with the tokenizer that goes with it. */
-export const backendLayer = (options: BackendOptions) => {
+export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
   const lora = options.loraRank === undefined ? undefined : { rank: options.loraRank, alpha: 2 * options.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }
   if (options.backend === "embedded") {
     return Local.layer({
@@ -31,8 +35,16 @@ export const backendLayer = (options: BackendOptions) => {
       ...(options.async ? { workers: true } : {}),
     })
   }
-  // Without --tokenizer, assume the server runs gyre's embedded model (`npx tsx serve`).
-  const tokenizer = Layer.succeed(Tokenizer, CharTokenizer.make())
+  if (!/^https?:\/\//.test(options.backend)) {
+    return Layer.effectContext(Effect.fail(
+      new BackendError({ reason: "InvalidInput", operation: "--backend", message: `--backend must be "embedded" or an http(s):// URL, got ${JSON.stringify(options.backend)}` }),
+    ))
+  }
+  // The remote model's own tokenizer and chat template with --tokenizer; without it, assume
+  // the server runs gyre's embedded model (`npx tsx serve`) and its character tokenizer.
+  const tokenizer = options.tokenizer !== undefined
+    ? Tokenizers.layer(options.tokenizer)
+    : Layer.succeed(Tokenizer, CharTokenizer.make())
   return Layer.merge(
     Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank }),
     tokenizer,
