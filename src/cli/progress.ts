@@ -14,13 +14,13 @@ const fmtDuration = (seconds: number) => {
 
 /** Progress hooks that draw on stderr when it is a terminal and print step lines on stdout. */
 export const terminalProgress = (out: NodeJS.WriteStream = process.stdout, err: NodeJS.WriteStream = process.stderr) => {
-  const started = performance.now()
-  let stepsDone = 0
-  let firstStep: number | undefined
+  // ETA from the last 50 steps: step times change as the policy changes (shorter answers).
+  const recent: Array<number> = []
+  let lastAt = performance.now()
   const live = err.isTTY === true
   const eta = (step: number, steps: number) => {
-    if (firstStep === undefined || stepsDone === 0) return "?"
-    const perStep = (performance.now() - started) / 1000 / stepsDone
+    if (recent.length === 0) return "?"
+    const perStep = recent.reduce((a, b) => a + b, 0) / recent.length
     return fmtDuration(perStep * (steps - step))
   }
   return {
@@ -33,8 +33,10 @@ export const terminalProgress = (out: NodeJS.WriteStream = process.stdout, err: 
       }),
     onStep: (summary: Runner.StepSummary) =>
       Effect.sync(() => {
-        firstStep ??= summary.step
-        stepsDone++
+        const now = performance.now()
+        recent.push((now - lastAt) / 1000)
+        if (recent.length > 50) recent.shift()
+        lastAt = now
         if (live) err.write("\r\x1b[2K")
         out.write(`${Runner.formatStep(summary)} | ETA ${eta(summary.step + 1, summary.steps)}\n`)
       }),
