@@ -1,6 +1,7 @@
 /**
  * `--backend`: the embedded model (default) or a Tinker-protocol service at a URL.
  */
+import * as Os from "node:os"
 import { Effect, Layer } from "effect"
 import * as Http from "../backends/http/Client.ts"
 import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
@@ -32,7 +33,8 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
       stateDir: options.stateDir,
       ...(options.model !== undefined ? { modelDir: options.model } : {}),
       ...(lora !== undefined ? { lora } : {}),
-      ...(options.async ? { workers: true } : {}),
+      // trainer threads share each forward_backward, the sampler has its own thread
+      ...(options.async ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),
     })
   }
   if (!/^https?:\/\//.test(options.backend)) {

@@ -14,14 +14,25 @@ import { parentPort, workerData } from "node:worker_threads"
 import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult, SampleResult, SamplingParams } from "../../Contract.ts"
 import type { ResolvedLoss } from "../../Loss.ts"
 import { loadModel, type LocalOptions } from "./index.ts"
-import { defaultLora, type ModelConfig } from "./Model.ts"
+import { cloneWeights, defaultLora, type ModelConfig, type Weights } from "./Model.ts"
 import { LocalSamplerEngine, type SampleRequestOptions, type SamplerStats } from "./SamplerEngine.ts"
 import { LocalTrainerEngine, type PublishedAdapter } from "./TrainerEngine.ts"
 
 /** What the trainer worker does, by operation name. @since 0.1.0 @category models */
 export type TrainerOps = {
-  readonly run: (data: ReadonlyArray<Datum>, loss: ResolvedLoss, options: { readonly backward: boolean; readonly topK?: number }) => ForwardBackwardResult
-  readonly optimStep: (adam: AdamParams) => OptimStepResult
+  readonly run: (
+    data: ReadonlyArray<Datum>,
+    loss: ResolvedLoss,
+    options: { readonly backward: boolean; readonly topK?: number; readonly denominator?: number },
+  ) => ForwardBackwardResult
+  /** adds `extra` gradients (from other trainer threads) to the buffer, then steps */
+  readonly optimStep: (adam: AdamParams, extra: ReadonlyArray<Weights>) => OptimStepResult
+  /** the accumulated gradients (transferred), leaving the buffer at zero */
+  readonly takeGradients: () => Weights
+  /** a copy of the trainable weights (transferred) */
+  readonly params: () => Weights
+  /** replaces the trainable weights and clears the gradients */
+  readonly setParams: (weights: Weights) => void
   /** a copy of the adapter; its buffers are transferred, not copied, to the caller */
   readonly publish: () => PublishedAdapter
   readonly saveState: (file: string) => Promise<void>
@@ -67,8 +78,8 @@ export type WorkerMessage =
 
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
-/** The buffers of an adapter's weights, to transfer instead of copying. */
-const buffersOf = (adapter: PublishedAdapter): Array<ArrayBuffer> => Object.values(adapter.weights).map((w) => w.buffer as ArrayBuffer)
+/** The buffers of a set of weights, to transfer instead of copying. */
+const buffersOf = (weights: Weights): Array<ArrayBuffer> => Object.values(weights).map((w) => w.buffer as ArrayBuffer)
 
 const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => {
   const { model, name } = await loadModel(init.options)
@@ -81,7 +92,26 @@ const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => 
     const engine = new LocalTrainerEngine(model, { lora, seed: seed + 1 })
     const ops: TrainerOps = {
       run: (data, loss, options) => engine.run(data, loss, options),
-      optimStep: (adam) => engine.optimStep(adam),
+      optimStep: (adam, extra) => {
+        for (const w of extra) {
+          for (const [k, g] of Object.entries(w)) {
+            const acc = engine.grads[k]
+            if (!acc || acc.length !== g.length) throw new Error(`gradient ${k} is missing or has the wrong size`)
+            for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + g[i]!
+          }
+        }
+        return engine.optimStep(adam)
+      },
+      takeGradients: () => {
+        const g = engine.gradients()
+        engine.zeroGrad()
+        return g
+      },
+      params: () => cloneWeights(engine.params),
+      setParams: (weights) => {
+        engine.setParams(weights)
+        engine.zeroGrad()
+      },
       publish: () => engine.publish(),
       saveState: (file) => engine.saveState(file),
       loadState: async (file, withOptimizer) => {
@@ -90,7 +120,8 @@ const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => 
       },
     }
     handlers = ops
-    transferOf = (op, value) => (op === "publish" ? buffersOf(value as PublishedAdapter) : [])
+    transferOf = (op, value) =>
+      op === "publish" ? buffersOf((value as PublishedAdapter).weights) : op === "takeGradients" || op === "params" ? buffersOf(value as Weights) : []
     info = { modelName: name, config: model.config, loraRank: lora.rank, version: engine.version }
   } else {
     const engine = new LocalSamplerEngine(model, {

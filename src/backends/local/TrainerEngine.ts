@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import type { AdamParams, Datum, ForwardBackwardResult, LossFnOutput, OptimStepResult, TopK } from "../../Contract.ts"
+import type { AdamParams, Datum, ForwardBackwardResult, LossFn, LossFnOutput, OptimStepResult, TopK } from "../../Contract.ts"
 import { modelInputTokens } from "../../Contract.ts"
 import { isActive, isClipped, type ResolvedLoss, tokenLoss } from "../../Loss.ts"
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
@@ -145,9 +145,15 @@ export class LocalTrainerEngine {
 
   /**
    * Runs the loss over `data` (already validated). With `backward` the gradient
-   * of the pooled mean loss is added to the buffer.
+   * of the pooled mean loss is added to the buffer. `denominator` replaces this
+   * call's active-position count as the pool size (when a call is split across
+   * engines, each part is divided by the whole call's count).
    */
-  run(data: ReadonlyArray<Datum>, loss: ResolvedLoss, options: { readonly backward: boolean; readonly topK?: number }): ForwardBackwardResult {
+  run(
+    data: ReadonlyArray<Datum>,
+    loss: ResolvedLoss,
+    options: { readonly backward: boolean; readonly topK?: number; readonly denominator?: number },
+  ): ForwardBackwardResult {
     const V = this.model.config.vocabSize
     const prepared: Array<Prepared> = data.map((d, index) => {
       const tokens = modelInputTokens(d.modelInput)
@@ -163,12 +169,8 @@ export class LocalTrainerEngine {
       }
     })
     // pooled denominator over the whole call
-    let active = 0
-    for (const p of prepared) {
-      for (let i = 1; i < p.tokens.length; i++) {
-        if (isActive(loss.lossFn, i, p.target[i]!, p.weight ? p.weight[i]! : 1, p.adv ? p.adv[i]! : 0)) active++
-      }
-    }
+    const active = activeCount(data, loss.lossFn)
+    const pool = options.denominator ?? active
     const outputs: Array<LossFnOutput> = new Array(data.length)
     let lossSum = 0
     let clipped = 0
@@ -221,7 +223,7 @@ export class LocalTrainerEngine {
             if (isClipped(loss, lp, q, A)) clipped++
             if (options.topK && options.topK > 0) topK.push(topKAt(logits, off, V, lse, options.topK, i))
             if (dlogits && t.dlp !== 0) {
-              const coef = t.dlp / active
+              const coef = t.dlp / pool
               for (let v = 0; v < V; v++) dlogits[off + v] = -coef * Math.exp(logits[off + v]! - lse)
               dlogits[off + tgt] = dlogits[off + tgt]! + coef
             }
@@ -326,6 +328,24 @@ export class LocalTrainerEngine {
   dispose() {
     this.invalidate()
   }
+}
+
+/**
+ * The number of positions of `data` that count toward a call's pooled mean loss.
+ * @since 0.1.0 @category combinators
+ */
+export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number => {
+  let active = 0
+  for (const d of data) {
+    const tokens = modelInputTokens(d.modelInput)
+    const target = d.lossFnInputs["target_tokens"]?.data
+    const weight = d.lossFnInputs["weights"]?.data
+    const adv = d.lossFnInputs["advantages"]?.data
+    for (let i = 1; i < tokens.length; i++) {
+      if (isActive(lossFn, i, target ? target[i]! : tokens[i]!, weight ? weight[i]! : 1, adv ? adv[i]! : 0)) active++
+    }
+  }
+  return active
 }
 
 const topKAt = (logits: Float32Array, off: number, V: number, lse: number, k: number, position: number): TopK => {

@@ -6,6 +6,10 @@
  * `Local.layer({ ...options, workers: true })`) provides the same `Trainer`, `Sampler`
  * and `Tokenizer` services as `Local.layer`, with the same seeds and the same results.
  *
+ * - With `trainerThreads: n` (default 1), n trainer threads share every forward(-backward)
+ *   call (data parallel, split by token count, pooled over the whole call); the first
+ *   holds the optimizer, adds the others' gradients at `optimStep` and sends them the
+ *   new weights.
  * - `saveWeightsForSampler` moves the adapter from the trainer thread to the sampler
  *   thread (its buffers are transferred, not copied) and returns once the sampler
  *   serves the new version; `minPolicyVersion` waits for that.
@@ -28,8 +32,10 @@ import {
   type AdamParams,
   BackendError,
   type Datum,
+  type ForwardBackwardResult,
   type ForwardOptions,
   type LossFn,
+  type LossFnOutput,
   type ModelInput,
   modelInputTokens,
   type SampleOptions,
@@ -42,9 +48,9 @@ import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import * as CharTokenizer from "./CharTokenizer.ts"
 import type { SamplerOps, TrainerOps, WorkerInfo, WorkerInit, WorkerMessage, WorkerRequest, WorkerRole } from "./EngineWorker.ts"
 import type { LocalOptions } from "./index.ts"
-import { checkLora, defaultLora } from "./Model.ts"
+import { checkLora, defaultLora, type Weights } from "./Model.ts"
 import type { SamplerStats } from "./SamplerEngine.ts"
-import type { PublishedAdapter } from "./TrainerEngine.ts"
+import { activeCount } from "./TrainerEngine.ts"
 import { checkAdam, checkData, checkLogprobsInput, checkSample, checkTopK } from "./Validate.ts"
 
 const fail = (operation: string, reason: BackendError["reason"], message: string) => new BackendError({ reason, operation, message })
@@ -190,12 +196,50 @@ export interface WorkerServices {
   readonly trainer: TrainerShape
   readonly sampler: SamplerShape
   readonly tokenizer: TokenizerShape
-  readonly threads: { readonly trainer: EngineThread<TrainerOps>; readonly sampler: EngineThread<SamplerOps> }
+  readonly threads: {
+    /** the trainer thread that holds the optimizer state and publishes */
+    readonly trainer: EngineThread<TrainerOps>
+    /** every trainer thread, the first one included */
+    readonly trainers: ReadonlyArray<EngineThread<TrainerOps>>
+    readonly sampler: EngineThread<SamplerOps>
+  }
   /** the sampler engine's batching statistics */
   readonly samplerStats: Effect.Effect<SamplerStats, BackendError>
 }
 
-const buffersOf = (adapter: PublishedAdapter): Array<ArrayBuffer> => Object.values(adapter.weights).map((w) => w.buffer as ArrayBuffer)
+const buffersOf = (weights: Weights): Array<ArrayBuffer> => Object.values(weights).map((w) => w.buffer as ArrayBuffer)
+
+/** Splits data into at most `n` parts of about equal token counts (indices into `data`). */
+const split = (data: ReadonlyArray<Datum>, n: number): Array<Array<number>> => {
+  const parts = Array.from({ length: Math.min(n, data.length) }, () => ({ indices: [] as Array<number>, tokens: 0 }))
+  const lengths = data.map((d) => modelInputTokens(d.modelInput).length)
+  const order = data.map((_, i) => i).sort((a, b) => lengths[b]! - lengths[a]! || a - b)
+  for (const i of order) {
+    const least = parts.reduce((m, p) => (p.tokens < m.tokens ? p : m), parts[0]!)
+    least.indices.push(i)
+    least.tokens += lengths[i]!
+  }
+  return parts.map((p) => p.indices.sort((a, b) => a - b))
+}
+
+/** Joins the results of a split call, in the caller's order, with metrics over the whole call. */
+const merge = (
+  count: number,
+  parts: ReadonlyArray<ReadonlyArray<number>>,
+  results: ReadonlyArray<ForwardBackwardResult>,
+  active: number,
+): ForwardBackwardResult => {
+  const outputs: Array<LossFnOutput> = new Array(count)
+  parts.forEach((indices, j) => indices.forEach((i, k) => (outputs[i] = results[j]!.lossFnOutputs[k]!)))
+  const total = (key: string) => results.reduce((s, r) => s + (r.metrics[key] ?? 0), 0)
+  const lossSum = total("loss:sum")
+  const metrics: Record<string, number> = { loss: active > 0 ? lossSum / active : 0, "loss:sum": lossSum, active_tokens: active }
+  if (results.some((r) => "clip_fraction" in r.metrics)) {
+    const clipped = results.reduce((s, r) => s + (r.metrics["clip_fraction"] ?? 0) * (r.metrics["active_tokens"] ?? 0), 0)
+    metrics["clip_fraction"] = active > 0 ? clipped / active : 0
+  }
+  return { lossFnOutputs: outputs, metrics }
+}
 
 /**
  * Starts a trainer worker and a sampler worker on one base model (each loads it) and
@@ -206,14 +250,33 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
   const lora = options.lora ?? defaultLora
   const loraError = checkLora(lora)
   if (loraError) return yield* fail("LocalWorkers.make", "InvalidInput", loraError)
-  const { workers: _workers, ...engineOptions } = options
-  const [trainerThread, samplerThread] = yield* Effect.all(
-    [spawn<TrainerOps>("trainer", engineOptions), spawn<SamplerOps>("sampler", engineOptions)],
+  const trainerCount = options.trainerThreads ?? 1
+  if (!Number.isInteger(trainerCount) || trainerCount < 1) {
+    return yield* fail("LocalWorkers.make", "InvalidInput", `trainerThreads must be a positive integer, got ${trainerCount}`)
+  }
+  const { workers: _workers, trainerThreads: _trainerThreads, ...engineOptions } = options
+  const [trainers, samplerThread] = yield* Effect.all(
+    [
+      Effect.all(Array.from({ length: trainerCount }, () => spawn<TrainerOps>("trainer", engineOptions)), { concurrency: "unbounded" }),
+      spawn<SamplerOps>("sampler", engineOptions),
+    ],
     { concurrency: 2 },
   )
+  const trainerThread = trainers[0]!
+  const helpers = trainers.slice(1)
   const stateDir = options.stateDir ?? "runs/local-state"
   const { config, modelName } = trainerThread.info
-  yield* Effect.logDebug(`local backend ready on worker threads: ${modelName}, ${config.nLayers} layers, d ${config.dModel}, LoRA rank ${lora.rank}`)
+  yield* Effect.logDebug(
+    `local backend ready on worker threads: ${modelName}, ${config.nLayers} layers, d ${config.dModel}, LoRA rank ${lora.rank}, ${trainerCount} trainer thread(s)`,
+  )
+
+  /** Copies the first trainer's weights to the others (which also clears their gradients). */
+  const syncHelpers = Effect.fnUntraced(function* (operation: string) {
+    if (helpers.length === 0) return
+    const params = yield* trainerThread.call(operation, "params", [])
+    yield* Effect.forEach(helpers, (h) => h.call(operation, "setParams", [params]), { concurrency: "unbounded", discard: true })
+  })
+  yield* syncHelpers("LocalWorkers.make")
 
   let trainerVersion = trainerThread.info.version
   const published = yield* SubscriptionRef.make(samplerThread.info.version)
@@ -226,7 +289,17 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
       const dataError = checkData(data, lossFn, config)
       if (dataError) return yield* fail(operation, "InvalidInput", dataError)
       const topK = options?.topKLogprobs
-      return yield* trainerThread.call(operation, "run", [data, loss, topK === undefined ? { backward } : { backward, topK }])
+      const run = topK === undefined ? { backward } : { backward, topK }
+      const parts = split(data, trainers.length)
+      if (parts.length <= 1) return yield* trainerThread.call(operation, "run", [data, loss, run])
+      // data parallel: each thread takes a share, pooled over the whole call
+      const denominator = activeCount(data, loss.lossFn)
+      const results = yield* Effect.forEach(
+        parts,
+        (indices, j) => trainers[j]!.call(operation, "run", [indices.map((i) => data[i]!), loss, { ...run, denominator }]),
+        { concurrency: "unbounded" },
+      )
+      return merge(data.length, parts, results, denominator)
     })
 
   const awaitVersion = Effect.fnUntraced(function* (operation: string, min: number | undefined) {
@@ -245,14 +318,17 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
     optimStep: Effect.fn("LocalWorkers.optimStep")(function* (adam: AdamParams) {
       const bad = checkAdam(adam)
       if (bad) return yield* fail("LocalWorkers.optimStep", "InvalidInput", bad)
-      const result = yield* trainerThread.call("LocalWorkers.optimStep", "optimStep", [adam])
+      const operation = "LocalWorkers.optimStep"
+      const extra = yield* Effect.forEach(helpers, (h) => h.call(operation, "takeGradients", []), { concurrency: "unbounded" })
+      const result = yield* trainerThread.call(operation, "optimStep", [adam, extra], { transfer: extra.flatMap(buffersOf) })
+      yield* syncHelpers(operation)
       trainerVersion = result.version
       return result
     }),
     saveWeightsForSampler: Effect.fn("LocalWorkers.saveWeightsForSampler")(function* (name: string) {
       const operation = "LocalWorkers.saveWeightsForSampler"
       const adapter = yield* trainerThread.call(operation, "publish", [])
-      const version = yield* samplerThread.call(operation, "setAdapter", [adapter], { transfer: buffersOf(adapter) })
+      const version = yield* samplerThread.call(operation, "setAdapter", [adapter], { transfer: buffersOf(adapter.weights) })
       yield* SubscriptionRef.set(published, version)
       return { version, path: `local://sampler_weights/${name}` }
     }),
@@ -267,6 +343,7 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
       const found = candidates.find((c) => fs.existsSync(c))
       if (!found) return yield* fail("LocalWorkers.loadState", "InvalidInput", `no state file at ${candidates.join(" or ")}`)
       trainerVersion = yield* trainerThread.call("LocalWorkers.loadState", "loadState", [found, options?.withOptimizer ?? false], { reason: "InvalidInput" })
+      yield* syncHelpers("LocalWorkers.loadState")
     }),
     info: Effect.sync(() => ({
       modelName,
@@ -302,7 +379,7 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
     trainer,
     sampler,
     tokenizer: CharTokenizer.make(),
-    threads: { trainer: trainerThread, sampler: samplerThread },
+    threads: { trainer: trainerThread, trainers, sampler: samplerThread },
     samplerStats: samplerThread.call("LocalWorkers.samplerStats", "stats", []),
   } satisfies WorkerServices
 })

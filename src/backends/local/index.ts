@@ -59,6 +59,8 @@ export interface LocalOptions {
   readonly prefixCacheSize?: number
   /** `layer` only: run the trainer and the sampler in their own worker threads (see `Workers.ts`) */
   readonly workers?: boolean
+  /** with `workers`: threads that share each forward(-backward) call (default 1) */
+  readonly trainerThreads?: number
 }
 
 let ready: Promise<void> | undefined

@@ -146,6 +146,44 @@ describe("LocalWorkers lifecycle", () => {
       assert.strictEqual((yield* threaded.trainer.info).modelName, (yield* inProcess.trainer.info).modelName)
     }))
 
+  it.effect("two trainer threads share each call and train exactly like one trainer", () =>
+    Effect.gen(function* () {
+      const one = yield* Local.make(options)
+      const two = yield* LocalWorkers.make({ ...options, trainerThreads: 2 })
+      assert.strictEqual(two.threads.trainers.length, 2)
+      const sampled = yield* one.sampler.sample(modelInputFromTokens(prompt), { maxTokens: 8, temperature: 1, seed: 5 }, { numSamples: 7 })
+      const data = sampled.sequences.map((s, i) => rlDatum(s.tokens, s.logprobs, [1, -1, 0.5, -0.5, 2, -2, 0.1][i]!))
+      const lossConfig = { lossFnConfig: { clip_low_threshold: 0.9, clip_high_threshold: 1.1 } }
+      for (let step = 0; step < 2; step++) {
+        const a = yield* one.trainer.forwardBackward(data, "ppo", lossConfig)
+        const b = yield* two.trainer.forwardBackward(data, "ppo", lossConfig)
+        assert.strictEqual(b.lossFnOutputs.length, data.length)
+        a.lossFnOutputs.forEach((o, i) => assert.isBelow(maxAbsDiff(o.logprobs, b.lossFnOutputs[i]!.logprobs), 1e-5))
+        for (const key of ["loss", "loss:sum", "active_tokens", "clip_fraction"]) {
+          assert.closeTo(b.metrics[key]!, a.metrics[key]!, 1e-5, key)
+        }
+        const sa = yield* one.trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
+        const sb = yield* two.trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
+        assert.strictEqual(sb.version, sa.version)
+        assert.closeTo(sb.metrics["grad_norm"]!, sa.metrics["grad_norm"]!, 1e-5)
+      }
+      // every thread holds the stepped weights: a split forward agrees with the single trainer
+      const fa = yield* one.trainer.forward(data, "ppo")
+      const fb = yield* two.trainer.forward(data, "ppo")
+      fa.lossFnOutputs.forEach((o, i) => assert.isBelow(maxAbsDiff(o.logprobs, fb.lossFnOutputs[i]!.logprobs), 1e-4))
+      // and so does the sampler after publishing
+      yield* two.trainer.saveWeightsForSampler("two")
+      const lps = yield* two.sampler.computeLogprobs(data[3]!.modelInput)
+      assert.isBelow(maxAbsDiff(lps, fb.lossFnOutputs[3]!.logprobs), 1e-4)
+      // loading a state reaches every trainer thread
+      const saved = yield* two.trainer.saveState("two-threads")
+      yield* two.trainer.forwardBackward(data, "ppo")
+      yield* two.trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
+      yield* two.trainer.loadState(saved.path)
+      const again = yield* two.trainer.forward(data, "ppo")
+      fb.lossFnOutputs.forEach((o, i) => assert.deepStrictEqual(again.lossFnOutputs[i]!.logprobs, o.logprobs))
+    }))
+
   it.effect("a dead worker fails the calls waiting on it and every later call", () =>
     Effect.gen(function* () {
       const { sampler, trainer, threads } = yield* LocalWorkers.make(options)
@@ -202,7 +240,7 @@ const vowels = Env.make({
 })
 
 describe("Runner on worker threads", () => {
-  it.effect("async mode with workers learns the toy env, lagging at most maxLag versions", () =>
+  it.effect("async mode on worker threads (two trainers) learns the toy env, lagging at most maxLag versions", () =>
     Effect.gen(function* () {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-workers-run-"))
       const settings = Runner.defaults("vowels", {
@@ -225,6 +263,7 @@ describe("Runner on worker threads", () => {
         stateDir: RunLog.paths(dir).state,
         lora: tinyLora,
         workers: true,
+        trainerThreads: 2,
       })
       const rows = yield* Runner.run(settings, vowels).pipe(
         Effect.provide(Layer.fresh(backend)),
