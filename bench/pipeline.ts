@@ -2,7 +2,7 @@
  * How much the async runner overlaps sampling and training, measured side by side in
  * one run:
  *
- *   npx tsx bench/pipeline.ts [--steps N] [--warmup N] [--sample-ms N] [--train-ms N] [--only a|b]
+ *   npx tsx bench/pipeline.ts [--steps N] [--warmup N (part b)] [--sample-ms N] [--train-ms N] [--only a|b]
  *
  * (a) The real `Runner.run` on a backend whose calls take fixed, known times: every
  *     sample call sleeps `sample-ms` (the calls of one step run concurrently, as on a
@@ -13,7 +13,8 @@
  *     sampler thread), and on worker threads with two trainer threads sharing each
  *     forward_backward (what `run --async` uses on 2 cores), and the CPU they use.
  *
- * Step times are the runner's own `time/total` per step, after the warm-up steps.
+ * Step times are the runner's own `time/total` per step, after the warm-up steps. Add
+ * `--single-threaded-gc` after `tsx` to keep V8's GC helper threads off the second core.
  * Prints numbers and ratios; asserts nothing.
  */
 import * as fs from "node:fs"
@@ -39,7 +40,8 @@ const flag = (name: string, fallback: number) => {
 }
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1] : undefined
 const STEPS = flag("steps", 60)
-const WARMUP = flag("warmup", 10)
+/** fresh worker threads need a few seconds of work before V8 has optimised the engine code */
+const WARMUP = flag("warmup", 25)
 const SAMPLE_MS = flag("sample-ms", 300)
 const TRAIN_MS = flag("train-ms", 200)
 
@@ -56,7 +58,7 @@ const tmpDir = (name: string) => fs.mkdtempSync(path.join(os.tmpdir(), `gyre-ben
 const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 /** Step times (s) of the steps after the warm-up. */
-const stepTimes = (rows: ReadonlyArray<Record<string, number>>) => rows.slice(WARMUP).map((r) => r["time/total"]!)
+const stepTimes = (rows: ReadonlyArray<Record<string, number>>, warmup = WARMUP) => rows.slice(warmup).map((r) => r["time/total"]!)
 
 // ---------------------------------------------------------------------------------
 // (a) a backend with fixed call times
@@ -126,7 +128,9 @@ const vowels = Env.make({
 })
 
 const partA = Effect.gen(function* () {
-  const steps = Math.min(STEPS, 30) + WARMUP
+  // sleeps need no warm-up beyond the first steps
+  const warmup = 3
+  const steps = Math.min(STEPS, 30) + warmup
   const run = (async: boolean) => {
     const settings = Runner.defaults("vowels", {
       name: "fixed",
@@ -142,11 +146,11 @@ const partA = Effect.gen(function* () {
     })
     return Runner.run(settings, vowels).pipe(Effect.provide(Layer.fresh(fixedTimeBackend(SAMPLE_MS, TRAIN_MS))), quiet)
   }
-  const sync = stepTimes(yield* run(false))
-  const async = stepTimes(yield* run(true))
+  const sync = stepTimes(yield* run(false), warmup)
+  const async = stepTimes(yield* run(true), warmup)
   const s = SAMPLE_MS / 1000
   const t = TRAIN_MS / 1000
-  console.log(`(a) fixed call times: sample ${SAMPLE_MS} ms, train ${TRAIN_MS} ms; ${sync.length} steps each after ${WARMUP} warm-up steps`)
+  console.log(`(a) fixed call times: sample ${SAMPLE_MS} ms, train ${TRAIN_MS} ms; ${sync.length} steps each after ${warmup} warm-up steps`)
   console.log(`    sync  step: median ${(median(sync) * 1000).toFixed(1)} ms, mean ${((sum(sync) / sync.length) * 1000).toFixed(1)} ms`)
   console.log(`    async step: median ${(median(async) * 1000).toFixed(1)} ms, mean ${((sum(async) / async.length) * 1000).toFixed(1)} ms`)
   console.log(`    async step / max(sample, train) = ${(median(async) / Math.max(s, t)).toFixed(3)} (goal <= 1.05)`)

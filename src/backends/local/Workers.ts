@@ -21,6 +21,10 @@
  * The worker script is TypeScript (`EngineWorker.ts`); a worker cannot inherit the
  * tsx loader on Node 20, so each worker first registers tsx's ESM hooks itself.
  *
+ * On 2 cores, V8's parallel GC helper threads compete with the engine threads; starting
+ * node with `--single-threaded-gc` (`npx tsx --single-threaded-gc ...`; it is not
+ * accepted in NODE_OPTIONS) gave about 8% more steps per second in `bench/pipeline.ts`.
+ *
  * @since 0.1.0
  */
 import * as fs from "node:fs"
