@@ -20,8 +20,11 @@ export interface BackendOptions {
   readonly model: string | undefined
   readonly loraRank: number | undefined
   readonly tokenizer: string | undefined
-  /** async runs put the embedded trainer and sampler in their own worker threads, so they overlap */
-  readonly async: boolean
+  /**
+   * Put the embedded sampler and trainer in their own worker threads, with the trainer's
+   * work split over two threads (async runs always do, so sampling and training overlap)
+   */
+  readonly workers: boolean
 }
 
 /** The layer for `--backend`, with the tokenizer that goes with it. */
@@ -34,7 +37,7 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
       ...(options.model !== undefined ? { modelDir: options.model } : {}),
       ...(lora !== undefined ? { lora } : {}),
       // trainer threads share each forward_backward, the sampler has its own thread
-      ...(options.async ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),
+      ...(options.workers ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),
     })
   }
   if (!/^https?:\/\//.test(options.backend)) {

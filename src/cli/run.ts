@@ -52,6 +52,10 @@ const flags = {
   saveEvery: int("save-every", "save a checkpoint every N steps (default 500); the last step is always saved"),
   sft: Flag.Boolean("sft").pipe(Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy)"), Flag.withDefault(false)),
   async: Flag.Boolean("async").pipe(Flag.withDescription("sample step k+1 while step k trains"), Flag.withDefault(false)),
+  workers: Flag.Boolean("workers").pipe(
+    Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (about 1.3x faster on 2 cores; always on with --async)"),
+    Flag.withDefault(false),
+  ),
   maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default 1)"),
   stale: Flag.Literals("stale", ["requeue", "drop"]).pipe(Flag.withDescription("async: what to do with groups older than --max-lag"), Flag.optional),
   name: Flag.String("name").pipe(Flag.withDescription("run name; the run folder is <out>/<name> (default <env>-<time>)"), Flag.optional),
@@ -170,7 +174,7 @@ export const runCommand = Command.make("run", flags, (p) =>
       model: get(p.model),
       loraRank: get(p.loraRank),
       tokenizer: get(p.tokenizer),
-      async: settings.async,
+      workers: settings.async || p.workers,
     })
     const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
       Effect.provide(Layer.fresh(layer)),
