@@ -6,29 +6,17 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer } from "effect"
 import { Local } from "../src/backends/local/index.ts"
 import * as Env from "../src/Env.ts"
 import * as Reward from "../src/Reward.ts"
 import * as RunLog from "../src/RunLog.ts"
 import * as Runner from "../src/Runner.ts"
 import { Sampler } from "../src/Sampler.ts"
+import vowels from "./envs/vowels.ts"
 
 const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 
-/** A toy env a random-init model can learn in a few steps: start the answer with a vowel. */
-const vowels = Env.make({
-  name: "vowels",
-  problem: Schema.Struct({ n: Schema.Int }),
-  source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
-  prompt: ({ n }) => `Say ${n}:`,
-  reward: Reward.weighted({
-    vowel: [Reward.make("vowel", (r) => (/^[aeiou]/.test(r.completion) ? 1 : 0)), 1],
-    length: [Reward.make("length", (r) => r.completion.length), 0],
-  }),
-  sampling: { maxTokens: 3, temperature: 1 },
-  eval: { heldOut: 0.2, size: 16 },
-})
 
 const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-runner-"))
 const backend = (dir: string, seed = 0) => Layer.fresh(Local.layer({ config: TINY, seed, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))

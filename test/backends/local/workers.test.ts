@@ -7,15 +7,14 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { Context, Effect, Fiber, Layer, Schema } from "effect"
+import { Context, Effect, Fiber, Layer } from "effect"
 import { adamParams, type Datum, float32, int64, modelInputFromTokens } from "../../../src/Contract.ts"
 import { Local } from "../../../src/backends/local/index.ts"
 import { LocalWorkers, type WorkerServices } from "../../../src/backends/local/Workers.ts"
-import * as Env from "../../../src/Env.ts"
-import * as Reward from "../../../src/Reward.ts"
 import * as RunLog from "../../../src/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
 import { maxAbsDiff, tinyConfig, tinyLora } from "./helpers.ts"
+import vowels from "../../envs/vowels.ts"
 
 const stateDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-workers-"))
 const options = { config: tinyConfig, lora: tinyLora, seed: 3, stateDir }
@@ -228,16 +227,6 @@ describe("LocalWorkers lifecycle", () => {
     }))
 })
 
-/** A toy env a random-init model can learn in a few steps: start the answer with a vowel. */
-const vowels = Env.make({
-  name: "vowels",
-  problem: Schema.Struct({ n: Schema.Int }),
-  source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
-  prompt: ({ n }) => `Say ${n}:`,
-  reward: Reward.weighted({ vowel: [Reward.make("vowel", (r) => (/^[aeiou]/.test(r.completion) ? 1 : 0)), 1] }),
-  sampling: { maxTokens: 3, temperature: 1 },
-  eval: { heldOut: 0.2, size: 16 },
-})
 
 describe("Runner on worker threads", () => {
   it.effect("async mode on worker threads (two trainers) learns the toy env, lagging at most maxLag versions", () =>
