@@ -430,91 +430,117 @@ export const run = Effect.fn("Runner.run")(function* (
   const collectStep = (step: number, at: number) => withPermits(collect(settings, source, runId, step, at))
   let pending = settings.async && start < settings.steps ? yield* Effect.forkChild(collectStep(start, version)) : undefined
 
-  for (let step = start; step < settings.steps; step++) {
-    const stepStart = performance.now()
-    let batch: Batch
-    if (pending !== undefined) {
-      batch = yield* Fiber.join(pending)
-      pending = undefined
-      const stale = batch.groups.filter((g) => trainerVersion - g.version > settings.maxLag)
-      if (stale.length > 0) {
-        if (settings.staleGroups === "drop") {
-          batch = { ...batch, groups: batch.groups.filter((g) => trainerVersion - g.version <= settings.maxLag) }
-        } else {
-          const fresh = yield* Effect.forEach(stale, (g) =>
-            withPermits(sampleGroup(settings, runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })))
-          batch = { ...batch, groups: batch.groups.map((g) => fresh.find((f) => f.index === g.index) ?? g) }
-        }
-      }
-      batch = { ...batch, staleGroups: stale.length }
-    } else {
-      batch = yield* collectStep(step, version)
-    }
-    // Async: sample the next step from the current version while this one trains.
-    if (settings.async && step + 1 < settings.steps) pending = yield* Effect.forkChild(collectStep(step + 1, version))
-
-    const versionBefore = trainerVersion
-    const trained = yield* train(settings, batch, trainerVersion)
-    trainerVersion = trained.version
-    version = trained.version
-
-    const metrics: Metrics.MetricRecord = { step: step + 1 }
-    Object.assign(metrics, scoreMetrics(batch.groups, ""))
-    Object.assign(metrics, Metrics.groupFractions(batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))))
-    Object.assign(metrics, trained.metrics)
-    const sampledTokens = batch.groups.reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
-    const lags = batch.groups.map((g) => versionBefore - g.version)
-    metrics["policy_version/lag_max"] = Math.max(0, ...lags)
-    metrics["policy_version/lag_mean"] = Metrics.mean(lags) ?? 0
-    metrics["async/stale_groups"] = batch.staleGroups
-    metrics["policy_version/trainer"] = trainerVersion
-    metrics["time/sample"] = batch.sampleSeconds
-    metrics["time/total"] = (performance.now() - stepStart) / 1000
-    metrics["throughput/tokens_per_s"] = sampledTokens / Math.max(1e-9, metrics["time/total"]!)
-
-    if (settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)) {
-      Object.assign(metrics, yield* withPermits(evaluate(settings, source, runId, step + 1, version)))
-    }
-
-    yield* RunLog.appendJsonl(files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
-    if (settings.logRolloutsEvery > 0 && (step % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
-      const rows = batch.groups.flatMap((g, gi) =>
-        g.rollouts.map((r, si) => ({
-          step: step + 1,
-          group: g.index,
-          sample: si,
-          env: g.task.env,
-          key: g.task.key,
-          version: g.version,
-          prompt: g.prompt,
-          completion: r.completion,
-          stopReason: r.stopReason,
-          reward: g.scores[si]!.value ?? null,
-          masked: g.scores[si]!.masked ?? null,
-          components: g.scores[si]!.components,
-          advantage: trained.advantages[gi]?.[si] ?? 0,
-        }))
-      )
-      yield* RunLog.appendJsonl(files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
-    }
-
-    const last = step + 1 === settings.steps
-    if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) {
-      // A checkpoint is complete only once its state file exists; the row is written after it.
-      // The embedded backend is given `<run folder>/state` as its state folder by the CLI.
-      const saved = yield* trainer.saveState(`step-${step + 1}`).pipe(
+  // A checkpoint is complete only once its state file exists; its row is written after it.
+  // The embedded backend is given `<run folder>/state` as its state folder by the CLI.
+  let completed = start
+  let savedAt = start
+  const saveCheckpoint = (step: number) =>
+    Effect.gen(function* () {
+      const saved = yield* trainer.saveState(`step-${step}`).pipe(
         Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
       )
-      yield* RunLog.appendJsonl(files.checkpoints, [{ step: step + 1, name: `step-${step + 1}`, path: saved.path, time: new Date().toISOString() }]).pipe(
+      yield* RunLog.appendJsonl(files.checkpoints, [{ step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }]).pipe(
         Effect.mapError(fail("RunFolder", step)),
       )
+      savedAt = step
+    })
+
+  const loop = Effect.gen(function* () {
+    for (let step = start; step < settings.steps; step++) {
+      const stepStart = performance.now()
+      let batch: Batch
+      if (pending !== undefined) {
+        batch = yield* Fiber.join(pending)
+        pending = undefined
+        const stale = batch.groups.filter((g) => trainerVersion - g.version > settings.maxLag)
+        if (stale.length > 0) {
+          if (settings.staleGroups === "drop") {
+            batch = { ...batch, groups: batch.groups.filter((g) => trainerVersion - g.version <= settings.maxLag) }
+          } else {
+            const fresh = yield* Effect.forEach(stale, (g) =>
+              withPermits(sampleGroup(settings, runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })))
+            batch = { ...batch, groups: batch.groups.map((g) => fresh.find((f) => f.index === g.index) ?? g) }
+          }
+        }
+        batch = { ...batch, staleGroups: stale.length }
+      } else {
+        batch = yield* collectStep(step, version)
+      }
+      // Async: sample the next step from the current version while this one trains.
+      if (settings.async && step + 1 < settings.steps) pending = yield* Effect.forkChild(collectStep(step + 1, version))
+
+      // From here to the end of the step nothing is interrupted: a step is trained, logged and
+      // (maybe) checkpointed as a whole, so an interrupted run stops between steps.
+      const finish = Effect.gen(function* () {
+        const versionBefore = trainerVersion
+        const trained = yield* train(settings, batch, trainerVersion)
+        trainerVersion = trained.version
+        version = trained.version
+
+        const metrics: Metrics.MetricRecord = { step: step + 1 }
+        Object.assign(metrics, scoreMetrics(batch.groups, ""))
+        Object.assign(metrics, Metrics.groupFractions(batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))))
+        Object.assign(metrics, trained.metrics)
+        const sampledTokens = batch.groups.reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
+        const lags = batch.groups.map((g) => versionBefore - g.version)
+        metrics["policy_version/lag_max"] = Math.max(0, ...lags)
+        metrics["policy_version/lag_mean"] = Metrics.mean(lags) ?? 0
+        metrics["async/stale_groups"] = batch.staleGroups
+        metrics["policy_version/trainer"] = trainerVersion
+        metrics["time/sample"] = batch.sampleSeconds
+        metrics["time/total"] = (performance.now() - stepStart) / 1000
+        metrics["throughput/tokens_per_s"] = sampledTokens / Math.max(1e-9, metrics["time/total"]!)
+
+        if (settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)) {
+          Object.assign(metrics, yield* withPermits(evaluate(settings, source, runId, step + 1, version)))
+        }
+
+        yield* RunLog.appendJsonl(files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
+        if (settings.logRolloutsEvery > 0 && (step % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
+          const rows = batch.groups.flatMap((g, gi) =>
+            g.rollouts.map((r, si) => ({
+              step: step + 1,
+              group: g.index,
+              sample: si,
+              env: g.task.env,
+              key: g.task.key,
+              version: g.version,
+              prompt: g.prompt,
+              completion: r.completion,
+              stopReason: r.stopReason,
+              reward: g.scores[si]!.value ?? null,
+              masked: g.scores[si]!.masked ?? null,
+              components: g.scores[si]!.components,
+              advantage: trained.advantages[gi]?.[si] ?? 0,
+            }))
+          )
+          yield* RunLog.appendJsonl(files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
+        }
+
+        completed = step + 1
+        const last = step + 1 === settings.steps
+        if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) yield* saveCheckpoint(step + 1)
+        lastMetrics.push(metrics)
+        if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) {
+          yield* Report.write(settings.outDir).pipe(Effect.mapError(fail("RunFolder", step)))
+        }
+        yield* progress.onStep({ step, steps: settings.steps, metrics })
+      })
+      yield* Effect.uninterruptible(finish)
     }
-    lastMetrics.push(metrics)
-    if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) {
-      yield* Report.write(settings.outDir).pipe(Effect.mapError(fail("RunFolder", step)))
-    }
-    yield* progress.onStep({ step, steps: settings.steps, metrics })
-  }
+  })
+
+  // Interrupted (Ctrl-C): keep the work done so far as a checkpoint that --resume continues from.
+  yield* loop.pipe(
+    Effect.onInterrupt(() =>
+      completed > savedAt
+        ? saveCheckpoint(completed).pipe(
+          Effect.andThen(Effect.logInfo(`interrupted after step ${completed}: saved checkpoint step-${completed}; continue with --resume ${settings.outDir}`)),
+          Effect.catch((e) => Effect.logError(`interrupted after step ${completed}; the checkpoint could not be saved: ${e.message}`)),
+        )
+        : Effect.logInfo(`interrupted after step ${completed}; the last checkpoint is step-${savedAt}`)
+    ),
+  )
   if (pending !== undefined) yield* Fiber.interrupt(pending)
   return lastMetrics
 })

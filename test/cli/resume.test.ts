@@ -13,7 +13,8 @@ const ROOT = Path.resolve(import.meta.dirname, "../..")
 const TSX = Path.join(ROOT, "node_modules", ".bin", "tsx")
 
 const start = (args: ReadonlyArray<string>) => {
-  const child = spawn(TSX, ["run.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"] })
+  // Its own process group, so a signal can reach the whole group as a terminal's Ctrl-C does.
+  const child = spawn(TSX, ["run.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
   let output = ""
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))
@@ -37,7 +38,7 @@ describe("run --resume after SIGKILL", () => {
       await new Promise((r) => setTimeout(r, 50))
     }
     assert.isNull(first.child.exitCode, `the run ended before it could be killed:\n${first.output()}`)
-    first.child.kill("SIGKILL")
+    process.kill(-first.child.pid!, "SIGKILL") // the whole group: tsx runs the program in a child process
     await exited(first.child)
     const stepsBefore = lines(Path.join(dir, "metrics.jsonl")).length
     assert.isBelow(stepsBefore, 24)
@@ -57,5 +58,29 @@ describe("run --resume after SIGKILL", () => {
     }
     // No temp files left behind by atomic writes.
     assert.deepStrictEqual(Fs.readdirSync(Path.join(dir, "state")).filter((f) => f.endsWith(".tmp")), [])
+  }, 180_000)
+
+  it("saves a checkpoint when interrupted with SIGINT, and resumes from it", async () => {
+    const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-int-"))
+    const dir = Path.join(out, "i")
+    const args = ["math", "--steps", "400", "--groups", "2", "--group-size", "4", "--save-every", "1000", "--eval-every", "0", "--name", "i", "--out", out]
+    const first = start(args)
+    const deadline = Date.now() + 90_000
+    while (lines(Path.join(dir, "metrics.jsonl")).length < 5 && first.child.exitCode === null && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50))
+    }
+    process.kill(-first.child.pid!, "SIGINT")
+    await exited(first.child)
+    assert.include(first.output(), "interrupted after step")
+    const logged = lines(Path.join(dir, "metrics.jsonl")).length
+    const checkpoints = lines(Path.join(dir, "checkpoints.jsonl")).map((l) => JSON.parse(l))
+    assert.strictEqual(checkpoints.length, 1, first.output())
+    assert.strictEqual(checkpoints[0].step, logged)
+    assert.isBelow(logged, 400)
+
+    const second = start(["math", "--resume", dir, "--steps", String(logged + 3)])
+    assert.strictEqual(await exited(second.child), 0, second.output())
+    const steps = lines(Path.join(dir, "metrics.jsonl")).map((l) => JSON.parse(l).step)
+    assert.deepStrictEqual(steps, Array.from({ length: logged + 3 }, (_, i) => i + 1))
   }, 180_000)
 })
