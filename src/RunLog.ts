@@ -38,8 +38,8 @@ export const appendJsonl = (path: string, rows: ReadonlyArray<unknown>) =>
     })
 
 /**
- * Reads a JSONL file's complete rows. A torn last line (no newline, or not JSON) is
- * dropped and the file is rewritten without it.
+ * Reads a JSONL file's complete rows, skipping lines that are not JSON (a line torn by
+ * a crash, or one a later append was glued to). `filterJsonl` rewrites the file clean.
  * @since 0.1.0 @category io
  */
 export const readJsonl = (path: string) =>
@@ -47,14 +47,15 @@ export const readJsonl = (path: string) =>
     if (!Fs.existsSync(path)) return [] as Array<Record<string, unknown>>
     const text = Fs.readFileSync(path, "utf8")
     const lines = text.split("\n")
-    const complete = text.endsWith("\n") ? lines.slice(0, -1) : lines.slice(0, -1)
+    // The part after the last newline is either empty or a torn line.
+    const complete = lines.slice(0, -1)
     const rows: Array<Record<string, unknown>> = []
     for (const line of complete) {
       if (line.trim() === "") continue
       try {
         rows.push(JSON.parse(line))
       } catch {
-        break
+        continue
       }
     }
     return rows

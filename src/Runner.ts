@@ -12,6 +12,7 @@
  *
  * @since 0.1.0
  */
+import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Context, Effect, Fiber, Schema, Semaphore } from "effect"
 import * as Advantage from "./Advantage.ts"
@@ -50,7 +51,17 @@ export const RunSettings = Schema.Struct({
   lossConfig: LossFnConfig,
   advantage: Advantage.Mode,
   adam: AdamParams,
+  /** sampling defaults; an env's own `sampling` overrides them */
   sampling: SamplingParams,
+  /** sampling settings given explicitly (CLI flags): they override the env's */
+  samplingOverrides: Schema.optional(Schema.Struct({
+    maxTokens: Schema.optional(SamplingParams.fields.maxTokens),
+    temperature: Schema.optional(SamplingParams.fields.temperature),
+    topP: SamplingParams.fields.topP,
+    topK: SamplingParams.fields.topK,
+  })),
+  /** how the env was named on the command line (a name in envs/ or an absolute path), for --resume */
+  envSpec: Schema.optional(Schema.String),
   seed: Schema.Int,
   difficulty: Schema.optional(Schema.Int),
   /** datums per forwardBackward call (0 = all in one call) */
@@ -151,6 +162,7 @@ const sampleGroup = Effect.fnUntraced(function* (
   const sampling: SamplingParams = {
     ...settings.sampling,
     ...env.sampling,
+    ...settings.samplingOverrides,
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
     seed: Env.hash32(`${settings.seed}/${options.split}/${step}/${g}`),
   }
@@ -217,6 +229,12 @@ const collect = Effect.fnUntraced(function* (settings: RunSettings, source: Env.
 })
 
 // ===== Training =====
+
+/** The ratio bounds behind `optim/clip_fraction`: the loss's own clip thresholds where it has them. */
+const clipBounds = (settings: RunSettings) => ({
+  low: settings.lossConfig["clip_low_threshold"] ?? (settings.loss === "cispo" ? 0 : 0.8),
+  high: settings.lossConfig["clip_high_threshold"] ?? (settings.loss === "cispo" ? 4 : 1.2),
+})
 
 interface Trained {
   readonly metrics: Metrics.MetricRecord
@@ -294,7 +312,7 @@ const train = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, 
       "train/loss": active === 0 ? 0 : lossSum / active,
       "train/active_tokens": active,
       ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [`optim/${k}`, v])),
-      ...Metrics.klSampleTrain({ sampler, trainer: learner }),
+      ...Metrics.klSampleTrain({ sampler, trainer: learner }, clipBounds(settings)),
     })
   }
   metrics["time/train"] = (performance.now() - start) / 1000
@@ -319,6 +337,8 @@ export const evaluate = Effect.fn("Runner.evaluate")(function* (
   const members = Env.members(source)
   const total = members.reduce((s, [, w]) => s + w, 0)
   const groups: Array<Group> = []
+  // One running index over all envs, so no two eval problems share a sampling seed or key.
+  let offset = 0
   for (const [env, w] of members) {
     const size = Math.max(1, Math.round((settings.evalSize * w) / total))
     const tasks = yield* Env.evalSet(env, {
@@ -329,7 +349,7 @@ export const evaluate = Effect.fn("Runner.evaluate")(function* (
     const scored = yield* Effect.forEach(
       tasks,
       (task, i) =>
-        sampleGroup(settings, runId, step, i, version, { ...task, envDef: env }, {
+        sampleGroup(settings, runId, step, offset + i, version, { ...task, envDef: env }, {
           split: "eval",
           numSamples: 1,
           temperature: settings.evalTemperature,
@@ -337,6 +357,7 @@ export const evaluate = Effect.fn("Runner.evaluate")(function* (
       { concurrency: settings.sampleConcurrency },
     )
     groups.push(...scored)
+    offset += tasks.length
   }
   const metrics = scoreMetrics(groups, "test/")
   metrics["time/eval"] = (performance.now() - start) / 1000
@@ -371,11 +392,21 @@ const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: bool
   const trainer = yield* Trainer
   const files = RunLog.paths(settings.outDir)
   let start = 0
+  if (!resume && Fs.existsSync(files.config)) {
+    return yield* new RunError({
+      reason: "RunFolder",
+      message: `run folder ${settings.outDir} already holds a run: continue it with --resume ${settings.outDir}, or pick another --name`,
+    })
+  }
   if (resume) {
-    const checkpoints = yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError(fail("RunFolder", undefined)))
+    // Rewriting drops a line torn by a crash, so rows appended after it stay readable.
+    const checkpoints = yield* RunLog.filterJsonl(files.checkpoints, () => true).pipe(Effect.mapError(fail("RunFolder", undefined)))
     const last = checkpoints[checkpoints.length - 1]
     if (last !== undefined) {
-      const path = String(last["path"])
+      // A run folder that was moved still finds its state files.
+      const recorded = String(last["path"])
+      const moved = Path.join(files.state, Path.basename(recorded))
+      const path = !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
       yield* trainer.loadState(path, { withOptimizer: true }).pipe(
         Effect.mapError((e) => new RunError({ reason: "Resume", message: `cannot load checkpoint ${path}: ${e.message}` })),
       )
@@ -386,7 +417,8 @@ const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: bool
     }
     // Drop rows of steps after the checkpoint: they are redone with the same data and seeds.
     for (const file of [files.metrics, files.rollouts]) {
-      yield* RunLog.filterJsonl(file, (row) => Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
+      // With no checkpoint the run starts over, base evaluation (step 0) included.
+      yield* RunLog.filterJsonl(file, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
     }
   }
   yield* RunLog.writeAtomic(files.config, JSON.stringify(settings, null, 2) + "\n").pipe(Effect.mapError(fail("RunFolder", undefined)))
@@ -412,6 +444,18 @@ export const run = Effect.fn("Runner.run")(function* (
   // A bad loss or loss config fails before any sampling or training.
   const check = Loss.resolveLoss(settings.sft ? "cross_entropy" : settings.loss, settings.sft ? {} : settings.lossConfig)
   if (!check.ok) return yield* new RunError({ reason: "Settings", message: `--loss ${settings.loss} --loss-config: ${check.message}` })
+  // Sampler logprobs are those of the distribution sampled from; the trainer's are at T=1.
+  if (!settings.sft && settings.loss !== "cross_entropy") {
+    for (const [env] of Env.members(source)) {
+      const p = { ...settings.sampling, ...env.sampling, ...settings.samplingOverrides }
+      if (p.temperature !== 1 || (p.topP !== undefined && p.topP < 1) || (p.topK !== undefined && p.topK > 0)) {
+        yield* Effect.logWarning(
+          `${env.name} samples at temperature ${p.temperature}${p.topP !== undefined ? `, top-p ${p.topP}` : ""}${p.topK ? `, top-k ${p.topK}` : ""}: ` +
+            `${settings.loss}'s importance ratios compare those logprobs with the trainer's at temperature 1, so they are not 1 even on-policy (the KL metrics will show it)`,
+        )
+      }
+    }
+  }
   const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) => Effect.provideService(eff, Reward.RewardPermits, permits)
@@ -457,8 +501,11 @@ export const run = Effect.fn("Runner.run")(function* (
           if (settings.staleGroups === "drop") {
             batch = { ...batch, groups: batch.groups.filter((g) => trainerVersion - g.version <= settings.maxLag) }
           } else {
-            const fresh = yield* Effect.forEach(stale, (g) =>
-              withPermits(sampleGroup(settings, runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })))
+            const fresh = yield* Effect.forEach(
+              stale,
+              (g) => withPermits(sampleGroup(settings, runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })),
+              { concurrency: settings.sampleConcurrency },
+            )
             batch = { ...batch, groups: batch.groups.map((g) => fresh.find((f) => f.index === g.index) ?? g) }
           }
         }
@@ -496,7 +543,7 @@ export const run = Effect.fn("Runner.run")(function* (
         }
 
         yield* RunLog.appendJsonl(files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
-        if (settings.logRolloutsEvery > 0 && (step % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
+        if (settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
           const rows = batch.groups.flatMap((g, gi) =>
             g.rollouts.map((r, si) => ({
               step: step + 1,

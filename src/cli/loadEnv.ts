@@ -16,18 +16,19 @@ export const availableEnvs = (): Array<string> =>
     ? Fs.readdirSync(ENVS_DIR).filter((f) => /\.(ts|js|mjs)$/.test(f) && !f.startsWith("_")).map((f) => f.replace(/\.(ts|js|mjs)$/, "")).sort()
     : []
 
-const looksLikePath = (s: string) => s.includes("/") || s.includes("\\") || /\.(ts|js|mjs)$/.test(s)
+/** A path to a module rather than a name in envs/. */
+export const isPath = (s: string) => s.includes("/") || s.includes("\\") || /\.(ts|js|mjs)$/.test(s)
 
 /** Loads an env by name or path, failing with a message that says what to do. */
 export const loadEnv = (spec: string) =>
   Effect.gen(function* () {
-    const file = looksLikePath(spec) ? Path.resolve(spec) : Path.join(ENVS_DIR, `${spec}.ts`)
+    const file = isPath(spec) ? Path.resolve(spec) : Path.join(ENVS_DIR, `${spec}.ts`)
     if (!Fs.existsSync(file)) {
       const names = availableEnvs()
       return yield* new Env.EnvError({
         env: spec,
         reason: "NotFound",
-        message: looksLikePath(spec)
+        message: isPath(spec)
           ? `no such file: ${file}`
           : `unknown env "${spec}". Available: ${names.join(", ") || "(none)"}; or pass a path to your own module, e.g. ./my-env.ts`,
       })

@@ -12,7 +12,7 @@ import * as Env from "../Env.ts"
 import * as Runner from "../Runner.ts"
 import * as RunLog from "../RunLog.ts"
 import { backendLayer } from "./backend.ts"
-import { availableEnvs, loadEnv } from "./loadEnv.ts"
+import { availableEnvs, isPath, loadEnv } from "./loadEnv.ts"
 import { terminalProgress } from "./progress.ts"
 
 const int = (name: string, description: string) => Flag.Int(name).pipe(Flag.withDescription(description), Flag.optional)
@@ -20,7 +20,8 @@ const num = (name: string, description: string) => Flag.Finite(name).pipe(Flag.w
 
 const flags = {
   env: Argument.String("env").pipe(
-    Argument.withDescription(`an env in envs/ (${availableEnvs().join(", ")}) or a path to your module with a default Env export`),
+    Argument.withDescription(`an env in envs/ (${availableEnvs().join(", ")}) or a path to your module with a default Env export (not needed with --resume)`),
+    Argument.optional,
   ),
   steps: int("steps", "RL steps to run (default 2000)"),
   groups: int("groups", "problems per step, one sampling group each (default 8)"),
@@ -47,8 +48,8 @@ const flags = {
   rewardConcurrency: int("reward-concurrency", "reward evaluations in flight (default 64)"),
   sampleConcurrency: int("sample-concurrency", "sample requests in flight (default 8)"),
   evalEvery: int("eval-every", "score the held-out set every N steps (default 500; 0 = never)"),
-  evalSize: int("eval-size", "held-out problems per evaluation (default 300)"),
-  evalTemperature: num("eval-temperature", "sampling temperature for evaluation (default 1)"),
+  evalSize: int("eval-size", "held-out problems per evaluation (default: the env's eval.size, else 300)"),
+  evalTemperature: num("eval-temperature", "sampling temperature for evaluation (default: the env's eval.temperature, else 1)"),
   saveEvery: int("save-every", "save a checkpoint every N steps (default 500); the last step is always saved"),
   sft: Flag.Boolean("sft").pipe(Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy)"), Flag.withDefault(false)),
   async: Flag.Boolean("async").pipe(Flag.withDescription("sample step k+1 while step k trains"), Flag.withDefault(false)),
@@ -56,7 +57,7 @@ const flags = {
     Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (about 1.3x faster on 2 cores; always on with --async)"),
     Flag.withDefault(false),
   ),
-  maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default 1)"),
+  maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default 1; rollouts are prefetched one step ahead, so lag is at most 1)"),
   stale: Flag.Literals("stale", ["requeue", "drop"]).pipe(Flag.withDescription("async: what to do with groups older than --max-lag"), Flag.optional),
   name: Flag.String("name").pipe(Flag.withDescription("run name; the run folder is <out>/<name> (default <env>-<time>)"), Flag.optional),
   out: Flag.String("out").pipe(Flag.withDescription("folder for run folders (default runs)"), Flag.withDefault("runs")),
@@ -84,7 +85,13 @@ type Parsed = {
 const get = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
 
 /** Settings from defaults, the env, a resumed run's config and the flags, in that order. */
-const settingsFrom = (p: Parsed, source: Env.AnyEnv | Env.Mixture, saved: Runner.RunSettings | undefined) =>
+const settingsFrom = (
+  p: Parsed,
+  source: Env.AnyEnv | Env.Mixture,
+  envSpec: string,
+  saved: Runner.RunSettings | undefined,
+  resumeDir: string | undefined,
+) =>
   Effect.gen(function* () {
     const envName = Env.isMixture(source) ? source.name : source.name
     const first = Env.members(source)[0]![0]
@@ -92,14 +99,21 @@ const settingsFrom = (p: Parsed, source: Env.AnyEnv | Env.Mixture, saved: Runner
       ...(get(p.name) !== undefined ? { name: get(p.name)!, outDir: Path.join(p.out, get(p.name)!) } : {}),
     })
     const name = base.name
-    const outDir = saved !== undefined ? base.outDir : Path.join(p.out, name)
-    const envSampling = first.sampling ?? {}
+    const outDir = resumeDir ?? Path.join(p.out, name)
     const lossConfig = get(p.lossConfig)
+    const overrides = {
+      ...saved?.samplingOverrides,
+      ...(get(p.maxTokens) !== undefined ? { maxTokens: get(p.maxTokens) } : {}),
+      ...(get(p.temperature) !== undefined ? { temperature: get(p.temperature) } : {}),
+      ...(get(p.topP) !== undefined ? { topP: get(p.topP) } : {}),
+      ...(get(p.topK) !== undefined ? { topK: get(p.topK) } : {}),
+    }
     const candidate = {
       ...base,
       name,
       outDir,
       env: envName,
+      envSpec,
       ...(get(p.steps) !== undefined ? { steps: get(p.steps) } : {}),
       ...(get(p.groups) !== undefined ? { groups: get(p.groups) } : {}),
       ...(get(p.groupSize) !== undefined ? { groupSize: get(p.groupSize) } : {}),
@@ -114,14 +128,9 @@ const settingsFrom = (p: Parsed, source: Env.AnyEnv | Env.Mixture, saved: Runner
         ...(get(p.weightDecay) !== undefined ? { weight_decay: get(p.weightDecay) } : {}),
         ...(get(p.gradClip) !== undefined ? { grad_clip_norm: get(p.gradClip) } : {}),
       },
-      sampling: {
-        ...base.sampling,
-        ...(saved === undefined ? envSampling : {}),
-        ...(get(p.maxTokens) !== undefined ? { maxTokens: get(p.maxTokens) } : {}),
-        ...(get(p.temperature) !== undefined ? { temperature: get(p.temperature) } : {}),
-        ...(get(p.topP) !== undefined ? { topP: get(p.topP) } : {}),
-        ...(get(p.topK) !== undefined ? { topK: get(p.topK) } : {}),
-      },
+      samplingOverrides: overrides,
+      ...(saved === undefined && first.eval?.size !== undefined ? { evalSize: first.eval.size } : {}),
+      ...(saved === undefined && first.eval?.temperature !== undefined ? { evalTemperature: first.eval.temperature } : {}),
       ...(get(p.seed) !== undefined ? { seed: get(p.seed) } : {}),
       ...(get(p.difficulty) !== undefined ? { difficulty: get(p.difficulty) } : {}),
       ...(get(p.microBatch) !== undefined ? { microBatch: get(p.microBatch) } : {}),
@@ -138,9 +147,27 @@ const settingsFrom = (p: Parsed, source: Env.AnyEnv | Env.Mixture, saved: Runner
       ...(get(p.logRolloutsEvery) !== undefined ? { logRolloutsEvery: get(p.logRolloutsEvery) } : {}),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
-      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${e.message}` })),
+      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${withFlagNames(e.message)}` })),
     )
   })
+
+/** Settings fields as the flags that set them, for error messages. */
+const FLAG_OF: Record<string, string> = {
+  seed: "--seed", difficulty: "--difficulty",
+  steps: "--steps", groups: "--groups", groupSize: "--group-size", learning_rate: "--lr", weight_decay: "--weight-decay",
+  grad_clip_norm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
+  microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
+  evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
+  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
+}
+const withFlagNames = (message: string) =>
+  message.replace(/at \[((?:"[^"]*"(?:, )?)+)\]/g, (whole, path: string) => {
+    const last = path.split(", ").pop()!.replace(/"/g, "")
+    return FLAG_OF[last] !== undefined ? `(${FLAG_OF[last]})` : whole
+  })
+
+/** Flags that would change the data order of a resumed run. */
+const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty"] as const
 
 const readSaved = (dir: string) =>
   Effect.gen(function* () {
@@ -162,8 +189,23 @@ export const runCommand = Command.make("run", flags, (p) =>
   Effect.gen(function* () {
     const resumeDir = get(p.resume)
     const saved = resumeDir !== undefined ? yield* readSaved(resumeDir) : undefined
-    const source = yield* loadEnv(saved?.env ?? p.env)
-    const settings = yield* settingsFrom(p, source, saved)
+    if (saved !== undefined) {
+      const changed = FIXED_ON_RESUME.filter((k) => Option.isSome(p[k]))
+      if (changed.length > 0) {
+        return yield* new Runner.RunError({
+          reason: "Resume",
+          message: `${changed.map((k) => FLAG_OF[k] ?? `--${k}`).join(", ")} cannot change on --resume (the data order depends on it); start a new run instead`,
+        })
+      }
+    }
+    const given = get(p.env)
+    const spec = saved?.envSpec ?? saved?.env ?? given
+    if (spec === undefined) {
+      return yield* new Runner.RunError({ reason: "Settings", message: `give an env, e.g. \`npx tsx run math\` (available: ${availableEnvs().join(", ")}), or --resume runs/<name>` })
+    }
+    const source = yield* loadEnv(spec)
+    const envSpec = isPath(spec) ? Path.resolve(spec) : spec
+    const settings = yield* settingsFrom(p, source, envSpec, saved, resumeDir)
     yield* Console.log(
       `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.loss} | lr ${settings.adam.learning_rate} | backend ${p.backend} | run folder ${settings.outDir}`,
     )
@@ -192,10 +234,10 @@ export const runCommand = Command.make("run", flags, (p) =>
   )).pipe(
     Command.withDescription("Reinforcement learning on an environment: sample groups, score with the env's reward, train, publish, repeat."),
     Command.withExamples([
-      { command: "run math", description: "RL on envs/math.ts with the embedded model (about 10 minutes on 2 cores)" },
+      { command: "run math", description: "RL on envs/math.ts with the embedded model (about 4-5 minutes on 2 cores)" },
       { command: "run math --steps 50 --lr 5e-4 --name quick", description: "a short run into runs/quick" },
       { command: "run ./my-env.ts --loss importance_sampling", description: "your own env module" },
-      { command: "run math --resume runs/quick", description: "continue after the last checkpoint" },
+      { command: "run --resume runs/quick", description: "continue after the last checkpoint, with the run's saved settings" },
       { command: "run math --backend http://127.0.0.1:8000", description: "train through a Tinker-protocol service" },
     ]),
   )

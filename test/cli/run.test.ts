@@ -33,7 +33,7 @@ describe("npx tsx run", () => {
   it("rejects an out-of-range flag value, naming the setting", () => {
     const r = run("math", "--group-size", "0")
     assert.strictEqual(r.code, 1)
-    assert.match(r.out, /invalid settings[\s\S]*groupSize/)
+    assert.match(r.out, /invalid settings[\s\S]*--group-size/)
   })
 
   it("rejects a flag of the wrong type", () => {
@@ -47,6 +47,18 @@ describe("npx tsx run", () => {
     const r = run("math", "--steps", "1", "--eval-every", "0", "--loss-config", "clip_lo=0.5", "--out", out)
     assert.strictEqual(r.code, 1)
     assert.include(r.out, "clip_lo")
+  })
+
+  it("refuses to overwrite an existing run, and to change the data order on --resume", () => {
+    const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-cli-"))
+    const first = run("math", "--steps", "1", "--groups", "1", "--group-size", "2", "--eval-every", "0", "--name", "r", "--out", out)
+    assert.strictEqual(first.code, 0, first.out)
+    const again = run("math", "--steps", "1", "--name", "r", "--out", out)
+    assert.strictEqual(again.code, 1)
+    assert.include(again.out, "already holds a run")
+    const reseeded = run("--resume", Path.join(out, "r"), "--seed", "7")
+    assert.strictEqual(reseeded.code, 1)
+    assert.include(reseeded.out, "--seed cannot change on --resume")
   })
 
   it("teaches with --help", () => {
