@@ -13,7 +13,7 @@ import * as Reward from "../src/Reward.ts"
 import * as RunLog from "../src/RunLog.ts"
 import * as Runner from "../src/Runner.ts"
 import { Sampler } from "../src/Sampler.ts"
-import vowels from "./envs/vowels.ts"
+import vowels, { toySettings } from "./envs/vowels.ts"
 
 const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 
@@ -22,20 +22,7 @@ const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-runner-"))
 const backend = (dir: string, seed = 0) => Layer.fresh(Local.layer({ config: TINY, seed, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))
 const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
-const settings = (dir: string, overrides: Partial<Runner.RunSettings> = {}) =>
-  Runner.defaults("vowels", {
-    name: "t",
-    outDir: dir,
-    steps: 30,
-    groups: 4,
-    groupSize: 8,
-    adam: { learning_rate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
-    sampling: { maxTokens: 3, temperature: 1 },
-    evalEvery: 0,
-    saveEvery: 10,
-    logRolloutsEvery: 1,
-    ...overrides,
-  })
+const settings = toySettings
 
 const meanOf = (rows: ReadonlyArray<Record<string, number>>, key: string) => rows.reduce((s, r) => s + (r[key] ?? 0), 0) / rows.length
 

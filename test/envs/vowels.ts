@@ -4,6 +4,7 @@
  */
 import { Schema } from "effect"
 import { Env, Reward } from "gyre"
+import * as Runner from "../../src/Runner.ts"
 
 export default Env.make({
   name: "vowels",
@@ -17,3 +18,19 @@ export default Env.make({
   sampling: { maxTokens: 3, temperature: 1 },
   eval: { heldOut: 0.2, size: 16 },
 })
+
+/** Run settings that learn this env in ~30 steps on a tiny model (lr 2e-2, 4 groups x 8). */
+export const toySettings = (dir: string, overrides: Partial<Runner.RunSettings> = {}): Runner.RunSettings =>
+  Runner.defaults("vowels", {
+    name: "t",
+    outDir: dir,
+    steps: 30,
+    groups: 4,
+    groupSize: 8,
+    adam: { learning_rate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
+    sampling: { maxTokens: 3, temperature: 1 },
+    evalEvery: 0,
+    saveEvery: 10,
+    logRolloutsEvery: 1,
+    ...overrides,
+  })

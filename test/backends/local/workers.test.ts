@@ -14,7 +14,7 @@ import { LocalWorkers, type WorkerServices } from "../../../src/backends/local/W
 import * as RunLog from "../../../src/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
 import { maxAbsDiff, tinyConfig, tinyLora } from "./helpers.ts"
-import vowels from "../../envs/vowels.ts"
+import vowels, { toySettings } from "../../envs/vowels.ts"
 
 const stateDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-workers-"))
 const options = { config: tinyConfig, lora: tinyLora, seed: 3, stateDir }
@@ -232,20 +232,7 @@ describe("Runner on worker threads", () => {
   it.effect("async mode on worker threads (two trainers) learns the toy env, lagging at most maxLag versions", () =>
     Effect.gen(function* () {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-workers-run-"))
-      const settings = Runner.defaults("vowels", {
-        name: "t",
-        outDir: dir,
-        steps: 30,
-        groups: 4,
-        groupSize: 8,
-        adam: { learning_rate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
-        sampling: { maxTokens: 3, temperature: 1 },
-        evalEvery: 0,
-        saveEvery: 0,
-        logRolloutsEvery: 0,
-        async: true,
-        maxLag: 1,
-      })
+      const settings = toySettings(dir, { saveEvery: 0, logRolloutsEvery: 0, async: true, maxLag: 1 })
       const backend = Local.layer({
         config: { ...tinyConfig, nLayers: 1 },
         seed: 0,
