@@ -623,6 +623,3 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     ...overrides,
   }
 }
-
-/** Type-level helper: the services a run needs. @since 0.1.0 @category models */
-export type Services = Trainer | Sampler | Tokenizer

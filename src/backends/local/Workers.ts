@@ -30,7 +30,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
-import { Context, Effect, Layer, Stream, SubscriptionRef } from "effect"
+import { Context, Effect, Layer, SubscriptionRef } from "effect"
 import type { Scope } from "effect"
 import {
   type AdamParams,
@@ -55,11 +55,9 @@ import type { LocalOptions } from "./index.ts"
 import { checkLora, defaultLora, type Weights } from "./Model.ts"
 import type { SamplerStats } from "./SamplerEngine.ts"
 import { activeCount } from "./TrainerEngine.ts"
+import { awaitVersion as awaitVersionOf, fail, messageOf } from "./Errors.ts"
 import { checkAdam, checkData, checkLogprobsInput, checkSample, checkTopK } from "./Validate.ts"
 
-const fail = (operation: string, reason: BackendError["reason"], message: string) => new BackendError({ reason, operation, message })
-
-const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
 type Args<F> = F extends (...args: infer A) => unknown ? A : never
 type Result<F> = F extends (...args: never) => infer R ? Awaited<R> : never
@@ -306,15 +304,7 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
       return merge(data.length, parts, results, denominator)
     })
 
-  const awaitVersion = Effect.fnUntraced(function* (operation: string, min: number | undefined) {
-    if (min === undefined || (yield* SubscriptionRef.get(published)) >= min) return
-    yield* Effect.logDebug(`${operation}: waiting for policy version ${min}`)
-    yield* SubscriptionRef.changes(published).pipe(
-      Stream.filter((v) => v >= min),
-      Stream.take(1),
-      Stream.runDrain,
-    )
-  })
+  const awaitVersion = (operation: string, min: number | undefined) => awaitVersionOf(published, operation, min)
 
   const trainer: TrainerShape = Trainer.of({
     forwardBackward: runLoss("LocalWorkers.forwardBackward", true),

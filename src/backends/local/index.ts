@@ -14,7 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tf from "@tensorflow/tfjs"
 import "@tensorflow/tfjs-backend-wasm"
-import { Context, Effect, Layer, Stream, SubscriptionRef } from "effect"
+import { Context, Effect, Layer, SubscriptionRef } from "effect"
 import {
   type AdamParams,
   BackendError,
@@ -27,6 +27,7 @@ import {
   type SamplingParams,
 } from "../../Contract.ts"
 import { validateLoss } from "../../Loss.ts"
+import { awaitVersion as awaitVersionOf, fail, internal } from "./Errors.ts"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
@@ -74,10 +75,6 @@ export const initTf = (): Promise<void> => {
   return ready
 }
 
-const fail = (operation: string, reason: BackendError["reason"], message: string) => new BackendError({ reason, operation, message })
-
-const internal = (operation: string) => (cause: unknown) =>
-  fail(operation, "Internal", cause instanceof Error ? cause.message : String(cause))
 
 /** Loads or creates the base model named by the options. @since 0.1.0 @category constructors */
 export const loadModel = async (options: LocalOptions): Promise<{ readonly model: LocalModel; readonly name: string }> => {
@@ -129,18 +126,7 @@ export const makeServices = Effect.fnUntraced(function* (
       })
     })
 
-  const awaitVersion = (operation: string, min: number | undefined) =>
-    min === undefined || samplerEngine.version >= min
-      ? Effect.void
-      : Effect.logDebug(`${operation}: waiting for policy version ${min}`).pipe(
-          Effect.andThen(
-            SubscriptionRef.changes(published).pipe(
-              Stream.filter((v) => v >= min),
-              Stream.take(1),
-              Stream.runDrain,
-            ),
-          ),
-        )
+  const awaitVersion = (operation: string, min: number | undefined) => awaitVersionOf(published, operation, min)
 
   const trainer: TrainerShape = Trainer.of({
     forwardBackward: runLoss("Local.forwardBackward", true),
