@@ -54,7 +54,7 @@ const flags = {
   sft: Flag.Boolean("sft").pipe(Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy)"), Flag.withDefault(false)),
   async: Flag.Boolean("async").pipe(Flag.withDescription("sample step k+1 while step k trains"), Flag.withDefault(false)),
   workers: Flag.Boolean("workers").pipe(
-    Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (about 1.3x faster on 2 cores; always on with --async)"),
+    Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (1.25-1.3x faster on 2 cores; always on with --async)"),
     Flag.withDefault(false),
   ),
   maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default 1; rollouts are prefetched one step ahead, so lag is at most 1)"),
