@@ -83,6 +83,9 @@ type Parsed = {
 }
 
 const get = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
+/** `{ key: value }` when the flag was given, else `{}`: spread over the settings it overrides. */
+const set = <K extends string, A>(key: K, o: Option.Option<A>): { [P in K]?: A } =>
+  (Option.isSome(o) ? { [key]: o.value } : {}) as { [P in K]?: A }
 
 /** Settings from defaults, the env, a resumed run's config and the flags, in that order. */
 const settingsFrom = (
@@ -93,7 +96,7 @@ const settingsFrom = (
   resumeDir: string | undefined,
 ) =>
   Effect.gen(function* () {
-    const envName = Env.isMixture(source) ? source.name : source.name
+    const envName = source.name
     const first = Env.members(source)[0]![0]
     const base = saved ?? Runner.defaults(envName, {
       ...(get(p.name) !== undefined ? { name: get(p.name)!, outDir: Path.join(p.out, get(p.name)!) } : {}),
@@ -103,10 +106,10 @@ const settingsFrom = (
     const lossConfig = get(p.lossConfig)
     const overrides = {
       ...saved?.samplingOverrides,
-      ...(get(p.maxTokens) !== undefined ? { maxTokens: get(p.maxTokens) } : {}),
-      ...(get(p.temperature) !== undefined ? { temperature: get(p.temperature) } : {}),
-      ...(get(p.topP) !== undefined ? { topP: get(p.topP) } : {}),
-      ...(get(p.topK) !== undefined ? { topK: get(p.topK) } : {}),
+      ...set("maxTokens", p.maxTokens),
+      ...set("temperature", p.temperature),
+      ...set("topP", p.topP),
+      ...set("topK", p.topK),
     }
     const candidate = {
       ...base,
@@ -114,37 +117,37 @@ const settingsFrom = (
       outDir,
       env: envName,
       envSpec,
-      ...(get(p.steps) !== undefined ? { steps: get(p.steps) } : {}),
-      ...(get(p.groups) !== undefined ? { groups: get(p.groups) } : {}),
-      ...(get(p.groupSize) !== undefined ? { groupSize: get(p.groupSize) } : {}),
-      ...(get(p.loss) !== undefined ? { loss: get(p.loss) } : {}),
+      ...set("steps", p.steps),
+      ...set("groups", p.groups),
+      ...set("groupSize", p.groupSize),
+      ...set("loss", p.loss),
       ...(lossConfig !== undefined
         ? { lossConfig: Object.fromEntries(Object.entries(lossConfig).map(([k, v]) => [k, Number(v)])) }
         : {}),
-      ...(get(p.advantage) !== undefined ? { advantage: get(p.advantage) } : {}),
+      ...set("advantage", p.advantage),
       adam: {
         ...base.adam,
-        ...(get(p.lr) !== undefined ? { learning_rate: get(p.lr) } : {}),
-        ...(get(p.weightDecay) !== undefined ? { weight_decay: get(p.weightDecay) } : {}),
-        ...(get(p.gradClip) !== undefined ? { grad_clip_norm: get(p.gradClip) } : {}),
+        ...set("learning_rate", p.lr),
+        ...set("weight_decay", p.weightDecay),
+        ...set("grad_clip_norm", p.gradClip),
       },
       samplingOverrides: overrides,
       ...(saved === undefined && first.eval?.size !== undefined ? { evalSize: first.eval.size } : {}),
       ...(saved === undefined && first.eval?.temperature !== undefined ? { evalTemperature: first.eval.temperature } : {}),
-      ...(get(p.seed) !== undefined ? { seed: get(p.seed) } : {}),
-      ...(get(p.difficulty) !== undefined ? { difficulty: get(p.difficulty) } : {}),
-      ...(get(p.microBatch) !== undefined ? { microBatch: get(p.microBatch) } : {}),
-      ...(get(p.rewardConcurrency) !== undefined ? { rewardConcurrency: get(p.rewardConcurrency) } : {}),
-      ...(get(p.sampleConcurrency) !== undefined ? { sampleConcurrency: get(p.sampleConcurrency) } : {}),
-      ...(get(p.evalEvery) !== undefined ? { evalEvery: get(p.evalEvery) } : {}),
-      ...(get(p.evalSize) !== undefined ? { evalSize: get(p.evalSize) } : {}),
-      ...(get(p.evalTemperature) !== undefined ? { evalTemperature: get(p.evalTemperature) } : {}),
-      ...(get(p.saveEvery) !== undefined ? { saveEvery: get(p.saveEvery) } : {}),
+      ...set("seed", p.seed),
+      ...set("difficulty", p.difficulty),
+      ...set("microBatch", p.microBatch),
+      ...set("rewardConcurrency", p.rewardConcurrency),
+      ...set("sampleConcurrency", p.sampleConcurrency),
+      ...set("evalEvery", p.evalEvery),
+      ...set("evalSize", p.evalSize),
+      ...set("evalTemperature", p.evalTemperature),
+      ...set("saveEvery", p.saveEvery),
       ...(p.sft ? { sft: true } : {}),
       ...(p.async ? { async: true } : {}),
-      ...(get(p.maxLag) !== undefined ? { maxLag: get(p.maxLag) } : {}),
-      ...(get(p.stale) !== undefined ? { staleGroups: get(p.stale) } : {}),
-      ...(get(p.logRolloutsEvery) !== undefined ? { logRolloutsEvery: get(p.logRolloutsEvery) } : {}),
+      ...set("maxLag", p.maxLag),
+      ...set("staleGroups", p.stale),
+      ...set("logRolloutsEvery", p.logRolloutsEvery),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${withFlagNames(e.message)}` })),
