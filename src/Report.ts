@@ -108,36 +108,6 @@ ${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeo
 `
 }
 
-/** The complete JSONL rows in the last `bytes` of a file (rollout logs grow large). */
-const tailJsonl = (path: string, bytes: number) =>
-  Effect.try({
-    try: () => {
-      if (!Fs.existsSync(path)) return [] as Array<Row>
-      const size = Fs.statSync(path).size
-      const fd = Fs.openSync(path, "r")
-      try {
-        const start = Math.max(0, size - bytes)
-        const buf = Buffer.alloc(size - start)
-        Fs.readSync(fd, buf, 0, buf.length, start)
-        const lines = buf.toString("utf8").split("\n")
-        if (start > 0) lines.shift()
-        const rows: Array<Row> = []
-        for (const line of lines) {
-          if (line.trim() === "") continue
-          try {
-            rows.push(JSON.parse(line))
-          } catch {
-            // a torn last line
-          }
-        }
-        return rows
-      } finally {
-        Fs.closeSync(fd)
-      }
-    },
-    catch: (e) => new RunLog.RunLogError({ path, message: (e as Error).message }),
-  })
-
 /**
  * Reads a run folder and writes its `report.html` atomically; returns the path.
  * Only the last megabyte of rollouts is read.
@@ -146,7 +116,7 @@ const tailJsonl = (path: string, bytes: number) =>
 export const write = Effect.fn("Report.write")(function* (dir: string) {
   const files = RunLog.paths(dir)
   const metrics = yield* RunLog.readJsonl(files.metrics)
-  const rollouts = yield* tailJsonl(files.rollouts, 1 << 20)
+  const rollouts = yield* RunLog.readJsonl(files.rollouts, { tailBytes: 1 << 20 })
   const config = yield* Effect.try({
     try: () => JSON.parse(Fs.readFileSync(files.config, "utf8")) as Row,
     catch: () => undefined,

@@ -40,13 +40,24 @@ export const appendJsonl = (path: string, rows: ReadonlyArray<unknown>) =>
 /**
  * Reads a JSONL file's complete rows, skipping lines that are not JSON (a line torn by
  * a crash, or one a later append was glued to). `filterJsonl` rewrites the file clean.
+ * With `tailBytes`, reads only the rows in the file's last `tailBytes` bytes (rollout
+ * logs grow large).
  * @since 0.1.0 @category io
  */
-export const readJsonl = (path: string) =>
+export const readJsonl = (path: string, options: { readonly tailBytes?: number } = {}) =>
   io(path, () => {
     if (!Fs.existsSync(path)) return [] as Array<Record<string, unknown>>
-    const text = Fs.readFileSync(path, "utf8")
-    const lines = text.split("\n")
+    const size = Fs.statSync(path).size
+    const from = options.tailBytes === undefined ? 0 : Math.max(0, size - options.tailBytes)
+    const buf = Buffer.alloc(size - from)
+    const fd = Fs.openSync(path, "r")
+    try {
+      Fs.readSync(fd, buf, 0, buf.length, from)
+    } finally {
+      Fs.closeSync(fd)
+    }
+    const lines = buf.toString("utf8").split("\n")
+    if (from > 0) lines.shift() // starts mid-line
     // The part after the last newline is either empty or a torn line.
     const complete = lines.slice(0, -1)
     const rows: Array<Record<string, unknown>> = []
