@@ -24,6 +24,12 @@ const start = (args: ReadonlyArray<string>) => {
 const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => child.exitCode !== null ? resolve(child.exitCode) : child.on("exit", (code) => resolve(code)))
 
+/** Polls until `done()` or the child exits, for at most 90 s. */
+const waitUntil = async (done: () => boolean, child: ChildProcess) => {
+  const deadline = Date.now() + 90_000
+  while (!done() && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+}
+
 const lines = (file: string) => (Fs.existsSync(file) ? Fs.readFileSync(file, "utf8").split("\n").filter((l) => l.trim() !== "") : [])
 
 describe("run --resume after SIGKILL", () => {
@@ -33,10 +39,7 @@ describe("run --resume after SIGKILL", () => {
     const args = ["math", "--steps", "24", "--groups", "2", "--group-size", "4", "--save-every", "4", "--eval-every", "0", "--name", "k", "--out", out]
     const first = start(args)
     // Wait for two complete checkpoints, then kill without warning.
-    const deadline = Date.now() + 90_000
-    while (lines(Path.join(dir, "checkpoints.jsonl")).length < 2 && first.child.exitCode === null && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50))
-    }
+    await waitUntil(() => lines(Path.join(dir, "checkpoints.jsonl")).length >= 2, first.child)
     assert.isNull(first.child.exitCode, `the run ended before it could be killed:\n${first.output()}`)
     process.kill(-first.child.pid!, "SIGKILL") // the whole group: tsx runs the program in a child process
     await exited(first.child)
@@ -65,10 +68,7 @@ describe("run --resume after SIGKILL", () => {
     const dir = Path.join(out, "i")
     const args = ["math", "--steps", "400", "--groups", "2", "--group-size", "4", "--save-every", "1000", "--eval-every", "0", "--name", "i", "--out", out]
     const first = start(args)
-    const deadline = Date.now() + 90_000
-    while (lines(Path.join(dir, "metrics.jsonl")).length < 5 && first.child.exitCode === null && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 50))
-    }
+    await waitUntil(() => lines(Path.join(dir, "metrics.jsonl")).length >= 5, first.child)
     process.kill(-first.child.pid!, "SIGINT")
     await exited(first.child)
     assert.include(first.output(), "interrupted after step")

@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import { random } from "../../../src/Env.ts"
 
 export type Fault = "408" | "429" | "503" | "drop-before" | "drop-after" | "slow"
 
@@ -25,23 +26,15 @@ export interface Proxy {
   readonly requests: { count: number }
 }
 
-const mulberry32 = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A seeded uniform [0, 1) stream (the env's PRNG). */
+const seededUniform = (seed: number) => random(`seed/${seed}`).next
 
 export const faultProxy = (options: ProxyOptions) =>
   Effect.acquireRelease(
     Effect.promise(
       () =>
         new Promise<{ proxy: Proxy; server: http.Server; agent: http.Agent }>((resolve) => {
-          const rand = mulberry32(options.seed)
+          const rand = seededUniform(options.seed)
           const kinds = options.kinds ?? ["408", "429", "503", "drop-before", "drop-after", "slow"]
           const injected = Object.fromEntries(kinds.map((k) => [k, 0])) as Record<Fault, number>
           const requests = { count: 0 }

@@ -21,6 +21,7 @@ import { checkAll } from "../../../src/Datum.ts"
 import { isActive, resolveLoss, tokenLoss } from "../../../src/Loss.ts"
 import { Sampler, type SamplerShape } from "../../../src/Sampler.ts"
 import { Trainer, type TrainerShape } from "../../../src/Trainer.ts"
+import { random } from "../../../src/Env.ts"
 
 export interface ToyOptions {
   readonly vocab?: number
@@ -40,16 +41,8 @@ export interface ToyCounters {
   publishes: number
 }
 
-const mulberry32 = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
+/** A seeded uniform [0, 1) stream (the env's PRNG). */
+const seededUniform = (seed: number) => random(`seed/${seed}`).next
 
 const logSoftmaxRow = (w: Float64Array, row: number, V: number, temperature = 1): Array<number> => {
   const xs = Array.from({ length: V }, (_, j) => w[row * V + j]! / temperature)
@@ -70,7 +63,7 @@ export interface Toy {
 export const makeToy = (options: ToyOptions = {}): Toy => {
   const V = options.vocab ?? 16
   const eos = options.eos ?? 0
-  const rand = mulberry32(options.seed ?? 1)
+  const rand = seededUniform(options.seed ?? 1)
   const W = new Float64Array(V * V).map(() => (rand() - 0.5) * 0.5)
   const grad = new Float64Array(V * V)
   let version = 0
@@ -187,7 +180,7 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
         if (tokens.some((t) => t < 0 || t >= V)) return yield* new BackendError({ reason: "InvalidInput", operation: "sample", message: "token outside the vocabulary" })
         counters.samples++
         const { weights, version: v } = published
-        const rng = mulberry32(params.seed ?? 12345)
+        const rng = seededUniform(params.seed ?? 12345)
         const sequences = []
         for (let n = 0; n < opts.numSamples; n++) {
           const out: Array<number> = []
