@@ -168,11 +168,12 @@ export type SampleResult = typeof SampleResult.Type
 /**
  * The one failure type of trainer and sampler services. `reason` says whose fault
  * it is: `InvalidInput` (the caller's, fix the request), `Unavailable` / `Transport`
- * (retryable infrastructure), `Rejected` (the service refused), `Internal` (a bug).
+ * (retryable infrastructure), `Rejected` (the service refused), `Timeout` (a wait for a
+ * policy version passed its ready timeout), `Internal` (a bug).
  * @since 0.1.0 @category errors
  */
 export class BackendError extends Schema.TaggedError<BackendError>()("BackendError", {
-  reason: Schema.Literals(["InvalidInput", "Unavailable", "Transport", "Rejected", "Internal"]),
+  reason: Schema.Literals(["InvalidInput", "Unavailable", "Transport", "Rejected", "Timeout", "Internal"]),
   operation: Schema.String,
   message: Schema.String,
 }) {}

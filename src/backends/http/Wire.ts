@@ -282,7 +282,7 @@ export const CompleteMetadata = Schema.Struct({
 })
 
 /** @since 0.1.0 @category models */
-export const ErrorReason = Schema.Literals(["InvalidInput", "Unavailable", "Transport", "Rejected", "Internal"])
+export const ErrorReason = Schema.Literals(["InvalidInput", "Unavailable", "Transport", "Rejected", "Timeout", "Internal"])
 
 /** A future that resolved to a failure. @since 0.1.0 @category responses */
 export const FutureError = Schema.Struct({
