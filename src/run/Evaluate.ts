@@ -1,0 +1,75 @@
+/**
+ * Held-out evaluation, and the reward metrics of a set of groups.
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import * as Env from "../Env.ts"
+import * as Metrics from "../Metrics.ts"
+import { type Group, sampleGroup } from "./Collect.ts"
+import { fail, type RunSettings } from "./Settings.ts"
+
+/**
+ * Scores the fixed held-out set: one sample per problem at the eval temperature.
+ * Returns `test/env/<env>/<component>` means.
+ * @since 0.1.0 @category evaluation
+ */
+export const evaluate = Effect.fn("Runner.evaluate")(function* (
+  settings: RunSettings,
+  source: Env.AnyEnv | Env.Mixture,
+  runId: string,
+  step: number,
+  version: number,
+) {
+  const start = performance.now()
+  const members = Env.members(source)
+  const total = members.reduce((s, [, w]) => s + w, 0)
+  const groups: Array<Group> = []
+  // One running index over all envs, so no two eval problems share a sampling seed or key.
+  let offset = 0
+  for (const [env, w] of members) {
+    const size = Math.max(1, Math.round((settings.evalSize * w) / total))
+    const tasks = yield* Env.evalSet(env, {
+      seed: settings.seed,
+      size,
+      ...(settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}),
+    }).pipe(Effect.mapError(fail("Env", step)))
+    const scored = yield* Effect.forEach(
+      tasks,
+      (task, i) =>
+        sampleGroup(settings, runId, step, offset + i, version, { ...task, envDef: env }, {
+          split: "eval",
+          numSamples: 1,
+          temperature: settings.evalTemperature,
+        }),
+      { concurrency: settings.sampleConcurrency },
+    )
+    groups.push(...scored)
+    offset += tasks.length
+  }
+  const metrics = scoreMetrics(groups, "test/")
+  metrics["time/eval"] = (performance.now() - start) / 1000
+  return metrics
+})
+
+/** Reward and component means over groups, overall and per env. @since 0.1.0 @category evaluation */
+export const scoreMetrics = (groups: ReadonlyArray<Group>, prefix: string): Metrics.MetricRecord => {
+  const out: Metrics.MetricRecord = {}
+  const byEnv = new Map<string, Array<Group>>()
+  for (const g of groups) byEnv.set(g.task.env, [...(byEnv.get(g.task.env) ?? []), g])
+  const scopes: Array<readonly [string, ReadonlyArray<Group>]> = [["all", groups]]
+  if (byEnv.size > 1) scopes.push(...byEnv.entries())
+  for (const [scope, gs] of scopes) {
+    const scores = gs.flatMap((g) => g.scores)
+    const total = Metrics.mean(scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
+    if (total !== undefined) out[`${prefix}env/${scope}/reward/total`] = total
+    const names = new Set(scores.flatMap((s) => Object.keys(s.components)))
+    for (const name of names) {
+      const m = Metrics.mean(scores.map((s) => s.components[name]))
+      if (m !== undefined) out[`${prefix}env/${scope}/${name}`] = m
+    }
+    out[`${prefix}env/${scope}/frac_masked`] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
+  }
+  return out
+}
+

@@ -1,0 +1,100 @@
+/**
+ * What a run is configured with (`config.json`), its defaults, and the run's error type.
+ *
+ * @since 0.1.0
+ */
+import * as Path from "node:path"
+import { Schema } from "effect"
+import * as Advantage from "../Advantage.ts"
+import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts"
+
+/** Everything a run is configured with; written to `config.json`. @since 0.1.0 @category models */
+export const RunSettings = Schema.Struct({
+  name: Schema.String,
+  outDir: Schema.String,
+  env: Schema.String,
+  steps: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  /** groups (problems) per step */
+  groups: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  groupSize: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  loss: LossFn,
+  lossConfig: LossFnConfig,
+  advantage: Advantage.Mode,
+  adam: AdamParams,
+  /** sampling defaults; an env's own `sampling` overrides them */
+  sampling: SamplingParams,
+  /** sampling settings given explicitly (CLI flags): they override the env's */
+  samplingOverrides: Schema.optional(Schema.Struct({
+    maxTokens: Schema.optional(SamplingParams.fields.maxTokens),
+    temperature: Schema.optional(SamplingParams.fields.temperature),
+    topP: SamplingParams.fields.topP,
+    topK: SamplingParams.fields.topK,
+  })),
+  /** how the env was named on the command line (a name in envs/ or an absolute path), for --resume */
+  envSpec: Schema.optional(Schema.String),
+  seed: Schema.Int,
+  difficulty: Schema.optional(Schema.Int),
+  /** datums per forwardBackward call (0 = all in one call) */
+  microBatch: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  /** reward evaluations in flight at once */
+  rewardConcurrency: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  /** sample requests in flight at once */
+  sampleConcurrency: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  /** evaluate held-out problems every N steps (0 = never) */
+  evalEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  evalSize: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+  evalTemperature: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
+  /** save_state every N steps (0 = only at the end) */
+  saveEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  /** train on reference answers with cross_entropy instead of RL */
+  sft: Schema.Boolean,
+  async: Schema.Boolean,
+  maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  staleGroups: Schema.Literals(["requeue", "drop"]),
+  /** keep one rollouts.jsonl row per sample every N steps (0 = never) */
+  logRolloutsEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+})
+export type RunSettings = typeof RunSettings.Type
+
+/** A run failed: which step, env, reward and problem, and why. @since 0.1.0 @category errors */
+export class RunError extends Schema.TaggedError<RunError>()("RunError", {
+  reason: Schema.Literals(["Settings", "Reward", "Backend", "Env", "RunFolder", "Resume"]),
+  message: Schema.String,
+  step: Schema.optional(Schema.Int),
+}) {}
+
+/** Wraps a failure's message as a `RunError` of a reason and step. @since 0.1.0 @category errors */
+export const fail = (reason: RunError["reason"], step: number | undefined) => (e: { readonly message: string }) =>
+  new RunError({ reason, message: e.message, ...(step !== undefined ? { step } : {}) })
+
+/** Default settings for a run of an env (the CLI's defaults). @since 0.1.0 @category constructors */
+export const defaults = (env: string, overrides: Partial<RunSettings> = {}): RunSettings => {
+  const name = overrides.name ?? `${env}-${new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19)}`
+  return {
+    name,
+    outDir: Path.join("runs", name),
+    env,
+    steps: 2000,
+    groups: 8,
+    groupSize: 8,
+    loss: "ppo",
+    lossConfig: {},
+    advantage: "group_std",
+    adam: { learning_rate: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
+    sampling: { maxTokens: 16, temperature: 1 },
+    seed: 0,
+    microBatch: 0,
+    rewardConcurrency: 64,
+    sampleConcurrency: 8,
+    evalEvery: 500,
+    evalSize: 300,
+    evalTemperature: 1,
+    saveEvery: 500,
+    sft: false,
+    async: false,
+    maxLag: 1,
+    staleGroups: "requeue",
+    logRolloutsEvery: 10,
+    ...overrides,
+  }
+}
