@@ -9,7 +9,8 @@
  *   k3 estimate of KL(sampler ‖ trainer) for tokens drawn from the sampler
  * - `optim/entropy` = -mean s (a sampled-token entropy estimate)
  * When sampler and trainer agree these are ~0 (numerics only); a misaligned datum
- * shows up as a large v1.
+ * shows up as a large v1. The fraction of clipped tokens is not estimated here: the
+ * trainer reports it for the losses that clip.
  *
  * @since 0.1.0
  */
@@ -31,9 +32,13 @@ const quantile = (sorted: ReadonlyArray<number>, q: number): number => {
 
 /**
  * Sampler/trainer agreement over the active tokens of a step.
+ *
+ * It reports no clip fraction: which tokens a loss clips depends on the loss (its bounds,
+ * and for ppo on the advantage's sign), so the trainer reports its own `clip_fraction`
+ * for the losses that clip (ppo, cispo, dppo).
  * @since 0.1.0 @category estimators
  */
-export const klSampleTrain = (pairs: LogprobPairs, clip: { readonly low: number; readonly high: number } = { low: 0.8, high: 1.2 }): MetricRecord => {
+export const klSampleTrain = (pairs: LogprobPairs): MetricRecord => {
   const n = pairs.sampler.length
   if (n === 0) return {}
   let v1 = 0
@@ -42,7 +47,6 @@ export const klSampleTrain = (pairs: LogprobPairs, clip: { readonly low: number;
   let entropy = 0
   let sumW = 0
   let sumW2 = 0
-  let clipped = 0
   const ws: Array<number> = []
   for (let i = 0; i < n; i++) {
     const s = pairs.sampler[i]!
@@ -55,7 +59,6 @@ export const klSampleTrain = (pairs: LogprobPairs, clip: { readonly low: number;
     entropy += -s
     sumW += w
     sumW2 += w * w
-    if (w < clip.low || w > clip.high) clipped++
     ws.push(w)
   }
   ws.sort((a, b) => a - b)
@@ -68,7 +71,6 @@ export const klSampleTrain = (pairs: LogprobPairs, clip: { readonly low: number;
     "optim/is_ratio/p99": quantile(ws, 0.99),
     "optim/is_ratio/max": ws[ws.length - 1]!,
     "optim/ess_over_n": sumW2 === 0 ? 0 : (sumW * sumW) / sumW2 / n,
-    "optim/clip_fraction": clipped / n,
   }
 }
 
@@ -79,23 +81,56 @@ export const mean = (values: ReadonlyArray<number | undefined>): number | undefi
 }
 
 /**
- * Group shape fractions for one step: mixed groups carry signal, all-good / all-bad
- * groups are no-ops under group normalization.
+ * Group shape fractions for one step. Each group is classified by its unmasked rewards,
+ * against the range [lo, hi] of all unmasked rewards in the step's batch (every group):
+ *
+ * - `by_group/frac_mixed`: the group's rewards differ (the only groups that carry a
+ *   learning signal under group normalization);
+ * - `by_group/frac_all_good`: every reward equals the batch's top `hi`;
+ * - `by_group/frac_all_bad`: every reward equals the batch's bottom `lo`;
+ * - `by_group/frac_all_equal`: every reward is equal, strictly between `lo` and `hi`,
+ *   or the whole batch has one reward value (`lo == hi`), where top and bottom cannot be
+ *   told apart.
+ *
+ * "Good" and "bad" are relative to what the step observed, not to a fixed threshold: a
+ * batch whose best score is 0.1 calls a group of 0.1s all-good. Equality allows a relative
+ * tolerance of 1e-9. Fractions are over the groups with at least one unmasked sample, and
+ * sum to 1 over them; a step with no such group reports 0 for all four.
+ *
+ * @example
+ * groupFractions([[1, 1], [0, 0], [0, 1], [0.5, 0.5]])
+ * // => { frac_mixed: 0.25, frac_all_good: 0.25, frac_all_bad: 0.25, frac_all_equal: 0.25 } (by_group/ keys)
  * @since 0.1.0 @category estimators
  */
 export const groupFractions = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>): MetricRecord => {
-  let mixed = 0
-  let allGood = 0
-  let allBad = 0
-  for (const g of groups) {
-    const xs = g.filter((v): v is number => v !== undefined)
-    if (xs.length === 0) continue
-    const lo = Math.min(...xs)
-    const hi = Math.max(...xs)
-    if (hi - lo > 1e-9) mixed++
-    else if (hi > 0) allGood++
-    else allBad++
+  const scored = groups.map((g) => g.filter((v): v is number => v !== undefined && !Number.isNaN(v))).filter((xs) => xs.length > 0)
+  const out = { "by_group/frac_mixed": 0, "by_group/frac_all_good": 0, "by_group/frac_all_bad": 0, "by_group/frac_all_equal": 0 }
+  if (scored.length === 0) return out
+  let lo = Infinity
+  let hi = -Infinity
+  for (const xs of scored) {
+    for (const x of xs) {
+      if (x < lo) lo = x
+      if (x > hi) hi = x
+    }
   }
-  const n = Math.max(1, groups.length)
-  return { "by_group/frac_mixed": mixed / n, "by_group/frac_all_good": allGood / n, "by_group/frac_all_bad": allBad / n }
+  const scale = Math.max(1, Math.abs(lo), Math.abs(hi))
+  const tol = Number.isFinite(scale) ? 1e-9 * scale : 0
+  const same = (a: number, b: number) => a === b || Math.abs(a - b) <= tol
+  const batchHasSpread = !same(lo, hi)
+  for (const xs of scored) {
+    const gLo = Math.min(...xs)
+    const gHi = Math.max(...xs)
+    if (!same(gLo, gHi)) out["by_group/frac_mixed"]++
+    else if (batchHasSpread && same(gLo, hi)) out["by_group/frac_all_good"]++
+    else if (batchHasSpread && same(gHi, lo)) out["by_group/frac_all_bad"]++
+    else out["by_group/frac_all_equal"]++
+  }
+  const n = scored.length
+  return {
+    "by_group/frac_mixed": out["by_group/frac_mixed"] / n,
+    "by_group/frac_all_good": out["by_group/frac_all_good"] / n,
+    "by_group/frac_all_bad": out["by_group/frac_all_bad"] / n,
+    "by_group/frac_all_equal": out["by_group/frac_all_equal"] / n,
+  }
 }

@@ -1,10 +1,12 @@
 /**
  * KL diagnostics: correct alignment of sampler and trainer logprobs reads ~0; a datum whose
  * rollout logprobs are shifted by one position reads large. Uses the real base model so
- * log-probabilities vary from token to token.
+ * log-probabilities vary from token to token. Group fractions: worked cases by hand, and
+ * a property that the four fractions partition the scored groups.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import * as fc from "fast-check"
 import { modelInputFromTokens } from "../src/Contract.ts"
 import * as Datum from "../src/Datum.ts"
 import { Local } from "../src/backends/local/index.ts"
@@ -24,7 +26,13 @@ describe("Metrics.klSampleTrain", () => {
     assert.closeTo(off["optim/kl_sample_train_v1"]!, (1 - 0.5) / 2, 1e-12)
     assert.closeTo(off["optim/kl_sample_train_v2"]!, (0.5 * 1 + 0.5 * 0.25) / 2, 1e-12)
     assert.isAbove(off["optim/kl_sample_train_k3"]!, 0)
-    assert.strictEqual(off["optim/clip_fraction"], 1)
+  })
+
+  it("reports no clip fraction: the trainer reports its own, per loss", () => {
+    // ratios far outside any clip range
+    const out = Metrics.klSampleTrain({ sampler: [-5, -0.1], trainer: [-0.1, -5] })
+    assert.notProperty(out, "optim/clip_fraction")
+    assert.strictEqual(Metrics.klSampleTrain.length, 1)
   })
 
   it.effect("detects rollout logprobs shifted by one position", () =>
@@ -69,4 +77,55 @@ describe("Metrics.klSampleTrain", () => {
       assert.isBelow(Math.abs(aligned), 1e-3, `aligned kl_v1 = ${aligned}`)
       assert.isAbove(Math.abs(misaligned), 0.1, `misaligned kl_v1 = ${misaligned}`)
     }).pipe(Effect.provide(Layer.fresh(Local.layer({ seed: 3, stateDir: "/tmp/gyre-kl-test" })))))
+})
+
+describe("Metrics.groupFractions", () => {
+  const fractions = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>) => {
+    const f = Metrics.groupFractions(groups)
+    return [f["by_group/frac_mixed"], f["by_group/frac_all_good"], f["by_group/frac_all_bad"], f["by_group/frac_all_equal"]]
+  }
+
+  it("classifies against the batch's observed range: one of each", () => {
+    // mixed, all at the top (1), all at the bottom (0), all equal in between (0.5)
+    assert.deepStrictEqual(fractions([[0, 1], [1, 1], [0, 0], [0.5, 0.5]]), [0.25, 0.25, 0.25, 0.25])
+  })
+
+  it("does not call a positive reward good when nothing reaches the top", () => {
+    // weight-0.1 style partial credit: 0.1 everywhere except one group at 0.2
+    assert.deepStrictEqual(fractions([[0.1, 0.1], [0.1, 0.1], [0.1, 0.1], [0.2, 0.2]]), [0, 0.25, 0.75, 0])
+  })
+
+  it("calls nothing good or bad when the whole batch has one reward value", () => {
+    // nothing correct anywhere: the old rule (reward > 0 is good) read 1.0 all-good for 0.1s
+    assert.deepStrictEqual(fractions([[0.1, 0.1], [0.1, 0.1], [0.1, 0.1], [0.1, 0.1]]), [0, 0, 0, 1])
+    assert.deepStrictEqual(fractions([[0, 0], [0, 0]]), [0, 0, 0, 1])
+  })
+
+  it("works for negative rewards", () => {
+    assert.deepStrictEqual(fractions([[-1, -1], [-3, -3], [-2, -2], [-3, -1]]), [0.25, 0.25, 0.25, 0.25])
+  })
+
+  it("leaves masked samples out, and groups with no unmasked sample out of the denominator", () => {
+    assert.deepStrictEqual(fractions([[undefined, undefined], [1, undefined], [0, 0]]), [0, 0.5, 0.5, 0])
+    assert.deepStrictEqual(fractions([[undefined], [undefined]]), [0, 0, 0, 0])
+    assert.deepStrictEqual(fractions([]), [0, 0, 0, 0])
+  })
+
+  it("treats rewards within rounding as equal", () => {
+    assert.deepStrictEqual(fractions([[1, 1 + 1e-12], [0, 0]]), [0, 0.5, 0.5, 0])
+    assert.deepStrictEqual(fractions([[1000, 1000 + 1e-7], [0, 0]]), [0, 0.5, 0.5, 0])
+  })
+
+  it("partitions the scored groups: the four fractions sum to 1", () => {
+    const reward = fc.oneof(fc.constant(undefined), fc.constantFrom(-1, 0, 0.5, 1), fc.double({ min: -10, max: 10, noNaN: true }))
+    fc.assert(
+      fc.property(fc.array(fc.array(reward, { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 8 }), (groups) => {
+        const scored = groups.filter((g) => g.some((v) => v !== undefined)).length
+        const sum = fractions(groups).reduce((a, b) => a + b, 0)
+        if (scored === 0) assert.strictEqual(sum, 0)
+        else assert.closeTo(sum, 1, 1e-12)
+        for (const f of fractions(groups)) assert.isTrue(f >= 0 && f <= 1)
+      }),
+    )
+  })
 })
