@@ -1,12 +1,15 @@
 /**
  * The run folder `runs/<name>/`: `config.json`, `metrics.jsonl`, `rollouts.jsonl`,
- * `checkpoints.jsonl`. Whole files are written atomically (temp file, then rename);
- * JSONL files are appended one complete line at a time, and a torn last line left by
- * a crash is dropped on resume.
+ * `checkpoints.jsonl`. Whole files are written atomically and durably (a temp file that
+ * is synced to disk, renamed into place, then the folder synced), so after a crash or a
+ * power loss a file is either the old one or the new one, whole. JSONL files are appended
+ * one complete line at a time and synced before the append returns; a torn last line left
+ * by a crash is dropped on resume.
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
+import * as FsP from "node:fs/promises"
 import * as Path from "node:path"
 import { Effect, Schema } from "effect"
 
@@ -19,22 +22,101 @@ export class RunLogError extends Schema.TaggedError<RunLogError>()("RunLogError"
 const io = <A>(path: string, f: () => A) =>
   Effect.try({ try: f, catch: (e) => new RunLogError({ path, message: (e as Error).message }) })
 
-/** Writes a file atomically: a temp file in the same folder, then rename. @since 0.1.0 @category io */
+const ioAsync = <A>(path: string, f: () => Promise<A>) =>
+  Effect.tryPromise({ try: f, catch: (e) => new RunLogError({ path, message: (e as Error).message }) })
+
+/**
+ * Syncs a folder, so that a rename or a new file in it survives a power loss. Windows
+ * cannot open a folder for syncing; there this is a no-op.
+ */
+const syncDir = async (dir: string) => {
+  if (process.platform === "win32") return
+  const fh = await FsP.open(dir, "r")
+  try {
+    await fh.sync()
+  } finally {
+    await fh.close()
+  }
+}
+
+/** Creates `dir` (and parents); when it created any, syncs the folder that holds the first new one. */
+const ensureDir = async (dir: string) => {
+  const created = await FsP.mkdir(dir, { recursive: true })
+  if (created !== undefined) await syncDir(Path.dirname(created))
+}
+
+/**
+ * The suffix of the temp files `writeAtomic` writes beside their target:
+ * `<file>.<pid>.<random>.tmp`. A kill during a write can leave one behind;
+ * {@link removeTempFiles} deletes them.
+ * @since 0.1.0 @category io
+ */
+export const TEMP_FILE = /\.\d+\.[a-z0-9]+\.tmp$/
+
+/**
+ * Writes a file atomically and durably: a temp file in the same folder, synced, renamed
+ * over `path`, then the folder synced. Readers see the old file or the new one, never
+ * part of one, also after a power loss.
+ * @since 0.1.0 @category io
+ */
 export const writeAtomic = (path: string, data: string | Uint8Array) =>
-  io(path, () => {
-    Fs.mkdirSync(Path.dirname(path), { recursive: true })
-    const tmp = `${path}.${process.pid}.${Date.now()}.tmp`
-    Fs.writeFileSync(tmp, data)
-    Fs.renameSync(tmp, path)
+  ioAsync(path, async () => {
+    const dir = Path.dirname(path)
+    await ensureDir(dir)
+    const tmp = `${path}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`
+    try {
+      const fh = await FsP.open(tmp, "w")
+      try {
+        await fh.writeFile(data)
+        await fh.sync()
+      } finally {
+        await fh.close()
+      }
+      await FsP.rename(tmp, path)
+    } catch (e) {
+      await FsP.rm(tmp, { force: true })
+      throw e
+    }
+    await syncDir(dir)
   })
 
-/** Appends JSON rows, one line each, in one write. @since 0.1.0 @category io */
+/**
+ * Deletes the temp files that `writeAtomic` leaves when a process is killed mid-write,
+ * in each of `dirs` (missing folders are skipped). Returns the paths it deleted.
+ * @since 0.1.0 @category io
+ */
+export const removeTempFiles = (dirs: ReadonlyArray<string>) =>
+  Effect.forEach(dirs, (dir) =>
+    ioAsync(dir, async () => {
+      const names = await FsP.readdir(dir).catch((e: NodeJS.ErrnoException) => {
+        if (e.code === "ENOENT" || e.code === "ENOTDIR") return [] as Array<string>
+        throw e
+      })
+      const removed = names.filter((n) => TEMP_FILE.test(n)).map((n) => Path.join(dir, n))
+      for (const file of removed) await FsP.rm(file, { force: true })
+      return removed
+    })).pipe(Effect.map((lists) => lists.flat()))
+
+/**
+ * Appends JSON rows, one line each, in one write, and syncs the file before returning,
+ * so a row written after a state file (a checkpoint row) never reaches the disk first.
+ * @since 0.1.0 @category io
+ */
 export const appendJsonl = (path: string, rows: ReadonlyArray<unknown>) =>
   rows.length === 0
     ? Effect.void
-    : io(path, () => {
-      Fs.mkdirSync(Path.dirname(path), { recursive: true })
-      Fs.appendFileSync(path, rows.map((r) => JSON.stringify(r)).join("\n") + "\n")
+    : ioAsync(path, async () => {
+      const dir = Path.dirname(path)
+      await ensureDir(dir)
+      const created = !Fs.existsSync(path)
+      const fh = await FsP.open(path, "a")
+      try {
+        await fh.writeFile(rows.map((r) => JSON.stringify(r)).join("\n") + "\n")
+        await fh.sync()
+      } finally {
+        await fh.close()
+      }
+      if (created) await syncDir(dir)
     })
 
 /**

@@ -3,12 +3,15 @@
  * optimizer state. Layout: the 8 bytes `GYRECKPT`, a little-endian uint32 header
  * length, a UTF-8 JSON header `{ meta, tensors: [{ name, shape, offset }] }`, zero
  * padding to a multiple of 4, then the float32 data (little-endian). Writes go to a
- * temporary file that is renamed into place, so a reader never sees half a file.
+ * temporary file that is synced and renamed into place, so a reader never sees half a
+ * file, also after a power loss.
  *
  * @since 0.1.0
  */
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { Effect } from "effect"
+import * as RunLog from "../../RunLog.ts"
 import { type ModelConfig, type Shapes, type Weights, baseShapes, sizeOf } from "./Model.ts"
 
 const MAGIC = "GYRECKPT"
@@ -74,29 +77,20 @@ export const decode = (buf: Uint8Array): CheckpointFile => {
   return { meta: header.meta, tensors, shapes }
 }
 
-/** Writes `data` to `file` atomically (temporary file, then rename). @since 0.1.0 @category combinators */
-export const writeAtomic = async (file: string, data: Uint8Array | string): Promise<void> => {
-  await fs.mkdir(path.dirname(file), { recursive: true })
-  const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`
-  try {
-    await fs.writeFile(tmp, data)
-    await fs.rename(tmp, file)
-  } catch (e) {
-    await fs.rm(tmp, { force: true })
-    throw e
-  }
-}
-
-/** @since 0.1.0 @category combinators */
-export const write = (file: string, meta: Record<string, unknown>, tensors: Weights, shapes?: Shapes) =>
-  writeAtomic(file, encode(meta, tensors, shapes))
+/**
+ * Writes a checkpoint file atomically and durably (`RunLog.writeAtomic`: a synced temp
+ * file renamed into place, then the folder synced).
+ * @since 0.1.0 @category combinators
+ */
+export const write = (file: string, meta: Record<string, unknown>, tensors: Weights, shapes?: Shapes): Promise<void> =>
+  Effect.runPromise(RunLog.writeAtomic(file, encode(meta, tensors, shapes)))
 
 /** @since 0.1.0 @category combinators */
 export const read = async (file: string): Promise<CheckpointFile> => decode(await fs.readFile(file))
 
 /** The base model directory: `config.json` and `weights.bin`. @since 0.1.0 @category combinators */
 export const saveBaseModel = async (dir: string, config: ModelConfig, weights: Weights, extra: Record<string, unknown> = {}) => {
-  await writeAtomic(path.join(dir, "config.json"), JSON.stringify({ ...config, tokenizer: "char-ascii", ...extra }, null, 2) + "\n")
+  await Effect.runPromise(RunLog.writeAtomic(path.join(dir, "config.json"), JSON.stringify({ ...config, tokenizer: "char-ascii", ...extra }, null, 2) + "\n"))
   await write(path.join(dir, "weights.bin"), { kind: "base", config }, weights, baseShapes(config))
 }
 
