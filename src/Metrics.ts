@@ -134,3 +134,18 @@ export const groupFractions = (groups: ReadonlyArray<ReadonlyArray<number | unde
     "by_group/frac_all_equal": out["by_group/frac_all_equal"] / n,
   }
 }
+
+/**
+ * The held-out score a step line and a run summary show, named for what it is: the mean
+ * of the held-out `correct` component where the env has one (`held-out correct`), else
+ * the mean held-out total reward (`held-out reward`). Undefined when the record has no
+ * held-out evaluation.
+ * @since 0.1.0 @category estimators
+ */
+export const heldOutScore = (metrics: Readonly<Record<string, unknown>>): { readonly label: string; readonly key: string; readonly value: number } | undefined => {
+  for (const [key, label] of [["test/env/all/correct", "held-out correct"], ["test/env/all/reward/total", "held-out reward"]] as const) {
+    const value = metrics[key]
+    if (typeof value === "number" && Number.isFinite(value)) return { label, key, value }
+  }
+  return undefined
+}

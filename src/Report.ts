@@ -1,12 +1,14 @@
 /**
  * `runs/<name>/report.html`: one self-contained page (inline SVG, no scripts, no
- * network) with curves of reward per component, held-out scores, KL, mixed groups,
- * policy lag and step time, and a table of recent rollouts.
+ * network) with curves of the total reward and of each reward component (train and
+ * held-out), masked samples, KL, group shapes, clipped tokens (for losses that clip),
+ * policy lag and step time, and a table of recent rollouts with their mask reasons.
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
-import { Effect } from "effect"
+import { Cause, Effect } from "effect"
+import * as Metrics from "./Metrics.ts"
 import * as RunLog from "./RunLog.ts"
 
 type Row = Record<string, unknown>
@@ -24,16 +26,34 @@ const smooth = (ys: ReadonlyArray<number>, window: number) =>
     return s / (i - lo + 1)
   })
 
+/**
+ * One curve of a chart: a metric key, with its own legend label and moving-mean window.
+ * @since 0.1.0 @category models
+ */
+export interface Series {
+  readonly key: string
+  readonly label?: string
+  /** moving-mean window; overrides the chart's `smooth` */
+  readonly smooth?: number
+}
+
 /** An SVG line chart of several series over `step`. @since 0.1.0 @category rendering */
-export const chart = (title: string, rows: ReadonlyArray<Row>, keys: ReadonlyArray<string>, options: { readonly smooth?: number } = {}): string => {
+export const chart = (
+  title: string,
+  rows: ReadonlyArray<Row>,
+  keys: ReadonlyArray<string | Series>,
+  options: { readonly smooth?: number } = {},
+): string => {
   const W = 460
   const H = 220
   const pad = { l: 48, r: 12, t: 44, b: 28 }
   const series = keys
-    .map((key) => {
-      const pts = rows.filter((r) => typeof r[key] === "number" && Number.isFinite(r[key] as number)).map((r) => [Number(r["step"]), r[key] as number] as const)
-      const ys = options.smooth && options.smooth > 1 ? smooth(pts.map((p) => p[1]), options.smooth) : pts.map((p) => p[1])
-      return { key, pts: pts.map((p, i) => [p[0], ys[i]!] as const) }
+    .map((k) => {
+      const spec: Series = typeof k === "string" ? { key: k } : k
+      const window = spec.smooth ?? options.smooth ?? 1
+      const pts = rows.filter((r) => typeof r[spec.key] === "number" && Number.isFinite(r[spec.key] as number)).map((r) => [Number(r["step"]), r[spec.key] as number] as const)
+      const ys = window > 1 ? smooth(pts.map((p) => p[1]), window) : pts.map((p) => p[1])
+      return { label: spec.label ?? spec.key, pts: pts.map((p, i) => [p[0], ys[i]!] as const) }
     })
     .filter((s) => s.pts.length > 0)
   if (series.length === 0) return `<figure class="chart"><figcaption>${esc(title)}</figcaption><p class="empty">no data yet</p></figure>`
@@ -57,7 +77,7 @@ export const chart = (title: string, rows: ReadonlyArray<Row>, keys: ReadonlyArr
     return `<path d="${d}" fill="none" stroke="${COLORS[i % COLORS.length]}" stroke-width="1.6"/>${dots}`
   })
   const legend = series
-    .map((s, i) => `<tspan fill="${COLORS[i % COLORS.length]}">■ ${esc(s.key)}</tspan>`)
+    .map((s, i) => `<tspan fill="${COLORS[i % COLORS.length]}">■ ${esc(s.label)}</tspan>`)
     .join("  ")
   return `<figure class="chart"><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(title)}">
 <text x="${pad.l}" y="16" font-size="12" font-weight="600">${esc(title)}</text>
@@ -68,7 +88,32 @@ ${lines.join("\n")}
 </svg></figure>`
 }
 
-/** The whole page from parsed run files. @since 0.1.0 @category rendering */
+/**
+ * Each reward component's weight in the total, from `config.json`'s `rewardWeights`
+ * (component name -> weight; 0 = a metric only). Undefined when the run did not record them.
+ */
+const rewardWeights = (config: Row | undefined): Readonly<Record<string, number>> | undefined => {
+  const w = config?.["rewardWeights"]
+  if (typeof w !== "object" || w === null || Array.isArray(w)) return undefined
+  const entries = Object.entries(w as Record<string, unknown>).filter((e): e is [string, number] => typeof e[1] === "number" && Number.isFinite(e[1]))
+  return Object.fromEntries(entries)
+}
+
+/** Metric keys under `env/all/` that are not reward components. */
+const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked"])
+
+const cell = (v: unknown, digits = 3) => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(digits) : "-")
+
+/**
+ * The whole page from parsed run files.
+ *
+ * Reward components get one chart each (train and held-out on the same axes), so a
+ * component on another scale, such as a weight-0 metric counting characters, never sets
+ * the scale of the total or of another component. When `config.json` records
+ * `rewardWeights`, each chart's title gives the component's weight and metric-only
+ * components come last.
+ * @since 0.1.0 @category rendering
+ */
 export const render = (options: {
   readonly name: string
   readonly config: Row | undefined
@@ -77,14 +122,37 @@ export const render = (options: {
 }): string => {
   const { metrics, rollouts } = options
   const keys = new Set(metrics.flatMap((r) => Object.keys(r)))
-  const components = [...keys].filter((k) => /^env\/all\/(?!frac_masked)/.test(k))
-  const evalKeys = [...keys].filter((k) => /^test\/env\/all\/(?!frac_masked)/.test(k))
+  const componentOf = (k: string) => {
+    const m = /^(?:test\/)?env\/all\/(.+)$/.exec(k)
+    return m === null || NOT_A_COMPONENT.has(m[1]!) ? undefined : m[1]!
+  }
+  const weights = rewardWeights(options.config)
+  const rank = (c: string) => (weights?.[c] === undefined ? 1 : weights[c] === 0 ? 2 : 0)
+  const components = [...new Set([...keys].map(componentOf).filter((c): c is string => c !== undefined))]
+    .sort((a, b) => rank(a) - rank(b))
   const win = Math.max(1, Math.round(metrics.length / 40))
+  const train = (key: string): Series => ({ key, label: win > 1 ? `train (moving mean of ${win})` : "train", smooth: win })
+  const heldOut = (key: string): Series => ({ key: `test/${key}`, label: "held-out", smooth: 1 })
+  const componentTitle = (c: string) => {
+    const w = weights?.[c]
+    return w === undefined ? `reward component: ${c}` : w === 0 ? `${c}: metric only (weight 0, not in the total)` : `reward component: ${c} (weight ${w})`
+  }
+  const has = (k: string) => keys.has(k)
   const last = metrics[metrics.length - 1]
+  const lastEval = [...metrics].reverse().map((r) => ({ step: r["step"], score: Metrics.heldOutScore(r) })).find((r) => r.score !== undefined)
   const recent = rollouts.slice(-40).reverse()
   const summary = last === undefined
     ? "<p>No steps yet.</p>"
-    : `<p>step ${esc(String(last["step"]))} · reward ${Number(last["env/all/reward/total"] ?? NaN).toFixed(3)} · mixed groups ${Number(last["by_group/frac_mixed"] ?? NaN).toFixed(2)} · ${Number(last["time/total"] ?? NaN).toFixed(2)} s/step</p>`
+    : `<p>step ${esc(String(last["step"]))} · train reward ${cell(last["env/all/reward/total"])} · masked ${cell(last["env/all/frac_masked"], 2)} · mixed groups ${cell(last["by_group/frac_mixed"], 2)} · ${cell(last["time/total"], 2)} s/step${lastEval?.score !== undefined ? ` · ${lastEval.score.label} ${lastEval.score.value.toFixed(3)} (step ${esc(String(lastEval.step))})` : ""}</p>`
+  const maskedCell = (r: Row) => {
+    const m = r["masked"]
+    return m === null || m === undefined || m === false ? "" : esc(typeof m === "string" ? m : JSON.stringify(m))
+  }
+  const rewardCell = (r: Row) => {
+    if (maskedCell(r) !== "") return "—"
+    return typeof r["reward"] === "number" ? r["reward"].toFixed(3) : "n/a"
+  }
+  const clipKeys = ["optim/clip_fraction"].filter(has)
   return `<!doctype html><html><head><meta charset="utf-8"><title>gyre run ${esc(options.name)}</title>
 <style>body{font:14px system-ui,sans-serif;margin:24px;color:#111}h1{font-size:20px}.grid{display:flex;flex-wrap:wrap;gap:12px}
 .chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:6px}.empty{color:#6b7280;width:440px}
@@ -92,36 +160,68 @@ table{border-collapse:collapse;font-size:12px;margin-top:12px}td,th{border:1px s
 code{white-space:pre-wrap}details{margin:8px 0}</style></head><body>
 <h1>gyre run ${esc(options.name)}</h1>${summary}
 <div class="grid">
-${chart(`train reward per component (moving mean of ${win})`, metrics, components, { smooth: win })}
-${chart("held-out evaluation", metrics, evalKeys)}
+${chart("reward (total)", metrics, [train("env/all/reward/total"), heldOut("env/all/reward/total")])}
+${components.map((c) => chart(componentTitle(c), metrics, [train(`env/all/${c}`), heldOut(`env/all/${c}`)])).join("\n")}
+${chart("masked samples (fraction)", metrics, [train("env/all/frac_masked"), heldOut("env/all/frac_masked")])}
 ${chart("sampler/trainer KL", metrics, ["optim/kl_sample_train_v1", "optim/kl_sample_train_v2", "optim/kl_sample_train_k3"], { smooth: win })}
-${chart("groups", metrics, ["by_group/frac_mixed", "by_group/frac_all_good", "by_group/frac_all_bad"], { smooth: win })}
+${chart("groups", metrics, ["by_group/frac_mixed", "by_group/frac_all_good", "by_group/frac_all_bad", "by_group/frac_all_equal"], { smooth: win })}
+${clipKeys.length > 0 ? chart("clipped tokens (fraction, the loss's own clip)", metrics, clipKeys, { smooth: win }) : ""}
 ${chart("policy lag", metrics, ["policy_version/lag_mean", "policy_version/lag_max", "async/stale_groups"])}
 ${chart("step time (s)", metrics, ["time/total", "time/sample", "time/train"], { smooth: win })}
 </div>
 <h2>Recent rollouts</h2>
-<table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th><th>components</th><th>advantage</th></tr>
-${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td><code>${esc(String(r["completion"] ?? ""))}</code></td><td>${r["reward"] === null ? (r["masked"] ? "masked" : "n/a") : Number(r["reward"]).toFixed(3)}</td><td>${esc(JSON.stringify(r["components"] ?? {}))}</td><td>${Number(r["advantage"] ?? 0).toFixed(3)}</td></tr>`).join("\n")}
+<table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
+${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td><code>${esc(String(r["completion"] ?? ""))}</code></td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${esc(JSON.stringify(r["components"] ?? {}))}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
 </table>
 <details><summary>config</summary><code>${esc(JSON.stringify(options.config ?? {}, null, 2))}</code></details>
 </body></html>
 `
 }
 
+const build = (dir: string) =>
+  Effect.gen(function* () {
+    const files = RunLog.paths(dir)
+    const metrics = yield* RunLog.readJsonl(files.metrics)
+    const rollouts = yield* RunLog.readJsonl(files.rollouts, { tailBytes: 1 << 20 })
+    const config = Fs.existsSync(files.config)
+      ? yield* Effect.try({
+        try: () => JSON.parse(Fs.readFileSync(files.config, "utf8")) as Row,
+        catch: () => undefined,
+      }).pipe(Effect.orElseSucceed(() => undefined))
+      : undefined
+    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000) })
+    yield* RunLog.writeAtomic(files.report, html)
+    return files.report
+  })
+
 /**
- * Reads a run folder and writes its `report.html` atomically; returns the path.
- * Only the last megabyte of rollouts is read.
+ * Reads a run folder and writes its `report.html` atomically; returns the path, or fails
+ * with the file that could not be read or written. Only the last megabyte of rollouts is
+ * read. For the `report` command; a run uses {@link write}.
  * @since 0.1.0 @category io
  */
-export const write = Effect.fn("Report.write")(function* (dir: string) {
-  const files = RunLog.paths(dir)
-  const metrics = yield* RunLog.readJsonl(files.metrics)
-  const rollouts = yield* RunLog.readJsonl(files.rollouts, { tailBytes: 1 << 20 })
-  const config = yield* Effect.try({
-    try: () => JSON.parse(Fs.readFileSync(files.config, "utf8")) as Row,
-    catch: () => undefined,
-  }).pipe(Effect.orElseSucceed(() => undefined))
-  const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000) })
-  yield* RunLog.writeAtomic(files.report, html)
-  return files.report
+export const writeOrFail = Effect.fn("Report.writeOrFail")(function* (dir: string) {
+  return yield* build(dir)
 })
+
+/**
+ * Writes a run folder's `report.html` during a run. It cannot fail the run: a report that
+ * cannot be read, rendered or written is logged as a warning naming the file and the
+ * error, and the run goes on.
+ * @since 0.1.0 @category io
+ */
+export const write = (dir: string): Effect.Effect<void> =>
+  build(dir).pipe(
+    Effect.asVoid,
+    Effect.catchCause((cause) =>
+      Cause.hasInterruptsOnly(cause)
+        ? Effect.failCause(cause as Cause.Cause<never>)
+        : Effect.logWarning(`could not write the report ${RunLog.paths(dir).report}: ${errorText(cause)}; the run goes on (rewrite it later with \`npx tsx report ${dir}\`)`)
+    ),
+    Effect.withSpan("Report.write"),
+  )
+
+const errorText = (cause: Cause.Cause<unknown>): string => {
+  const e = Cause.squash(cause)
+  return e instanceof Error || (typeof e === "object" && e !== null && "message" in e) ? String((e as { message: unknown }).message) : String(e)
+}
