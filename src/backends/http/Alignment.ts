@@ -15,16 +15,20 @@
  * Tinker's built-in losses have no ignore index, so on the wire a masked position
  * carries its real next token with `weights = 0` (cross_entropy) or `advantages = 0`
  * (the RL losses); both mean "inactive" under either convention. Coming back, a
- * cross_entropy position with weight 0 or target -100 (as a Loops client may send it)
- * is masked with -100 again; an RL position with target -100 gets advantage 0.
+ * masked position keeps that real label (weight 0 or advantage 0), so the learner
+ * log-prob of every target token is reported, as Tinker reports it (clients use them
+ * as reference log-probs). A wire target of -100 (as a Loops client may send it)
+ * becomes the position's own next token with weight 0 (cross_entropy) or
+ * advantage 0.
  *
  * The round trip `fromWire(toWire(d))` gives `canonical(d)`: one chunk, shapes
  * written out, neutral values at position 0 and at masked positions, the last token
  * replaced by its label (a causal model never reads it), and `target_tokens` /
  * `weights` left out where they say nothing beyond the defaults (every target is the
  * next token, every weight is 1). `canonical` never changes a loss, its gradient or
- * which positions are active; only the learner log-prob reported at a masked RL
- * position may differ (the local backend reports 0 for a -100 target).
+ * which positions are active; only the learner log-prob reported at a position gyre
+ * masked with -100 may differ (the local backend reports 0 for a -100 target, the
+ * canonical form reports the real log-prob of the next token there).
  *
  * @since 0.1.0
  */
@@ -141,9 +145,10 @@ export const datumFromWire = (datum: Wire.Datum, lossFn: LossFn, at = "datum"): 
 
 /**
  * What `datumFromWire(datumToWire(d))` returns: the same datum in its normal form.
- * Position 0 and masked positions hold neutral values; `target_tokens` is kept only
- * if a position is masked or labelled with another token than the next one;
- * cross_entropy `weights` only if an active weight differs from 1.
+ * Position 0 and masked advantages hold neutral values, masked positions are labelled
+ * with their own next token; `target_tokens` is kept only if a position is labelled
+ * with another token than the next one; cross_entropy `weights` only if a position is
+ * masked or an active weight differs from 1.
  * @since 0.1.0 @category conversions
  */
 export const canonical = (datum: Datum, lossFn: LossFn): Datum => {
@@ -158,14 +163,15 @@ export const canonical = (datum: Datum, lossFn: LossFn): Datum => {
     const data = tensor.data.map((v, i) => (i === 0 || (key === "advantages" && masked[i]) ? 0 : v))
     inputs[key] = { data, dtype: tensor.dtype, shape: [L] }
   }
-  // cross_entropy masks with -100; the RL losses mask through a zero advantage
-  const labels = target.map((v, i) => (i === 0 || (isCe && masked[i]) ? IGNORE : v))
+  // a masked position keeps a real label (so its learner log-prob is reported, as Tinker does):
+  // cross_entropy masks it with weight 0, the RL losses with advantage 0
+  const labels = target.map((v, i) => (i === 0 ? IGNORE : v))
   if (labels.some((v, i) => i > 0 && v !== seq[i])) inputs["target_tokens"] = i64(labels)
   const w = datum.lossFnInputs["weights"]?.data
-  if (w !== undefined) {
-    if (!isCe) inputs["weights"] = f32(w.map((v, i) => (i === 0 ? 0 : v)))
-    else if (w.some((v, i) => !masked[i] && v !== 1)) inputs["weights"] = f32(w.map((v, i) => (masked[i] ? 0 : v)))
-  }
+  if (isCe) {
+    const weights = full.map((_, i) => (masked[i] ? 0 : (w?.[i] ?? 1)))
+    if (weights.some((v, i) => i > 0 && v !== 1)) inputs["weights"] = f32(weights)
+  } else if (w !== undefined) inputs["weights"] = f32(w.map((v, i) => (i === 0 ? 0 : v)))
   return { modelInput: oneChunk(seq), lossFnInputs: inputs }
 }
 

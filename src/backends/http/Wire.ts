@@ -156,6 +156,12 @@ export const CreateSamplingSessionRequest = Schema.Struct({
 })
 
 /** @since 0.1.0 @category requests */
+export const UnloadModelRequest = Schema.Struct({
+  model_id: Schema.String,
+  type: Schema.optional(Schema.Literal("unload_model")),
+})
+
+/** @since 0.1.0 @category requests */
 export const GetInfoRequest = Schema.Struct({
   model_id: Schema.String,
   type: Schema.optional(Schema.Literal("get_info")),
@@ -416,6 +422,7 @@ export const SamplerInfo = Schema.Struct({
 /** Request types named in `X-Tinker-Request-Type`. @since 0.1.0 @category models */
 export type RequestType =
   | "CreateModel"
+  | "UnloadModel"
   | "ForwardBackward"
   | "Forward"
   | "OptimStep"

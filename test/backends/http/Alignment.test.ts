@@ -116,12 +116,28 @@ describe("Alignment (Loops <-> Tinker)", () => {
     assert.deepStrictEqual(get(Alignment.datumFromWire(w, "importance_sampling")), d)
   })
 
-  it("an SFT datum: -100 becomes weight 0 on the wire and -100 again on the way back", () => {
+  it("an SFT datum: -100 becomes weight 0 on the wire, and a masked position keeps its real label (weight 0) on the way back", () => {
     const d: Datum = { modelInput: modelInputFromTokens([1, 2, 3, 4]), lossFnInputs: { target_tokens: int64([-100, -100, 3, 4]) } }
     const w = get(Alignment.datumToWire(d, "cross_entropy"))
     assert.deepStrictEqual(w.loss_fn_inputs["target_tokens"]!.data, [2, 3, 4])
     assert.deepStrictEqual(w.loss_fn_inputs["weights"]!.data, [0, 1, 1])
-    assert.deepStrictEqual(get(Alignment.datumFromWire(w, "cross_entropy")), d)
+    const back = get(Alignment.datumFromWire(w, "cross_entropy"))
+    assert.deepStrictEqual(back, Alignment.canonical(d, "cross_entropy"))
+    assert.deepStrictEqual(modelInputTokens(back.modelInput), [1, 2, 3, 4])
+    // the label stays (its learner log-prob is reported); the zero weight keeps it out of the loss
+    assert.isUndefined(back.lossFnInputs["target_tokens"])
+    assert.deepStrictEqual(back.lossFnInputs["weights"]!.data, [0, 0, 1, 1])
+  })
+
+  it("a wire datum with weight 0 keeps its targets, so forward reports their log-probs", () => {
+    const w: Wire.Datum = {
+      model_input: { chunks: [{ type: "encoded_text", tokens: [1, 2, 3] }] },
+      loss_fn_inputs: { target_tokens: { data: [2, 3, 4], dtype: "int64" }, weights: { data: [0, 0, 1], dtype: "float32" } },
+    }
+    const d = get(Alignment.datumFromWire(w, "cross_entropy"))
+    assert.deepStrictEqual(modelInputTokens(d.modelInput), [1, 2, 3, 4])
+    assert.isUndefined(d.lossFnInputs["target_tokens"])
+    assert.deepStrictEqual(d.lossFnInputs["weights"]!.data, [0, 0, 0, 1])
   })
 
   it("a Loops-style wire datum with -100 targets decodes", () => {
@@ -131,7 +147,8 @@ describe("Alignment (Loops <-> Tinker)", () => {
     }
     const d = get(Alignment.datumFromWire(w, "cross_entropy"))
     assert.deepStrictEqual(modelInputTokens(d.modelInput), [1, 2, 3, 4])
-    assert.deepStrictEqual(d.lossFnInputs["target_tokens"]!.data, [-100, -100, 3, 4])
+    // masked: weight 0 at the -100 position (and at position 0, which predicts nothing)
+    assert.deepStrictEqual(d.lossFnInputs["weights"]!.data, [0, 0, 1, 1])
   })
 
   it("rejects what cannot be aligned, naming the field", () => {

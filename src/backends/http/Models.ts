@@ -1,0 +1,256 @@
+/**
+ * Sessions and the models they train, on the server.
+ *
+ * - With a `ModelFactory` (the embedded backend's `serve` has one), every
+ *   `create_model` builds a fresh LoRA adapter of the rank the client asks for, with
+ *   its own optimizer state and sampler, over the shared frozen base weights. Models
+ *   count against a memory budget; a model that would exceed it is refused with 403
+ *   before anything is built. `unload_model` frees one.
+ * - Without one, every model attaches to the one `Trainer` the server was given (and
+ *   must ask for its LoRA rank): one training run per server.
+ * - A session not heard from for `idleTimeout` (no heartbeat, no request naming it or
+ *   its models, no poll of their futures) expires once its models have no work in
+ *   flight: its models are freed and their ids answer 404.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Exit, Scope, SubscriptionRef } from "effect"
+import type { BackendError } from "../../Contract.ts"
+import type { SamplerShape } from "../../Sampler.ts"
+import type { TrainerShape } from "../../Trainer.ts"
+import { bad, notFound, Reject } from "./Requests.ts"
+import { makeRouter } from "./Router.ts"
+import { makeTurns, type Turns } from "./SeqOrder.ts"
+
+/** A trainer and its sampler replicas, as a factory builds them. @since 0.1.0 @category models */
+export interface ServedModel {
+  readonly trainer: TrainerShape
+  readonly replicas: ReadonlyArray<SamplerShape>
+  readonly loraRank: number
+}
+
+/** Builds one model per `create_model`. @since 0.1.0 @category models */
+export interface ModelFactory {
+  /** bytes one model of this rank holds (adapter, gradients, optimizer moments, sampler copies and caches) */
+  readonly bytes: (rank: number) => number
+  /** the largest rank served */
+  readonly maxRank: number
+  /** the rank used when `create_model` names none */
+  readonly defaultRank: number
+  /** a fresh adapter of `rank` on the shared base weights; released with the scope */
+  readonly create: (spec: { readonly rank: number; readonly seed: number; readonly name: string }) => Effect.Effect<ServedModel, BackendError, Scope.Scope>
+}
+
+/** Where sampling requests go: replicas, routing, and the version they serve. @since 0.1.0 @category models */
+export interface SamplerTarget {
+  readonly key: string
+  readonly replicas: ReadonlyArray<SamplerShape>
+  readonly route: (affinityKey: string) => number
+  /** the latest version published through this server */
+  readonly published: SubscriptionRef.SubscriptionRef<number>
+}
+
+/** @since 0.1.0 @category models */
+export interface Model extends Turns {
+  readonly id: string
+  readonly sessionId: string
+  readonly trainer: TrainerShape
+  readonly loraRank: number
+  readonly sampler: SamplerTarget
+  readonly bytes: number
+  readonly scope: Scope.Closeable | undefined
+  /** futures of this model not yet finished */
+  running: number
+}
+
+/** @since 0.1.0 @category models */
+export interface Session {
+  readonly id: string
+  lastSeen: number
+  samplers: number
+  readonly models: Set<string>
+}
+
+/** @since 0.1.0 @category constructors */
+export const makeTarget = (key: string, replicas: ReadonlyArray<SamplerShape>) =>
+  Effect.gen(function* () {
+    const versions = yield* Effect.forEach(replicas, (r) => r.version)
+    return { key, replicas, route: makeRouter(replicas.length), published: yield* SubscriptionRef.make(Math.min(...versions)) } satisfies SamplerTarget
+  })
+
+const MiB = (b: number) => `${(b / 2 ** 20).toFixed(1)} MiB`
+
+/** @since 0.1.0 @category constructors */
+export const make = (options: {
+  readonly base: { readonly trainer: TrainerShape; readonly sampler: SamplerTarget }
+  readonly factory: ModelFactory | undefined
+  readonly memoryBudget: number
+  readonly idleMillis: number
+  readonly now: Effect.Effect<number>
+  readonly newId: (prefix: string) => string
+}) => {
+  const sessions = new Map<string, Session>()
+  const models = new Map<string, Model>()
+  /** ids of sessions and models that expired or were unloaded, for clearer 404s (bounded) */
+  const gone = new Map<string, string>()
+  let used = 0
+
+  const remember = (id: string, why: string) => {
+    gone.set(id, why)
+    if (gone.size > 10_000) gone.delete(gone.keys().next().value!)
+  }
+
+  const createSession = Effect.gen(function* () {
+    const id = options.newId("session")
+    sessions.set(id, { id, lastSeen: yield* options.now, samplers: 0, models: new Set() })
+    return id
+  })
+
+  const getSession = (id: string, field = "session_id") =>
+    Effect.gen(function* () {
+      const s = sessions.get(id)
+      if (s === undefined) return yield* notFound(`${field} ${JSON.stringify(id.slice(0, 100))} is ${gone.get(id) ?? "unknown"}; create a session first`)
+      s.lastSeen = yield* options.now
+      return s
+    })
+
+  const getModel = (id: string, field = "model_id") =>
+    Effect.gen(function* () {
+      const m = models.get(id)
+      if (m === undefined) return yield* notFound(`${field} ${JSON.stringify(id.slice(0, 100))} is ${gone.get(id) ?? "unknown"}; call create_model first`)
+      const s = sessions.get(m.sessionId)
+      if (s !== undefined) s.lastSeen = yield* options.now
+      return m
+    })
+
+  /** keeps the model's session alive (a poll of one of its futures) */
+  const touch = (m: Model) =>
+    Effect.flatMap(options.now, (t) =>
+      Effect.sync(() => {
+        const s = sessions.get(m.sessionId)
+        if (s !== undefined) s.lastSeen = t
+      }),
+    )
+
+  const createModel = (sessionId: string, modelSeqId: number, rank: number | undefined, seed: number | undefined) =>
+    Effect.gen(function* () {
+      const session = yield* getSession(sessionId)
+      const id = `${sessionId}:train:${modelSeqId}`
+      const existing = models.get(id)
+      if (existing !== undefined) {
+        if (rank !== undefined && rank !== existing.loraRank) return yield* bad(`model_seq_id ${modelSeqId} of this session already has LoRA rank ${existing.loraRank}; use another model_seq_id for rank ${rank}`)
+        return existing
+      }
+      const factory = options.factory
+      if (factory === undefined) {
+        const info = yield* options.base.trainer.info.pipe(Effect.mapError((e) => new Reject({ status: 503, message: e.message })))
+        if (rank !== undefined && rank !== info.loraRank) {
+          return yield* bad(`lora_config.rank ${rank} does not match the served adapter's rank ${info.loraRank}: this server trains one adapter`)
+        }
+        const model: Model = { id, sessionId, trainer: options.base.trainer, loraRank: info.loraRank, sampler: options.base.sampler, bytes: 0, scope: undefined, running: 0, ...makeTurns() }
+        models.set(id, model)
+        session.models.add(id)
+        return model
+      }
+      const r = rank ?? factory.defaultRank
+      if (r > factory.maxRank) return yield* bad(`lora_config.rank ${r} exceeds the largest rank served, ${factory.maxRank}`)
+      const bytes = factory.bytes(r)
+      if (used + bytes > options.memoryBudget) {
+        return yield* new Reject({
+          status: 403,
+          message:
+            `a model of LoRA rank ${r} needs ${MiB(bytes)}, but ${models.size} model(s) already use ${MiB(used)} of the server's memory budget of ${MiB(options.memoryBudget)}: ` +
+            "unload a model (unload_model), let idle sessions expire, or start the server with a larger memory budget",
+        })
+      }
+      used += bytes
+      const scope = yield* Scope.make()
+      const served = yield* factory.create({ rank: r, seed: seed ?? 0, name: id }).pipe(
+        Scope.provide(scope),
+        Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => (used -= bytes)))),
+        Effect.mapError((e) => new Reject({ status: 503, message: `create_model: ${e.message}` })),
+      )
+      const sampler = yield* makeTarget(id, served.replicas).pipe(
+        Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => (used -= bytes)))),
+        Effect.mapError((e) => new Reject({ status: 503, message: `create_model: ${e.message}` })),
+      )
+      const model: Model = {
+        id,
+        sessionId,
+        trainer: served.trainer,
+        loraRank: served.loraRank,
+        sampler,
+        bytes,
+        scope,
+        running: 0,
+        ...makeTurns(),
+      }
+      models.set(id, model)
+      session.models.add(id)
+      yield* Effect.logInfo(`model ${id}: LoRA rank ${r}, ${MiB(bytes)} (${MiB(used)} of ${MiB(options.memoryBudget)} in use)`)
+      return model
+    })
+
+  const free = (m: Model, why: string) =>
+    Effect.gen(function* () {
+      models.delete(m.id)
+      sessions.get(m.sessionId)?.models.delete(m.id)
+      remember(m.id, why)
+      if (m.scope !== undefined) {
+        used -= m.bytes
+        yield* Scope.close(m.scope, Exit.void)
+      }
+    })
+
+  const unloadModel = (id: string) =>
+    Effect.gen(function* () {
+      const m = yield* getModel(id)
+      if (m.running > 0 || m.pending.size > 0) return yield* new Reject({ status: 409, message: `model_id ${JSON.stringify(id)} has ${m.running} request(s) in progress; unload it when they are done` })
+      yield* free(m, "unloaded")
+    })
+
+  /** Expires idle sessions (whose models have no work in flight) and frees their models; returns the expired ids. */
+  const expire = Effect.gen(function* () {
+    const t = yield* options.now
+    const expired: Array<string> = []
+    for (const s of [...sessions.values()]) {
+      if (t - s.lastSeen <= options.idleMillis) continue
+      const ms = [...s.models].map((id) => models.get(id)).filter((m): m is Model => m !== undefined)
+      if (ms.some((m) => m.running > 0 || m.pending.size > 0)) continue
+      for (const m of ms) yield* free(m, `expired (its session was idle for more than ${Math.round(options.idleMillis / 1000)} s)`)
+      sessions.delete(s.id)
+      remember(s.id, `expired (idle for more than ${Math.round(options.idleMillis / 1000)} s)`)
+      expired.push(s.id)
+    }
+    if (expired.length > 0) yield* Effect.logInfo(`expired ${expired.length} idle session(s): ${expired.join(", ")}`)
+    return expired
+  })
+
+  /** Runs `work` counted as in flight for the model (its session cannot expire meanwhile). */
+  const tracked = <A, E, R>(m: Model, work: Effect.Effect<A, E, R>) =>
+    Effect.suspend(() => {
+      m.running++
+      return work.pipe(Effect.ensuring(Effect.sync(() => m.running--)))
+    })
+
+  /** frees every model (the server is stopping) */
+  const freeAll = Effect.suspend(() => Effect.forEach([...models.values()], (m) => free(m, "gone (the server stopped)"), { discard: true }))
+
+  return {
+    freeAll,
+    createSession,
+    getSession,
+    getModel,
+    createModel,
+    unloadModel,
+    expire,
+    tracked,
+    touch,
+    used: () => used,
+    sessions: () => sessions.size,
+    models: () => models.size,
+  }
+}
+
+/** @since 0.1.0 @category models */
+export type Registry = ReturnType<typeof make>

@@ -1,0 +1,168 @@
+/**
+ * The server's sampling endpoints: `create_sampling_session`, `asample` and
+ * `GET samplers/{id}`.
+ *
+ * A sample goes to the sampler of the model it names (a sampling session or a
+ * `tinker://.../sampler_weights/...` path), or to the base model's. Among that
+ * sampler's replicas it is routed by `X-Affinity-Key` (consistent hashing; round
+ * robin without one). A sample pinned to a policy version (`X-Min-Policy-Version`, or
+ * the version its sampling session was published at) waits for that version at most
+ * `readyTimeout`, then fails with reason `Timeout` naming the version waited for and
+ * the version served; the wait holds no sampler resources, and it counts against the
+ * server's bound on pending futures.
+ *
+ * @since 0.1.0
+ */
+import { type Duration, Effect, Result, SubscriptionRef } from "effect"
+import { awaitVersion } from "../local/Errors.ts"
+import * as Alignment from "./Alignment.ts"
+import type { FutureTable } from "./Futures.ts"
+import type { Model, Registry, SamplerTarget } from "./Models.ts"
+import { bad, decodeOr400, notFound, Reject, samplingParamsFromWire } from "./Requests.ts"
+import type { Handler } from "./TrainingRoutes.ts"
+import * as Wire from "./Wire.ts"
+
+/** A sampler a sampling session or a sampler path names: a model's (by id), or the base model's. @since 0.1.0 @category models */
+export interface Published {
+  readonly modelId: string | undefined
+  readonly version: number
+  readonly modelPath: string | undefined
+}
+
+/** @since 0.1.0 @category models */
+export interface Context {
+  readonly registry: Registry
+  readonly futures: FutureTable
+  readonly base: SamplerTarget
+  readonly modelName: string
+  readonly vocabSize: number | undefined
+  readonly maxLength: number
+  readonly maxSamples: number
+  readonly readyTimeout: Duration.Input
+  readonly gather: (key: string) => Effect.Effect<void>
+  readonly samplingSessions: Map<string, Published>
+  readonly samplerPaths: Map<string, Published>
+  /** samples served, by replica of the base sampler */
+  readonly replicaRequests: Array<number>
+}
+
+/** @since 0.1.0 @category constructors */
+export const make = (ctx: Context) => {
+  const { registry } = ctx
+  let roundRobin = 0
+
+  const targetOf = (p: Published): Effect.Effect<{ readonly target: SamplerTarget; readonly model: Model | undefined }, Reject> =>
+    p.modelId === undefined
+      ? Effect.succeed({ target: ctx.base, model: undefined })
+      : Effect.map(registry.getModel(p.modelId, "the sampler's model"), (m) => ({ target: m.sampler, model: m }))
+
+  const servedVersion = (target: SamplerTarget) =>
+    Effect.map(Effect.forEach(target.replicas, (r) => r.version, { concurrency: "unbounded" }), (vs) => Math.min(...vs))
+
+  /** Waits (at most the ready timeout) until the target serves `min`. */
+  const ready = (target: SamplerTarget, min: number | undefined) =>
+    Effect.gen(function* () {
+      if (min === undefined || (yield* SubscriptionRef.get(target.published)) >= min) return
+      // published without this server (another client of the same backend)
+      const served = yield* servedVersion(target)
+      if (served >= min) return yield* SubscriptionRef.update(target.published, (v) => Math.max(v, served))
+      yield* awaitVersion(target.published, "sample", min, ctx.readyTimeout)
+    })
+
+  const badBaseModel = (name: string) => bad(`base_model ${JSON.stringify(name)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
+
+  const post: Record<string, Handler> = {
+    create_sampling_session: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.CreateSamplingSessionRequest)(body)
+        yield* registry.getSession(req.session_id)
+        let published: Published = { modelId: undefined, version: 0, modelPath: undefined }
+        if (req.model_path !== undefined && req.model_path !== null) {
+          const p = ctx.samplerPaths.get(req.model_path)
+          if (p === undefined) return yield* notFound(`model_path ${JSON.stringify(req.model_path)} is not a sampler checkpoint of this server`)
+          published = p
+        } else if (req.base_model !== undefined && req.base_model !== null && req.base_model !== ctx.modelName) {
+          return yield* badBaseModel(req.base_model)
+        }
+        const id = `${req.session_id}:sample:${req.sampling_session_seq_id}`
+        ctx.samplingSessions.set(id, published)
+        return { type: "create_sampling_session", sampling_session_id: id }
+      }),
+    asample: (body, headers) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.SampleRequest)(body)
+        const h = yield* decodeOr400(Wire.SampleHeaders, "headers")({
+          [Wire.Headers.minPolicyVersion]: headers[Wire.Headers.minPolicyVersion],
+          [Wire.Headers.affinityKey]: headers[Wire.Headers.affinityKey],
+        })
+        const numSamples = req.num_samples ?? 1
+        if (numSamples < 1 || numSamples > ctx.maxSamples) return yield* bad(`num_samples is ${numSamples}; it must be in [1, ${ctx.maxSamples}]`)
+        if ((req.topk_prompt_logprobs ?? 0) !== 0) return yield* bad("topk_prompt_logprobs is not supported by this server; send 0")
+        const params = samplingParamsFromWire(req.sampling_params, ctx.maxLength)
+        if (Result.isFailure(params)) return yield* bad(params.failure)
+        const tokens = req.prompt.chunks.flatMap((c) => c.tokens)
+        if (tokens.length === 0) return yield* bad("prompt is empty")
+        if (tokens.length > ctx.maxLength) return yield* bad(`prompt has ${tokens.length} tokens, more than the context length ${ctx.maxLength}`)
+        const badAt = tokens.findIndex((t) => t < 0 || (ctx.vocabSize !== undefined && t >= ctx.vocabSize))
+        if (badAt >= 0) return yield* bad(`prompt token ${badAt} is ${tokens[badAt]}, outside the vocabulary [0, ${ctx.vocabSize ?? "?"})`)
+        let published: Published
+        if (req.sampling_session_id !== undefined && req.sampling_session_id !== null) {
+          const p = ctx.samplingSessions.get(req.sampling_session_id)
+          if (p === undefined) return yield* notFound(`sampling_session_id ${JSON.stringify(req.sampling_session_id)} is unknown`)
+          published = p
+        } else if (req.model_path !== undefined && req.model_path !== null) {
+          const p = ctx.samplerPaths.get(req.model_path)
+          if (p === undefined) return yield* notFound(`model_path ${JSON.stringify(req.model_path)} is not a sampler checkpoint of this server`)
+          published = p
+        } else if (req.base_model !== undefined && req.base_model !== null) {
+          if (req.base_model !== ctx.modelName) return yield* badBaseModel(req.base_model)
+          published = { modelId: undefined, version: 0, modelPath: undefined }
+        } else {
+          return yield* bad("asample needs sampling_session_id, model_path or base_model")
+        }
+        const { target, model } = yield* targetOf(published)
+        const pinned = h[Wire.Headers.minPolicyVersion]
+        const minVersion = published.version > 0 || pinned !== undefined ? Math.max(pinned ?? 0, published.version) : undefined
+        const key = h[Wire.Headers.affinityKey]
+        const index = key !== undefined ? target.route(key) : roundRobin++ % target.replicas.length
+        if (target === ctx.base) ctx.replicaRequests[index]!++
+        const replica = target.replicas[index]!
+        const promptLogprobs = req.prompt_logprobs === true
+        const work = ready(target, minVersion).pipe(
+          Effect.andThen(ctx.gather(`${target.key}#${index}`)),
+          Effect.andThen(
+            replica.sample({ chunks: [{ type: "encoded_text", tokens }] }, params.success, {
+              numSamples,
+              ...(key !== undefined ? { affinityKey: key } : {}),
+              ...(minVersion !== undefined ? { minPolicyVersion: minVersion } : {}),
+              ...(promptLogprobs ? { includePromptLogprobs: true } : {}),
+            }),
+          ),
+          Effect.map((r) => ({
+            type: "sample",
+            sequences: r.sequences.map((s) => ({ stop_reason: s.stopReason, tokens: s.tokens, logprobs: s.logprobs })),
+            ...(promptLogprobs && r.promptLogprobs !== undefined ? { prompt_logprobs: Alignment.promptLogprobsToWire(r.promptLogprobs) } : {}),
+            policy_version: r.policyVersion,
+          })),
+        )
+        const id = yield* ctx.futures.start(
+          "Sample",
+          model === undefined ? work : registry.tracked(model, work),
+          model === undefined ? undefined : registry.touch(model),
+        )
+        return { request_id: id }
+      }),
+  }
+
+  /** `GET samplers/{id}`: the sampler's base model, path and served version. */
+  const samplerInfo = (id: string) =>
+    Effect.gen(function* () {
+      const p = ctx.samplingSessions.get(id)
+      if (p === undefined && id !== ctx.modelName) return yield* notFound(`sampler ${JSON.stringify(id.slice(0, 100))} is unknown`)
+      const { target } = yield* targetOf(p ?? { modelId: undefined, version: 0, modelPath: undefined })
+      const version = yield* servedVersion(target).pipe(Effect.mapError((e) => new Reject({ status: 503, message: e.message })))
+      return { sampler_id: id, base_model: ctx.modelName, ...(p?.modelPath ? { model_path: p.modelPath } : {}), policy_version: version }
+    })
+
+  return { post, samplerInfo }
+}

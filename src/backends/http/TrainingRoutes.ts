@@ -1,0 +1,220 @@
+/**
+ * The server's session, model and training endpoints: `create_session`,
+ * `session_heartbeat`, `create_model`, `unload_model`, `get_info`, `forward_backward`,
+ * `forward`, `optim_step`, `save_weights`, `save_weights_for_sampler`, `load_weights`.
+ *
+ * Wire datums are decoded with the Schemas of `Wire.ts`, aligned (`Alignment.ts`) and
+ * then checked by the one Datum validator (`checkData`) before any work starts, so a
+ * bad datum gets a 400 naming the datum and field.
+ *
+ * @since 0.1.0
+ */
+import { type Duration, Effect, Result, SubscriptionRef } from "effect"
+import { AdamParams as AdamParamsSchema, adamParams, type BackendError, type Datum } from "../../Contract.ts"
+import { resolveLoss } from "../../Loss.ts"
+import { checkData } from "../local/Validate.ts"
+import * as Alignment from "./Alignment.ts"
+import type { FutureTable } from "./Futures.ts"
+import type { Model, Registry } from "./Models.ts"
+import { bad, checkName, decodeOr400, Reject } from "./Requests.ts"
+import { claim, inTurn } from "./SeqOrder.ts"
+import * as Wire from "./Wire.ts"
+
+/** What the training endpoints share with the rest of the server. @since 0.1.0 @category models */
+export interface Context {
+  readonly registry: Registry
+  readonly futures: FutureTable
+  readonly modelName: string
+  readonly tokenizerId: string | undefined
+  readonly vocabSize: number | undefined
+  readonly maxLength: number
+  readonly maxDatums: number
+  readonly turnTimeout: Duration.Input
+  /** tinker:// training checkpoint -> the backend's path */
+  readonly checkpoints: Map<string, string>
+  /** publishes a model's sampler version under a sampling session and a path */
+  readonly published: (model: Model, samplingSessionId: string, uri: string, version: number) => void
+}
+
+/** A POST handler: the decoded JSON body in, the answer body out. @since 0.1.0 @category models */
+export type Handler = (body: unknown, headers: Readonly<Record<string, string | undefined>>) => Effect.Effect<unknown, Reject>
+
+const unavailable = (e: BackendError) => new Reject({ status: 503, message: e.message })
+
+/**
+ * `checkData`'s message (gyre names and positions) in wire terms: `data[2].lossFnInputs.advantages[3]`
+ * -> `<at>.data[2].loss_fn_inputs.advantages.data[2]` (gyre position i is wire position i-1).
+ */
+export const wireMessage = (message: string, at: string): string =>
+  `${at}.${message}`
+    .replace(/\.lossFnInputs\.(\w+)\[(\d+)\]/g, (_, key: string, i: string) => `.loss_fn_inputs.${key}.data[${Number(i) - 1}]`)
+    .replace(/\.lossFnInputs\./g, ".loss_fn_inputs.")
+    .replace(/\.modelInput\b/g, ".model_input")
+
+/** @since 0.1.0 @category constructors */
+export const make = (ctx: Context): Record<string, Handler> => {
+  const { registry, futures } = ctx
+
+  const trainingFuture = (type: Wire.RequestType, model: Model, seq: number, work: Effect.Effect<unknown, BackendError>) =>
+    Effect.gen(function* () {
+      yield* claim(model, seq, "seq_id")
+      const id = yield* futures
+        .start(type, registry.tracked(model, inTurn(model, seq, work, ctx.turnTimeout)), registry.touch(model))
+        .pipe(Effect.tapError(() => Effect.sync(() => model.pending.delete(seq))))
+      return { request_id: id, model_id: model.id }
+    })
+
+  const tinkerPath = (modelId: string, kind: "weights" | "sampler_weights", name: string) => `tinker://${modelId}/${kind}/${name}`
+
+  const forwardLike = (kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput, modelId: string, seq: number) =>
+    Effect.gen(function* () {
+      const at = kind === "forward" ? "forward_input" : "forward_backward_input"
+      const model = yield* registry.getModel(modelId)
+      const loss = resolveLoss(input.loss_fn, input.loss_fn_config ?? undefined)
+      if (!loss.ok) return yield* bad(`${at}.loss_fn: ${loss.message}`)
+      const lossFn = loss.value.lossFn
+      if (input.data.length === 0) return yield* bad(`${at}.data is empty: send at least one datum`)
+      if (input.data.length > ctx.maxDatums) return yield* bad(`${at}.data has ${input.data.length} datums; at most ${ctx.maxDatums} per request`)
+      if (input.top_k_logprobs !== undefined && input.top_k_logprobs > 20) return yield* bad(`${at}.top_k_logprobs is ${input.top_k_logprobs}; at most 20`)
+      const data: Array<Datum> = []
+      for (let i = 0; i < input.data.length; i++) {
+        const r = Alignment.datumFromWire(input.data[i]!, lossFn, `${at}.data[${i}]`)
+        if (Result.isFailure(r)) return yield* bad(r.failure)
+        data.push(r.success)
+      }
+      // the one Datum validator, before any work (the backend runs it again)
+      const problem = checkData(data, lossFn, { vocabSize: ctx.vocabSize ?? Number.MAX_SAFE_INTEGER, contextLength: ctx.maxLength })
+      if (problem !== undefined) return yield* bad(wireMessage(problem, at))
+      const opts = {
+        ...(input.loss_fn_config ? { lossFnConfig: input.loss_fn_config } : {}),
+        ...(input.top_k_logprobs !== undefined ? { topKLogprobs: input.top_k_logprobs } : {}),
+      }
+      const work = (kind === "forward" ? model.trainer.forward(data, lossFn, opts) : model.trainer.forwardBackward(data, lossFn, opts)).pipe(
+        Effect.map((r) => ({ loss_fn_output_type: "ArrayRecord", loss_fn_outputs: r.lossFnOutputs.map(Alignment.outputToWire), metrics: Wire.metricsToWire(r.metrics) })),
+      )
+      return yield* trainingFuture(kind === "forward" ? "Forward" : "ForwardBackward", model, seq, work)
+    })
+
+  return {
+    create_session: (body) =>
+      Effect.gen(function* () {
+        yield* decodeOr400(Wire.CreateSessionRequest)(body)
+        return { type: "create_session", session_id: yield* registry.createSession }
+      }),
+    session_heartbeat: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.SessionHeartbeatRequest)(body)
+        yield* registry.getSession(req.session_id)
+        return { type: "session_heartbeat" }
+      }),
+    create_model: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.CreateModelRequest)(body)
+        yield* registry.getSession(req.session_id)
+        if (req.base_model !== ctx.modelName) {
+          return yield* bad(`base_model ${JSON.stringify(req.base_model)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
+        }
+        const model = yield* registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined)
+        const id = yield* futures.start("CreateModel", Effect.succeed({ model_id: model.id, type: "create_model" }))
+        return { request_id: id, model_id: model.id }
+      }),
+    unload_model: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.UnloadModelRequest)(body)
+        yield* registry.unloadModel(req.model_id)
+        const id = yield* futures.start("UnloadModel", Effect.succeed({ model_id: req.model_id, type: "unload_model" }))
+        return { request_id: id, model_id: req.model_id }
+      }),
+    get_info: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.GetInfoRequest)(body)
+        const model = yield* registry.getModel(req.model_id)
+        const info = yield* model.trainer.info.pipe(Effect.mapError(unavailable))
+        return {
+          type: "get_info",
+          model_data: { arch: "gyre", model_name: ctx.modelName, ...(ctx.tokenizerId ? { tokenizer_id: ctx.tokenizerId } : {}) },
+          model_id: req.model_id,
+          is_lora: true,
+          lora_rank: info.loraRank,
+          model_name: ctx.modelName,
+          policy_version: info.version,
+          max_sequence_length: info.maxSequenceLength,
+        }
+      }),
+    forward_backward: (body) =>
+      Effect.flatMap(decodeOr400(Wire.ForwardBackwardRequest)(body), (req) => forwardLike("forward_backward", req.forward_backward_input, req.model_id, req.seq_id)),
+    forward: (body) => Effect.flatMap(decodeOr400(Wire.ForwardRequest)(body), (req) => forwardLike("forward", req.forward_input, req.model_id, req.seq_id)),
+    optim_step: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.OptimStepRequest)(body)
+        const given = Object.fromEntries(Object.entries(req.adam_params).filter(([, v]) => v !== undefined))
+        const adam = yield* decodeOr400(AdamParamsSchema, "adam_params")(adamParams(given))
+        const model = yield* registry.getModel(req.model_id)
+        return yield* trainingFuture(
+          "OptimStep",
+          model,
+          req.seq_id,
+          Effect.map(model.trainer.optimStep(adam), (r) => ({ type: "optim_step", metrics: Wire.metricsToWire(r.metrics), policy_version: r.version })),
+        )
+      }),
+    save_weights: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.SaveWeightsRequest)(body)
+        const name = req.path ?? `state-${req.seq_id}`
+        yield* checkName(name, "path")
+        const model = yield* registry.getModel(req.model_id)
+        const uri = tinkerPath(req.model_id, "weights", name)
+        return yield* trainingFuture(
+          "SaveWeights",
+          model,
+          req.seq_id,
+          Effect.map(model.trainer.saveState(name), (r) => {
+            ctx.checkpoints.set(uri, r.path)
+            return { type: "save_weights", path: uri }
+          }),
+        )
+      }),
+    save_weights_for_sampler: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.SaveWeightsForSamplerRequest)(body)
+        const model = yield* registry.getModel(req.model_id)
+        const name = req.path ?? `sampler-${req.seq_id}`
+        yield* checkName(name, "path")
+        const uri = tinkerPath(req.model_id, "sampler_weights", name)
+        const session = yield* registry.getSession(model.sessionId)
+        return yield* trainingFuture(
+          "SaveWeightsForSampler",
+          model,
+          req.seq_id,
+          Effect.gen(function* () {
+            const r = yield* model.trainer.saveWeightsForSampler(name)
+            const n = req.sampling_session_seq_id ?? session.samplers++
+            const samplingSessionId = `${model.sessionId}:sample:${n}`
+            ctx.published(model, samplingSessionId, uri, r.version)
+            yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
+            return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }
+          }),
+        )
+      }),
+    load_weights: (body) =>
+      Effect.gen(function* () {
+        const req = yield* decodeOr400(Wire.LoadWeightsRequest)(body)
+        if (req.model_id === undefined || req.model_id === null || req.seq_id === undefined || req.seq_id === null) {
+          return yield* bad("load_weights needs model_id and seq_id (create the model first; create-via-load is not supported)")
+        }
+        // only checkpoints named by this protocol: a client never names a file on this machine
+        const parsed = /^tinker:\/\/([^/]+)\/weights\/([^/]+)$/.exec(req.path)
+        if (parsed === null) return yield* bad(`path ${JSON.stringify(req.path.slice(0, 200))} is not a training checkpoint: expected tinker://<model_id>/weights/<name>`)
+        yield* checkName(parsed[2]!, "path's checkpoint name")
+        const model = yield* registry.getModel(req.model_id)
+        // a checkpoint saved by this server process, else the backend looks the name up (e.g. after a restart)
+        const target = ctx.checkpoints.get(req.path) ?? parsed[2]!
+        return yield* trainingFuture(
+          "LoadWeights",
+          model,
+          req.seq_id,
+          Effect.as(model.trainer.loadState(target, { withOptimizer: req.optimizer ?? false }), { type: "load_weights", path: req.path, model_id: model.id }),
+        )
+      }),
+  }
+}
