@@ -5,7 +5,8 @@
  * Problem `i` of seed `s` is always the same problem (its stable task key is
  * `<env>/<split>/<s>/<i>`). A fixed fraction of the problem space (chosen by a hash
  * of the problem itself) is held out for evaluation, so the eval set never overlaps
- * training.
+ * training. The eval set is made of distinct problems, drawn without replacement and
+ * capped at the size of the eval split.
  *
  * @since 0.1.0
  */
@@ -203,8 +204,14 @@ export interface Task<P> {
 }
 
 const heldOutFraction = (env: Env<any, any>) => env.eval?.heldOut ?? 0.1
-/** Which split a problem belongs to, by a hash of its canonical JSON. */
-const splitOf = (env: Env<any, any>, problem: unknown): Split =>
+
+/**
+ * Which split a (decoded) problem belongs to: a hash of the env's name and the problem's
+ * JSON, compared with `eval.heldOut`. The same problem is always in the same split, in
+ * every run and every seed. With `heldOut: 0` every problem is in both.
+ * @since 0.1.0 @category accessors
+ */
+export const splitOf = (env: Env<any, any>, problem: unknown): Split =>
   (hash32(`${env.name}:${JSON.stringify(problem)}`) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
 
 const MAX_REJECTIONS = 1000
@@ -276,30 +283,136 @@ export const problemAt = Effect.fnUntraced(function* <P, R>(
       message: `no ${split} problem found in ${MAX_REJECTIONS} draws at difficulty ${difficulty}; lower eval.heldOut or widen the generator`,
     })
   }
-  const all = (yield* loadRows(env)) as Array<P>
-  const pool = heldOutFraction(env) === 0 ? all : all.filter((p) => splitOf(env, p) === split)
-  if (pool.length === 0) {
-    return yield* new EnvError({ env: env.name, reason: "ProblemSpaceTooSmall", message: `the ${split} split has no rows; change eval.heldOut` })
-  }
+  const pool = yield* splitRows(env, split)
   const epoch = Math.floor(index / pool.length)
+  const order = rowOrder(env, split, seed, epoch, pool.length)
+  return { key, env: env.name, problem: pool[order[index % pool.length]!]! as P } satisfies Task<P>
+})
+
+/** The decoded rows of a split (all rows when nothing is held out). */
+const splitRows = (env: Env<any, any>, split: Split) =>
+  Effect.gen(function* () {
+    const all = yield* loadRows(env)
+    const pool = heldOutFraction(env) === 0 ? all : all.filter((p) => splitOf(env, p) === split)
+    if (pool.length === 0) {
+      return yield* new EnvError({ env: env.name, reason: "ProblemSpaceTooSmall", message: `the ${split} split has no rows; change eval.heldOut` })
+    }
+    return pool
+  })
+
+/** The seeded permutation of a split's rows in one epoch. */
+const rowOrder = (env: Env<any, any>, split: Split, seed: number, epoch: number, n: number): Array<number> => {
   const rng = random(`${env.name}/${split}/${seed}/epoch${epoch}`)
-  const order = pool.map((_, i) => i)
+  const order = Array.from({ length: n }, (_, i) => i)
   for (let i = order.length - 1; i > 0; i--) {
     const j = Math.floor(rng.next() * (i + 1))
     ;[order[i], order[j]] = [order[j]!, order[i]!]
   }
-  return { key, env: env.name, problem: pool[order[index % pool.length]!]! } satisfies Task<P>
+  return order
+}
+
+/**
+ * A seeded source is taken to have run out of new problems once this many draws in
+ * a row brought none: 20 times the distinct problems found so far, at least 200. For a
+ * split of k equally likely problems, the chance that one of them is still missing is
+ * then about k * e^-20.
+ */
+const staleLimit = (distinct: number) => Math.max(200, 20 * distinct)
+
+/** A set of distinct problems of one split, and how it was drawn. @since 0.1.0 @category models */
+export interface DistinctSet<P> {
+  /** distinct problems, in the order they were drawn */
+  readonly tasks: Array<Task<P>>
+  /** how many were asked for */
+  readonly requested: number
+  /** true when the split has fewer distinct problems than asked for */
+  readonly exhausted: boolean
+}
+
+/** @since 0.1.0 @category models */
+export type EvalSetInfo<P> = DistinctSet<P>
+
+const distinctCache = new WeakMap<Env<any, any>, Map<string, DistinctSet<any>>>()
+
+/**
+ * Up to `size` distinct problems of a split, drawn without replacement, the same for
+ * every call with the same seed:
+ *
+ * - seeded sources: problems are drawn from the split until `size` distinct ones are
+ *   found, or until no new one has appeared for a long run of draws (the split is
+ *   exhausted: single-digit arithmetic, for one, has only a few dozen held-out facts);
+ * - rows and JSONL: the split's rows in a seeded order, each distinct row once.
+ *
+ * Problems are compared by their JSON. `exhausted` says the split ran out first.
+ * @since 0.1.0 @category accessors
+ */
+export const distinctTasks = Effect.fnUntraced(function* <P, R>(
+  env: Env<P, R>,
+  options: { readonly split: Split; readonly seed: number; readonly size: number; readonly difficulty?: number },
+) {
+  const { split, seed, size: requested } = options
+  const difficulty = options.difficulty ?? env.difficulty ?? 1
+  const cacheKey = `${split}/${seed}/${requested}/${difficulty}`
+  const cache = distinctCache.get(env) ?? new Map<string, DistinctSet<any>>()
+  distinctCache.set(env, cache)
+  const cached = cache.get(cacheKey)
+  if (cached !== undefined) return { ...cached, tasks: [...cached.tasks] } as DistinctSet<P>
+  const seen = new Set<string>()
+  const tasks: Array<Task<P>> = []
+  const add = (task: Task<P>) => {
+    const k = JSON.stringify(task.problem)
+    if (seen.has(k)) return false
+    seen.add(k)
+    tasks.push(task)
+    return true
+  }
+  if (env.source._tag === "Seeded") {
+    let stale = 0
+    for (let index = 0; tasks.length < requested && stale < staleLimit(tasks.length); index++) {
+      const task = yield* problemAt(env, { seed, index, split, difficulty })
+      stale = add(task) ? 0 : stale + 1
+    }
+  } else {
+    const pool = (yield* splitRows(env, split)) as Array<P>
+    const order = rowOrder(env, split, seed, 0, pool.length)
+    for (let index = 0; index < pool.length && tasks.length < requested; index++) {
+      add({ key: `${env.name}/${split}/${seed}/${index}`, env: env.name, problem: pool[order[index]!]! })
+    }
+  }
+  const out: DistinctSet<P> = { tasks, requested, exhausted: tasks.length < requested }
+  cache.set(cacheKey, out)
+  return { ...out, tasks: [...tasks] }
 })
 
 /**
- * The fixed held-out evaluation set of a seed: the same problems in every run with that seed.
+ * The fixed held-out evaluation set of a seed, with its size: {@link distinctTasks} of
+ * the eval split, `size` of them (default `eval.size`, else 200) or the whole split when
+ * it has fewer. Then an info line says how many distinct problems the set has.
+ * @since 0.1.0 @category accessors
+ */
+export const evalSetInfo = Effect.fnUntraced(function* <P, R>(
+  env: Env<P, R>,
+  options: { readonly seed: number; readonly size?: number; readonly difficulty?: number },
+) {
+  const difficulty = options.difficulty ?? env.difficulty ?? 1
+  const info = yield* distinctTasks(env, { split: "eval", seed: options.seed, size: options.size ?? env.eval?.size ?? 200, difficulty })
+  if (info.exhausted) {
+    yield* Effect.logInfo(
+      `${env.name}: the eval set has ${info.tasks.length} distinct problems, fewer than the ${info.requested} asked for: ` +
+        `that is the whole eval split${env.source._tag === "Seeded" ? ` at difficulty ${difficulty}` : ""} (eval.heldOut ${heldOutFraction(env)})`,
+    )
+  }
+  return info
+})
+
+/**
+ * The fixed held-out evaluation set of a seed: distinct problems of the eval split, at
+ * most `size` (default `eval.size`, else 200), the same in every run with that seed. Its
+ * length is the number of problems; see {@link evalSetInfo}.
  * @since 0.1.0 @category accessors
  */
 export const evalSet = <P, R>(env: Env<P, R>, options: { readonly seed: number; readonly size?: number; readonly difficulty?: number }) =>
-  Effect.forEach(
-    Array.from({ length: options.size ?? env.eval?.size ?? 200 }, (_, i) => i),
-    (index) => problemAt(env, { seed: options.seed, index, split: "eval", ...(options.difficulty !== undefined ? { difficulty: options.difficulty } : {}) }),
-  )
+  evalSetInfo(env, options).pipe(Effect.map((info) => info.tasks))
 
 // ===== Mixtures =====
 

@@ -2,7 +2,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Effect, Logger, Schema } from "effect"
 import * as fc from "fast-check"
 import { Env, Reward } from "gyre"
 
@@ -69,6 +69,51 @@ describe("seeded envs", () => {
       assert.notDeepEqual((yield* Env.evalSet(env, { seed: 4 })).map((t) => t.problem), first.map((t) => t.problem))
     }))
 
+  it.effect("a large eval split gives as many distinct problems as asked for", () =>
+    Effect.gen(function* () {
+      // 1,000,000 problems, 20% held out: 150 distinct ones are easy to find
+      const set = yield* Env.evalSet(seededEnv("wide", { max: 1000 }), { seed: 1, size: 150 })
+      assert.strictEqual(set.length, 150)
+      assert.strictEqual(new Set(set.map((t) => key(t.problem))).size, 150)
+    }))
+
+  it.effect("the eval set is capped at the eval split's size, and says so", () =>
+    Effect.gen(function* () {
+      // 10 x 10 problems; the hash puts a fixed subset of them in the eval split
+      const small = seededEnv("capped", { max: 10, heldOut: 0.3 })
+      const space = Array.from({ length: 100 }, (_, i) => ({ a: Math.floor(i / 10), b: i % 10 }))
+      const evalSplit = new Set(space.filter((p) => Env.splitOf(small, p) === "eval").map(key))
+      assert.isAbove(evalSplit.size, 10)
+      const logs: Array<string> = []
+      const logger = Logger.make(({ message }) => logs.push(String(Array.isArray(message) ? message.join(" ") : message)))
+      const info = yield* Env.evalSetInfo(small, { seed: 2, size: 300 }).pipe(Effect.provide(Logger.layer([logger])))
+      assert.strictEqual(info.tasks.length, evalSplit.size)
+      assert.isTrue(info.exhausted)
+      assert.strictEqual(info.requested, 300)
+      assert.sameMembers(info.tasks.map((t) => key(t.problem)), [...evalSplit])
+      assert.isTrue(logs.some((l) => l.includes(`${evalSplit.size} distinct problems`) && l.includes("300")), logs.join("\n"))
+      // asking for fewer than the split holds gives exactly that many, with no log line
+      const fewer = yield* Env.evalSetInfo(small, { seed: 2, size: 5 })
+      assert.strictEqual(fewer.tasks.length, 5)
+      assert.isFalse(fewer.exhausted)
+    }))
+
+  it("eval sets are deterministic for a seed and never hold a train problem", () =>
+    fc.assert(fc.asyncProperty(fc.nat(1000), fc.integer({ min: 1, max: 40 }), async (seed, size) => {
+      const make = () => seededEnv("prop", { max: 12, heldOut: 0.25 })
+      const a = await Effect.runPromise(Env.evalSet(make(), { seed, size }))
+      const b = await Effect.runPromise(Env.evalSet(make(), { seed, size }))
+      assert.deepStrictEqual(a, b)
+      assert.strictEqual(new Set(a.map((t) => key(t.problem))).size, a.length)
+      const env = make()
+      const train = await Effect.runPromise(tasks(env, seed, "train", 200))
+      const trainKeys = new Set(train.map((t) => key(t.problem)))
+      for (const t of a) {
+        assert.strictEqual(Env.splitOf(env, t.problem), "eval")
+        assert.isFalse(trainKeys.has(key(t.problem)), `${key(t.problem)} is in both splits`)
+      }
+    }), { numRuns: 15 }))
+
   it.effect("a generator that throws or returns a bad problem fails with the key", () =>
     Effect.gen(function* () {
       const throwing = Env.make({ name: "throws", problem: Problem, source: Env.seeded(() => { throw new Error("no dice") }), prompt: () => "", reward: sum })
@@ -110,6 +155,22 @@ describe("row envs", () => {
       assert.strictEqual(new Set(train.slice(0, n).map((t) => key(t.problem))).size, n)
       assert.strictEqual(new Set(train.slice(n, 2 * n).map((t) => key(t.problem))).size, n)
       assert.deepStrictEqual(yield* tasks(env, 5, "train", 10), train.slice(0, 10))
+    }))
+
+  it.effect("the eval set of rows is the split's rows, each once, in a seeded order", () =>
+    Effect.gen(function* () {
+      // duplicated rows count once
+      const env = rowsEnv("rowsEval", Env.rows([...rows, ...rows.slice(0, 10)]), 0.25)
+      const evalSplit = new Set(rows.filter((p) => Env.splitOf(env, p) === "eval").map(key))
+      const all = yield* Env.evalSetInfo(env, { seed: 5, size: 1000 })
+      assert.strictEqual(all.tasks.length, evalSplit.size)
+      assert.isTrue(all.exhausted)
+      assert.sameMembers(all.tasks.map((t) => key(t.problem)), [...evalSplit])
+      const some = yield* Env.evalSet(env, { seed: 5, size: 3 })
+      assert.strictEqual(some.length, 3)
+      assert.deepStrictEqual(some, yield* Env.evalSet(rowsEnv("rowsEval", Env.rows([...rows, ...rows.slice(0, 10)]), 0.25), { seed: 5, size: 3 }))
+      const train = new Set((yield* tasks(env, 5, "train", 60)).map((t) => key(t.problem)))
+      for (const t of all.tasks) assert.isFalse(train.has(key(t.problem)))
     }))
 
   it.effect("decodes JSONL rows and skips blank lines", () =>
