@@ -47,6 +47,11 @@ export interface Advantages {
   readonly advantages: Array<Array<number>>
   /** groups whose advantages are all 0 (constant rewards, or fewer than 2 usable samples) */
   readonly noOpGroups: number
+  /**
+   * groups whose rewards overflow the computation (an advantage that is not a finite
+   * float32, as 1e300 rewards give); their advantages are set to 0, and the runner stops
+   */
+  readonly overflowGroups: Array<number>
 }
 
 /**
@@ -56,14 +61,15 @@ export interface Advantages {
 export const compute = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>, mode: Mode = "group_std"): Advantages => {
   const batch = stats(groups.flat())
   let noOpGroups = 0
-  const advantages = groups.map((rewards) => {
+  const overflowGroups: Array<number> = []
+  const advantages = groups.map((rewards, gi) => {
     const g = stats(rewards)
     const constant = g.n < 2 || g.std <= STD_EPSILON
     if (mode !== "none" && constant) {
       noOpGroups++
       return rewards.map(() => 0)
     }
-    return rewards.map((r) => {
+    const out = rewards.map((r) => {
       if (r === undefined) return 0
       switch (mode) {
         case "group_std":
@@ -76,6 +82,9 @@ export const compute = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>
           return r
       }
     })
+    if (out.every((a) => Number.isFinite(Math.fround(a)))) return out
+    overflowGroups.push(gi)
+    return rewards.map(() => 0)
   })
-  return { advantages, noOpGroups }
+  return { advantages, noOpGroups, overflowGroups }
 }

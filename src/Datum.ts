@@ -9,6 +9,7 @@
  */
 import { Effect } from "effect"
 import { BackendError, type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens } from "./Contract.ts"
+import { isActive, LOSS_INPUTS } from "./Loss.ts"
 
 /** Builds the RL Datum of one sampled completion. @since 0.1.0 @category constructors */
 export const rl = (options: {
@@ -40,26 +41,19 @@ export const sft = (options: { readonly prompt: ReadonlyArray<number>; readonly 
   }
 }
 
-/** Inputs each loss needs. @since 0.1.0 @category constants */
-export const requiredInputs: Record<LossFn, ReadonlyArray<string>> = {
-  cross_entropy: [],
-  importance_sampling: ["logprobs", "advantages"],
-  ppo: ["logprobs", "advantages"],
-  cispo: ["logprobs", "advantages"],
-  dro: ["logprobs", "advantages"],
-  dppo: ["logprobs", "advantages"],
-}
-
 /**
- * Checks a batch before it is sent: every per-token input has the length of
- * `modelInput`, values are finite, token ids are integers in range and required inputs
- * are present. The message names the datum and the field.
+ * Checks a batch before any work: every per-token input has the length of `modelInput`,
+ * float inputs are finite as float32 (what the trainer computes in; 1e300 is finite as a
+ * JavaScript number but infinite as float32), token ids are integers in range, and each
+ * loss gets exactly the inputs it reads (`LOSS_INPUTS`). The message names the datum and
+ * the field. The one Datum validator: the runner, the embedded trainer and the server
+ * all use it.
  * @since 0.1.0 @category validation
  */
 export const validate = (
   data: ReadonlyArray<Datum>,
   lossFn: LossFn,
-  options: { readonly vocabSize?: number; readonly maxLength?: number; readonly operation?: string } = {},
+  options: CheckOptions & { readonly operation?: string } = {},
 ): Effect.Effect<void, BackendError> =>
   Effect.suspend(() => {
     const problem = checkAll(data, lossFn, options)
@@ -68,13 +62,26 @@ export const validate = (
       : Effect.fail(new BackendError({ reason: "InvalidInput", operation: options.operation ?? "validate", message: problem }))
   })
 
+/** Model limits a batch is checked against, when known. @since 0.1.0 @category validation */
+export interface CheckOptions {
+  readonly vocabSize?: number
+  /** the model's context length */
+  readonly maxLength?: number
+}
+
+/** The largest finite float32. @since 0.1.0 @category constants */
+export const FLOAT32_MAX = 3.4028234663852886e38
+
+/** Whether `v` is a number that stays finite when stored as float32. @since 0.1.0 @category validation */
+export const isFiniteFloat32 = (v: unknown): v is number => typeof v === "number" && Number.isFinite(Math.fround(v))
+
 /** The first problem found in a batch, or undefined. @since 0.1.0 @category validation */
-export const checkAll = (
-  data: ReadonlyArray<Datum>,
-  lossFn: LossFn,
-  options: { readonly vocabSize?: number; readonly maxLength?: number } = {},
-): string | undefined => {
+export const checkAll = (data: ReadonlyArray<Datum>, lossFn: LossFn, options: CheckOptions = {}): string | undefined => {
   if (data.length === 0) return "data is empty: send at least one Datum"
+  const spec = LOSS_INPUTS[lossFn]
+  const allowed = [...spec.required, ...spec.optional]
+  const vocab = options.vocabSize === undefined ? "" : `[0, ${options.vocabSize})`
+  const inVocab = (t: number) => Number.isInteger(t) && t >= 0 && (options.vocabSize === undefined || t < options.vocabSize)
   for (let d = 0; d < data.length; d++) {
     const datum = data[d]!
     const tokens = modelInputTokens(datum.modelInput)
@@ -82,36 +89,53 @@ export const checkAll = (
     const at = `data[${d}]`
     if (L === 0) return `${at}.modelInput is empty`
     if (options.maxLength !== undefined && L > options.maxLength) {
-      return `${at}.modelInput has ${L} tokens, more than the model's context of ${options.maxLength}`
+      return `${at}.modelInput has ${L} tokens, more than the model's context length ${options.maxLength}`
     }
     for (let i = 0; i < L; i++) {
       const t = tokens[i]!
-      if (!Number.isInteger(t) || t < 0 || (options.vocabSize !== undefined && t >= options.vocabSize)) {
-        return `${at}.modelInput token ${i} is ${t}, outside the vocabulary [0, ${options.vocabSize ?? "?"})`
-      }
+      if (!inVocab(t)) return `${at}.modelInput token ${t} at position ${i} is outside the vocabulary ${vocab || "(token ids are non-negative integers)"}`
     }
-    for (const key of requiredInputs[lossFn]) {
-      if (datum.lossFnInputs[key] === undefined) return `${at}.lossFnInputs.${key} is missing; ${lossFn} needs ${requiredInputs[lossFn].join(" and ")}`
+    for (const key of spec.required) {
+      if (datum.lossFnInputs[key] === undefined) return `${at}.lossFnInputs.${key} is required by ${lossFn} (inputs: ${allowed.join(", ")})`
     }
     for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
       const field = `${at}.lossFnInputs.${key}`
-      if (!["target_tokens", "weights", "logprobs", "advantages"].includes(key)) {
-        return `${field} is not a known input; use target_tokens, weights, logprobs or advantages`
-      }
-      if (tensor.data.length !== L) return `${field} has length ${tensor.data.length} but modelInput has ${L}; every per-token input must have shape [L]`
+      if (!allowed.includes(key)) return `${field} is not an input of ${lossFn}; allowed inputs: ${allowed.join(", ")}`
+      if (tensor.data.length !== L) return `${field} has length ${tensor.data.length}, but modelInput has length ${L}; every per-token input has shape [L]`
       if (tensor.shape !== undefined && (tensor.shape.length !== 1 || tensor.shape[0] !== L)) {
-        return `${field}.shape is [${tensor.shape.join(", ")}] but must be [${L}]`
+        return `${field} has shape ${JSON.stringify(tensor.shape)}, expected [${L}]`
       }
       for (let i = 0; i < L; i++) {
         const v = tensor.data[i]!
-        if (!Number.isFinite(v)) return `${field}[${i}] is ${v}; values must be finite`
-        if (key === "target_tokens" && v !== -100 && (!Number.isInteger(v) || v < 0 || (options.vocabSize !== undefined && v >= options.vocabSize))) {
-          return `${field}[${i}] is ${v}, outside the vocabulary (use -100 to ignore a position)`
+        if (typeof v !== "number" || !Number.isFinite(v)) return `${field}[${i}] is ${v}, not a finite number`
+        if (key === "target_tokens") {
+          if (v !== -100 && !inVocab(v)) return `${field}[${i}] = ${v} is outside the vocabulary ${vocab} (use -100 to ignore a position)`
+          continue
         }
-        if (key === "logprobs" && v > 1e-6) return `${field}[${i}] is ${v}; a log-probability must be <= 0`
-        if (key === "weights" && v < 0) return `${field}[${i}] is ${v}; weights must be >= 0`
+        if (!isFiniteFloat32(v)) return `${field}[${i}] = ${v} overflows float32 (|x| must be at most ${FLOAT32_MAX.toExponential(4)})`
+        if (key === "logprobs" && v > 1e-6) return `${field}[${i}] = ${v}; a log-probability must be <= 0`
+        if (key === "weights" && v < 0) return `${field}[${i}] = ${v} is negative; weights must be >= 0`
       }
     }
   }
   return undefined
+}
+
+/**
+ * The positions of `data` that count toward a call's pooled token-mean loss (see
+ * `Loss.isActive`): the denominator of `loss`.
+ * @since 0.1.0 @category combinators
+ */
+export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number => {
+  let active = 0
+  for (const d of data) {
+    const tokens = modelInputTokens(d.modelInput)
+    const target = d.lossFnInputs["target_tokens"]?.data
+    const weight = d.lossFnInputs["weights"]?.data
+    const adv = d.lossFnInputs["advantages"]?.data
+    for (let i = 1; i < tokens.length; i++) {
+      if (isActive(lossFn, i, target ? target[i]! : tokens[i]!, weight ? weight[i]! : 1, adv ? adv[i]! : 0)) active++
+    }
+  }
+  return active
 }

@@ -62,43 +62,54 @@ describe("Datum.validate", () => {
   it.effect("names the datum and the field of a length mismatch", () =>
     Effect.gen(function* () {
       const message = yield* messageOf([good(), withInput(good(), "advantages", [0, 0, 0, 1])], "ppo")
-      assert.strictEqual(message, "data[1].lossFnInputs.advantages has length 4 but modelInput has 5; every per-token input must have shape [L]")
+      assert.strictEqual(message, "data[1].lossFnInputs.advantages has length 4, but modelInput has length 5; every per-token input has shape [L]")
     }))
 
   it.effect("names the field and position of a NaN", () =>
     Effect.gen(function* () {
       const message = yield* messageOf([withInput(good(), "logprobs", [0, 0, 0, Number.NaN, -1])], "ppo")
-      assert.strictEqual(message, "data[0].lossFnInputs.logprobs[3] is NaN; values must be finite")
+      assert.strictEqual(message, "data[0].lossFnInputs.logprobs[3] is NaN, not a finite number")
     }))
 
   it.effect("names out-of-vocabulary tokens in the input and in the targets", () =>
     Effect.gen(function* () {
       const input = Datum.rl({ prompt: [1, 99], completion: [4], samplerLogprobs: [-1], advantage: 1 })
-      assert.strictEqual(yield* messageOf([input], "ppo"), "data[0].modelInput token 1 is 99, outside the vocabulary [0, 50)")
+      assert.strictEqual(yield* messageOf([input], "ppo"), "data[0].modelInput token 99 at position 1 is outside the vocabulary [0, 50)")
       const negative = Datum.rl({ prompt: [1], completion: [-3], samplerLogprobs: [-1], advantage: 1 })
-      assert.match(yield* messageOf([negative], "ppo"), /^data\[0\]\.modelInput token 1 is -3/)
+      assert.match(yield* messageOf([negative], "ppo"), /^data\[0\]\.modelInput token -3 at position 1/)
       const target = withInput(Datum.sft({ prompt: [1], completion: [2, 3] }), "target_tokens", [-100, 2, 77], "int64")
-      assert.strictEqual(yield* messageOf([target], "cross_entropy"), "data[0].lossFnInputs.target_tokens[2] is 77, outside the vocabulary (use -100 to ignore a position)")
+      assert.strictEqual(yield* messageOf([target], "cross_entropy"), "data[0].lossFnInputs.target_tokens[2] = 77 is outside the vocabulary [0, 50) (use -100 to ignore a position)")
     }))
 
   it.effect("names a missing input and what the loss needs", () =>
     Effect.gen(function* () {
       const sft = Datum.sft({ prompt: [1], completion: [2] })
-      assert.strictEqual(yield* messageOf([sft], "cispo"), "data[0].lossFnInputs.logprobs is missing; cispo needs logprobs and advantages")
+      assert.strictEqual(yield* messageOf([sft], "cispo"), "data[0].lossFnInputs.logprobs is required by cispo (inputs: logprobs, advantages, target_tokens)")
       const { advantages: _, ...rest } = good().lossFnInputs
-      assert.strictEqual(yield* messageOf([{ ...good(), lossFnInputs: rest }], "ppo"), "data[0].lossFnInputs.advantages is missing; ppo needs logprobs and advantages")
+      assert.strictEqual(yield* messageOf([{ ...good(), lossFnInputs: rest }], "ppo"), "data[0].lossFnInputs.advantages is required by ppo (inputs: logprobs, advantages, target_tokens)")
     }))
 
   it.effect("rejects an empty batch, an empty input, unknown inputs, bad shapes, positive log-probs, negative weights and overlong inputs", () =>
     Effect.gen(function* () {
       assert.match(yield* messageOf([], "ppo"), /data is empty/)
       assert.match(yield* messageOf([Datum.sft({ prompt: [], completion: [] })], "cross_entropy"), /data\[0\]\.modelInput is empty/)
-      assert.match(yield* messageOf([withInput(good(), "mask", [1, 1, 1, 1, 1])], "ppo"), /data\[0\]\.lossFnInputs\.mask is not a known input/)
+      assert.match(yield* messageOf([withInput(good(), "mask", [1, 1, 1, 1, 1])], "ppo"), /data\[0\]\.lossFnInputs\.mask is not an input of ppo; allowed inputs: logprobs, advantages, target_tokens/)
       const badShape = { ...good(), lossFnInputs: { ...good().lossFnInputs, advantages: { data: [0, 0, 0, 1, 1], dtype: "float32" as const, shape: [5, 1] } } }
-      assert.match(yield* messageOf([badShape], "ppo"), /data\[0\]\.lossFnInputs\.advantages\.shape is \[5, 1\] but must be \[5\]/)
-      assert.match(yield* messageOf([withInput(good(), "logprobs", [0, 0, 0, 0.5, -1])], "ppo"), /logprobs\[3\] is 0\.5; a log-probability must be <= 0/)
+      assert.match(yield* messageOf([badShape], "ppo"), /data\[0\]\.lossFnInputs\.advantages has shape \[5,1\], expected \[5\]/)
+      assert.match(yield* messageOf([withInput(good(), "logprobs", [0, 0, 0, 0.5, -1])], "ppo"), /logprobs\[3\] = 0\.5; a log-probability must be <= 0/)
       const weighted = withInput(Datum.sft({ prompt: [1], completion: [2] }), "weights", [0, -1])
-      assert.match(yield* messageOf([weighted], "cross_entropy"), /weights\[1\] is -1; weights must be >= 0/)
-      assert.match(yield* messageOf([good()], "ppo", { maxLength: 4 }), /data\[0\]\.modelInput has 5 tokens, more than the model's context of 4/)
+      assert.match(yield* messageOf([weighted], "cross_entropy"), /weights\[1\] = -1 is negative; weights must be >= 0/)
+      assert.match(yield* messageOf([good()], "ppo", { maxLength: 4 }), /data\[0\]\.modelInput has 5 tokens, more than the model's context length 4/)
+    }))
+
+  it.effect("refuses values that are finite as float64 but overflow float32, and weights on an RL loss", () =>
+    Effect.gen(function* () {
+      const huge = Datum.rl({ prompt: [1, 2], completion: [3], samplerLogprobs: [-1], advantage: 1e300 })
+      assert.match(yield* messageOf([good(), huge], "ppo"), /^data\[1\]\.lossFnInputs\.advantages\[2\] = 1e\+300 overflows float32/)
+      assert.match(yield* messageOf([withInput(good(), "advantages", [0, 0, 0, 3.5e38, 1])], "importance_sampling"), /advantages\[3\] = 3\.5e\+38 overflows float32/)
+      assert.match(yield* messageOf([withInput(good(), "logprobs", [0, 0, 0, -1e39, -1])], "ppo"), /logprobs\[3\] = -1e\+39 overflows float32/)
+      // the largest float32 itself is accepted
+      assert.isUndefined(Datum.checkAll([withInput(good(), "advantages", [0, 0, 0, Datum.FLOAT32_MAX, 1])], "ppo", { vocabSize: V }))
+      assert.match(yield* messageOf([withInput(good(), "weights", [1, 1, 1, 1, 1])], "ppo"), /weights is not an input of ppo/)
     }))
 })

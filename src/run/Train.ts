@@ -12,14 +12,9 @@ import * as Metrics from "../Metrics.ts"
 import { Tokenizer } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
 import type { Batch } from "./Collect.ts"
+import { forwardBackwardChunked } from "./MicroBatch.ts"
 import { Progress } from "./Progress.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
-
-/** The ratio bounds behind `optim/clip_fraction`: the loss's own clip thresholds where it has them. */
-const clipBounds = (settings: RunSettings) => ({
-  low: settings.lossConfig["clip_low_threshold"] ?? (settings.loss === "cispo" ? 0 : 0.8),
-  high: settings.lossConfig["clip_high_threshold"] ?? (settings.loss === "cispo" ? 4 : 1.2),
-})
 
 /** @since 0.1.0 @category models */
 export interface Trained {
@@ -35,7 +30,16 @@ export const train = Effect.fnUntraced(function* (settings: RunSettings, batch: 
   const progress = yield* Progress
   const start = performance.now()
   const totals = batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
-  const { advantages, noOpGroups } = Advantage.compute(totals, settings.advantage)
+  const { advantages, noOpGroups, overflowGroups } = Advantage.compute(totals, settings.advantage)
+  if (!settings.sft && overflowGroups.length > 0) {
+    const g = batch.groups[overflowGroups[0]!]!
+    return yield* new RunError({
+      reason: "Reward",
+      step: batch.step,
+      message: `env ${g.task.env}, problem ${g.task.key}: the rewards ${JSON.stringify(totals[overflowGroups[0]!])} overflow the ${settings.advantage} advantages ` +
+        `(${overflowGroups.length} group(s) this step); an advantage must be a finite float32. Keep rewards in a sane range (Reward.clamp or Reward.map)`,
+    })
+  }
 
   const data: Array<DatumT> = []
   const pairs: Array<{ readonly group: number; readonly sample: number }> = []
@@ -63,30 +67,29 @@ export const train = Effect.fnUntraced(function* (settings: RunSettings, batch: 
   let version = trainerVersion
   if (data.length > 0) {
     const lossFn = settings.sft ? "cross_entropy" : settings.loss
-    const chunk = settings.microBatch === 0 ? data.length : settings.microBatch
-    let lossSum = 0
-    let active = 0
+    const out = yield* forwardBackwardChunked(data, lossFn, {
+      chunk: settings.microBatch,
+      ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
+      onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
+    }).pipe(Effect.mapError((e) => {
+      // name the problem and sample behind a datum the trainer refused
+      const at = /data\[(\d+)\]/.exec(e.message)
+      const pair = at ? pairs[Number(at[1])] : undefined
+      const where = pair ? ` (datum ${at![1]} is sample ${pair.sample} of problem ${batch.groups[pair.group]!.task.key})` : ""
+      return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
+    }))
     const sampler: Array<number> = []
     const learner: Array<number> = []
-    for (let i = 0; i < data.length; i += chunk) {
-      const slice = data.slice(i, i + chunk)
-      const out = yield* trainer.forwardBackward(slice, lossFn, settings.sft ? {} : { lossFnConfig: settings.lossConfig }).pipe(
-        Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}` })),
-      )
-      lossSum += out.metrics["loss:sum"] ?? 0
-      active += out.metrics["active_tokens"] ?? 0
-      if (!settings.sft) {
-        out.lossFnOutputs.forEach((o, j) => {
-          const { group, sample } = pairs[i + j]!
-          const P = batch.groups[group]!.promptTokens.length
-          const s = batch.groups[group]!.samplerLogprobs[sample]!
-          for (let t = 0; t < s.length; t++) {
-            sampler.push(s[t]!)
-            learner.push(o.logprobs[P + t]!)
-          }
-        })
-      }
-      yield* progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done: Math.min(data.length, i + chunk), total: data.length })
+    if (!settings.sft) {
+      out.lossFnOutputs.forEach((o, j) => {
+        const { group, sample } = pairs[j]!
+        const P = batch.groups[group]!.promptTokens.length
+        const s = batch.groups[group]!.samplerLogprobs[sample]!
+        for (let t = 0; t < s.length; t++) {
+          sampler.push(s[t]!)
+          learner.push(o.logprobs[P + t]!)
+        }
+      })
     }
     const optim = yield* trainer.optimStep(settings.adam).pipe(
       Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
@@ -96,10 +99,11 @@ export const train = Effect.fnUntraced(function* (settings: RunSettings, batch: 
     )
     version = published.version
     Object.assign(metrics, {
-      "train/loss": active === 0 ? 0 : lossSum / active,
-      "train/active_tokens": active,
+      "train/loss": out.loss,
+      "train/active_tokens": out.activeTokens,
+      ...(out.clipFraction !== undefined ? { "optim/clip_fraction": out.clipFraction } : {}),
       ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [`optim/${k}`, v])),
-      ...Metrics.klSampleTrain({ sampler, trainer: learner }, clipBounds(settings)),
+      ...Metrics.klSampleTrain({ sampler, trainer: learner }),
     })
   }
   metrics["time/train"] = (performance.now() - start) / 1000

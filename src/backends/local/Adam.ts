@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import type { AdamParams } from "../../Contract.ts"
+import { NonFiniteError } from "./Errors.ts"
 import type { Weights } from "./Model.ts"
 
 /** @since 0.1.0 @category models */
@@ -35,11 +36,14 @@ export const globalNorm = (w: Weights): number => {
 }
 
 /**
- * One update, in place. Returns the gradient norm before clipping.
+ * One update, in place. Returns the gradient norm before clipping. A gradient whose
+ * norm is not finite (NaN, or an overflow) throws before anything changes: the clip
+ * cannot repair it, and applying it would poison every weight.
  * @since 0.1.0 @category combinators
  */
 export const adamStep = (params: Weights, grads: Weights, state: AdamState, hp: AdamParams): { readonly gradNorm: number } => {
   const gradNorm = globalNorm(grads)
+  if (!Number.isFinite(gradNorm)) throw new NonFiniteError(`the gradient norm is ${gradNorm}; the optimizer step was not applied`)
   const clip = hp.grad_clip_norm > 0 && gradNorm > hp.grad_clip_norm ? hp.grad_clip_norm / gradNorm : 1
   state.t += 1
   const { beta1: b1, beta2: b2, eps, learning_rate: lr, weight_decay: wd } = hp

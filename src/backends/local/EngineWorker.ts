@@ -13,6 +13,7 @@
 import { parentPort, workerData } from "node:worker_threads"
 import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult, SampleResult, SamplingParams } from "../../Contract.ts"
 import type { ResolvedLoss } from "../../Loss.ts"
+import { NonFiniteError } from "./Errors.ts"
 import { loadModel, type LocalOptions } from "./index.ts"
 import { cloneWeights, defaultLora, type ModelConfig, type Weights } from "./Model.ts"
 import { LocalSamplerEngine, type SampleRequestOptions, type SamplerStats } from "./SamplerEngine.ts"
@@ -23,8 +24,12 @@ export type TrainerOps = {
   readonly run: (
     data: ReadonlyArray<Datum>,
     loss: ResolvedLoss,
-    options: { readonly backward: boolean; readonly topK?: number; readonly denominator?: number },
+    options: { readonly backward: boolean; readonly topK?: number; readonly denominator?: number; readonly defer?: boolean },
   ) => ForwardBackwardResult
+  /** adds the last deferred `run`'s gradient to the buffer */
+  readonly commit: () => void
+  /** drops the last deferred `run`'s gradient */
+  readonly discard: () => void
   /** adds `extra` gradients (from other trainer threads) to the buffer, then steps */
   readonly optimStep: (adam: AdamParams, extra: ReadonlyArray<Weights>) => OptimStepResult
   /** the accumulated gradients (transferred), leaving the buffer at zero */
@@ -74,7 +79,7 @@ export type WorkerMessage =
   | { readonly type: "ready"; readonly info: WorkerInfo }
   | { readonly type: "failed"; readonly message: string }
   | { readonly type: "reply"; readonly id: number; readonly ok: true; readonly value: unknown }
-  | { readonly type: "reply"; readonly id: number; readonly ok: false; readonly message: string }
+  | { readonly type: "reply"; readonly id: number; readonly ok: false; readonly message: string; readonly reason?: "InvalidInput" }
 
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
@@ -92,14 +97,10 @@ const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => 
     const engine = new LocalTrainerEngine(model, { lora, seed: seed + 1 })
     const ops: TrainerOps = {
       run: (data, loss, options) => engine.run(data, loss, options),
+      commit: () => engine.commit(),
+      discard: () => engine.discard(),
       optimStep: (adam, extra) => {
-        for (const w of extra) {
-          for (const [k, g] of Object.entries(w)) {
-            const acc = engine.grads[k]
-            if (!acc || acc.length !== g.length) throw new Error(`gradient ${k} is missing or has the wrong size`)
-            for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + g[i]!
-          }
-        }
+        for (const w of extra) engine.addGrads(w)
         return engine.optimStep(adam)
       },
       takeGradients: () => {
@@ -149,7 +150,9 @@ const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => 
     // sample requests must not wait for each other: the engine batches the ones queued together
     new Promise<unknown>((resolve) => resolve(handler(...(args as Array<never>))))
       .then((value) => reply({ type: "reply", id, ok: true, value }, transferOf(op, value)))
-      .catch((e: unknown) => reply({ type: "reply", id, ok: false, message: messageOf(e) }))
+      .catch((e: unknown) =>
+        reply({ type: "reply", id, ok: false, message: messageOf(e), ...(e instanceof NonFiniteError ? { reason: "InvalidInput" as const } : {}) })
+      )
   })
   reply({ type: "ready", info })
 }

@@ -7,14 +7,25 @@
 import { Duration, Effect, Option, Stream, SubscriptionRef } from "effect"
 import { BackendError } from "../../Contract.ts"
 
+/**
+ * A loss or gradient that is not finite. The call that met it fails and changes nothing:
+ * its gradient is never added to the buffer, and an optimizer step never applies it.
+ * Reported as `InvalidInput`: the data (or a learning rate) made it, not a bug.
+ * @since 0.1.0 @category errors
+ */
+export class NonFiniteError extends Error {
+  override readonly name = "NonFiniteError"
+}
+
 /** @since 0.1.0 @category errors */
 export const fail = (operation: string, reason: BackendError["reason"], message: string) => new BackendError({ reason, operation, message })
 
 /** @since 0.1.0 @category errors */
 export const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
-/** Maps an unexpected throw to an `Internal` BackendError. @since 0.1.0 @category errors */
-export const internal = (operation: string) => (cause: unknown) => fail(operation, "Internal", messageOf(cause))
+/** Maps a throw to a BackendError: `InvalidInput` for a non-finite loss or gradient, else `Internal`. @since 0.1.0 @category errors */
+export const internal = (operation: string) => (cause: unknown) =>
+  fail(operation, cause instanceof NonFiniteError ? "InvalidInput" : "Internal", messageOf(cause))
 
 /**
  * How long a request pinned to a policy version waits for that version to be published

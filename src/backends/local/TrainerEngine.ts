@@ -11,11 +11,13 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import type { AdamParams, Datum, ForwardBackwardResult, LossFn, LossFnOutput, OptimStepResult, TopK } from "../../Contract.ts"
+import type { AdamParams, Datum, ForwardBackwardResult, LossFnOutput, OptimStepResult, TopK } from "../../Contract.ts"
 import { modelInputTokens } from "../../Contract.ts"
+import { activeCount } from "../../Datum.ts"
 import { isActive, isClipped, type ResolvedLoss, tokenLoss } from "../../Loss.ts"
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
 import * as Checkpoint from "./Checkpoint.ts"
+import { NonFiniteError } from "./Errors.ts"
 import { PAD } from "./CharTokenizer.ts"
 import { rowLse } from "./LogSoftmax.ts"
 import {
@@ -31,6 +33,11 @@ import {
   loraShapes,
   trainableView,
 } from "./Model.ts"
+
+const allFinite = (w: Weights): boolean => {
+  for (const a of Object.values(w)) for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i]!)) return false
+  return true
+}
 
 /** The adapter as published to a sampler. @since 0.1.0 @category models */
 export interface PublishedAdapter {
@@ -72,6 +79,8 @@ export class LocalTrainerEngine {
   version = 0
   private tensors: TensorMap | undefined = undefined
   private readonly maxBatchTokens: number
+  /** a deferred call's gradient, until `commit` or `discard` */
+  private deferred: Weights | undefined = undefined
 
   constructor(
     readonly model: LocalModel,
@@ -148,12 +157,18 @@ export class LocalTrainerEngine {
    * of the pooled mean loss is added to the buffer. `denominator` replaces this
    * call's active-position count as the pool size (when a call is split across
    * engines, each part is divided by the whole call's count).
+   *
+   * A non-finite loss term or gradient throws `NonFiniteError` naming the datum and
+   * position, and the buffer stays as it was. With `defer` the call's gradient is held
+   * until `commit()` (or dropped by `discard()`), so a call split across engines is added
+   * everywhere or nowhere.
    */
   run(
     data: ReadonlyArray<Datum>,
     loss: ResolvedLoss,
-    options: { readonly backward: boolean; readonly topK?: number; readonly denominator?: number },
+    options: { readonly backward: boolean; readonly topK?: number; readonly denominator?: number; readonly defer?: boolean },
   ): ForwardBackwardResult {
+    this.discard()
     const V = this.model.config.vocabSize
     const prepared: Array<Prepared> = data.map((d, index) => {
       const tokens = modelInputTokens(d.modelInput)
@@ -172,6 +187,7 @@ export class LocalTrainerEngine {
     const active = activeCount(data, loss.lossFn)
     const pool = options.denominator ?? active
     const outputs: Array<LossFnOutput> = new Array(data.length)
+    const callGrads = options.backward ? this.zeros() : undefined
     let lossSum = 0
     let clipped = 0
     // micro-batches of similar lengths
@@ -219,6 +235,12 @@ export class LocalTrainerEngine {
             if (!isActive(loss.lossFn, i, tgt, w, A)) continue
             const q = c.q ? c.q[i]! : 0
             const t = tokenLoss(loss, lp, q, A, w)
+            if (!Number.isFinite(t.loss) || !Number.isFinite(Math.fround(t.dlp / pool))) {
+              throw new NonFiniteError(
+                `data[${c.index}] position ${i}: the ${loss.lossFn} loss is ${t.loss} with gradient ${t.dlp / pool} ` +
+                  `(lossFnInputs.advantages[${i}] = ${A}, lossFnInputs.logprobs[${i}] = ${q}, learner logprob ${lp}); nothing was applied`,
+              )
+            }
             lossSum += t.loss
             if (isClipped(loss, lp, q, A)) clipped++
             if (options.topK && options.topK > 0) topK.push(topKAt(logits, off, V, lse, options.topK, i))
@@ -251,11 +273,18 @@ export class LocalTrainerEngine {
         return g
       })
       grads.forEach((g, j) => {
-        const acc = this.grads[names[j]!]!
+        const acc = callGrads![names[j]!]!
         const vals = g.dataSync()
         for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + vals[i]!
         g.dispose()
       })
+    }
+    if (callGrads) {
+      if (!allFinite(callGrads)) {
+        throw new NonFiniteError(`the gradient of data[0..${data.length - 1}] is not finite (every loss term was); nothing was applied`)
+      }
+      if (options.defer) this.deferred = callGrads
+      else this.addGrads(callGrads)
     }
     const metrics: Record<string, number> = {
       loss: active > 0 ? lossSum / active : 0,
@@ -266,7 +295,30 @@ export class LocalTrainerEngine {
     return { lossFnOutputs: outputs, metrics }
   }
 
-  /** Applies the accumulated gradients, clears them and bumps the version. */
+  /** Adds a deferred call's gradient to the buffer. */
+  commit() {
+    if (this.deferred) this.addGrads(this.deferred)
+    this.deferred = undefined
+  }
+
+  /** Drops a deferred call's gradient. */
+  discard() {
+    this.deferred = undefined
+  }
+
+  /** Adds gradients to the buffer (a worker's share of a split call, say). */
+  addGrads(g: Weights) {
+    for (const [k, acc] of Object.entries(this.grads)) {
+      const src = g[k]
+      if (!src || src.length !== acc.length) throw new Error(`gradient ${k} is missing or has the wrong size`)
+      for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + src[i]!
+    }
+  }
+
+  /**
+   * Applies the accumulated gradients, clears them and bumps the version. A non-finite
+   * gradient norm throws `NonFiniteError` and changes nothing (the buffer is kept).
+   */
   optimStep(hp: AdamParams): OptimStepResult {
     const { gradNorm } = adamStep(this.params, this.grads, this.adam, hp)
     this.invalidate()
@@ -328,24 +380,6 @@ export class LocalTrainerEngine {
   dispose() {
     this.invalidate()
   }
-}
-
-/**
- * The number of positions of `data` that count toward a call's pooled mean loss.
- * @since 0.1.0 @category combinators
- */
-export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number => {
-  let active = 0
-  for (const d of data) {
-    const tokens = modelInputTokens(d.modelInput)
-    const target = d.lossFnInputs["target_tokens"]?.data
-    const weight = d.lossFnInputs["weights"]?.data
-    const adv = d.lossFnInputs["advantages"]?.data
-    for (let i = 1; i < tokens.length; i++) {
-      if (isActive(lossFn, i, target ? target[i]! : tokens[i]!, weight ? weight[i]! : 1, adv ? adv[i]! : 0)) active++
-    }
-  }
-  return active
 }
 
 const topKAt = (logits: Float32Array, off: number, V: number, lse: number, k: number, position: number): TopK => {

@@ -30,7 +30,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Worker } from "node:worker_threads"
-import { Context, Effect, Layer, SubscriptionRef } from "effect"
+import { Context, Effect, Exit, Layer, SubscriptionRef } from "effect"
 import type { Scope } from "effect"
 import {
   type AdamParams,
@@ -54,7 +54,7 @@ import type { SamplerOps, TrainerOps, WorkerInfo, WorkerInit, WorkerMessage, Wor
 import type { LocalOptions } from "./index.ts"
 import { checkLora, defaultLora, type Weights } from "./Model.ts"
 import type { SamplerStats } from "./SamplerEngine.ts"
-import { activeCount } from "./TrainerEngine.ts"
+import { activeCount } from "../../Datum.ts"
 import { awaitVersion as awaitVersionOf, fail, messageOf } from "./Errors.ts"
 import { checkAdam, checkData, checkLogprobsInput, checkSample, checkTopK } from "./Validate.ts"
 
@@ -86,7 +86,7 @@ export class EngineThread<Ops> {
     const resume = this.pending.get(message.id)
     if (!resume) return
     this.pending.delete(message.id)
-    resume(message.ok ? { ok: true, value: message.value } : { ok: false, reason: "Internal", message: message.message })
+    resume(message.ok ? { ok: true, value: message.value } : { ok: false, reason: message.reason ?? "Internal", message: message.message })
   }
 
   /** @internal fails every waiting call; later calls fail at once */
@@ -256,7 +256,7 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
   if (!Number.isInteger(trainerCount) || trainerCount < 1) {
     return yield* fail("LocalWorkers.make", "InvalidInput", `trainerThreads must be a positive integer, got ${trainerCount}`)
   }
-  const { workers: _workers, trainerThreads: _trainerThreads, ...engineOptions } = options
+  const { workers: _workers, trainerThreads: _trainerThreads, readyTimeout, ...engineOptions } = options
   const [trainers, samplerThread] = yield* Effect.all(
     [
       Effect.all(Array.from({ length: trainerCount }, () => spawn<TrainerOps>("trainer", engineOptions)), { concurrency: "unbounded" }),
@@ -296,15 +296,27 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
       if (parts.length <= 1) return yield* trainerThread.call(operation, "run", [data, loss, run])
       // data parallel: each thread takes a share, pooled over the whole call
       const denominator = activeCount(data, loss.lossFn)
-      const results = yield* Effect.forEach(
+      // Each thread holds its share's gradient until every share succeeded: all or nothing.
+      const exits = yield* Effect.forEach(
         parts,
-        (indices, j) => trainers[j]!.call(operation, "run", [indices.map((i) => data[i]!), loss, { ...run, denominator }]),
+        (indices, j) => Effect.exit(trainers[j]!.call(operation, "run", [indices.map((i) => data[i]!), loss, { ...run, denominator, defer: true }])),
         { concurrency: "unbounded" },
       )
+      const settle = (op: "commit" | "discard") =>
+        Effect.forEach(parts, (_, j) => trainers[j]!.call(operation, op, []), { concurrency: "unbounded", discard: true })
+      const results: Array<ForwardBackwardResult> = []
+      for (const exit of exits) {
+        if (Exit.isFailure(exit)) {
+          yield* settle("discard")
+          return yield* Effect.failCause(exit.cause)
+        }
+        results.push(exit.value)
+      }
+      yield* settle("commit")
       return merge(data.length, parts, results, denominator)
     })
 
-  const awaitVersion = (operation: string, min: number | undefined) => awaitVersionOf(published, operation, min)
+  const awaitVersion = (operation: string, min: number | undefined) => awaitVersionOf(published, operation, min, readyTimeout)
 
   const trainer: TrainerShape = Trainer.of({
     forwardBackward: runLoss("LocalWorkers.forwardBackward", true),

@@ -14,7 +14,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import * as tf from "@tensorflow/tfjs"
 import "@tensorflow/tfjs-backend-wasm"
-import { Context, Effect, Layer, SubscriptionRef } from "effect"
+import { Context, type Duration, Effect, Layer, SubscriptionRef } from "effect"
 import {
   type AdamParams,
   BackendError,
@@ -62,6 +62,11 @@ export interface LocalOptions {
   readonly workers?: boolean
   /** with `workers`: threads that share each forward(-backward) call (default 1) */
   readonly trainerThreads?: number
+  /**
+   * how long a request pinned to a policy version (`minPolicyVersion`) waits for it to be
+   * published before failing with reason `Timeout` (default 1 hour, as Loops' `ready_timeout`)
+   */
+  readonly readyTimeout?: Duration.Input
 }
 
 let ready: Promise<void> | undefined
@@ -106,7 +111,7 @@ export interface LocalServices {
 export const makeServices = Effect.fnUntraced(function* (
   trainerEngine: LocalTrainerEngine,
   samplerEngine: LocalSamplerEngine,
-  info: { readonly modelName: string; readonly stateDir: string },
+  info: { readonly modelName: string; readonly stateDir: string; readonly readyTimeout?: Duration.Input },
 ) {
   const published = yield* SubscriptionRef.make(samplerEngine.version)
   const config = trainerEngine.model.config
@@ -126,7 +131,7 @@ export const makeServices = Effect.fnUntraced(function* (
       })
     })
 
-  const awaitVersion = (operation: string, min: number | undefined) => awaitVersionOf(published, operation, min)
+  const awaitVersion = (operation: string, min: number | undefined) => awaitVersionOf(published, operation, min, info.readyTimeout)
 
   const trainer: TrainerShape = Trainer.of({
     forwardBackward: runLoss("Local.forwardBackward", true),
@@ -218,7 +223,11 @@ export const make = Effect.fn("Local.make")(function* (options: LocalOptions = {
     (e) => Effect.sync(() => e.dispose()),
   )
   yield* Effect.logDebug(`local backend ready: ${name}, ${model.config.nLayers} layers, d ${model.config.dModel}, LoRA rank ${lora.rank}`)
-  return yield* makeServices(trainerEngine, samplerEngine, { modelName: name, stateDir: options.stateDir ?? "runs/local-state" })
+  return yield* makeServices(trainerEngine, samplerEngine, {
+    modelName: name,
+    stateDir: options.stateDir ?? "runs/local-state",
+    ...(options.readyTimeout !== undefined ? { readyTimeout: options.readyTimeout } : {}),
+  })
 })
 
 /**
