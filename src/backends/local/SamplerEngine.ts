@@ -3,17 +3,32 @@
  *
  * - The served adapter arrives as plain Float32Arrays plus a version number and is
  *   merged into the base weights once per version (W' = W + (alpha/r)·A·B).
- * - Prompts are prefilled once and their K/V tiled across the `numSamples` rows;
- *   a small LRU keeps prompt K/V per (version, prompt) so repeat requests skip the
- *   prompt entirely.
+ * - Each distinct prompt of a batch is prefilled once and its K/V tiled across the
+ *   rows that sample from it (the `numSamples` of a request, and requests with the same
+ *   prompt batched together). That is where prompt reuse pays: within a group.
+ * - A small LRU keeps prompt K/V keyed on (policy version, the whole prompt), so a later
+ *   request with exactly the same prompt at the same version skips the prefill (a group
+ *   sent as several requests, a repeated evaluation problem). It is not a prefix cache in
+ *   the serving sense: a prompt that only shares a prefix with a cached one misses, and
+ *   every published adapter clears it, because the adapter changes the K/V of every
+ *   layer (q, k, v and the MLPs are adapted), so no prompt K/V computed under one version
+ *   is valid under the next. An RL run publishes between steps, so it never hits the LRU
+ *   across steps.
  * - Requests that are queued while a batch runs are batched: the next batch takes
  *   every queued request whose prompt has the same length and decodes them as one
  *   [rows, ...] batch. Each request keeps its own random stream, so its samples do
  *   not depend on what it was batched with.
- * - Sampling (temperature, top-k, top-p) runs in TypeScript on the logits; the
- *   reported log-prob of a token is under the distribution actually sampled from.
- *   At temperature 1 without truncation it is the model's log-softmax, computed the
- *   same way as the trainer's. Greedy decoding (temperature 0) reports 0.
+ * - Sampling (temperature, top-k, top-p) runs in TypeScript on the logits (see
+ *   `sampleRow`); the reported log-prob of a token is under the distribution actually
+ *   sampled from: tempered, truncated and renormalised. At temperature 1 without
+ *   truncation it is the model's log-softmax, computed the same way as the trainer's;
+ *   otherwise it differs from what the trainer computes (temperature 1, no truncation).
+ *   Greedy decoding (temperature 0) reports 0.
+ * - Stops: EOS, a stop token id, or a stop string completed by the decoded text of the
+ *   sampled tokens (it may span several tokens) ends a row with "stop"; the tokens that
+ *   stopped it are returned as its last tokens (they were sampled, and their logprobs
+ *   belong in the Datum). Reaching `maxTokens`, or the context length, ends it with
+ *   "length".
  *
  * @since 0.1.0
  */
@@ -277,7 +292,7 @@ export class LocalSamplerEngine {
     this.stats.rows += R
     const limit = group.map((g) => Math.min(g.params.maxTokens, ctx - P))
     const maxSteps = Math.max(...limit)
-    const rows = rowReq.map(() => ({ tokens: [] as Array<number>, logprobs: [] as Array<number>, done: false, stop: "length" as StopReason }))
+    const rows = rowReq.map(() => ({ tokens: [] as Array<number>, logprobs: [] as Array<number>, text: "", done: false, stop: "length" as StopReason }))
     const needCache = this.useKvCache && maxSteps > 1
     let cache: KvCache | undefined
     let logits: Float32Array = new Float32Array(R * V)
@@ -349,8 +364,10 @@ export class LocalSamplerEngine {
             row.done = true
             row.stop = "stop"
           } else if (stopStrings[j]!.length > 0) {
-            const text = decodeChars(row.tokens)
-            if (stopStrings[j]!.some((s) => text.endsWith(s))) {
+            // a stop string may span tokens: look for one that ends in the new token's text
+            const before = row.text.length
+            row.text += decodeChars([token])
+            if (stopStrings[j]!.some((s) => row.text.indexOf(s, Math.max(0, before - s.length + 1)) >= 0)) {
               row.done = true
               row.stop = "stop"
             }
@@ -426,7 +443,19 @@ const toTensors = (w: Record<string, Float32Array>, model: LocalModel): TensorMa
 
 /**
  * Draws one token from a logits row under temperature / top-k / top-p and returns
- * its log-prob under that (renormalised) distribution.
+ * its log-prob under that (renormalised) distribution:
+ *
+ * - q = softmax(logits / T);
+ * - top-k keeps the `topK` most probable tokens under q (0: no limit; ties: lower id);
+ * - top-p keeps the smallest set of most probable tokens whose mass under q reaches
+ *   `topP` (the token that crosses `topP` is kept; the most probable token always is);
+ * - both filters are measured on q itself, so the kept set is their intersection (top-p
+ *   is not recomputed on the top-k renormalised distribution, as vLLM and Hugging Face
+ *   do; the two differ only when both filters are set and top-p cuts inside the top k);
+ * - the token is drawn from q restricted to the kept set and renormalised, and the
+ *   returned logprob is log of that probability, not the model's log-softmax.
+ *
+ * Temperature 0 is greedy (the first maximal logit) and reports logprob 0.
  * @since 0.1.0 @category combinators
  */
 export const sampleRow = (logits: Float32Array, off: number, V: number, params: SamplingParams, rng: Rng): { token: number; logprob: number } => {
