@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import { Deferred, type Duration, Effect, type Option, type Scope } from "effect"
+import { Deferred, Duration, Effect, Option, type Scope } from "effect"
 import type { BackendError } from "../../Contract.ts"
 import { futureFailure, Reject, type Reply } from "./Requests.ts"
 import type * as Wire from "./Wire.ts"
@@ -97,6 +97,10 @@ export const make = (options: {
         return yield* new Reject({ status: 410, message: `request_id ${JSON.stringify(id.slice(0, 100))} is unknown or expired; resubmit the request` })
       }
       if (entry.touch !== undefined) yield* entry.touch
+      if (Duration.toMillis(Duration.fromInputUnsafe(wait)) <= 0) {
+        const done = yield* Deferred.poll(entry.result)
+        return Option.isSome(done) ? Option.some(yield* done.value) : Option.none<Reply>()
+      }
       return yield* Deferred.await(entry.result).pipe(Effect.timeoutOption(wait))
     })
 

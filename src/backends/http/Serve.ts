@@ -8,13 +8,20 @@
  * npx tsx serve --random-init        # a tiny random model, no pretraining needed
  * ```
  *
+ * Each `create_model` gets its own LoRA adapter of the rank it asks for (default the
+ * `--lora-rank`), with its own optimizer state and sampler, over the one frozen base;
+ * the models share `--memory-budget-mb` (`modelBytes` says what one costs). With
+ * `--workers` the server trains one adapter, in worker threads.
+ *
  * @since 0.1.0
  */
-import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { Command, Flag } from "effect/cli"
+import * as path from "node:path"
 import { BackendError } from "../../Contract.ts"
 import * as CharTokenizer from "../local/CharTokenizer.ts"
-import { Local, type LocalOptions, LocalSamplerEngine, type ModelConfig } from "../local/index.ts"
+import { Local, type LocalModel, type LocalOptions, LocalSamplerEngine, LocalTrainerEngine, type LoraConfig, type ModelConfig } from "../local/index.ts"
+import { baseShapes, defaultLora, loraShapes } from "../local/Model.ts"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Tokenizer } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
@@ -52,14 +59,95 @@ export interface Embedded {
   readonly replicas: ReadonlyArray<SamplerShape>
   readonly vocabSize: number
   readonly modelName: string
+  /** a fresh adapter per `create_model` (absent with `workers`) */
+  readonly models?: Server.ModelFactory | undefined
 }
+
+const MAX_RANK = 64
+
+/**
+ * Bytes one model of `lora` holds: the adapter, its gradients and two Adam moments
+ * (float32 each), and per sampler replica the merged copy of the adapted base matrices
+ * plus a full prompt cache.
+ * @since 0.1.0 @category combinators
+ */
+export const modelBytes = (config: ModelConfig, lora: LoraConfig, replicas: number, prefixCacheSize = 64): number => {
+  const count = (shapes: Record<string, ReadonlyArray<number>>) => Object.values(shapes).reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0)
+  const adapter = count(loraShapes(config, lora))
+  const base = baseShapes(config)
+  let merged = 0
+  for (let i = 0; i < config.nLayers; i++) for (const t of lora.targets) merged += (base[`l${i}.${t}`] ?? []).reduce((x, y) => x * y, 1)
+  const cache = prefixCacheSize * 2 * config.nLayers * config.contextLength * config.dModel
+  return 4 * (4 * adapter + replicas * (merged + cache))
+}
+
+/**
+ * Builds trainer and sampler engines for a new adapter over the frozen base `model`:
+ * `replicas` samplers, all updated by each publication.
+ */
+const replicated = Effect.fnUntraced(function* (
+  model: LocalModel,
+  trainerEngine: LocalTrainerEngine,
+  first: { readonly trainer: TrainerShape; readonly sampler: SamplerShape },
+  n: number,
+  options: { readonly seed: number; readonly prefixCacheSize: number | undefined; readonly modelName: string; readonly stateDir: string },
+) {
+  const extra: Array<{ readonly trainer: TrainerShape; readonly sampler: SamplerShape }> = []
+  for (let i = 1; i < n; i++) {
+    const engine = yield* Effect.acquireRelease(
+      Effect.try({
+        try: () => new LocalSamplerEngine(model, { seed: options.seed + 2 + 1000 * i, ...(options.prefixCacheSize === undefined ? {} : { prefixCacheSize: options.prefixCacheSize }) }),
+        catch: (e) => new BackendError({ reason: "Internal", operation: "Serve.embedded", message: e instanceof Error ? e.message : String(e) }),
+      }),
+      (e) => Effect.sync(() => e.dispose()),
+    )
+    extra.push(yield* Local.makeServices(trainerEngine, engine, { modelName: options.modelName, stateDir: options.stateDir }))
+  }
+  const trainer: TrainerShape = {
+    ...first.trainer,
+    saveWeightsForSampler: (name) =>
+      Effect.tap(first.trainer.saveWeightsForSampler(name), () => Effect.forEach(extra, (r) => r.trainer.saveWeightsForSampler(name), { discard: true })),
+  }
+  return { trainer, replicas: [first.sampler, ...extra.map((r) => r.sampler)] }
+})
+
+const internalError = (operation: string) => (e: unknown) => new BackendError({ reason: "Internal", operation, message: e instanceof Error ? e.message : String(e) })
+
+/** One adapter per `create_model`, of the rank it asks for, over the shared frozen base. */
+const factory = (model: LocalModel, baseLora: LoraConfig, n: number, options: EmbeddedOptions & { readonly modelName: string; readonly stateDir: string }): Server.ModelFactory => ({
+  defaultRank: baseLora.rank,
+  maxRank: MAX_RANK,
+  bytes: (rank) => modelBytes(model.config, { ...baseLora, rank }, n, options.prefixCacheSize),
+  create: ({ rank, seed, name }) =>
+    Effect.gen(function* () {
+      // the same scale alpha / rank as the served adapter
+      const lora: LoraConfig = { ...baseLora, rank, alpha: (baseLora.alpha / baseLora.rank) * rank }
+      const s = (options.seed ?? 0) + 7919 * (seed + 1)
+      const trainerEngine = yield* Effect.acquireRelease(
+        Effect.try({ try: () => new LocalTrainerEngine(model, { lora, seed: s + 1 }), catch: internalError("create_model") }),
+        (e) => Effect.sync(() => e.dispose()),
+      )
+      const samplerEngine = yield* Effect.acquireRelease(
+        Effect.try({
+          try: () => new LocalSamplerEngine(model, { seed: s + 2, ...(options.prefixCacheSize === undefined ? {} : { prefixCacheSize: options.prefixCacheSize }) }),
+          catch: internalError("create_model"),
+        }),
+        (e) => Effect.sync(() => e.dispose()),
+      )
+      // each model keeps its checkpoints in its own folder
+      const stateDir = path.join(options.stateDir, name.replace(/[^A-Za-z0-9._-]/g, "_"))
+      const first = yield* Local.makeServices(trainerEngine, samplerEngine, { modelName: options.modelName, stateDir })
+      const { trainer, replicas } = yield* replicated(model, trainerEngine, first, n, { seed: s, prefixCacheSize: options.prefixCacheSize, modelName: options.modelName, stateDir })
+      return { trainer, replicas, loraRank: rank }
+    }),
+})
 
 /**
  * Builds the embedded backend with several sampler replicas. Publishing
  * (`saveWeightsForSampler`) updates every replica before it returns.
  * @since 0.1.0 @category constructors
  */
-export const embedded = Effect.fn("Serve.embedded")(function* (options: EmbeddedOptions = {}) {
+export const embedded = Effect.fn("Serve.embedded")(function* (options: EmbeddedOptions = {}): Effect.fn.Return<Embedded, BackendError, Scope.Scope> {
   const n = Math.max(1, Math.floor(options.replicas ?? 1))
   if (options.workers) {
     if (n > 1) {
@@ -70,34 +158,20 @@ export const embedded = Effect.fn("Serve.embedded")(function* (options: Embedded
   const base = yield* Local.make(options)
   const info = yield* base.trainer.info
   const stateDir = options.stateDir ?? "runs/local-state"
-  const extra: Array<{ readonly trainer: TrainerShape; readonly sampler: SamplerShape }> = []
-  for (let i = 1; i < n; i++) {
-    const engine = yield* Effect.acquireRelease(
-      Effect.try({
-        try: () =>
-          new LocalSamplerEngine(base.trainerEngine.model, {
-            seed: (options.seed ?? 0) + 2 + 1000 * i,
-            ...(options.prefixCacheSize === undefined ? {} : { prefixCacheSize: options.prefixCacheSize }),
-          }),
-        catch: (e) => new BackendError({ reason: "Internal", operation: "Serve.embedded", message: e instanceof Error ? e.message : String(e) }),
-      }),
-      (e) => Effect.sync(() => e.dispose()),
-    )
-    extra.push(yield* Local.makeServices(base.trainerEngine, engine, { modelName: info.modelName, stateDir }))
-  }
-  const trainer: TrainerShape = {
-    ...base.trainer,
-    saveWeightsForSampler: (name) =>
-      Effect.tap(base.trainer.saveWeightsForSampler(name), () =>
-        Effect.forEach(extra, (r) => r.trainer.saveWeightsForSampler(name), { discard: true }),
-      ),
-  }
+  const model = base.trainerEngine.model
+  const { trainer, replicas } = yield* replicated(model, base.trainerEngine, base, n, {
+    seed: options.seed ?? 0,
+    prefixCacheSize: options.prefixCacheSize,
+    modelName: info.modelName,
+    stateDir,
+  })
   return {
     trainer,
     sampler: base.sampler,
-    replicas: [base.sampler, ...extra.map((r) => r.sampler)],
-    vocabSize: base.trainerEngine.model.config.vocabSize,
+    replicas,
+    vocabSize: model.config.vocabSize,
     modelName: info.modelName,
+    models: factory(model, options.lora ?? defaultLora, n, { ...options, modelName: info.modelName, stateDir }),
   } satisfies Embedded
 })
 
@@ -123,6 +197,26 @@ const flags = {
   workers: Flag.Boolean("workers").pipe(
     Flag.withDescription("run the trainer and the sampler in their own worker threads (one sampler replica)"),
     Flag.withDefault(false),
+  ),
+  memoryBudget: Flag.Int("memory-budget-mb").pipe(
+    Flag.withSchema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_048_576 }))),
+    Flag.withDescription("MiB the trained models (adapters, optimizer state, sampler copies) may hold together; create_model beyond it gets 403"),
+    Flag.withDefault(Server.DEFAULT_MEMORY_BUDGET_BYTES / 2 ** 20),
+  ),
+  sessionIdle: Flag.Int("session-idle-seconds").pipe(
+    Flag.withSchema(Schema.Int.check(Schema.isBetween({ minimum: 30, maximum: 604_800 }))),
+    Flag.withDescription("a session without heartbeats or requests this long expires and frees its models (clients heartbeat every 10 s)"),
+    Flag.withDefault(Duration.toSeconds(Server.DEFAULT_SESSION_IDLE_TIMEOUT)),
+  ),
+  readyTimeout: Flag.Int("ready-timeout-seconds").pipe(
+    Flag.withSchema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 604_800 }))),
+    Flag.withDescription("how long a sample pinned to an unpublished policy version waits before it fails"),
+    Flag.withDefault(3600),
+  ),
+  maxPending: Flag.Int("max-pending").pipe(
+    Flag.withSchema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1_000_000 }))),
+    Flag.withDescription("requests in progress at once; beyond it submissions get 429"),
+    Flag.withDefault(Server.DEFAULT_MAX_PENDING_FUTURES),
   ),
   requireApiKey: Flag.Boolean("require-api-key").pipe(
     Flag.withDescription("reject requests whose X-API-Key differs from TINKER_API_KEY (or BASETEN_API_KEY)"),
@@ -157,6 +251,11 @@ export const serveCommand = Command.make(
       replicas: backend.replicas,
       vocabSize: backend.vocabSize,
       tokenizerId: "char-ascii",
+      models: backend.models,
+      memoryBudget: f.memoryBudget * 2 ** 20,
+      sessionIdleTimeout: Duration.seconds(f.sessionIdle),
+      readyTimeout: Duration.seconds(f.readyTimeout),
+      maxPendingFutures: f.maxPending,
       ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}),
     }).pipe(Effect.provideService(Trainer, backend.trainer), Effect.provideService(Sampler, backend.sampler))
     yield* Effect.logInfo(`ready: npx tsx run <env> --backend ${server.url}`)
@@ -164,13 +263,13 @@ export const serveCommand = Command.make(
   }, Effect.scoped),
 ).pipe(Command.withDescription("Serve the embedded trainer and sampler over the Tinker wire protocol (JSON over HTTP)"))
 
-/** For tests: the layer a `serve` process runs. @since 0.1.0 @category layers */
+/** For tests: the layer a `serve` process runs (one adapter per `create_model`, unless `models` says otherwise). @since 0.1.0 @category layers */
 export const layer = (options: EmbeddedOptions & Server.Options = {}) =>
   Layer.effect(
     Server.Running,
     Effect.gen(function* () {
       const backend = yield* embedded(options)
-      return yield* Server.make({ vocabSize: backend.vocabSize, ...options, replicas: backend.replicas }).pipe(
+      return yield* Server.make({ vocabSize: backend.vocabSize, models: backend.models, ...options, replicas: backend.replicas }).pipe(
         Effect.provideService(Trainer, backend.trainer),
         Effect.provideService(Sampler, backend.sampler),
       )
