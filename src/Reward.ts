@@ -11,14 +11,29 @@
  * - `ModelFault`: the model's fault (say, no answer at all); scores the declared penalty.
  * - `InfraFault`: the scorer's infrastructure failed; retried when the leaf asks for it,
  *   then the sample is masked (never trained on, never silently 0).
- * Anything else a leaf throws is a defect: the run stops with a `RewardDefect` that names
- * the reward (the runner adds the env and the problem).
+ * Anything else is a defect: a leaf that throws, or returns something that is not a
+ * finite number, stops the run with a `RewardDefect` that names the reward (the runner
+ * adds the env and the problem).
+ *
+ * The failure types live in `reward/Failures.ts`, the leaf policies (permits, timeouts,
+ * abort signals, retries) in `reward/Leaf.ts`, the run-scoped cache in
+ * `reward/Cache.ts`; this module re-exports them.
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Schema, Semaphore } from "effect"
+import { type Duration, Effect } from "effect"
 import type { StopReason } from "./Contract.ts"
+import { cacheKey, RewardCache, makeCache, type ScoreCache } from "./reward/Cache.ts"
+import { RewardDefect, type RewardFailure } from "./reward/Failures.ts"
+import { type Backoff, backoffSchedule, describeValue, type LeafOptions, type LeafOutcome, runLeaf, type ScoreContext } from "./reward/Leaf.ts"
 import type { Prompt } from "./Tokenizer.ts"
+
+export { InfraFault, isRewardFailure, ModelFault, NotApplicable, RewardDefect } from "./reward/Failures.ts"
+export type { RewardFailure } from "./reward/Failures.ts"
+export { backoffSchedule, RewardPermits } from "./reward/Leaf.ts"
+export type { Backoff, LeafOptions, ScoreContext } from "./reward/Leaf.ts"
+export { makeCache, RewardCache, withCache } from "./reward/Cache.ts"
+export type { CachedScore, ScoreCache } from "./reward/Cache.ts"
 
 // ===== Models =====
 
@@ -36,32 +51,6 @@ export interface Rollout<P> {
   readonly groupSize: number
 }
 
-/** The reward does not apply to this rollout; it is left out of means. @since 0.1.0 @category errors */
-export class NotApplicable extends Schema.TaggedError<NotApplicable>()("NotApplicable", {
-  message: Schema.optional(Schema.String),
-}) {}
-
-/** The model's fault: scores `penalty`. @since 0.1.0 @category errors */
-export class ModelFault extends Schema.TaggedError<ModelFault>()("ModelFault", {
-  penalty: Schema.Finite,
-  message: Schema.optional(Schema.String),
-}) {}
-
-/** Scoring infrastructure failed (a judge timed out, a sandbox crashed): retry, then mask. @since 0.1.0 @category errors */
-export class InfraFault extends Schema.TaggedError<InfraFault>()("InfraFault", {
-  message: Schema.String,
-}) {}
-
-/** @since 0.1.0 @category errors */
-export type RewardFailure = NotApplicable | ModelFault | InfraFault
-
-/** A reward threw, returned a non-finite score, or broke its contract: the run stops. @since 0.1.0 @category errors */
-export class RewardDefect extends Schema.TaggedError<RewardDefect>()("RewardDefect", {
-  reward: Schema.String,
-  message: Schema.String,
-  cause: Schema.optional(Schema.Defect()),
-}) {}
-
 /**
  * The score of one rollout: `value` is undefined when nothing applied; `masked` says why
  * the sample must not be trained on; `components` holds each leaf's raw score.
@@ -73,29 +62,33 @@ export interface Score {
   readonly components: Readonly<Record<string, number | undefined>>
 }
 
-/** Options of a leaf. @since 0.1.0 @category models */
-export interface LeafOptions {
-  /** time limit per evaluation; exceeding it is an `InfraFault` */
-  readonly timeout?: Duration.Input
-  /** retries after an `InfraFault` before the sample is masked */
-  readonly retries?: number
-  /** at most this many evaluations of this leaf at once */
-  readonly concurrency?: number
-  /** cache results under this version; bump it when the scoring logic changes */
-  readonly cacheVersion?: string
-}
+/**
+ * What a scorer may return: a number, a Promise of one, or an Effect.
+ * @since 0.1.0 @category models
+ */
+export type ScoreResult<R> = number | PromiseLike<number> | Effect.Effect<number, RewardFailure, R>
 
+/**
+ * What a group scorer may return: one number per rollout, a Promise of them, or an Effect.
+ * @since 0.1.0 @category models
+ */
+export type GroupScoreResult<R> =
+  | ReadonlyArray<number>
+  | PromiseLike<ReadonlyArray<number>>
+  | Effect.Effect<ReadonlyArray<number>, RewardFailure, R>
+
+// The scorers are stored as the user gave them; what they return is checked when they run.
 type Node<P, R> =
   | {
     readonly _tag: "Leaf"
     readonly name: string
-    readonly score: (rollout: Rollout<P>) => Effect.Effect<number, RewardFailure, R>
+    readonly score: (rollout: Rollout<P>, context: ScoreContext) => unknown
     readonly options: LeafOptions
   }
   | {
     readonly _tag: "GroupLeaf"
     readonly name: string
-    readonly score: (group: ReadonlyArray<Rollout<P>>) => Effect.Effect<ReadonlyArray<number>, RewardFailure, R>
+    readonly score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => unknown
     readonly options: LeafOptions
   }
   | {
@@ -131,51 +124,55 @@ const make_ = <P, R>(name: string, node: Node<P, R>): Reward<P, R> => ({ "~gyre/
 export const isReward = (u: unknown): u is Reward<unknown, unknown> =>
   typeof u === "object" && u !== null && (u as { "~gyre/Reward"?: unknown })["~gyre/Reward"] === "~gyre/Reward"
 
-type ScoreResult<R> = number | Effect.Effect<number, RewardFailure, R>
-
 // ===== Constructors =====
 
 /**
- * A reward that scores one rollout. The function may return a number or an Effect.
+ * A reward that scores one rollout. The scorer returns a number, a Promise of one, or
+ * an Effect, and fails in a typed way by failing the Effect, or by throwing or
+ * rejecting with a `NotApplicable`, `ModelFault` or `InfraFault`. Anything else it
+ * throws, and any result that is not a finite number (NaN, a string, an object), is a
+ * `RewardDefect` that stops the run, naming the reward and what it returned.
+ *
+ * Its second argument carries an `AbortSignal`, aborted when the evaluation is
+ * abandoned (timed out, or the run interrupted).
+ *
+ * What a timeout (`options.timeout`, `Reward.timeout`) can and cannot stop:
+ * - an Effect is interrupted at its next async boundary, and its permits are returned;
+ * - a Promise cannot be stopped from outside: the sample is masked at once and the
+ *   scorer's `signal` is aborted, but the Promise keeps its concurrency permits (the
+ *   leaf's own and the run's) until it settles, so abandoned work still counts against
+ *   every limit. Pass the signal to `fetch` (or check it) so abandoned work ends early;
+ *   a Promise that ignores it and never settles holds its permits for good;
+ * - a synchronous scorer cannot be stopped at all: it runs to completion and blocks
+ *   everything else on the thread meanwhile. Keep synchronous scorers fast, or run
+ *   slow work in a Promise (a worker thread, a subprocess) that honours the signal.
  *
  * @example
  * const nonEmpty = Reward.make("non_empty", (r) => (r.completion.trim() ? 1 : 0))
+ * const judge = Reward.make("judge", async (r, { signal }) => {
+ *   const res = await fetch(url, { method: "POST", body: r.completion, signal })
+ *   if (!res.ok) throw new Reward.InfraFault({ message: `judge answered ${res.status}` })
+ *   return Number(await res.text())
+ * }, { timeout: "30 seconds", retries: 3, concurrency: 8 })
  * @since 0.1.0 @category constructors
  */
 export const make = <P, R = never>(
   name: string,
-  score: (rollout: Rollout<P>) => ScoreResult<R>,
+  score: (rollout: Rollout<P>, context: ScoreContext) => ScoreResult<R>,
   options: LeafOptions = {},
-): Reward<P, R> =>
-  make_(name, {
-    _tag: "Leaf",
-    name,
-    score: (rollout) => {
-      const out = score(rollout)
-      return typeof out === "number" ? Effect.succeed(out) : out
-    },
-    options,
-  })
+): Reward<P, R> => make_(name, { _tag: "Leaf", name, score, options })
 
 /**
  * A reward that sees all G completions of one prompt and returns G scores
- * (pairwise preference, diversity bonus, majority vote, ...).
+ * (pairwise preference, diversity bonus, majority vote, ...). Returns, failures,
+ * timeouts and the abort signal work as in `make`.
  * @since 0.1.0 @category constructors
  */
 export const group = <P, R = never>(
   name: string,
-  score: (group: ReadonlyArray<Rollout<P>>) => ReadonlyArray<number> | Effect.Effect<ReadonlyArray<number>, RewardFailure, R>,
+  score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => GroupScoreResult<R>,
   options: LeafOptions = {},
-): Reward<P, R> =>
-  make_(name, {
-    _tag: "GroupLeaf",
-    name,
-    score: (rollouts) => {
-      const out = score(rollouts)
-      return Effect.isEffect(out) ? out : Effect.succeed(out)
-    },
-    options,
-  })
+): Reward<P, R> => make_(name, { _tag: "GroupLeaf", name, score, options })
 
 // ===== Combinators =====
 
@@ -233,21 +230,45 @@ const mapLeaves = <P, R>(reward: Reward<P, R>, f: (options: LeafOptions) => Leaf
   }
 }
 
-/** Limits every leaf's evaluation time; a timeout is an `InfraFault`. @since 0.1.0 @category combinators */
+/**
+ * Limits every leaf's evaluation time per attempt; a timeout is an `InfraFault`. See
+ * `make` for what a timeout can stop: an Effect is interrupted, a Promise is abandoned
+ * (its signal aborted, its permits held until it settles), a synchronous scorer runs
+ * to completion.
+ * @since 0.1.0 @category combinators
+ */
 export const timeout = <P, R>(reward: Reward<P, R>, duration: Duration.Input): Reward<P, R> =>
   mapLeaves(reward, (o) => ({ ...o, timeout: duration }))
 
-/** Retries every leaf up to `times` after an `InfraFault`, then masks the sample. @since 0.1.0 @category combinators */
-export const retry = <P, R>(reward: Reward<P, R>, times: number): Reward<P, R> =>
-  mapLeaves(reward, (o) => ({ ...o, retries: times }))
+/**
+ * Retries every leaf up to `times` after an `InfraFault`, then masks the sample. The
+ * delays grow exponentially with jitter (see `Backoff`: by default 200 ms, 400 ms,
+ * 800 ms, ... up to 30 s, each scaled by a random factor in [0.8, 1.2]). A leaf holds
+ * no permit while it waits to retry.
+ *
+ * @example
+ * Reward.retry(judge, 4, { base: "1 second", max: "20 seconds" })
+ * @since 0.1.0 @category combinators
+ */
+export const retry = <P, R>(reward: Reward<P, R>, times: number, backoff?: Backoff): Reward<P, R> => {
+  if (!(Number.isInteger(times) && times >= 0)) throw new TypeError(`Reward.retry: times must be an integer >= 0, got ${times}`)
+  backoffSchedule(backoff) // checks the backoff now rather than at the first retry
+  return mapLeaves(reward, (o) => ({ ...o, retries: times, ...(backoff !== undefined ? { backoff } : {}) }))
+}
 
 /** Bounds how many evaluations of each leaf run at once. @since 0.1.0 @category combinators */
 export const withConcurrency = <P, R>(reward: Reward<P, R>, concurrency: number): Reward<P, R> =>
   mapLeaves(reward, (o) => ({ ...o, concurrency }))
 
 /**
- * Caches every leaf's score keyed by (leaf name, `version`, problem, completion).
- * Change `version` whenever the scoring logic changes.
+ * Caches every leaf's score keyed by (leaf name, `version`, problem, completion, stop
+ * reason). Change `version` whenever the scoring logic changes. Masked samples are not
+ * cached.
+ *
+ * The cache belongs to a run, not to the process: it is the `RewardCache` in force
+ * (the runner provides one per run; `withCache` makes one for any program), or else a
+ * fresh one per `evaluate` call. Two runs never share scores, and `laws.deterministic`
+ * still catches a nondeterministic reward wrapped in `cached`.
  * @since 0.1.0 @category combinators
  */
 export const cached = <P, R>(reward: Reward<P, R>, version: string): Reward<P, R> =>
@@ -279,129 +300,72 @@ export const componentNames = (reward: Reward<any, any>): Array<string> => {
 
 // ===== Evaluation =====
 
-/**
- * Bounds the number of leaf evaluations in flight across a whole step. The runner
- * provides one; without it, leaves run with no global bound.
- * @since 0.1.0 @category services
- */
-export const RewardPermits = Context.Reference<Semaphore.Semaphore | undefined>("gyre/RewardPermits", {
-  defaultValue: () => undefined,
-})
-
-type LeafOutcome = { readonly value: number | undefined; readonly masked: string | undefined }
-
-const semaphores = new WeakMap<object, Semaphore.Semaphore>()
-const caches = new Map<string, LeafOutcome>()
-const CACHE_LIMIT = 100_000
-
-const leafSemaphore = (node: object, permits: number | undefined) => {
-  if (permits === undefined) return undefined
-  let s = semaphores.get(node)
-  if (s === undefined) {
-    s = Semaphore.makeUnsafe(permits)
-    semaphores.set(node, s)
-  }
-  return s
-}
-
-const checkFinite = (name: string, value: number) =>
-  Number.isFinite(value)
+const finiteScore = (name: string, value: unknown): Effect.Effect<number, RewardDefect> =>
+  typeof value === "number" && Number.isFinite(value)
     ? Effect.succeed(value)
-    : Effect.fail(new RewardDefect({ reward: name, message: `returned ${value}; a score must be a finite number` }))
-
-/** Runs one leaf evaluation under its policies: timeout, retries, permits; maps failures to outcomes. */
-const runLeaf = <R>(
-  name: string,
-  options: LeafOptions,
-  node: object,
-  evaluate: Effect.Effect<number | ReadonlyArray<number>, RewardFailure, R>,
-): Effect.Effect<ReadonlyArray<LeafOutcome> | LeafOutcome, RewardDefect, R> =>
-  Effect.gen(function* () {
-    let attempt: Effect.Effect<number | ReadonlyArray<number>, RewardFailure, R> = evaluate
-    if (options.timeout !== undefined) {
-      const d = options.timeout
-      attempt = attempt.pipe(
-        Effect.timeoutOrElse({
-          duration: d,
-          orElse: () => Effect.fail(new InfraFault({ message: `timed out after ${Duration.format(Duration.fromInputUnsafe(d))}` })),
-        }),
-      )
-    }
-    if (options.retries !== undefined && options.retries > 0) {
-      attempt = attempt.pipe(Effect.retry({ times: options.retries, while: (e) => e._tag === "InfraFault" }))
-    }
-    // The global permit is taken inside the leaf's own one, so a leaf waiting for its
-    // own permit never holds a global permit that other leaves could use.
-    const global = yield* RewardPermits
-    if (global !== undefined) attempt = global.withPermits(1)(attempt)
-    const own = leafSemaphore(node, options.concurrency)
-    if (own !== undefined) attempt = own.withPermits(1)(attempt)
-    const result = yield* attempt.pipe(
-      Effect.map((v): ReadonlyArray<LeafOutcome> | LeafOutcome =>
-        typeof v === "number" ? { value: v, masked: undefined } : v.map((x) => ({ value: x, masked: undefined }))
-      ),
-      Effect.catchTags({
-        NotApplicable: () => Effect.succeed<LeafOutcome>({ value: undefined, masked: undefined }),
-        ModelFault: (e) => Effect.succeed<LeafOutcome>({ value: e.penalty, masked: undefined }),
-        InfraFault: (e) => Effect.succeed<LeafOutcome>({ value: undefined, masked: `${name}: ${e.message}` }),
-      }),
-      Effect.catchDefect((defect) =>
-        Effect.fail(
-          new RewardDefect({
-            reward: name,
-            message: `threw ${defect instanceof Error ? defect.message : String(defect)}`,
-            cause: defect,
-          }),
-        )
-      ),
-    )
-    const values = Array.isArray(result) ? result : [result as LeafOutcome]
-    for (const o of values) if (o.value !== undefined) yield* checkFinite(name, o.value)
-    return result
-  })
-
-const cacheKey = (name: string, version: string, rollout: Rollout<unknown>) =>
-  JSON.stringify([name, version, rollout.problem, rollout.completion, rollout.stopReason])
+    : Effect.fail(new RewardDefect({ reward: name, message: `returned ${describeValue(value)}; a score must be a finite number` }))
 
 const evalLeaf = <P, R>(
   node: Extract<Node<P, R>, { _tag: "Leaf" }>,
   rollouts: ReadonlyArray<Rollout<P>>,
-): Effect.Effect<Array<LeafOutcome>, RewardDefect, R> =>
-  Effect.forEach(
-    rollouts,
-    (rollout) => {
-      const key = node.options.cacheVersion === undefined ? undefined : cacheKey(node.name, node.options.cacheVersion, rollout)
-      const hit = key === undefined ? undefined : caches.get(key)
+  cache: ScoreCache,
+): Effect.Effect<Array<LeafOutcome>, RewardDefect, R> => {
+  const run = (rollout: Rollout<P>) =>
+    runLeaf<R>(node.name, node.options, node, (context) => node.score(rollout, context)).pipe(
+      Effect.flatMap((r) =>
+        r._tag === "Outcome"
+          ? Effect.succeed(r.outcome)
+          : Effect.map(finiteScore(node.name, r.value), (value): LeafOutcome => ({ value, masked: undefined }))
+      ),
+    )
+  const version = node.options.cacheVersion
+  if (version === undefined) return Effect.forEach(rollouts, run, { concurrency: "unbounded" })
+  // A cached leaf scores each distinct key once per call, and reuses the run's scores.
+  const keys = rollouts.map((r) => cacheKey(node.name, version, r))
+  const first = new Map<string, number>()
+  keys.forEach((k, i) => {
+    if (!first.has(k)) first.set(k, i)
+  })
+  return Effect.forEach(
+    [...first.values()],
+    (i) => {
+      const hit = cache.get(keys[i]!)
       if (hit !== undefined) return Effect.succeed(hit)
-      const scored = Effect.suspend(() => node.score(rollout))
-      return runLeaf(node.name, node.options, node, scored).pipe(
-        Effect.map((o) => {
-          const outcome = o as LeafOutcome
-          if (key !== undefined && outcome.masked === undefined) {
-            if (caches.size >= CACHE_LIMIT) caches.clear()
-            caches.set(key, outcome)
-          }
-          return outcome
-        }),
-      )
+      return Effect.map(run(rollouts[i]!), (outcome) => {
+        if (outcome.masked === undefined) cache.set(keys[i]!, outcome)
+        return outcome
+      })
     },
     { concurrency: "unbounded" },
-  )
+  ).pipe(Effect.map((distinct) => {
+    const byKey = new Map([...first.keys()].map((k, j) => [k, distinct[j]!]))
+    return keys.map((k) => byKey.get(k)!)
+  }))
+}
 
 const evalGroupLeaf = <P, R>(
   node: Extract<Node<P, R>, { _tag: "GroupLeaf" }>,
   rollouts: ReadonlyArray<Rollout<P>>,
 ): Effect.Effect<Array<LeafOutcome>, RewardDefect, R> =>
   Effect.gen(function* () {
-    const result = yield* runLeaf(node.name, node.options, node, Effect.suspend(() => node.score(rollouts)))
-    if (!Array.isArray(result)) return rollouts.map(() => result as LeafOutcome)
-    if (result.length !== rollouts.length) {
+    const result = yield* runLeaf<R>(node.name, node.options, node, (context) => node.score(rollouts, context))
+    if (result._tag === "Outcome") return rollouts.map(() => result.outcome)
+    const values = result.value
+    if (!Array.isArray(values)) {
       return yield* new RewardDefect({
         reward: node.name,
-        message: `a group reward must return one score per rollout: got ${result.length} for a group of ${rollouts.length}`,
+        message: `returned ${describeValue(values)}; a group reward must return an array of one finite score per rollout`,
       })
     }
-    return result as Array<LeafOutcome>
+    if (values.length !== rollouts.length) {
+      return yield* new RewardDefect({
+        reward: node.name,
+        message: `a group reward must return one score per rollout: got ${values.length} for a group of ${rollouts.length}`,
+      })
+    }
+    const outcomes: Array<LeafOutcome> = []
+    for (const v of values) outcomes.push({ value: yield* finiteScore(node.name, v), masked: undefined })
+    return outcomes
   })
 
 interface Evaluated {
@@ -409,17 +373,17 @@ interface Evaluated {
   readonly components: Array<Record<string, number | undefined>>
 }
 
-const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>>): Effect.Effect<Evaluated, RewardDefect, R> =>
+const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>>, cache: ScoreCache): Effect.Effect<Evaluated, RewardDefect, R> =>
   Effect.gen(function* () {
     const node = reward.node
     switch (node._tag) {
       case "Leaf":
       case "GroupLeaf": {
-        const values = node._tag === "Leaf" ? yield* evalLeaf(node, rollouts) : yield* evalGroupLeaf(node, rollouts)
+        const values = node._tag === "Leaf" ? yield* evalLeaf<P, R>(node, rollouts, cache) : yield* evalGroupLeaf<P, R>(node, rollouts)
         return { values, components: values.map((v) => ({ [node.name]: v.value })) }
       }
       case "Weighted": {
-        const parts = yield* Effect.forEach(node.members, ([, r]) => evalNode(r, rollouts), { concurrency: "unbounded" })
+        const parts = yield* Effect.forEach(node.members, ([, r]) => evalNode(r, rollouts, cache), { concurrency: "unbounded" })
         const values = rollouts.map((_, i) => {
           let sum = 0
           let applied = 0
@@ -439,7 +403,7 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
         return { values, components: rollouts.map((_, i) => Object.assign({}, ...parts.map((p) => p.components[i]))) }
       }
       case "Gate": {
-        const parts = yield* Effect.forEach(node.members, (r) => evalNode(r, rollouts), { concurrency: "unbounded" })
+        const parts = yield* Effect.forEach(node.members, (r) => evalNode(r, rollouts, cache), { concurrency: "unbounded" })
         const values = rollouts.map((_, i) => {
           const vs = parts.map((p) => p.values[i]!)
           const masked = vs.find((v) => v.masked !== undefined)?.masked
@@ -458,7 +422,7 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
         }
       }
       case "Map": {
-        const inner = yield* evalNode(node.inner, rollouts)
+        const inner = yield* evalNode(node.inner, rollouts, cache)
         const values: Array<LeafOutcome> = []
         for (const v of inner.values) {
           const input = v.value
@@ -466,7 +430,7 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
             try: () => node.f(input),
             catch: (cause) => new RewardDefect({ reward: reward.name, message: `its map function threw ${cause instanceof Error ? cause.message : String(cause)}`, cause }),
           })
-          if (mapped !== undefined) yield* checkFinite(reward.name, mapped)
+          if (mapped !== undefined) yield* finiteScore(reward.name, mapped)
           values.push({ value: mapped, masked: v.masked })
         }
         const innerName = node.inner.name
@@ -482,11 +446,13 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
 
 /**
  * Scores the G rollouts of one group. Leaves run concurrently (bounded by
- * `RewardPermits` and each leaf's own `concurrency`).
+ * `RewardPermits` and each leaf's own `concurrency`); cached leaves use the
+ * `RewardCache` in force, or a fresh cache for this call.
  * @since 0.1.0 @category evaluation
  */
 export const evaluate = Effect.fnUntraced(function* <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>>) {
-  const result = yield* evalNode(reward, rollouts)
+  const cache = (yield* RewardCache) ?? makeCache()
+  const result = yield* evalNode(reward, rollouts, cache)
   return result.values.map((v, i): Score => ({
     value: v.value,
     masked: v.masked,

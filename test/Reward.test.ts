@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Semaphore } from "effect"
+import { Clock, Effect, Fiber, Semaphore } from "effect"
 import { TestClock } from "effect/testing"
 import * as fc from "fast-check"
 import { Reward } from "gyre"
@@ -183,7 +183,9 @@ describe("failure policies", () => {
         }),
         3,
       )
-      const s = yield* score(flaky, { n: 0 }, "x")
+      const fiber = yield* Effect.forkChild(score(flaky, { n: 0 }, "x"))
+      yield* TestClock.adjust("1 minute")
+      const s = yield* Fiber.join(fiber)
       assert.strictEqual(s.value, 0.8)
       assert.isUndefined(s.masked)
       assert.strictEqual(calls, 3)
@@ -205,10 +207,64 @@ describe("failure policies", () => {
         attempts++
         return Effect.fail(new Reward.InfraFault({ message: "down" }))
       }), 2)
-      const s = yield* score(down, { n: 0 }, "x")
+      const downFiber = yield* Effect.forkChild(score(down, { n: 0 }, "x"))
+      yield* TestClock.adjust("1 minute")
+      const s = yield* Fiber.join(downFiber)
       assert.strictEqual(attempts, 3)
       assert.strictEqual(s.masked, "judge: down")
     }))
+
+  it.effect("waits longer before each retry: exponential backoff with jitter", () =>
+    Effect.gen(function* () {
+      const at: Array<number> = []
+      const down = Reward.retry(
+        Reward.make<Row>("judge", () =>
+          Effect.gen(function* () {
+            at.push(yield* Clock.currentTimeMillis)
+            return yield* Effect.fail(new Reward.InfraFault({ message: "down" }))
+          })),
+        5,
+        { base: "1 second" },
+      )
+      const fiber = yield* Effect.forkChild(score(down, { n: 0 }, "x"))
+      yield* TestClock.adjust("10 minutes")
+      assert.strictEqual((yield* Fiber.join(fiber)).masked, "judge: down")
+      assert.strictEqual(at.length, 6)
+      const gaps = at.slice(1).map((t, i) => t - at[i]!)
+      gaps.forEach((gap, n) => {
+        // base * 2^n, scaled by a jitter factor in [0.8, 1.2]
+        assert.isAtLeast(gap, 0.8 * 1000 * 2 ** n, `gap ${n}`)
+        assert.isAtMost(gap, 1.2 * 1000 * 2 ** n, `gap ${n}`)
+      })
+      for (let n = 1; n < gaps.length; n++) assert.isAbove(gaps[n]!, gaps[n - 1]!)
+      // the jitter is random: not every gap is exactly base * 2^n
+      assert.isFalse(gaps.every((gap, n) => gap === 1000 * 2 ** n))
+    }))
+
+  it.effect("caps the backoff at max", () =>
+    Effect.gen(function* () {
+      const at: Array<number> = []
+      const down = Reward.retry(
+        Reward.make<Row>("judge", () =>
+          Effect.gen(function* () {
+            at.push(yield* Clock.currentTimeMillis)
+            return yield* Effect.fail(new Reward.InfraFault({ message: "down" }))
+          })),
+        6,
+        { base: "1 second", max: "3 seconds" },
+      )
+      const fiber = yield* Effect.forkChild(score(down, { n: 0 }, "x"))
+      yield* TestClock.adjust("10 minutes")
+      yield* Fiber.join(fiber)
+      const gaps = at.slice(1).map((t, i) => t - at[i]!)
+      assert.strictEqual(gaps.length, 6)
+      for (const gap of gaps.slice(2)) assert.isAtMost(gap, 1.2 * 3000)
+    }))
+
+  it("rejects a bad retry count or backoff at once", () => {
+    assert.throws(() => Reward.retry(constant("c", 1), -1), /times must be an integer >= 0, got -1/)
+    assert.throws(() => Reward.retry(constant("c", 1), 1, { factor: 0.5 }), /backoff.factor must be a finite number >= 1, got 0.5/)
+  })
 
   it.effect("a ModelFault scores its penalty and is not retried", () =>
     Effect.gen(function* () {
@@ -247,25 +303,259 @@ describe("failure policies", () => {
     }))
 })
 
-describe("caching", () => {
-  it.effect("a cache hit avoids recomputation; a new version recomputes", () =>
+describe("scorer results", () => {
+  const returning = (what: unknown) => Reward.make<Row>("judge", () => what as number)
+  const ways: ReadonlyArray<readonly [string, (v: unknown) => unknown]> = [
+    ["directly", (v) => v],
+    ["from an Effect", (v) => Effect.succeed(v)],
+    ["from a Promise", (v) => Promise.resolve(v)],
+  ]
+
+  it.effect("a result that is not a finite number is a RewardDefect naming the reward and what it returned, as NaN is", () =>
     Effect.gen(function* () {
-      let calls = 0
-      const version = `v-${Math.random()}`
-      const expensive = (v: string) =>
-        Reward.cached(Reward.make<Row>("judge", (r) => {
-          calls++
-          return r.completion.length
-        }), v)
-      const rollouts = group({ n: 1 }, ["a", "bb", "a"])
-      yield* Reward.evaluate(expensive(version), rollouts)
-      const before = calls
-      const again = yield* Reward.evaluate(expensive(version), rollouts)
-      assert.strictEqual(calls, before)
-      assert.deepStrictEqual(again.map((s) => s.value), [1, 2, 1])
-      yield* Reward.evaluate(expensive(`${version}-2`), rollouts)
-      assert.isAbove(calls, before)
+      const cases: ReadonlyArray<readonly [unknown, RegExp]> = [
+        [Number.NaN, /^returned NaN; a score must be a finite number$/],
+        ["1", /^returned "1" \(a string\); a score must be a finite number$/],
+        [{ score: 1 }, /^returned \{"score":1\} \(an object\); a score must be a finite number$/],
+        [[1], /^returned \[1\] \(an array\); a score must be a finite number$/],
+        [undefined, /^returned undefined; a score must be a finite number$/],
+        [null, /^returned null; a score must be a finite number$/],
+        [true, /^returned true \(a boolean\); a score must be a finite number$/],
+      ]
+      for (const [bad, pattern] of cases) {
+        for (const [how, wrap] of ways) {
+          const error = yield* Effect.flip(score(returning(wrap(bad)), { n: 0 }, "x"))
+          assert.strictEqual(error._tag, "RewardDefect", `${String(bad)} ${how}`)
+          assert.strictEqual(error.reward, "judge")
+          assert.match(error.message, pattern, `${String(bad)} ${how}`)
+        }
+      }
     }))
+
+  it.effect("inside a weighted reward, the defect names the leaf that returned it", () =>
+    Effect.gen(function* () {
+      const reward = Reward.weighted({ fine: [constant("fine", 1), 1], judge: [returning("0.5"), 1] })
+      const error = yield* Effect.flip(score(reward, { n: 0 }, "x"))
+      assert.strictEqual(error.reward, "judge")
+      assert.match(error.message, /returned "0.5" \(a string\)/)
+    }))
+
+  it.effect("a group reward must return an array of finite numbers", () =>
+    Effect.gen(function* () {
+      const notArray = yield* Effect.flip(scoreGroup(Reward.group<Row>("vote", () => "1, 0" as unknown as Array<number>), { n: 0 }, ["a", "b"]))
+      assert.strictEqual(notArray.reward, "vote")
+      assert.match(notArray.message, /^returned "1, 0" \(a string\); a group reward must return an array of one finite score per rollout$/)
+      const badMember = yield* Effect.flip(scoreGroup(Reward.group<Row>("vote", () => Promise.resolve([1, "0"] as unknown as Array<number>)), { n: 0 }, ["a", "b"]))
+      assert.match(badMember.message, /^returned "0" \(a string\); a score must be a finite number$/)
+      const fine = yield* scoreGroup(Reward.group<Row>("vote", () => Promise.resolve([1, 0])), { n: 0 }, ["a", "b"])
+      assert.deepStrictEqual(fine.map((s) => s.value), [1, 0])
+    }))
+
+  it.effect("a scorer may throw or reject with a typed failure; any other rejection is a defect", () =>
+    Effect.gen(function* () {
+      const thrown = yield* score(Reward.make<Row>("judge", () => {
+        throw new Reward.InfraFault({ message: "down" })
+      }), { n: 0 }, "x")
+      assert.strictEqual(thrown.masked, "judge: down")
+      const rejected = yield* score(Reward.make<Row>("judge", () => Promise.reject(new Reward.ModelFault({ penalty: -1 }))), { n: 0 }, "x")
+      assert.strictEqual(rejected.value, -1)
+      const na = yield* score(Reward.make<Row>("judge", async () => {
+        throw new Reward.NotApplicable({})
+      }), { n: 0 }, "x")
+      assert.isUndefined(na.value)
+      const broken = yield* Effect.flip(score(Reward.make<Row>("judge", () => Promise.reject(new Error("socket hang up"))), { n: 0 }, "x"))
+      assert.strictEqual(broken.reward, "judge")
+      assert.match(broken.message, /threw socket hang up/)
+      assert.strictEqual((yield* score(Reward.make<Row>("judge", async () => 0.25), { n: 0 }, "x")).value, 0.25)
+    }))
+})
+
+/** Lets promise callbacks and woken fibers run: a bounded number of event-loop turns, no clock involved. */
+const turns = (n = 20) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < n; i++) yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+  })
+
+describe("timeouts of Promise scorers", () => {
+  it.effect("a timed-out Promise scorer sees its signal aborted, and the sample is masked", () =>
+    Effect.gen(function* () {
+      const signals: Array<AbortSignal> = []
+      const hanging = Reward.timeout(
+        Reward.make<Row>("judge", (_, { signal }) => {
+          signals.push(signal)
+          return new Promise<number>(() => {})
+        }),
+        "5 seconds",
+      )
+      const fiber = yield* Effect.forkChild(score(hanging, { n: 0 }, "x"))
+      yield* TestClock.adjust("4 seconds")
+      assert.strictEqual(signals.length, 1)
+      assert.isFalse(signals[0]!.aborted)
+      yield* TestClock.adjust("2 seconds")
+      const s = yield* Fiber.join(fiber)
+      assert.match(s.masked!, /^judge: timed out after 5s/)
+      assert.isTrue(signals[0]!.aborted)
+    }))
+
+  it.effect("an Effect scorer's signal is aborted when it is interrupted by a timeout", () =>
+    Effect.gen(function* () {
+      const signals: Array<AbortSignal> = []
+      const slow = Reward.timeout(
+        Reward.make<Row>("judge", (_, { signal }) => {
+          signals.push(signal)
+          return Effect.sleep("1 minute").pipe(Effect.as(1))
+        }),
+        "5 seconds",
+      )
+      const fiber = yield* Effect.forkChild(score(slow, { n: 0 }, "x"))
+      yield* TestClock.adjust("6 seconds")
+      assert.match((yield* Fiber.join(fiber)).masked!, /timed out/)
+      assert.isTrue(signals[0]!.aborted)
+      // a scorer that finishes in time keeps an unaborted signal
+      const quick = Reward.make<Row>("quick", (_, { signal }) => {
+        signals.push(signal)
+        return 1
+      })
+      yield* score(Reward.timeout(quick, "5 seconds"), { n: 0 }, "x")
+      assert.isFalse(signals[1]!.aborted)
+    }))
+
+  const limits = [
+    ["the run's RewardPermits", "global"],
+    ["a leaf's own concurrency", "leaf"],
+  ] as const
+  for (const [label, kind] of limits) {
+    it.effect(`an abandoned Promise holds its permit of ${label} until it settles`, () =>
+      Effect.gen(function* () {
+        const settle: Array<() => void> = []
+        const state = { started: 0, running: 0, maxRunning: 0 }
+        const judge = Reward.make<Row>("judge", () => {
+          state.started++
+          state.running++
+          state.maxRunning = Math.max(state.maxRunning, state.running)
+          // a judge that ignores its signal: it runs until the test settles it
+          return new Promise<number>((resolve) =>
+            settle.push(() => {
+              state.running--
+              resolve(1)
+            })
+          )
+        }, { timeout: "5 seconds", ...(kind === "leaf" ? { concurrency: 2 } : {}) })
+        const permits = yield* Semaphore.make(2)
+        const program = Reward.evaluate(judge, group({ n: 0 }, ["a", "b", "c", "d"]))
+        const fiber = yield* Effect.forkChild(kind === "global" ? program.pipe(Effect.provideService(Reward.RewardPermits, permits)) : program)
+        yield* turns()
+        assert.strictEqual(state.started, 2)
+        // the first two time out and are masked; their promises still run and keep their permits
+        yield* TestClock.adjust("6 seconds")
+        yield* turns()
+        assert.strictEqual(state.started, 2)
+        assert.strictEqual(state.running, 2)
+        settle[0]!()
+        yield* turns()
+        assert.strictEqual(state.started, 3)
+        settle[1]!()
+        yield* turns()
+        assert.strictEqual(state.started, 4)
+        settle[2]!()
+        settle[3]!()
+        const scores = yield* Fiber.join(fiber)
+        assert.match(scores[0]!.masked!, /^judge: timed out after 5s/)
+        assert.match(scores[1]!.masked!, /^judge: timed out after 5s/)
+        assert.deepStrictEqual(scores.slice(2).map((s) => s.value), [1, 1])
+        assert.strictEqual(state.maxRunning, 2)
+      }))
+  }
+
+  it.effect("a leaf holds no permit while it backs off before a retry", () =>
+    Effect.gen(function* () {
+      const permits = yield* Semaphore.make(1)
+      let calls = 0
+      const flaky = Reward.retry(Reward.make<Row>("judge", () => {
+        calls++
+        return calls === 1 ? Promise.reject(new Reward.InfraFault({ message: "busy" })) : Promise.resolve(1)
+      }), 1, { base: "10 seconds" })
+      let otherRan = false
+      const other = Reward.make<Row>("other", () => {
+        otherRan = true
+        return 2
+      })
+      const withPermits = <A, E>(self: Effect.Effect<A, E>) => Effect.provideService(self, Reward.RewardPermits, permits)
+      const judged = yield* Effect.forkChild(withPermits(Reward.evaluate(flaky, [rollout({ n: 0 }, "x")])))
+      yield* turns()
+      assert.strictEqual(calls, 1)
+      // the judge is backing off: the only permit is free for other work
+      const scored = yield* Effect.forkChild(withPermits(Reward.evaluate(other, [rollout({ n: 0 }, "x")])))
+      yield* turns()
+      assert.isTrue(otherRan)
+      assert.strictEqual((yield* Fiber.join(scored))[0]!.value, 2)
+      yield* TestClock.adjust("1 minute")
+      assert.strictEqual((yield* Fiber.join(judged))[0]!.value, 1)
+      assert.strictEqual(calls, 2)
+    }))
+})
+
+describe("caching", () => {
+  const counting = () => {
+    const state = { calls: 0 }
+    const make = (version: string) =>
+      Reward.cached(Reward.make<Row>("judge", (r) => {
+        state.calls++
+        return r.completion.length
+      }), version)
+    return { state, make }
+  }
+
+  it.effect("within one cache, a hit avoids recomputation; a new version recomputes", () =>
+    Effect.gen(function* () {
+      const { state, make } = counting()
+      const rollouts = group({ n: 1 }, ["a", "bb", "a"])
+      yield* Reward.withCache(Effect.gen(function* () {
+        const first = yield* Reward.evaluate(make("v1"), rollouts)
+        // "a" appears twice in the group: scored once
+        assert.strictEqual(state.calls, 2)
+        assert.deepStrictEqual(first.map((s) => s.value), [1, 2, 1])
+        const again = yield* Reward.evaluate(make("v1"), rollouts)
+        assert.strictEqual(state.calls, 2)
+        assert.deepStrictEqual(again.map((s) => s.value), [1, 2, 1])
+        yield* Reward.evaluate(make("v2"), rollouts)
+        assert.strictEqual(state.calls, 4)
+      }))
+    }))
+
+  it.effect("two runs never share a cache: each evaluate outside a cache gets its own", () =>
+    Effect.gen(function* () {
+      const { state, make } = counting()
+      const rollouts = group({ n: 1 }, ["a", "bb"])
+      yield* Reward.withCache(Reward.evaluate(make("v1"), rollouts))
+      yield* Reward.withCache(Reward.evaluate(make("v1"), rollouts))
+      assert.strictEqual(state.calls, 4)
+      yield* Reward.evaluate(make("v1"), rollouts)
+      yield* Reward.evaluate(make("v1"), rollouts)
+      assert.strictEqual(state.calls, 8)
+    }))
+
+  it.effect("a run-scoped cache is the RewardCache in force", () =>
+    Effect.gen(function* () {
+      const { state, make } = counting()
+      const cache = Reward.makeCache()
+      const rollouts = group({ n: 1 }, ["a", "bb"])
+      yield* Reward.evaluate(make("v1"), rollouts).pipe(Effect.provideService(Reward.RewardCache, cache))
+      yield* Reward.evaluate(make("v1"), rollouts).pipe(Effect.provideService(Reward.RewardCache, cache))
+      assert.strictEqual(state.calls, 2)
+      assert.strictEqual(cache.size(), 2)
+    }))
+
+  it("a full cache drops its oldest score", () => {
+    const cache = Reward.makeCache(2)
+    cache.set("a", { value: 1, masked: undefined })
+    cache.set("b", { value: 2, masked: undefined })
+    cache.set("c", { value: 3, masked: undefined })
+    assert.isUndefined(cache.get("a"))
+    assert.strictEqual(cache.get("c")!.value, 3)
+    assert.strictEqual(cache.size(), 2)
+    assert.throws(() => Reward.makeCache(0), /limit must be an integer >= 1, got 0/)
+  })
 
   it.effect("does not cache masked samples", () =>
     Effect.gen(function* () {
@@ -273,9 +563,11 @@ describe("caching", () => {
       const flaky = Reward.cached(Reward.make<Row>("judge", () => {
         calls++
         return calls === 1 ? Effect.fail(new Reward.InfraFault({ message: "down" })) : Effect.succeed(1)
-      }), `v-${Math.random()}`)
-      assert.isDefined((yield* Reward.evaluate(flaky, [rollout({ n: 0 }, "x")]))[0]!.masked)
-      assert.strictEqual((yield* Reward.evaluate(flaky, [rollout({ n: 0 }, "x")]))[0]!.value, 1)
+      }), "v1")
+      yield* Reward.withCache(Effect.gen(function* () {
+        assert.isDefined((yield* Reward.evaluate(flaky, [rollout({ n: 0 }, "x")]))[0]!.masked)
+        assert.strictEqual((yield* Reward.evaluate(flaky, [rollout({ n: 0 }, "x")]))[0]!.value, 1)
+      }))
     }))
 })
 

@@ -121,7 +121,9 @@ const scoreAll = async <P, R>(
   provide: AnyProvide,
 ): Promise<ReadonlyArray<Reward.Score>> => {
   const rollouts = completions.map((c, index) => rollout(problem, c, { index, groupSize: completions.length }))
-  const evaluated = Reward.evaluate(reward, rollouts)
+  // Each scoring gets a cache of its own, so `Reward.cached` (even under a cache that
+  // `provide` supplies) cannot replay one scoring's results into another.
+  const evaluated = Reward.withCache(Reward.evaluate(reward, rollouts))
   const runnable = (provide === undefined ? evaluated : provide(evaluated)) as Effect.Effect<ReadonlyArray<Reward.Score>, unknown, never>
   const exit = await Effect.runPromiseExit(runnable)
   if (Exit.isFailure(exit)) {
@@ -186,6 +188,8 @@ export const finite = <P, R>(reward: Reward.Reward<P, R>, options: Domain<P> & P
 
 /**
  * Scoring the same rollouts twice gives the same scores (values, masks and components).
+ * The two scorings share no cache, so a nondeterministic reward fails this law even
+ * when it is wrapped in `Reward.cached`.
  * @since 0.1.0 @category laws
  */
 export const deterministic = <P, R>(reward: Reward.Reward<P, R>, options: Domain<P> & Provide<R>): Promise<void> =>

@@ -43,6 +43,11 @@ describe("laws", () => {
     return rejects(laws.deterministic(Reward.make("stateful", () => calls++ % 2), { problems: anyProblem }), /scored the same rollouts differently/)
   })
 
+  it("deterministic catches a random reward even when it is cached", () => {
+    const random = Reward.make("random", () => Math.random())
+    return rejects(laws.deterministic(Reward.cached(random, "v1"), { problems: anyProblem }), /law deterministic: reward "random" scored the same rollouts differently/)
+  })
+
   it("goldScoresMax catches a reward that misses a spelling", () =>
     rejects(
       laws.goldScoresMax(Reward.make("naive", (r: Reward.Rollout<number>) => (r.completion.trim().endsWith(String(r.problem)) ? 1 : 0)), {
