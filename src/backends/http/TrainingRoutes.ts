@@ -4,7 +4,8 @@
  * `forward`, `optim_step`, `save_weights`, `save_weights_for_sampler`, `load_weights`.
  *
  * Wire datums are decoded with the Schemas of `Wire.ts`, aligned (`Alignment.ts`) and
- * then checked by the one Datum validator (`checkData`) before any work starts, so a
+ * then checked by the one Datum validator (`Datum.checkAll`: lengths, vocabulary,
+ * float32 range, the inputs each loss reads) before any work starts, so a
  * bad datum gets a 400 naming the datum and field.
  *
  * @since 0.1.0
@@ -12,7 +13,7 @@
 import { type Duration, Effect, Result, SubscriptionRef } from "effect"
 import { AdamParams as AdamParamsSchema, adamParams, type BackendError, type Datum } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
-import { checkData } from "../local/Validate.ts"
+import { checkAll } from "../../Datum.ts"
 import * as Alignment from "./Alignment.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry } from "./Models.ts"
@@ -42,7 +43,7 @@ export type Handler = (body: unknown, headers: Readonly<Record<string, string | 
 const unavailable = (e: BackendError) => new Reject({ status: 503, message: e.message })
 
 /**
- * `checkData`'s message (gyre names and positions) in wire terms: `data[2].lossFnInputs.advantages[3]`
+ * `checkAll`'s message (gyre names and positions) in wire terms: `data[2].lossFnInputs.advantages[3]`
  * -> `<at>.data[2].loss_fn_inputs.advantages.data[2]` (gyre position i is wire position i-1).
  */
 export const wireMessage = (message: string, at: string): string =>
@@ -83,7 +84,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
         data.push(r.success)
       }
       // the one Datum validator, before any work (the backend runs it again)
-      const problem = checkData(data, lossFn, { vocabSize: ctx.vocabSize ?? Number.MAX_SAFE_INTEGER, contextLength: ctx.maxLength })
+      const problem = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
       if (problem !== undefined) return yield* bad(wireMessage(problem, at))
       const opts = {
         ...(input.loss_fn_config ? { lossFnConfig: input.loss_fn_config } : {}),
