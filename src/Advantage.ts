@@ -64,6 +64,11 @@ export const compute = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>
   const overflowGroups: Array<number> = []
   const advantages = groups.map((rewards, gi) => {
     const g = stats(rewards)
+    // 1e300 rewards are finite, but their variance is not: report, never train on it
+    if (!Number.isFinite(g.mean) || !Number.isFinite(g.std) || (mode === "batch_std" && !Number.isFinite(batch.std))) {
+      overflowGroups.push(gi)
+      return rewards.map(() => 0)
+    }
     const constant = g.n < 2 || g.std <= STD_EPSILON
     if (mode !== "none" && constant) {
       noOpGroups++

@@ -120,3 +120,16 @@ describe("Advantage.compute", () => {
     assert.deepStrictEqual(Advantage.stats([undefined]), { mean: 0, std: 0, n: 0 })
   })
 })
+
+describe("rewards that overflow", () => {
+  it("are reported for every mode, and never give a non-finite or silent advantage", () => {
+    for (const mode of ["group_std", "mean_only", "batch_std", "none"] as const) {
+      const { advantages, overflowGroups } = Advantage.compute([[0, 1, 0, 1], [1e300, 0, 1e300, 0]], mode)
+      // batch_std: the batch's std overflows, so every group is reported
+      assert.deepStrictEqual(overflowGroups, mode === "batch_std" ? [0, 1] : [1], mode)
+      assert.deepStrictEqual(advantages[1], [0, 0, 0, 0], mode)
+      for (const a of advantages.flat()) assert.isTrue(Number.isFinite(a))
+    }
+    assert.deepStrictEqual(Advantage.compute([[1e30, 0, 2e30]], "group_std").overflowGroups, [])
+  })
+})

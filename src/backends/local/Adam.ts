@@ -45,24 +45,36 @@ export const adamStep = (params: Weights, grads: Weights, state: AdamState, hp: 
   const gradNorm = globalNorm(grads)
   if (!Number.isFinite(gradNorm)) throw new NonFiniteError(`the gradient norm is ${gradNorm}; the optimizer step was not applied`)
   const clip = hp.grad_clip_norm > 0 && gradNorm > hp.grad_clip_norm ? hp.grad_clip_norm / gradNorm : 1
-  state.t += 1
+  const t = state.t + 1
   const { beta1: b1, beta2: b2, eps, learning_rate: lr, weight_decay: wd } = hp
-  const c1 = 1 - Math.pow(b1, state.t)
-  const c2 = 1 - Math.pow(b2, state.t)
+  const c1 = 1 - Math.pow(b1, t)
+  const c2 = 1 - Math.pow(b2, t)
   const decay = 1 - lr * wd
-  for (const [k, p] of Object.entries(params)) {
-    const g = grads[k]
-    const m = state.m[k]
-    const v = state.v[k]
-    if (!g || !m || !v) throw new Error(`optimizer state misses ${k}`)
-    for (let i = 0; i < p.length; i++) {
-      const gi = g[i]! * clip
-      const mi = b1 * m[i]! + (1 - b1) * gi
-      const vi = b2 * v[i]! + (1 - b2) * gi * gi
-      m[i] = mi
-      v[i] = vi
-      p[i] = p[i]! * decay - (lr * (mi / c1)) / (Math.sqrt(vi / c2) + eps)
+  const update = (write: boolean) => {
+    for (const [k, p] of Object.entries(params)) {
+      const g = grads[k]
+      const m = state.m[k]
+      const v = state.v[k]
+      if (!g || !m || !v) throw new Error(`optimizer state misses ${k}`)
+      for (let i = 0; i < p.length; i++) {
+        const gi = g[i]! * clip
+        const mi = b1 * m[i]! + (1 - b1) * gi
+        const vi = b2 * v[i]! + (1 - b2) * gi * gi
+        const pi = p[i]! * decay - (lr * (mi / c1)) / (Math.sqrt(vi / c2) + eps)
+        if (write) {
+          m[i] = mi
+          v[i] = vi
+          p[i] = pi
+        } else if (!Number.isFinite(Math.fround(vi)) || !Number.isFinite(Math.fround(pi))) {
+          // e.g. an unclipped gradient of 1e20: its square overflows the float32 moment
+          throw new NonFiniteError(`${k}[${i}]: the update overflows float32 (gradient ${gi}); the optimizer step was not applied`)
+        }
+      }
     }
   }
+  // check everything first, so a refused step leaves weights and moments as they were
+  update(false)
+  update(true)
+  state.t = t
   return { gradNorm }
 }

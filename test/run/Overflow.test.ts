@@ -1,0 +1,43 @@
+/**
+ * A reward of 1e300 (finite as a number, infinite as float32) stops the run with a message
+ * naming the env and the problem, before anything is trained on it.
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { Local } from "../../src/backends/local/index.ts"
+import * as Env from "../../src/Env.ts"
+import * as Reward from "../../src/Reward.ts"
+import * as RunLog from "../../src/RunLog.ts"
+import * as Runner from "../../src/Runner.ts"
+import { toySettings } from "../envs/vowels.ts"
+
+const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
+const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
+
+const huge = Env.make({
+  name: "huge",
+  problem: Schema.Struct({ n: Schema.Int }),
+  source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
+  prompt: ({ n }) => `Say ${n}:`,
+  reward: Reward.make("huge", (r) => (r.index % 2 === 0 ? 1e300 : 0)),
+  sampling: { maxTokens: 3, temperature: 1 },
+})
+
+describe("rewards that overflow the advantages", () => {
+  for (const advantage of ["group_std", "none"] as const) {
+    it.effect(`stop the run (${advantage})`, () =>
+      Effect.gen(function* () {
+        const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-overflow-"))
+        const backend = Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "v"] } }))
+        const error = yield* Effect.flip(Runner.run(toySettings(dir, { env: "huge", steps: 3, advantage }), huge).pipe(Effect.provide(backend), quiet))
+        assert.strictEqual(error._tag, "RunError")
+        assert.strictEqual(error.reason, "Reward")
+        assert.strictEqual(error.step, 0)
+        assert.match(error.message, /env huge, problem huge\/train\/0\/\d+: the rewards \[.*1e\+300.*\] overflow the/)
+        assert.isFalse(Fs.existsSync(RunLog.paths(dir).metrics) && Fs.readFileSync(RunLog.paths(dir).metrics, "utf8").includes('"step":1'))
+      }))
+  }
+})
