@@ -1,6 +1,6 @@
 /**
- * Statistical tests of the embedded sampler's temperature, top-k and top-p, and tests of
- * stop sequences and stop reasons.
+ * Statistical tests of the embedded sampler's temperature, top-k and top-p; tests of stop
+ * sequences and stop reasons; and of what its prompt cache reuses.
  *
  * The distribution a request samples one next token from is, by definition:
  *
