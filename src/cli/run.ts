@@ -4,11 +4,12 @@
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { Console, Effect, Layer, Option, Schema } from "effect"
-import { Argument, Command, Flag } from "effect/cli"
+import { Console, Effect, Layer, Option, Schema, SchemaIssue } from "effect"
+import { Argument, CliError, CliOutput, Command, Flag } from "effect/cli"
 import * as Advantage from "../Advantage.ts"
 import { LossFn } from "../Contract.ts"
 import * as Env from "../Env.ts"
+import * as Metrics from "../Metrics.ts"
 import * as Runner from "../Runner.ts"
 import * as RunLog from "../RunLog.ts"
 import { backendLayer } from "./backend.ts"
@@ -150,7 +151,7 @@ const settingsFrom = (
       ...set("logRolloutsEvery", p.logRolloutsEvery),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
-      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${withFlagNames(e.message)}` })),
+      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
     )
   })
 
@@ -163,11 +164,32 @@ const FLAG_OF: Record<string, string> = {
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
 }
-const withFlagNames = (message: string) =>
-  message.replace(/at \[((?:"[^"]*"(?:, )?)+)\]/g, (whole, path: string) => {
-    const last = path.split(", ").pop()!.replace(/"/g, "")
-    return FLAG_OF[last] !== undefined ? `(${FLAG_OF[last]})` : whole
-  })
+
+/** The flag that sets a settings path, e.g. `["adam", "learning_rate"]` -> `--lr`. */
+const flagOf = (path: ReadonlyArray<string>): string | undefined => {
+  if (path[0] === "lossConfig" && path.length > 1) return `--loss-config ${path.slice(1).join(".")}`
+  const last = path[path.length - 1]
+  return last !== undefined ? FLAG_OF[last] : undefined
+}
+
+/**
+ * Schema issues as one line each that names what was given: `--lr must be a value greater
+ * than or equal to 0, got -1`. `name` maps a settings path to what the user wrote (a
+ * flag, or a config.json field); paths it does not know are named `settings field a.b`.
+ */
+const describeIssues = (
+  issue: SchemaIssue.Issue,
+  value: unknown,
+  name: (path: ReadonlyArray<string>) => string | undefined,
+): string =>
+  SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues.map((i) => {
+    const path = (i.path ?? []).map((k) => String(typeof k === "object" && k !== null ? k.key : k))
+    const given = path.reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), value)
+    const who = name(path) ?? (path.length > 0 ? `settings field ${path.join(".")}` : "settings")
+    const what = i.message.startsWith("Expected ") ? `must be ${i.message.slice("Expected ".length)}` : `: ${i.message}`
+    const got = given !== undefined && !/, got /.test(what) ? `, got ${typeof given === "number" ? String(given) : JSON.stringify(given)}` : ""
+    return `${who} ${what}${got}`.replace(/ :/, ":")
+  }).join("; ")
 
 /** Flags that would change the data order of a resumed run. */
 const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty"] as const
@@ -183,7 +205,9 @@ const readSaved = (dir: string) =>
       catch: (e) => new Runner.RunError({ reason: "Resume", message: `${file} is not valid JSON: ${(e as Error).message}` }),
     })
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(json).pipe(
-      Effect.mapError((e) => new Runner.RunError({ reason: "Resume", message: `${file}: ${e.message}` })),
+      Effect.mapError((e) =>
+        new Runner.RunError({ reason: "Resume", message: `${file} is not a run's config: ${describeIssues(e.issue, json, (path) => `field ${path.join(".")}`)}` })
+      ),
     )
   })
 
@@ -210,7 +234,7 @@ export const runCommand = Command.make("run", flags, (p) =>
     const envSpec = isPath(spec) ? Path.resolve(spec) : spec
     const settings = yield* settingsFrom(p, source, envSpec, saved, resumeDir)
     yield* Console.log(
-      `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.loss} | lr ${settings.adam.learning_rate} | backend ${p.backend} | run folder ${settings.outDir}`,
+      `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learning_rate} | backend ${p.backend} | run folder ${settings.outDir}`,
     )
     const layer = backendLayer({
       backend: p.backend,
@@ -225,8 +249,11 @@ export const runCommand = Command.make("run", flags, (p) =>
       Effect.provide(Layer.fresh(layer)),
       Effect.provideService(Runner.Progress, terminalProgress()),
     )
-    const last = metrics[metrics.length - 1]
-    yield* Console.log(`done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl${last?.["test/env/all/reward/total"] !== undefined ? `; last eval reward ${last["test/env/all/reward/total"]!.toFixed(3)}` : ""})`)
+    const lastEval = [...metrics].reverse().find((m) => Metrics.heldOutScore(m) !== undefined)
+    const score = lastEval === undefined ? undefined : Metrics.heldOutScore(lastEval)
+    yield* Console.log(
+      `done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl)${score !== undefined ? `; ${score.label} ${score.value.toFixed(3)} at step ${lastEval!["step"]}` : ""}`,
+    )
   }).pipe(
     // A failed run prints one clear line (what went wrong and what to do) and exits 1.
     Effect.catch((e) =>
@@ -244,3 +271,22 @@ export const runCommand = Command.make("run", flags, (p) =>
       { command: "run math --backend http://127.0.0.1:8000", description: "train through a Tinker-protocol service" },
     ]),
   )
+
+/**
+ * How the CLI answers a command line it cannot parse: one line per problem on stderr,
+ * naming the flag, the closest known flag, and `--help` (instead of the whole help page).
+ * Help and version output are unchanged.
+ */
+export const cliPresenter = CliOutput.layerPresenter({
+  present: (event) => {
+    if (event._tag !== "InvalidInvocation") return CliOutput.defaultPresenter.present(event)
+    return Effect.forEach(event.errors, (e) => Console.error(`error: ${invocationError(e)}; see --help`), { discard: true })
+  },
+})
+
+const invocationError = (e: CliError.NonShowHelpErrors): string => {
+  if (e._tag === "UnrecognizedOption") {
+    return `unknown flag ${e.option}${e.suggestions.length > 0 ? ` (did you mean ${e.suggestions.join(" or ")}?)` : ""}`
+  }
+  return e.message.replace(/\s*\n\s*/g, " ")
+}

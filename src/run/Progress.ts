@@ -4,7 +4,7 @@
  * @since 0.1.0
  */
 import { Context, Effect } from "effect"
-import type * as Metrics from "../Metrics.ts"
+import * as Metrics from "../Metrics.ts"
 
 /** What the runner reports after each step (the CLI renders it). @since 0.1.0 @category models */
 export interface StepSummary {
@@ -24,11 +24,17 @@ export const Progress = Context.Reference<{
   }),
 })
 
-/** One progress line. @since 0.1.0 @category formatting */
+/**
+ * One progress line: train reward (and train `correct` where the env has it), mixed
+ * groups, throughput, step time, and on evaluation steps the held-out score named for
+ * what it is (`held-out correct`, else `held-out reward`).
+ * @since 0.1.0 @category formatting
+ */
 export const formatStep = ({ step, steps, metrics: m }: StepSummary): string => {
   const f = (k: string, digits = 3) => (m[k] === undefined ? "-" : m[k]!.toFixed(digits))
   const acc = m["env/all/correct"] !== undefined ? ` correct ${f("env/all/correct")}` : ""
-  const evalPart = m["test/env/all/reward/total"] !== undefined ? ` | eval ${f("test/env/all/correct") !== "-" ? f("test/env/all/correct") : f("test/env/all/reward/total")}` : ""
+  const held = Metrics.heldOutScore(m)
+  const evalPart = held !== undefined ? ` | ${held.label} ${held.value.toFixed(3)}` : ""
   return `step ${step + 1}/${steps} | reward ${f("env/all/reward/total")}${acc} | mixed ${f("by_group/frac_mixed", 2)} | ${Math.round(m["throughput/tokens_per_s"] ?? 0)} tok/s | ${f("time/total", 2)}s${evalPart}`
 }
 

@@ -1,6 +1,6 @@
 /**
  * The `run` command's answers to bad input: one line that says what is wrong and what to do,
- * and exit code 1 (or the CLI's own usage error).
+ * and exit code 1 (or the CLI's own usage error); and the lines a run prints name what they show.
  */
 import { spawnSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -36,6 +36,20 @@ describe("npx tsx run", () => {
     assert.match(r.out, /invalid settings[\s\S]*--group-size/)
   })
 
+  it("names the flag, not the settings path, when a value is out of range", () => {
+    const r = run("math", "--lr", "-1")
+    assert.strictEqual(r.code, 1)
+    assert.include(r.out, "--lr must be a value greater than or equal to 0, got -1")
+    assert.notInclude(r.out, "learning_rate")
+  })
+
+  it("answers an unknown flag with one line: the flag, the suggestion, and --help", () => {
+    const r = run("math", "--stpes", "3")
+    assert.notStrictEqual(r.code, 0)
+    const lines = r.out.split("\n").filter((l) => l.trim() !== "")
+    assert.deepStrictEqual(lines, ["error: unknown flag --stpes (did you mean --steps?); see --help"])
+  })
+
   it("rejects a flag of the wrong type", () => {
     const r = run("math", "--steps", "many")
     assert.notStrictEqual(r.code, 0)
@@ -59,6 +73,19 @@ describe("npx tsx run", () => {
     const reseeded = run("--resume", Path.join(out, "r"), "--seed", "7")
     assert.strictEqual(reseeded.code, 1)
     assert.include(reseeded.out, "--seed cannot change on --resume")
+  })
+
+  it("says sft in the header, and names the held-out score the same way per step and at the end", () => {
+    const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-cli-"))
+    const r = run("math", "--sft", "--steps", "1", "--groups", "2", "--eval-every", "1", "--eval-size", "4", "--name", "s", "--out", out)
+    assert.strictEqual(r.code, 0, r.out)
+    assert.match(r.out, /\| loss sft \(cross_entropy\) \|/)
+    assert.notInclude(r.out, "loss ppo")
+    const metrics = Fs.readFileSync(Path.join(out, "s", "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l))
+    const correct = (metrics[metrics.length - 1]["test/env/all/correct"] as number).toFixed(3)
+    assert.match(r.out, new RegExp(`^step 1/1 \\|.*\\| held-out correct ${correct} \\|`, "m"))
+    assert.match(r.out, new RegExp(`^done: .*; held-out correct ${correct} at step 1$`, "m"))
+    assert.notMatch(r.out, /\| eval |eval reward/)
   })
 
   it("teaches with --help", () => {
