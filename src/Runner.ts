@@ -63,11 +63,24 @@ export const run = Effect.fn("Runner.run")(function* (
       }
     }
   }
+  // One sample per group has nothing to be compared with: every advantage would be 0.
+  if (!settings.sft && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "mean_only")) {
+    return yield* new RunError({
+      reason: "Settings",
+      message: `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
+        "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
+    })
+  }
   const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) => Effect.provideService(eff, Reward.RewardPermits, permits)
 
-  let { start, version } = yield* prepare(settings, options.resume ?? false)
+  // config.json records the sampling settings in force: a single env's own override the defaults.
+  const members = Env.members(source)
+  const inForce: RunSettings = members.length === 1
+    ? { ...settings, sampling: { ...settings.sampling, ...members[0]![0].sampling, ...settings.samplingOverrides } }
+    : settings
+  let { start, version } = yield* prepare(inForce, options.resume ?? false)
   let trainerVersion = version
   const lastMetrics: Array<Metrics.MetricRecord> = []
 
@@ -127,7 +140,10 @@ export const run = Effect.fn("Runner.run")(function* (
       // (maybe) checkpointed as a whole, so an interrupted run stops between steps.
       const finish = Effect.gen(function* () {
         const versionBefore = trainerVersion
-        const trained = yield* train(settings, batch, trainerVersion)
+        // Async: the next step's rollouts finish on the version they started from, so step s
+        // always samples from version s - 1 exactly, whatever the timing (reproducible).
+        const settle = pending === undefined ? Effect.void : Effect.asVoid(Fiber.await(pending))
+        const trained = yield* train(settings, batch, trainerVersion, settle)
         trainerVersion = trained.version
         version = trained.version
 
@@ -162,7 +178,8 @@ export const run = Effect.fn("Runner.run")(function* (
               prompt: g.prompt,
               completion: r.completion,
               stopReason: r.stopReason,
-              reward: g.scores[si]!.value ?? null,
+              // a masked sample has no total: its partial sum would read as a real reward
+              reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
               masked: g.scores[si]!.masked ?? null,
               components: g.scores[si]!.components,
               advantage: trained.advantages[gi]?.[si] ?? 0,

@@ -24,7 +24,13 @@ export interface Trained {
 }
 
 /** Turns a batch into Datums, runs forward_backward and optim_step, and publishes. @since 0.1.0 @category training */
-export const train = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, trainerVersion: number) {
+export const train = Effect.fnUntraced(function* (
+  settings: RunSettings,
+  batch: Batch,
+  trainerVersion: number,
+  /** runs after the optimizer step, before the new weights are published (async: the next step's sampling ends) */
+  beforePublish: Effect.Effect<void> = Effect.void,
+) {
   const trainer = yield* Trainer
   const tokenizer = yield* Tokenizer
   const progress = yield* Progress
@@ -94,6 +100,7 @@ export const train = Effect.fnUntraced(function* (settings: RunSettings, batch: 
     const optim = yield* trainer.optimStep(settings.adam).pipe(
       Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
     )
+    yield* beforePublish
     const published = yield* trainer.saveWeightsForSampler(`step-${batch.step + 1}`).pipe(
       Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
     )

@@ -33,7 +33,7 @@ describe("rewards that overflow the advantages", () => {
         const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-overflow-"))
         const backend = Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "v"] } }))
         const error = yield* Effect.flip(Runner.run(toySettings(dir, { env: "huge", steps: 3, advantage }), huge).pipe(Effect.provide(backend), quiet))
-        assert.strictEqual(error._tag, "RunError")
+        if (error._tag !== "RunError") return assert.fail(`expected a RunError, got ${error.message}`)
         assert.strictEqual(error.reason, "Reward")
         assert.strictEqual(error.step, 0)
         assert.match(error.message, /env huge, problem huge\/train\/0\/\d+: the rewards \[.*1e\+300.*\] overflow the/)
