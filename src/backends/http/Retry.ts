@@ -14,7 +14,18 @@
  * clipped to `maxRetryAfter`, and otherwise `min(base * 2^k, cap)` shortened by up to
  * `jitter` (a random fraction). `k` counts consecutive back-offs; any real answer from
  * the server resets it. A call gives up once it has failed for `maxElapsed` without
- * progress (a `try_again` counts as progress).
+ * progress (a `try_again` counts as progress; a sample pinned to a policy version is
+ * bounded by the client's ready timeout instead).
+ *
+ * Failures no retry can fix stop at once: a request that cannot be sent (an API key
+ * or header value with a line break or control character) is `Fatal`. A refused
+ * connection or a host name that does not resolve before the server has ever answered
+ * (`Unreachable`: nothing listens there, or the URL is wrong) is retried only for
+ * `maxUnreachable` (15 s: a server still starting); once the server has answered, the
+ * same failure is a `Transport` one (a server restarting) and gets `maxElapsed`.
+ *
+ * Each step of the schedules outputs the delay and the time the call gives up, so the
+ * client can log every retry with what is retried and until when.
  *
  * @since 0.1.0
  */
@@ -32,8 +43,10 @@ export type FailureKind =
   | "RateLimited"
   /** 409 */
   | "Conflict"
-  /** no answer: connection refused or dropped, or the request timed out */
+  /** no answer: the connection dropped or was reset, or the request timed out */
   | "Transport"
+  /** nothing answered yet: connection refused, or the host name does not resolve */
+  | "Unreachable"
   /** 410: the future expired or broke; resubmit */
   | "Expired"
   /** any other 4xx */
@@ -64,6 +77,8 @@ export interface Policy {
   readonly jitter: number
   /** give up after failing this long without progress */
   readonly maxElapsed: Duration.Input
+  /** give up on a server that has never answered (refused, unresolvable) after this long */
+  readonly maxUnreachable: Duration.Input
   /** wait before polling again after `try_again`, 408 or 5xx */
   readonly repollDelay: Duration.Input
   /** `Retry-After` values above this are clipped to it */
@@ -74,7 +89,8 @@ export interface Policy {
 
 /**
  * The Tinker SDK's defaults: exponential from 0.5 s doubling to 30 s with 25 % jitter,
- * for at most 5 minutes; polls again at once; `Retry-After` up to 60 s.
+ * for at most 5 minutes (15 s on a server that never answered); polls again at once;
+ * `Retry-After` up to 60 s.
  * @since 0.1.0 @category constants
  */
 export const standard: Policy = {
@@ -82,6 +98,7 @@ export const standard: Policy = {
   cap: "30 seconds",
   jitter: 0.25,
   maxElapsed: "5 minutes",
+  maxUnreachable: "15 seconds",
   repollDelay: Duration.zero,
   maxRetryAfter: "60 seconds",
   maxResubmits: 3,
@@ -89,7 +106,7 @@ export const standard: Policy = {
 
 /**
  * Short delays for tests and loopback servers: 5 ms doubling to 40 ms, `Retry-After`
- * clipped to 50 ms, giving up after 20 s.
+ * clipped to 50 ms, giving up after 20 s (200 ms on a server that never answered).
  * @since 0.1.0 @category constants
  */
 export const fast: Policy = {
@@ -97,6 +114,7 @@ export const fast: Policy = {
   cap: "40 millis",
   jitter: 0.25,
   maxElapsed: "20 seconds",
+  maxUnreachable: "200 millis",
   repollDelay: Duration.zero,
   maxRetryAfter: "50 millis",
   maxResubmits: 3,
@@ -104,11 +122,13 @@ export const fast: Policy = {
 
 /** Which kinds a submission retries. @since 0.1.0 @category predicates */
 export const isRetryableSubmission = (kind: FailureKind): boolean =>
-  kind === "Transport" || kind === "RateLimited" || kind === "ServerError" || kind === "RequestTimeout" || kind === "Conflict"
+  kind === "Transport" ||
+  kind === "Unreachable" || kind === "RateLimited" || kind === "ServerError" || kind === "RequestTimeout" || kind === "Conflict"
 
 /** Which kinds a poll retries (410 is handled above the poll, by resubmitting). @since 0.1.0 @category predicates */
 export const isRetryablePoll = (kind: FailureKind): boolean =>
-  kind === "TryAgain" || kind === "RequestTimeout" || kind === "ServerError" || kind === "RateLimited" || kind === "Transport"
+  kind === "TryAgain" ||
+  kind === "Unreachable" || kind === "RequestTimeout" || kind === "ServerError" || kind === "RateLimited" || kind === "Transport"
 
 /** Kinds answered by polling again without backing off. @since 0.1.0 @category predicates */
 const isRepoll = (kind: FailureKind): boolean => kind === "TryAgain" || kind === "RequestTimeout" || kind === "ServerError"
@@ -155,6 +175,12 @@ export const parseRetryAfter = (
 export const backoffMillis = (policy: Policy, k: number): number =>
   Math.min(Duration.toMillis(policy.base) * 2 ** Math.min(k, 52), Duration.toMillis(policy.cap))
 
+/** One retry: how long it waits, and when the call gives up (clock millis) if failures go on. @since 0.1.0 @category models */
+export interface Step {
+  readonly delay: Duration.Duration
+  readonly giveUpAt: number
+}
+
 const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
   Schedule.fromStepWithMetadata(
     Effect.sync(() => {
@@ -164,18 +190,20 @@ const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
       return (meta: Schedule.InputMetadata<HttpFailure>) =>
         Effect.gen(function* () {
           const failure = meta.input
-          if (!retryable(failure.kind)) return yield* Cause.done(Duration.zero)
+          if (!retryable(failure.kind)) return yield* Cause.done({ delay: Duration.zero, giveUpAt: meta.now })
           if (failure.kind === "TryAgain") failingSince = undefined
           else failingSince ??= meta.now
-          const elapsed = failingSince === undefined ? 0 : meta.now - failingSince
-          const budget = Duration.toMillis(policy.maxElapsed) - elapsed
-          if (budget <= 0) return yield* Cause.done(Duration.zero)
+          const since = failingSince ?? meta.now
+          const limit = Duration.toMillis(Duration.fromInputUnsafe(failure.kind === "Unreachable" ? policy.maxUnreachable : policy.maxElapsed))
+          const giveUpAt = since + limit
+          const budget = giveUpAt - meta.now
+          if (budget <= 0) return yield* Cause.done({ delay: Duration.zero, giveUpAt })
           let delay: number
           if (failure.retryAfterMillis !== undefined) {
-            delay = Math.min(failure.retryAfterMillis, Duration.toMillis(policy.maxRetryAfter))
+            delay = Math.min(failure.retryAfterMillis, Duration.toMillis(Duration.fromInputUnsafe(policy.maxRetryAfter)))
             backoffs = 0
           } else if (mode === "poll" && isRepoll(failure.kind)) {
-            delay = Duration.toMillis(policy.repollDelay)
+            delay = Duration.toMillis(Duration.fromInputUnsafe(policy.repollDelay))
             backoffs = 0
           } else {
             const u = yield* Random.next
@@ -183,7 +211,7 @@ const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
             backoffs++
           }
           const d = Duration.millis(Math.max(0, Math.min(delay, budget)))
-          return [d, d] as [Duration.Duration, Duration.Duration]
+          return [{ delay: d, giveUpAt }, d] as [Step, Duration.Duration]
         })
     }),
   )
@@ -193,7 +221,7 @@ const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
  * anything else stops at once. Outputs the delay it waits.
  * @since 0.1.0 @category schedules
  */
-export const submission = (policy: Policy = standard): Schedule.Schedule<Duration.Duration, HttpFailure> =>
+export const submission = (policy: Policy = standard): Schedule.Schedule<Step, HttpFailure> =>
   makeSchedule(policy, "submission")
 
 /**
@@ -201,7 +229,7 @@ export const submission = (policy: Policy = standard): Schedule.Schedule<Duratio
  * back off on no answer and 429; anything else (410 included) stops at once.
  * @since 0.1.0 @category schedules
  */
-export const polling = (policy: Policy = standard): Schedule.Schedule<Duration.Duration, HttpFailure> =>
+export const polling = (policy: Policy = standard): Schedule.Schedule<Step, HttpFailure> =>
   makeSchedule(policy, "poll")
 
 /** The standard submission schedule. @since 0.1.0 @category schedules */

@@ -1,0 +1,186 @@
+/**
+ * The client's calls over a `Transport`: direct requests, and futures (a submission
+ * POST answered with a `request_id`, then `retrieve_future` polls), with retries
+ * (`Retry.ts`), idempotency keys and `seq_id` order.
+ *
+ * - Every submission carries an `X-Idempotency-Key`, reused by every retry and
+ *   resubmission of that call, so the server applies it at most once.
+ * - Submissions ask with `X-Gyre-Wait-Ms` for the result to come with the answer; a
+ *   server that does so (gyre's) spares the poll, others are polled as usual.
+ * - Training calls take consecutive `seq_id`s from 1 and are submitted strictly in
+ *   that order (one submission at a time; the polls may overlap).
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Option, Result, Schema, Semaphore } from "effect"
+import { BackendError } from "../../Contract.ts"
+import { decode } from "./Decode.ts"
+import * as Retry from "./Retry.ts"
+import { toBackendError, type Transport } from "./Transport.ts"
+import * as Wire from "./Wire.ts"
+
+type Outcome = { readonly _tag: "Done"; readonly value: unknown } | { readonly _tag: "Failed"; readonly error: Wire.FutureError }
+
+interface Submitted {
+  readonly requestId: string
+  readonly early: Option.Option<Outcome>
+}
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const decodeAnswer = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, what: string) => {
+  const run = decode(schema)
+  return (value: unknown): Effect.Effect<S["Type"], Retry.HttpFailure> => {
+    const r = run(value)
+    return Result.isSuccess(r)
+      ? Effect.succeed(r.success)
+      : Effect.fail(new Retry.HttpFailure({ kind: "Decode", message: `the answer to ${what} does not match the protocol: ${r.failure}` }))
+  }
+}
+
+/** @since 0.1.0 @category constructors */
+export const make = (
+  transport: Transport,
+  options: { readonly policy: Retry.Policy; readonly requestTimeout: Duration.Input; readonly pollTimeout: Duration.Input; readonly submitWaitMillis: number },
+) =>
+  Effect.gen(function* () {
+    const { send, logged, redact } = transport
+    const { policy } = options
+    const newKey = () => `gyre-${globalThis.crypto.randomUUID()}`
+
+    const futureErrorToBackend = (operation: string, e: Wire.FutureError): BackendError =>
+      new BackendError({ reason: e.reason ?? (e.category === "user" ? "InvalidInput" : "Internal"), operation, message: redact(e.error) })
+
+    /** A direct (non-future) call with submission retries. */
+    const direct = <S extends Schema.ConstraintDecoder<unknown>>(method: "GET" | "POST", path: string, body: unknown, schema: S, operation: string) =>
+      Effect.suspend(() => {
+        // one key per call, shared by its retries
+        const headers: Record<string, string> = method === "POST" ? { [Wire.Headers.idempotencyKey]: newKey() } : {}
+        return send(method, path, body, headers, options.requestTimeout).pipe(Effect.retry(logged(operation, Retry.submission(policy))))
+      }).pipe(
+        Effect.flatMap((x) => decodeAnswer(schema, operation)(x.body)),
+        Effect.mapError((f) => toBackendError(operation, f)),
+      )
+
+    /** A future's answer (a poll's, or the result a submission carried): done, failed, or not yet. */
+    const outcomeOf = (b: unknown, operation: string): Effect.Effect<Outcome, Retry.HttpFailure> => {
+      if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", message: "not done yet" }))
+      if (isObject(b) && typeof b["error"] === "string") return Effect.map(decodeAnswer(Wire.FutureError, operation)(b), (error) => ({ _tag: "Failed", error }) as const)
+      return Effect.succeed({ _tag: "Done", value: b } as const)
+    }
+
+    const waitHeader: Record<string, string> = options.submitWaitMillis > 0 ? { [Wire.Headers.waitMillis]: String(options.submitWaitMillis) } : {}
+
+    /** POSTs a submission (with retries); returns its request id and, if the server finished in time, its outcome. */
+    const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
+      send("POST", path, body, { [Wire.Headers.idempotencyKey]: key, ...waitHeader, ...extraHeaders }, options.requestTimeout).pipe(
+        Effect.retry(logged(operation, Retry.submission(policy))),
+        Effect.flatMap((x) => decodeAnswer(Wire.SubmitResponse, operation)(x.body)),
+        Effect.flatMap((f) =>
+          f.result === undefined
+            ? Effect.succeed<Submitted>({ requestId: f.request_id, early: Option.none() })
+            : outcomeOf(f.result, operation).pipe(
+                Effect.map((o): Submitted => ({ requestId: f.request_id, early: Option.some(o) })),
+                Effect.catchIf(
+                  (e) => e.kind === "TryAgain",
+                  () => Effect.succeed<Submitted>({ requestId: f.request_id, early: Option.none() }),
+                ),
+              ),
+        ),
+        Effect.mapError((f) => toBackendError(operation, f)),
+      )
+
+    const pollUntilDone = (requestId: string, type: Wire.RequestType, operation: string) =>
+      Effect.suspend(() => {
+        let iteration = 0
+        const once = Effect.suspend(() =>
+          send(
+            "POST",
+            "/retrieve_future",
+            { request_id: requestId, allow_metadata_only: false },
+            { [Wire.Headers.requestType]: type, [Wire.Headers.requestIteration]: String(iteration++) },
+            options.pollTimeout,
+          ),
+        ).pipe(Effect.flatMap((x) => outcomeOf(x.body, operation)))
+        return once.pipe(Effect.retry(logged(`${operation} (polling)`, Retry.polling(policy))))
+      })
+
+    /** Polls a submitted future (unless its submission carried the outcome); on 410 resubmits the same body with the same key. */
+    const awaitFuture = <S extends Schema.ConstraintDecoder<unknown>>(
+      path: string,
+      body: unknown,
+      key: string,
+      extraHeaders: Record<string, string>,
+      first: Submitted,
+      type: Wire.RequestType,
+      schema: S,
+      operation: string,
+    ): Effect.Effect<S["Type"], BackendError> =>
+      Effect.gen(function* () {
+        let submitted = first
+        for (let resubmits = 0; ; resubmits++) {
+          const requestId = submitted.requestId
+          const outcome = Option.isSome(submitted.early)
+            ? submitted.early
+            : yield* pollUntilDone(requestId, type, operation).pipe(
+                Effect.map((o) => Option.some(o)),
+                Effect.catchIf(
+                  (f) => f.kind === "Expired" && resubmits < policy.maxResubmits,
+                  (f) => Effect.as(Effect.logWarning(`${operation}: future ${requestId} expired (${f.message}); resubmitting`), Option.none<Outcome>()),
+                ),
+                Effect.mapError((f) => toBackendError(operation, f)),
+              )
+          if (Option.isNone(outcome)) {
+            submitted = yield* submit(path, body, key, extraHeaders, operation)
+            continue
+          }
+          if (outcome.value._tag === "Failed") return yield* futureErrorToBackend(operation, outcome.value.error)
+          return yield* decodeAnswer(schema, operation)(outcome.value.value).pipe(Effect.mapError((f) => toBackendError(operation, f)))
+        }
+      })
+
+    /** A future-returning call that is not ordered (sampling, create_model). */
+    const futureCall = <S extends Schema.ConstraintDecoder<unknown>>(
+      path: string,
+      body: unknown,
+      type: Wire.RequestType,
+      schema: S,
+      operation: string,
+      extraHeaders: Record<string, string> = {},
+    ) =>
+      Effect.gen(function* () {
+        const key = newKey()
+        const submitted = yield* submit(path, body, key, extraHeaders, operation)
+        return yield* awaitFuture(path, body, key, extraHeaders, submitted, type, schema, operation)
+      })
+
+    let nextSeq = 1
+    const turn = yield* Semaphore.make(1)
+
+    /** An ordered training call: takes the next seq id and submits in order; polls outside the turn. */
+    const trainingCall = <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
+      Effect.gen(function* () {
+        const key = newKey()
+        const { submitted, body } = yield* Semaphore.withPermits(
+          turn,
+          1,
+        )(
+          Effect.gen(function* () {
+            const seq = nextSeq
+            const body = makeBody(seq)
+            const submitted = yield* submit(path, body, key, {}, operation)
+            nextSeq = seq + 1
+            return { submitted, body }
+          }),
+        )
+        return yield* awaitFuture(path, body, key, {}, submitted, type, schema, operation)
+      })
+
+    return { direct, futureCall, trainingCall, futureErrorToBackend }
+  })
+
+/** @since 0.1.0 @category models */
+export type Calls = Effect.Success<ReturnType<typeof make>>
+
+/** Formats a duration input for messages. @since 0.1.0 @category combinators */
+export const formatDuration = (d: Duration.Input) => Duration.format(Duration.fromInputUnsafe(d))

@@ -1,0 +1,154 @@
+/**
+ * The client's `Sampler`: `asample` futures on the sampler weights last published
+ * by the trainer of the same connection. A sample pinned to a policy version
+ * (`X-Min-Policy-Version`) waits at most `readyTimeout` (1 hour by default) for it,
+ * then fails with reason `Timeout` naming the version waited for and the version the
+ * server serves; a server that answers `try_again` forever cannot hold it longer.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Option, Result } from "effect"
+import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../Contract.ts"
+import type { SamplerShape } from "../../Sampler.ts"
+import * as Alignment from "./Alignment.ts"
+import type { Calls } from "./Calls.ts"
+import type { State } from "./ClientTrainer.ts"
+import { headerValueProblem } from "./Transport.ts"
+import * as Wire from "./Wire.ts"
+
+const samplingParamsToWire = (p: SamplingParams): Result.Result<Wire.SamplingParams, string> => {
+  let stop: Wire.SamplingParams["stop"] = undefined
+  if (p.stop !== undefined) {
+    const strings = p.stop.filter((s): s is string => typeof s === "string")
+    const ids = p.stop.filter((s): s is number => typeof s === "number")
+    if (strings.length > 0 && ids.length > 0) return Result.fail("sampling stop mixes strings and token ids; the protocol takes one kind per request")
+    stop = ids.length > 0 ? ids : strings
+  }
+  return Result.succeed({
+    max_tokens: p.maxTokens,
+    temperature: p.temperature,
+    top_p: p.topP ?? 1,
+    top_k: p.topK ?? -1,
+    ...(stop !== undefined ? { stop } : {}),
+    ...(p.seed !== undefined ? { seed: p.seed } : {}),
+  })
+}
+
+/** @since 0.1.0 @category constructors */
+export const make = (calls: Calls, state: State, options: { readonly readyTimeout: Duration.Input }): SamplerShape => {
+  const { direct, futureCall } = calls
+  const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })
+
+  const version = Effect.suspend(() => {
+    const id = state.published?.samplingSessionId ?? state.baseModel
+    return direct("GET", `/samplers/${encodeURIComponent(id)}`, undefined, Wire.SamplerInfo, "sampler_version").pipe(
+      Effect.map((s) => s.policy_version ?? state.published?.version ?? state.trainerVersion),
+    )
+  }).pipe(Effect.withSpan("Http.version"))
+
+  /** Bounds a pinned call by the ready timeout; the error names both versions. */
+  const pinned = <A>(operation: string, min: number | undefined, call: Effect.Effect<A, BackendError>) =>
+    min === undefined
+      ? call
+      : call.pipe(
+          Effect.timeoutOrElse({
+            duration: options.readyTimeout,
+            orElse: () =>
+              Effect.gen(function* () {
+                const served = yield* version.pipe(Effect.timeout("10 seconds"), Effect.option)
+                return yield* new BackendError({
+                  reason: "Timeout",
+                  operation,
+                  message:
+                    `waited ${Duration.format(Duration.fromInputUnsafe(options.readyTimeout))} for policy version ${min}, but the sampler ` +
+                    `${Option.isSome(served) ? `serves version ${served.value}` : "did not say which version it serves"}: ` +
+                    "the trainer never published it (raise readyTimeout if publishing is just slow)",
+                })
+              }),
+          }),
+        )
+
+  const sampleTarget = () =>
+    state.published?.samplingSessionId !== undefined
+      ? { sampling_session_id: state.published.samplingSessionId, seq_id: state.samplerSeq++ }
+      : state.published?.modelPath !== undefined
+        ? { model_path: state.published.modelPath }
+        : { base_model: state.baseModel }
+
+  const asample = (
+    prompt: ModelInput,
+    params: Wire.SamplingParams,
+    numSamples: number,
+    promptLogprobs: boolean,
+    minPolicyVersion: number | undefined,
+    affinityKey: string | undefined,
+    operation: string,
+  ) =>
+    Effect.suspend(() => {
+      const headers: Record<string, string> = {}
+      if (minPolicyVersion !== undefined) headers[Wire.Headers.minPolicyVersion] = String(minPolicyVersion)
+      if (affinityKey !== undefined) {
+        const problem = headerValueProblem(affinityKey)
+        if (problem !== undefined) return Effect.fail(invalid(operation, `affinityKey has ${problem}; it travels as the X-Affinity-Key header`))
+        headers[Wire.Headers.affinityKey] = affinityKey
+      }
+      const versionUsed = state.published?.version
+      const body = {
+        num_samples: numSamples,
+        prompt: { chunks: [{ type: "encoded_text", tokens: modelInputTokens(prompt) }] },
+        sampling_params: params,
+        ...sampleTarget(),
+        ...(promptLogprobs ? { prompt_logprobs: true } : {}),
+        type: "sample",
+      }
+      return pinned(
+        operation,
+        minPolicyVersion,
+        Effect.map(futureCall("/asample", body, "Sample", Wire.SampleResponse, operation, headers), (r) => ({
+          response: r,
+          version: r.policy_version ?? versionUsed ?? state.trainerVersion,
+        })),
+      )
+    })
+
+  return {
+    sample: Effect.fn("Http.sample")(function* (prompt: ModelInput, params: SamplingParams, opts: SampleOptions) {
+      const wireParams = samplingParamsToWire(params)
+      if (Result.isFailure(wireParams)) return yield* invalid("sample", wireParams.failure)
+      const { response, version } = yield* asample(
+        prompt,
+        wireParams.success,
+        opts.numSamples,
+        opts.includePromptLogprobs ?? false,
+        opts.minPolicyVersion,
+        opts.affinityKey,
+        "sample",
+      )
+      const sequences = []
+      for (let i = 0; i < response.sequences.length; i++) {
+        const s = response.sequences[i]!
+        if (s.logprobs === undefined || s.logprobs === null || s.logprobs.length !== s.tokens.length) {
+          return yield* new BackendError({ reason: "Internal", operation: "sample", message: `sequences[${i}] has ${s.logprobs?.length ?? "no"} logprobs for ${s.tokens.length} tokens` })
+        }
+        sequences.push({ tokens: [...s.tokens], logprobs: [...s.logprobs], stopReason: s.stop_reason })
+      }
+      const result: { -readonly [K in keyof SampleResult]: SampleResult[K] } = { sequences, policyVersion: version }
+      if (opts.includePromptLogprobs && response.prompt_logprobs !== undefined && response.prompt_logprobs !== null) {
+        const lps = Alignment.promptLogprobsFromWire(response.prompt_logprobs)
+        if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "sample", message: lps.failure })
+        result.promptLogprobs = lps.success
+      }
+      return result as SampleResult
+    }),
+    computeLogprobs: Effect.fn("Http.computeLogprobs")(function* (input: ModelInput, opts?: { readonly minPolicyVersion?: number }) {
+      const { response } = yield* asample(input, { max_tokens: 1, temperature: 1, top_p: 1, top_k: -1 }, 1, true, opts?.minPolicyVersion, undefined, "compute_logprobs")
+      if (response.prompt_logprobs === undefined || response.prompt_logprobs === null) {
+        return yield* new BackendError({ reason: "Internal", operation: "compute_logprobs", message: "the server returned no prompt_logprobs" })
+      }
+      const lps = Alignment.promptLogprobsFromWire(response.prompt_logprobs)
+      if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "compute_logprobs", message: lps.failure })
+      return lps.success
+    }),
+    version,
+  }
+}

@@ -1,0 +1,197 @@
+/**
+ * One HTTP exchange of the client, and how its failures are described: every text
+ * that gyre prints (errors, logs) passes through `redact`, so a server that echoes the
+ * request headers cannot make gyre print the API key.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import { BackendError } from "../../Contract.ts"
+import * as Retry from "./Retry.ts"
+import * as Wire from "./Wire.ts"
+
+/** @since 0.1.0 @category constants */
+export const CLIENT_VERSION = "gyre/0.1.0"
+
+/** A 2xx answer with its JSON body. @since 0.1.0 @category models */
+export interface Exchange {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | undefined>>
+  readonly body: unknown
+}
+
+/** @since 0.1.0 @category constants */
+export const REDACTED = "<redacted>"
+
+/**
+ * Removes the secret from a text: as sent, JSON-escaped and percent-encoded.
+ * @since 0.1.0 @category combinators
+ */
+export const redactor = (secret: Option.Option<Redacted.Redacted<string>>): ((text: string) => string) => {
+  if (Option.isNone(secret)) return (text) => text
+  const key = Redacted.value(secret.value)
+  if (key.length === 0) return (text) => text
+  const forms = [...new Set([key, JSON.stringify(key).slice(1, -1), encodeURIComponent(key), key.trim()])].filter((f) => f.length >= 4)
+  return (text) => forms.reduce((t, f) => t.split(f).join(REDACTED), text)
+}
+
+/**
+ * Where a header value breaks HTTP's rules (a line break or another control character):
+ * such a request can never be sent, so it is refused before any retry.
+ * @since 0.1.0 @category combinators
+ */
+export const headerValueProblem = (value: string): string | undefined => {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i)
+    if (c === 10 || c === 13) return `a line break at character ${i + 1} of ${value.length}`
+    if ((c < 32 && c !== 9) || c === 127) return `the control character ${c} at character ${i + 1} of ${value.length}`
+    if (c > 255) return `a character outside Latin-1 at character ${i + 1} of ${value.length}`
+  }
+  return undefined
+}
+
+/** The server's message in an error body, else the start of the raw text. */
+const messageOf = (text: string): string => {
+  const json = Result.try(() => JSON.parse(text) as unknown)
+  const parsed = Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
+  const m = Option.isSome(parsed) ? (parsed.value.detail ?? parsed.value.error ?? parsed.value.message) : undefined
+  if (m !== undefined) return m.length > 2000 ? `${m.slice(0, 2000)}...` : m
+  const t = text.trim()
+  return t.length === 0 ? "(empty body)" : t.length > 500 ? `${t.slice(0, 500)}...` : t
+}
+
+const codeOf = (cause: unknown): string | undefined => {
+  for (let c: unknown = cause, depth = 0; typeof c === "object" && c !== null && depth < 4; c = (c as { cause?: unknown }).cause, depth++) {
+    if ("code" in c && typeof c.code === "string") return c.code
+  }
+  return undefined
+}
+
+/** Node and undici codes of a request that was never sent because it is malformed. */
+const UNSENDABLE = new Set(["UND_ERR_INVALID_ARG", "ERR_INVALID_CHAR", "ERR_INVALID_HTTP_TOKEN", "ERR_INVALID_URL", "ERR_INVALID_ARG_TYPE", "ERR_INVALID_ARG_VALUE"])
+/** Codes of a server that cannot be reached at all. */
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_NONAME", "EHOSTUNREACH", "ENETUNREACH"])
+
+const describeCause = (cause: unknown): string => {
+  if (cause instanceof Error) {
+    const code = codeOf(cause)
+    return code === undefined || cause.message.includes(code) ? cause.message : `${cause.message} (${code})`
+  }
+  return String(cause)
+}
+
+const reasonOfStatus = (status: number | undefined): BackendError["reason"] =>
+  status === 400 || status === 404 || status === 413 || status === 422 ? "InvalidInput" : "Rejected"
+
+/** HttpFailure -> BackendError, once retrying is over. @since 0.1.0 @category combinators */
+export const toBackendError = (operation: string, f: Retry.HttpFailure): BackendError => {
+  switch (f.kind) {
+    case "Fatal":
+    case "Expired":
+      return new BackendError({
+        reason: f.kind === "Expired" ? "Unavailable" : f.status === undefined ? "InvalidInput" : reasonOfStatus(f.status),
+        operation,
+        message: f.status === undefined ? f.message : `HTTP ${f.status}: ${f.message}`,
+      })
+    case "Transport":
+      return new BackendError({ reason: "Transport", operation, message: f.message })
+    case "Unreachable":
+      return new BackendError({ reason: "Unavailable", operation, message: f.message })
+    case "Decode":
+      return new BackendError({ reason: "Internal", operation, message: f.message })
+    default:
+      return new BackendError({ reason: "Unavailable", operation, message: f.status === undefined ? f.message : `HTTP ${f.status}: ${f.message}` })
+  }
+}
+
+/** @since 0.1.0 @category models */
+export interface Transport {
+  /** one exchange: a 2xx answer with its JSON body, or an HttpFailure (messages redacted) */
+  readonly send: (method: "GET" | "POST", path: string, body: unknown, headers: Record<string, string>, timeout: Duration.Input) => Effect.Effect<Exchange, Retry.HttpFailure>
+  /** removes the API key from a text */
+  readonly redact: (text: string) => string
+  /** a schedule that logs each retry at warning level: what is retried, why, when next, and until when */
+  readonly logged: <A>(operation: string, schedule: Schedule.Schedule<Retry.Step, Retry.HttpFailure, A>) => Schedule.Schedule<Retry.Step, Retry.HttpFailure, A>
+  /** the server's base URL, as shown in messages */
+  readonly where: string
+}
+
+const describeFailure = (f: Retry.HttpFailure) => `${f.status !== undefined ? `HTTP ${f.status}: ` : ""}${f.message}`
+
+/** @since 0.1.0 @category constructors */
+export const make = (options: {
+  readonly http: HttpClient.HttpClient
+  readonly base: URL
+  readonly apiKey: Option.Option<Redacted.Redacted<string>>
+}): Transport => {
+  const where = `${options.base.origin}${options.base.pathname.replace(/\/+$/, "")}`
+  const root = `${where}${Wire.API_PREFIX}`
+  const redact = redactor(options.apiKey)
+  /** once the server has answered, a refused connection is a restart, not a wrong address */
+  let answered = false
+
+  const withAuth = (req: HttpClientRequest.HttpClientRequest) =>
+    Option.match(options.apiKey, { onNone: () => req, onSome: (key) => HttpClientRequest.setHeader(req, Wire.Headers.apiKey, Redacted.value(key)) })
+
+  const noAnswer = (path: string, cause: unknown): Retry.HttpFailure => {
+    const code = codeOf(cause)
+    const text = redact(describeCause(cause))
+    if (code !== undefined && UNSENDABLE.has(code)) {
+      return new Retry.HttpFailure({ kind: "Fatal", message: `the request to ${where}${Wire.API_PREFIX}${path} cannot be sent: ${text}; no retry can fix that (check the API key and header values for line breaks or control characters)` })
+    }
+    if (code !== undefined && UNREACHABLE.has(code) && !answered) {
+      return new Retry.HttpFailure({ kind: "Unreachable", message: `nothing answers at ${where}: ${text}; check the URL (--backend / TINKER_BASE_URL) and that the server is running` })
+    }
+    return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path}: ${text}` })
+  }
+
+  const send: Transport["send"] = (method, path, body, headers, timeout) =>
+    Effect.gen(function* () {
+      const url = `${root}${path}`
+      let req = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
+      req = HttpClientRequest.setHeaders(req, { accept: "application/json", "user-agent": CLIENT_VERSION, ...headers })
+      if (method === "POST") req = HttpClientRequest.bodyText(req, JSON.stringify(body), "application/json")
+      const res = yield* options.http.execute(withAuth(req)).pipe(
+        // one span per operation (Effect.fn) is enough; a span per HTTP exchange costs more than it tells
+        Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
+        Effect.flatMap((r) => Effect.map(r.text, (text) => ({ status: r.status, headers: r.headers as Record<string, string | undefined>, text }))),
+        Effect.timeoutOrElse({
+          duration: timeout,
+          orElse: () =>
+            Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path} within ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
+        }),
+        Effect.catchTag("HttpClientError", (e) =>
+          Effect.fail(e.reason._tag === "TransportError" ? noAnswer(path, e.reason.cause ?? e.reason.description) : noAnswer(path, new Error(e.reason._tag))),
+        ),
+      )
+      answered = true
+      const kind = Retry.kindOfStatus(res.status)
+      if (kind !== undefined) {
+        const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+        return yield* new Retry.HttpFailure({
+          kind,
+          status: res.status,
+          message: redact(messageOf(res.text)),
+          retryAfterMillis: res.status === 429 || res.status === 503 ? Retry.parseRetryAfter(res.headers, Number(now)) : undefined,
+        })
+      }
+      const parsed = Result.try(() => (res.text.length === 0 ? {} : (JSON.parse(res.text) as unknown)))
+      if (Result.isFailure(parsed)) {
+        return yield* new Retry.HttpFailure({ kind: "Decode", status: res.status, message: `${path} answered ${res.status} with a body that is not JSON` })
+      }
+      return { status: res.status, headers: res.headers, body: parsed.success }
+    })
+
+  const logged: Transport["logged"] = (operation, schedule) =>
+    Schedule.tap(schedule, (meta) =>
+      meta.input.kind === "TryAgain"
+        ? Effect.void
+        : Effect.logWarning(
+            `${operation}: ${describeFailure(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, ` +
+              `giving up at ${new Date(meta.output.giveUpAt).toISOString()} if it keeps failing`,
+          ),
+    )
+
+  return { send, redact, logged, where }
+}
