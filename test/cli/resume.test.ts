@@ -2,35 +2,12 @@
  * Crash safety end to end: `npx tsx run` is killed with SIGKILL mid-run, then resumed
  * with `--resume`; every step appears exactly once and the checkpoints are intact.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as Checkpoint from "../../src/backends/local/Checkpoint.ts"
-
-const ROOT = Path.resolve(import.meta.dirname, "../..")
-const TSX = Path.join(ROOT, "node_modules", ".bin", "tsx")
-
-const start = (args: ReadonlyArray<string>) => {
-  // Its own process group, so a signal can reach the whole group as a terminal's Ctrl-C does.
-  const child = spawn(TSX, ["run.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  return { child, output: () => output }
-}
-
-const exited = (child: ChildProcess) =>
-  new Promise<number | null>((resolve) => child.exitCode !== null ? resolve(child.exitCode) : child.on("exit", (code) => resolve(code)))
-
-/** Polls until `done()` or the child exits, for at most 90 s. */
-const waitUntil = async (done: () => boolean, child: ChildProcess) => {
-  const deadline = Date.now() + 90_000
-  while (!done() && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
-}
-
-const lines = (file: string) => (Fs.existsSync(file) ? Fs.readFileSync(file, "utf8").split("\n").filter((l) => l.trim() !== "") : [])
+import { exited, killGroup, lines, start, waitUntil } from "./Processes.ts"
 
 describe("run --resume after SIGKILL", () => {
   it("continues after the last checkpoint with each step logged exactly once", async () => {
@@ -41,8 +18,7 @@ describe("run --resume after SIGKILL", () => {
     // Wait for two complete checkpoints, then kill without warning.
     await waitUntil(() => lines(Path.join(dir, "checkpoints.jsonl")).length >= 2, first.child)
     assert.isNull(first.child.exitCode, `the run ended before it could be killed:\n${first.output()}`)
-    process.kill(-first.child.pid!, "SIGKILL") // the whole group: tsx runs the program in a child process
-    await exited(first.child)
+    await killGroup(first.child)
     const stepsBefore = lines(Path.join(dir, "metrics.jsonl")).length
     assert.isBelow(stepsBefore, 24)
 
