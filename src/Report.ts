@@ -42,7 +42,7 @@ export const chart = (
   title: string,
   rows: ReadonlyArray<Row>,
   keys: ReadonlyArray<string | Series>,
-  options: { readonly smooth?: number } = {},
+  options: { readonly smooth?: number; /** y-axis span to show at least, e.g. [0, 1] for fractions */ readonly span?: readonly [number, number] } = {},
 ): string => {
   const W = 460
   const H = 220
@@ -61,8 +61,8 @@ export const chart = (
   const ys = series.flatMap((s) => s.pts.map((p) => p[1]))
   const x0 = Math.min(...xs)
   const x1 = Math.max(...xs, x0 + 1)
-  let y0 = Math.min(...ys)
-  let y1 = Math.max(...ys)
+  let y0 = Math.min(...ys, ...(options.span !== undefined ? [options.span[0]] : []))
+  let y1 = Math.max(...ys, ...(options.span !== undefined ? [options.span[1]] : []))
   if (y1 - y0 < 1e-9) {
     y0 -= 0.5
     y1 += 0.5
@@ -162,10 +162,19 @@ code{white-space:pre-wrap}details{margin:8px 0}</style></head><body>
 <div class="grid">
 ${chart("reward (total)", metrics, [train("env/all/reward/total"), heldOut("env/all/reward/total")])}
 ${components.map((c) => chart(componentTitle(c), metrics, [train(`env/all/${c}`), heldOut(`env/all/${c}`)])).join("\n")}
-${chart("masked samples (fraction)", metrics, [train("env/all/frac_masked"), heldOut("env/all/frac_masked")])}
-${chart("sampler/trainer KL", metrics, ["optim/kl_sample_train_v1", "optim/kl_sample_train_v2", "optim/kl_sample_train_k3"], { smooth: win })}
-${chart("groups", metrics, ["by_group/frac_mixed", "by_group/frac_all_good", "by_group/frac_all_bad", "by_group/frac_all_equal"], { smooth: win })}
-${clipKeys.length > 0 ? chart("clipped tokens (fraction, the loss's own clip)", metrics, clipKeys, { smooth: win }) : ""}
+${chart("masked samples (fraction)", metrics, [train("env/all/frac_masked"), heldOut("env/all/frac_masked")], { span: [0, 1] })}
+${chart("sampler/trainer KL (optim/kl_sample_train_*)", metrics, [
+    { key: "optim/kl_sample_train_v1", label: "v1" },
+    { key: "optim/kl_sample_train_v2", label: "v2" },
+    { key: "optim/kl_sample_train_k3", label: "k3" },
+  ], { smooth: win })}
+${chart("group shapes (fraction of groups, by_group/frac_*)", metrics, [
+    { key: "by_group/frac_mixed", label: "mixed" },
+    { key: "by_group/frac_all_good", label: "all good" },
+    { key: "by_group/frac_all_bad", label: "all bad" },
+    { key: "by_group/frac_all_equal", label: "all equal" },
+  ], { smooth: win, span: [0, 1] })}
+${clipKeys.length > 0 ? chart("clipped tokens (fraction, the loss's own clip)", metrics, clipKeys, { smooth: win, span: [0, 1] }) : ""}
 ${chart("policy lag", metrics, ["policy_version/lag_mean", "policy_version/lag_max", "async/stale_groups"])}
 ${chart("step time (s)", metrics, ["time/total", "time/sample", "time/train"], { smooth: win })}
 </div>

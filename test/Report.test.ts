@@ -66,7 +66,7 @@ describe("Report.render", () => {
   })
 
   it("charts every group shape, and names the held-out score for what it is", () => {
-    assert.include(figure(html, "groups"), "by_group/frac_all_equal")
+    assert.include(figure(html, "group shapes (fraction of groups, by_group/frac_*)"), "all equal")
     assert.include(html, "held-out correct 0.400 (step 4)")
   })
 
