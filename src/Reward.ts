@@ -143,8 +143,9 @@ export const isReward = (u: unknown): u is Reward<unknown, unknown> =>
  *   leaf's own and the run's) until it settles, so abandoned work still counts against
  *   every limit. Pass the signal to `fetch` (or check it) so abandoned work ends early;
  *   a Promise that ignores it and never settles holds its permits for good;
- * - a synchronous scorer cannot be stopped at all: it runs to completion and blocks
- *   everything else on the thread meanwhile. Keep synchronous scorers fast, or run
+ * - a synchronous scorer cannot be stopped at all: it runs to completion, blocking
+ *   everything else on the thread meanwhile, and its score is kept however long it
+ *   took (the timer cannot fire while it runs). Keep synchronous scorers fast, or run
  *   slow work in a Promise (a worker thread, a subprocess) that honours the signal.
  *
  * @example

@@ -8,7 +8,8 @@
  * - a Promise is abandoned: its `signal` is aborted, and the permits it holds stay
  *   taken until the Promise settles, so abandoned work still counts against every
  *   concurrency limit;
- * - a synchronous scorer cannot be stopped at all: it runs to completion.
+ * - a synchronous scorer cannot be stopped at all: it runs to completion, and its
+ *   score is kept however long it took.
  *
  * @since 0.1.0
  */
@@ -145,62 +146,101 @@ const awaitPromise = (p: PromiseLike<unknown>): Effect.Effect<unknown, RewardFai
     p.then((v) => resume(Effect.succeed(v)), (e) => resume(fromRejection(e)))
   })
 
+const abandonedReason = () => new Error("the reward evaluation was abandoned (timeout or interruption)")
+
 /** Completes when a Promise settles, whichever way. */
 const settled = (p: PromiseLike<unknown>): Effect.Effect<void> =>
   Effect.callback<void>((resume) => {
     p.then(() => resume(Effect.void), () => resume(Effect.void))
   })
 
+type Restore = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
 /**
- * One attempt: take the permits (each wait interruptible), call the scorer, and wait
- * for its result under the timeout. The permits are returned when the attempt ends,
- * except that a Promise scorer's permits are returned only when the Promise settles.
+ * Takes one permit of each semaphore, in order, pushing onto `held` how to return it.
+ * Runs uninterruptibly except while waiting (`restore`), so every permit taken is in
+ * `held`, whatever interrupts the wait.
+ */
+const acquire = (permits: ReadonlyArray<Semaphore.Semaphore>, i: number, held: Array<Effect.Effect<unknown>>, restore: Restore): Effect.Effect<void> => {
+  if (i === permits.length) return Effect.void
+  const s = permits[i]!
+  return Effect.flatMap(s.takeIfAvailable(1), (taken) => {
+    if (taken) {
+      held.push(s.release(1))
+      return acquire(permits, i + 1, held, restore)
+    }
+    // wait in line; the scope records the permit the moment it is taken
+    const scope = Scope.makeUnsafe()
+    held.push(Scope.close(scope, Exit.void))
+    return Effect.andThen(restore(Scope.provide(s.takeScoped(1), scope)), Effect.suspend(() => acquire(permits, i + 1, held, restore)))
+  })
+}
+
+/**
+ * One attempt: take the permits, call the scorer, and wait for its result under the
+ * timeout (which counts from when the permits are held, not while waiting for them).
+ *
+ * On a timeout or an interruption the signal is aborted and the caller stops waiting.
+ * An Effect is interrupted and its permits returned; a Promise's permits are handed to
+ * a fiber that returns them when the Promise settles.
  */
 const attempt = <R>(
   call: (context: ScoreContext) => unknown,
   permits: ReadonlyArray<Semaphore.Semaphore>,
   timeout: Duration.Input | undefined,
 ): Effect.Effect<unknown, RewardFailure, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.gen(function* () {
-      const lease = yield* Scope.make()
-      let handedOff = false
-      const controller = new AbortController()
-      // Calls the scorer (uninterruptibly: it is synchronous) and hands a Promise's
-      // permits to a fiber that returns them when it settles.
-      const start = Effect.suspend((): Effect.Effect<Effect.Effect<unknown, RewardFailure, R>, RewardFailure> => {
-        let out: unknown
-        try {
-          out = call({ signal: controller.signal })
-        } catch (e) {
-          return fromRejection(e)
+  Effect.uninterruptibleMask((restore) => {
+    let controller: AbortController | undefined
+    let abandoned = false
+    let handedOff = false
+    const held: Array<Effect.Effect<unknown>> = []
+    const context: ScoreContext = {
+      get signal() {
+        if (controller === undefined) {
+          controller = new AbortController()
+          if (abandoned) controller.abort(abandonedReason())
         }
-        if (Effect.isEffect(out)) return Effect.succeed(out as Effect.Effect<unknown, RewardFailure, R>)
-        if (isPromiseLike(out)) {
-          handedOff = true
-          return Effect.forkDetach(settled(out).pipe(Effect.ensuring(Scope.close(lease, Exit.void)))).pipe(
-            Effect.as(awaitPromise(out)),
-          )
-        }
-        return Effect.succeed(Effect.succeed(out))
-      })
-      let scored: Effect.Effect<unknown, RewardFailure, R> = Effect.flatten(Effect.uninterruptible(start)).pipe(
-        Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the reward evaluation was abandoned (timeout or interruption)")))),
-      )
-      if (timeout !== undefined) {
-        scored = scored.pipe(
-          Effect.timeoutOrElse({
-            duration: timeout,
-            orElse: () => Effect.fail(new InfraFault({ message: `timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
-          }),
-        )
+        return controller.signal
+      },
+    }
+    const releaseAll = Effect.suspend(() => Effect.forEach(held, (release) => release, { discard: true }))
+    // Calls the scorer and, for a Promise, hands the permits to a fiber that returns
+    // them when it settles: one uninterruptible step, so the permits always have an owner.
+    const begin = Effect.uninterruptible(Effect.suspend((): Effect.Effect<Effect.Effect<unknown, RewardFailure, R>, RewardFailure> => {
+      let out: unknown
+      try {
+        out = call(context)
+      } catch (e) {
+        return fromRejection(e)
       }
-      const take = Effect.forEach(permits, (s) => s.takeScoped(1), { discard: true }).pipe(Scope.provide(lease))
-      return yield* restore(Effect.andThen(take, scored)).pipe(
-        Effect.onExit(() => (handedOff ? Effect.void : Scope.close(lease, Exit.void))),
+      if (Effect.isEffect(out)) return Effect.succeed(out as Effect.Effect<unknown, RewardFailure, R>)
+      if (isPromiseLike(out)) {
+        if (held.length === 0) return Effect.succeed(awaitPromise(out))
+        handedOff = true
+        return Effect.as(Effect.forkDetach(Effect.ensuring(settled(out), releaseAll)), awaitPromise(out))
+      }
+      return Effect.succeed(Effect.succeed(out))
+    }))
+    let scored: Effect.Effect<unknown, RewardFailure, R> = Effect.flatten(begin).pipe(
+      Effect.onInterrupt(() =>
+        Effect.sync(() => {
+          abandoned = true
+          controller?.abort(abandonedReason())
+        })
+      ),
+    )
+    if (timeout !== undefined) {
+      scored = scored.pipe(
+        Effect.timeoutOrElse({
+          duration: timeout,
+          orElse: () => Effect.fail(new InfraFault({ message: `timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
+        }),
       )
-    })
-  )
+    }
+    return Effect.andThen(acquire(permits, 0, held, restore), restore(scored)).pipe(
+      Effect.onExit(() => (handedOff ? Effect.void : releaseAll)),
+    )
+  })
 
 const semaphores = new WeakMap<object, Semaphore.Semaphore>()
 
@@ -214,6 +254,19 @@ const leafSemaphore = (node: object, permits: number | undefined) => {
   return s
 }
 
+const failureOutcome = (name: string, e: RewardFailure): LeafResult => {
+  switch (e._tag) {
+    case "NotApplicable":
+      return { _tag: "Outcome", outcome: { value: undefined, masked: undefined } }
+    case "ModelFault":
+      return { _tag: "Outcome", outcome: { value: e.penalty, masked: undefined } }
+    case "InfraFault":
+      return { _tag: "Outcome", outcome: { value: undefined, masked: `${name}: ${e.message}` } }
+  }
+}
+
+const isInfraFault = (e: RewardFailure) => e._tag === "InfraFault"
+
 /**
  * Runs one leaf evaluation under its policies and maps typed failures to outcomes.
  * Anything thrown (or a rejection that is not a typed failure) is a `RewardDefect`
@@ -226,24 +279,19 @@ export const runLeaf = <R>(
   node: object,
   call: (context: ScoreContext) => unknown,
 ): Effect.Effect<LeafResult, RewardDefect, R> =>
-  Effect.gen(function* () {
+  Effect.flatMap(Effect.service(RewardPermits), (global) => {
     // The global permit is taken after the leaf's own one, so a leaf waiting for its
     // own permit never holds a global permit that other leaves could use.
-    const global = yield* RewardPermits
     const own = leafSemaphore(node, options.concurrency)
-    const permits = [own, global].filter((s): s is Semaphore.Semaphore => s !== undefined)
+    const permits = own === undefined ? (global === undefined ? [] : [global]) : global === undefined ? [own] : [own, global]
     let once = attempt<R>(call, permits, options.timeout)
     if (options.retries !== undefined && options.retries > 0) {
-      once = once.pipe(
-        Effect.retry({ schedule: backoffSchedule(options.backoff), times: options.retries, while: (e) => e._tag === "InfraFault" }),
-      )
+      once = Effect.retry(once, { schedule: backoffSchedule(options.backoff), times: options.retries, while: isInfraFault })
     }
-    return yield* once.pipe(
-      Effect.map((value): LeafResult => ({ _tag: "Value", value })),
-      Effect.catchTags({
-        NotApplicable: () => Effect.succeed<LeafResult>({ _tag: "Outcome", outcome: { value: undefined, masked: undefined } }),
-        ModelFault: (e) => Effect.succeed<LeafResult>({ _tag: "Outcome", outcome: { value: e.penalty, masked: undefined } }),
-        InfraFault: (e) => Effect.succeed<LeafResult>({ _tag: "Outcome", outcome: { value: undefined, masked: `${name}: ${e.message}` } }),
+    return once.pipe(
+      Effect.match({
+        onSuccess: (value): LeafResult => ({ _tag: "Value", value }),
+        onFailure: (e) => failureOutcome(name, e),
       }),
       Effect.catchDefect((defect) =>
         Effect.fail(
