@@ -142,7 +142,9 @@ export const isReward = (u: unknown): u is Reward<unknown, unknown> =>
  *   scorer's `signal` is aborted, but the Promise keeps its concurrency permits (the
  *   leaf's own and the run's) until it settles, so abandoned work still counts against
  *   every limit. Pass the signal to `fetch` (or check it) so abandoned work ends early;
- *   a Promise that ignores it and never settles holds its permits for good;
+ *   a Promise that ignores it and never settles holds its permits for good. Return
+ *   the Promise itself: one wrapped in an Effect (`Effect.tryPromise`) is an Effect,
+ *   and its permits are returned when the Effect is interrupted;
  * - a synchronous scorer cannot be stopped at all: it runs to completion, blocking
  *   everything else on the thread meanwhile, and its score is kept however long it
  *   took (the timer cannot fire while it runs). Keep synchronous scorers fast, or run

@@ -467,6 +467,21 @@ describe("timeouts of Promise scorers", () => {
       }))
   }
 
+  it.effect("interrupting an evaluation, waiting or scoring, gives its permits back", () =>
+    Effect.gen(function* () {
+      const permits = yield* Semaphore.make(1)
+      const withPermits = <A, E>(self: Effect.Effect<A, E>) => Effect.provideService(self, Reward.RewardPermits, permits)
+      const hanging = Reward.make<Row>("slow", () => Effect.never)
+      const holder = yield* Effect.forkChild(withPermits(Reward.evaluate(hanging, [rollout({ n: 0 }, "x")])))
+      yield* turns()
+      const waiter = yield* Effect.forkChild(withPermits(Reward.evaluate(hanging, [rollout({ n: 1 }, "x")])))
+      yield* turns()
+      yield* Fiber.interrupt(waiter)
+      yield* Fiber.interrupt(holder)
+      const s = yield* withPermits(Reward.evaluate(constant("quick", 1), [rollout({ n: 2 }, "x")]))
+      assert.strictEqual(s[0]!.value, 1)
+    }))
+
   it.effect("a leaf holds no permit while it backs off before a retry", () =>
     Effect.gen(function* () {
       const permits = yield* Semaphore.make(1)
