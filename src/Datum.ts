@@ -139,3 +139,51 @@ export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number 
   }
   return active
 }
+
+/** One turn of an episode, as tokens: what the model saw, what it sampled, and with which log-probs. @since 0.1.0 @category models */
+export interface TurnTokens {
+  /** the input of this turn's sample request (the prompt, then every earlier turn and observation) */
+  readonly input: ReadonlyArray<number>
+  readonly sampled: ReadonlyArray<number>
+  /** sampler log-probs of `sampled` */
+  readonly logprobs: ReadonlyArray<number>
+}
+
+/**
+ * The Datums of one episode with one advantage. Sampled tokens train with their sampler
+ * log-probs; every other position (prompt, observations) has advantage 0 and never
+ * trains. When each turn's input extends the previous turn's input and sampled tokens,
+ * the episode is one Datum (its last input ++ last turn); otherwise one Datum per turn.
+ * @since 0.1.0 @category constructors
+ */
+export const episode = (turns: ReadonlyArray<TurnTokens>, advantage: number): Array<Datum> => {
+  if (turns.length === 0) return []
+  if (!mergeable(turns)) return turns.map((t) => rl({ prompt: t.input, completion: t.sampled, samplerLogprobs: t.logprobs, advantage }))
+  const last = turns[turns.length - 1]!
+  const tokens = [...last.input, ...last.sampled]
+  const logprobs = new Array<number>(tokens.length).fill(0)
+  const advantages = new Array<number>(tokens.length).fill(0)
+  for (const t of turns) {
+    t.sampled.forEach((_, j) => {
+      logprobs[t.input.length + j] = t.logprobs[j]!
+      advantages[t.input.length + j] = advantage
+    })
+  }
+  return [{ modelInput: modelInputFromTokens(tokens), lossFnInputs: { logprobs: float32(logprobs), advantages: float32(advantages) } }]
+}
+
+/**
+ * Whether an episode's turns make one Datum (each turn's input extends the last turn's
+ * input and sampled tokens).
+ * @since 0.1.0 @category combinators
+ */
+export const mergeable = (turns: ReadonlyArray<TurnTokens>): boolean =>
+  turns.every((t, i) => {
+    if (i === 0) return true
+    const prev = turns[i - 1]!
+    const head = prev.input.length + prev.sampled.length
+    if (t.input.length < head) return false
+    for (let j = 0; j < prev.input.length; j++) if (t.input[j] !== prev.input[j]) return false
+    for (let j = 0; j < prev.sampled.length; j++) if (t.input[prev.input.length + j] !== prev.sampled[j]) return false
+    return true
+  })

@@ -13,6 +13,7 @@
 import * as Fs from "node:fs"
 import { Effect, Schema } from "effect"
 import type { SamplingParams } from "./Contract.ts"
+import { type Episode, isEpisode } from "./Episode.ts"
 import { isReward, type Reward } from "./Reward.ts"
 import type { Prompt } from "./Tokenizer.ts"
 
@@ -153,6 +154,11 @@ export interface EnvSpec<P, R = never> {
   /** default difficulty passed to the generator (default 1) */
   readonly difficulty?: number
   readonly eval?: EvalSpec
+  /**
+   * a multi-turn episode (`Episode.make`, or `Tool.episode` for tools); without one the
+   * env is single-turn: one completion, then the reward
+   */
+  readonly episode?: Episode<P, any, R>
 }
 
 /** @since 0.1.0 @category models */
@@ -184,6 +190,7 @@ export const make = <P, R = never>(spec: EnvSpec<P, R>): Env<P, R> => {
   }
   if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
   if (!isReward(spec.reward)) fail("reward must be a Reward (Reward.make, Reward.weighted, ...)")
+  if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
   return { ...spec, "~gyre/Env": "~gyre/Env" }

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Effect, Fiber, Semaphore } from "effect"
+import { Cause, Effect, Exit, Fiber, Semaphore } from "effect"
 import * as Env from "./Env.ts"
 import * as Loss from "./Loss.ts"
 import * as Metrics from "./Metrics.ts"
@@ -28,6 +28,7 @@ import { type Batch, collect, sampleGroup } from "./run/Collect.ts"
 import { evaluate, scoreMetrics } from "./run/Evaluate.ts"
 import { Progress } from "./run/Progress.ts"
 import { fail, RunError, type RunSettings } from "./run/Settings.ts"
+import { ContextLength } from "./run/Rollout.ts"
 import { prepare } from "./run/Start.ts"
 import { train } from "./run/Train.ts"
 
@@ -73,7 +74,10 @@ export const run = Effect.fn("Runner.run")(function* (
   }
   const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
-  const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) => Effect.provideService(eff, Reward.RewardPermits, permits)
+  const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
+  const contextLength = info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER
+  const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
+    eff.pipe(Effect.provideService(Reward.RewardPermits, permits), Effect.provideService(ContextLength, contextLength))
 
   // config.json records the sampling settings in force: a single env's own override the defaults.
   const members = Env.members(source)
@@ -98,6 +102,7 @@ export const run = Effect.fn("Runner.run")(function* (
   // The embedded backend is given `<run folder>/state` as its state folder by the CLI.
   let completed = start
   let savedAt = start
+  let training = false
   const saveCheckpoint = (step: number) =>
     Effect.gen(function* () {
       const saved = yield* trainer.saveState(`step-${step}`).pipe(
@@ -139,6 +144,7 @@ export const run = Effect.fn("Runner.run")(function* (
       // From here to the end of the step nothing is interrupted: a step is trained, logged and
       // (maybe) checkpointed as a whole, so an interrupted run stops between steps.
       const finish = Effect.gen(function* () {
+        training = true
         const versionBefore = trainerVersion
         // Async: the next step's rollouts finish on the version they started from, so step s
         // always samples from version s - 1 exactly, whatever the timing (reproducible).
@@ -183,6 +189,13 @@ export const run = Effect.fn("Runner.run")(function* (
               masked: g.scores[si]!.masked ?? null,
               components: g.scores[si]!.components,
               advantage: trained.advantages[gi]?.[si] ?? 0,
+              // an episode turn by turn: what the model wrote, and what the env answered
+              ...(g.task.envDef.episode !== undefined
+                ? {
+                  turns: g.episodes[si]!.turns.map((t) => ({ sampled: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })),
+                  episodeStop: g.episodes[si]!.stop,
+                }
+                : {}),
             }))
           )
           yield* RunLog.appendJsonl(files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
@@ -196,20 +209,25 @@ export const run = Effect.fn("Runner.run")(function* (
           yield* Report.write(settings.outDir).pipe(Effect.mapError(fail("RunFolder", step)))
         }
         yield* progress.onStep({ step, steps: settings.steps, metrics })
+        training = false
       })
       yield* Effect.uninterruptible(finish)
     }
   })
 
-  // Interrupted (Ctrl-C): keep the work done so far as a checkpoint that --resume continues from.
+  // Interrupted (Ctrl-C) or stopped by an error (an env's step that throws, say): keep the
+  // finished steps as a checkpoint that --resume continues from.
+  // (Not after a failure inside a step's training: the weights may be ahead of `completed`.)
+  const keepWork = (how: string) =>
+    completed > savedAt && !training
+      ? saveCheckpoint(completed).pipe(
+        Effect.andThen(Effect.logInfo(`${how} after step ${completed}: saved checkpoint step-${completed}; continue with --resume ${settings.outDir}`)),
+        Effect.catch((e) => Effect.logError(`${how} after step ${completed}; the checkpoint could not be saved: ${e.message}`)),
+      )
+      : Effect.logInfo(`${how} after step ${completed}; the last checkpoint is step-${savedAt}`)
   yield* loop.pipe(
-    Effect.onInterrupt(() =>
-      completed > savedAt
-        ? saveCheckpoint(completed).pipe(
-          Effect.andThen(Effect.logInfo(`interrupted after step ${completed}: saved checkpoint step-${completed}; continue with --resume ${settings.outDir}`)),
-          Effect.catch((e) => Effect.logError(`interrupted after step ${completed}; the checkpoint could not be saved: ${e.message}`)),
-        )
-        : Effect.logInfo(`interrupted after step ${completed}; the last checkpoint is step-${savedAt}`)
+    Effect.onExit((exit) =>
+      Exit.isSuccess(exit) ? Effect.void : keepWork(Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "stopped by an error")
     ),
   )
   if (pending !== undefined) yield* Fiber.interrupt(pending)

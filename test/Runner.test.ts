@@ -52,7 +52,8 @@ describe("Runner", () => {
       assert.deepStrictEqual(checkpoints.map((c) => c["step"]), [10, 20, 30])
       for (const c of checkpoints) assert.isTrue(Fs.existsSync(String(c["path"])), `${c["path"]} exists`)
       const html = Fs.readFileSync(files.report, "utf8")
-      assert.include(html, "train reward per component")
+      assert.include(html, "Recent rollouts")
+      assert.include(html, "vowel")
       assert.notInclude(html, "<script")
     }))
 

@@ -5,12 +5,12 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { type BackendError, modelInputFromTokens, type SamplingParams } from "../Contract.ts"
+import type { SamplingParams } from "../Contract.ts"
 import * as Env from "../Env.ts"
 import * as Reward from "../Reward.ts"
-import { Sampler } from "../Sampler.ts"
 import { encodePrompt, type Prompt, Tokenizer } from "../Tokenizer.ts"
 import { Progress } from "./Progress.ts"
+import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
 /** One problem's sampled and scored completions. @since 0.1.0 @category models */
@@ -21,7 +21,8 @@ export interface Group {
   readonly prompt: Prompt
   readonly version: number
   readonly rollouts: Array<Reward.Rollout<unknown>>
-  readonly samplerLogprobs: Array<ReadonlyArray<number>>
+  /** each rollout's episode: its turns as tokens, stop reason and counters */
+  readonly episodes: Array<EpisodeRecord>
   readonly scores: Array<Reward.Score>
 }
 
@@ -46,7 +47,6 @@ export const sampleGroup = Effect.fnUntraced(function* (
   options: { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number },
 ) {
   const tokenizer = yield* Tokenizer
-  const sampler = yield* Sampler
   const env = task.envDef
   const prompt = env.prompt(task.problem)
   const promptTokens = yield* encodePrompt(tokenizer, prompt).pipe(
@@ -59,20 +59,29 @@ export const sampleGroup = Effect.fnUntraced(function* (
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
     seed: Env.hash32(`${settings.seed}/${options.split}/${step}/${g}`),
   }
-  const result = yield* sampler.sample(modelInputFromTokens(promptTokens), sampling, {
+  const played = yield* playGroup({
+    env,
+    task,
+    promptTokens,
+    sampling,
     numSamples: options.numSamples,
     affinityKey: `${runId}/${options.split}/${step}/${g}`,
-    minPolicyVersion: version,
-  }).pipe(Effect.mapError((e: BackendError) => new RunError({ reason: "Backend", step, message: `sample (${e.reason}): ${e.message}` })))
-  const rollouts = result.sequences.map((s, i): Reward.Rollout<unknown> => ({
-    problem: task.problem,
-    prompt,
-    completion: tokenizer.decode(s.stopReason === "stop" && s.tokens[s.tokens.length - 1] === tokenizer.eos ? s.tokens.slice(0, -1) : s.tokens),
-    tokens: s.tokens,
-    stopReason: s.stopReason,
-    index: i,
-    groupSize: result.sequences.length,
-  }))
+    version,
+    step,
+  })
+  const rollouts = played.episodes.map((e, i): Reward.Rollout<unknown> => {
+    const last = e.turns[e.turns.length - 1]!
+    return {
+      problem: task.problem,
+      prompt,
+      completion: last.text,
+      tokens: last.sampled,
+      stopReason: last.stopReason,
+      index: i,
+      groupSize: played.episodes.length,
+      ...(env.episode !== undefined ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
+    }
+  })
   const scores = yield* Reward.evaluate(env.reward, rollouts).pipe(
     Effect.mapError((e) =>
       new RunError({
@@ -87,10 +96,14 @@ export const sampleGroup = Effect.fnUntraced(function* (
     index: g,
     promptTokens,
     prompt,
-    version: result.policyVersion,
+    version: played.version,
     rollouts,
-    samplerLogprobs: result.sequences.map((s) => s.logprobs),
-    scores,
+    episodes: played.episodes,
+    // the env's per-turn rewards add to the final reward
+    scores: scores.map((sc, i) => {
+      const extra = played.episodes[i]!.turnReward
+      return extra === 0 || sc.value === undefined ? sc : { ...sc, value: sc.value + extra, components: { ...sc.components, turn_reward: extra } }
+    }),
   } satisfies Group
 })
 

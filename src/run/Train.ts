@@ -60,11 +60,13 @@ export const train = Effect.fnUntraced(function* (
     }
   } else {
     batch.groups.forEach((g, gi) =>
-      g.rollouts.forEach((r, si) => {
+      g.episodes.forEach((e, si) => {
         const a = advantages[gi]![si]!
         if (a === 0) return
-        data.push(Datum.rl({ prompt: g.promptTokens, completion: r.tokens, samplerLogprobs: g.samplerLogprobs[si]!, advantage: a }))
-        pairs.push({ group: gi, sample: si })
+        for (const d of Datum.episode(e.turns, a)) {
+          data.push(d)
+          pairs.push({ group: gi, sample: si })
+        }
       })
     )
   }
@@ -84,16 +86,18 @@ export const train = Effect.fnUntraced(function* (
       const where = pair ? ` (datum ${at![1]} is sample ${pair.sample} of problem ${batch.groups[pair.group]!.task.key})` : ""
       return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
     }))
+    // sampler vs learner log-probs on the trained positions (advantage != 0)
     const sampler: Array<number> = []
     const learner: Array<number> = []
     if (!settings.sft) {
       out.lossFnOutputs.forEach((o, j) => {
-        const { group, sample } = pairs[j]!
-        const P = batch.groups[group]!.promptTokens.length
-        const s = batch.groups[group]!.samplerLogprobs[sample]!
-        for (let t = 0; t < s.length; t++) {
-          sampler.push(s[t]!)
-          learner.push(o.logprobs[P + t]!)
+        const inputs = data[j]!.lossFnInputs
+        const adv = inputs["advantages"]!.data
+        const q = inputs["logprobs"]!.data
+        for (let t = 0; t < adv.length; t++) {
+          if (adv[t] === 0) continue
+          sampler.push(q[t]!)
+          learner.push(o.logprobs[t]!)
         }
       })
     }

@@ -1,0 +1,148 @@
+/**
+ * Episodes: an environment the model talks to for several turns.
+ *
+ * An episode starts from the prompt. After each sampled turn the env's `step` sees the
+ * turn's text and its own state, and either ends the episode or answers with an
+ * observation (a tool's result, a judge's remark, the next question) that is appended to
+ * the sequence and never trained. Per-turn rewards add to the final reward (the env's
+ * `reward`, which scores the last turn as `completion`).
+ *
+ * A single-turn env is the episode of one turn: `Episode.singleTurn`.
+ *
+ * @since 0.1.0
+ */
+import { type Duration, Effect, Schema } from "effect"
+
+/**
+ * Why an episode ended:
+ * - `completed`: the env ended it (a final answer)
+ * - `max_turns`, `max_tokens`, `max_tool_calls`: a limit was reached
+ * - `parse_error`: a turn did not parse and the parse policy is `end`
+ * - `timeout`: the episode's wall-clock budget ran out
+ * - `context_overflow`: the next turn would not fit the model's context
+ * @since 0.1.0 @category models
+ */
+export const StopReason = Schema.Literals(["completed", "max_turns", "max_tokens", "max_tool_calls", "parse_error", "timeout", "context_overflow"])
+export type StopReason = typeof StopReason.Type
+
+/** What the env sees of one sampled turn. @since 0.1.0 @category models */
+export interface Turn<S> {
+  /** the env's state before this turn */
+  readonly state: S
+  /** 0 for the first turn */
+  readonly index: number
+  /** the turn's decoded text, without the end-of-sequence token */
+  readonly text: string
+  /** whether the turn ended with the end-of-sequence token (a final answer, for most envs) */
+  readonly ended: boolean
+  /** "stop" (a stop string, a stop token or EOS) or "length" (maxTokens) */
+  readonly stopReason: "stop" | "length"
+}
+
+/** The env's answer to a turn. @since 0.1.0 @category models */
+export type Next<S> =
+  | {
+    readonly _tag: "Observe"
+    readonly state: S
+    /** appended to the sequence as-is (tokenized, never trained) */
+    readonly observation: string
+    /** a reward for this turn, added to the episode's total */
+    readonly reward?: number
+    /** counted in `env/<name>/tool_calls`, `tool_errors` and `parse_errors` */
+    readonly toolCalls?: number
+    readonly toolErrors?: number
+    readonly parseErrors?: number
+  }
+  | {
+    readonly _tag: "End"
+    readonly state: S
+    readonly reward?: number
+    /** default `completed` */
+    readonly reason?: StopReason
+    readonly toolCalls?: number
+    readonly toolErrors?: number
+    readonly parseErrors?: number
+  }
+
+/** @since 0.1.0 @category constructors */
+export const observe = <S>(state: S, observation: string, extra: Omit<Extract<Next<S>, { _tag: "Observe" }>, "_tag" | "state" | "observation"> = {}): Next<S> => ({
+  _tag: "Observe",
+  state,
+  observation,
+  ...extra,
+})
+
+/** @since 0.1.0 @category constructors */
+export const end = <S>(state: S, extra: Omit<Extract<Next<S>, { _tag: "End" }>, "_tag" | "state"> = {}): Next<S> => ({ _tag: "End", state, ...extra })
+
+/** An env's step failed: the run stops, naming the env, the turn and the problem. @since 0.1.0 @category errors */
+export class EpisodeError extends Schema.TaggedError<EpisodeError>()("EpisodeError", {
+  message: Schema.String,
+}) {}
+
+/** Limits on one episode. @since 0.1.0 @category models */
+export interface Limits {
+  /** sampled turns (default 4) */
+  readonly maxTurns: number
+  /** tokens after the prompt, sampled and observed (default: no limit but the context) */
+  readonly maxTokens: number
+  /** tool calls (default 4) */
+  readonly maxToolCalls: number
+  /** wall-clock budget of the whole episode (default 5 minutes) */
+  readonly timeout: Duration.Input
+}
+
+/** @since 0.1.0 @category constants */
+export const DEFAULT_LIMITS: Limits = { maxTurns: 4, maxTokens: Number.MAX_SAFE_INTEGER, maxToolCalls: 4, timeout: "5 minutes" }
+
+/**
+ * How an env plays an episode: its state at the start, what it does after each turn, the
+ * stop strings that end a turn (e.g. the `]` that closes a tool call), and limits.
+ * @since 0.1.0 @category models
+ */
+export interface Episode<P, S = unknown, R = never> {
+  readonly "~gyre/Episode": "~gyre/Episode"
+  readonly initial: (problem: P) => S
+  readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
+  /** strings that end a turn, added to the sampling `stop` of every turn */
+  readonly stop: ReadonlyArray<string>
+  readonly limits: Limits
+}
+
+/**
+ * Defines an episode.
+ *
+ * @example
+ * Episode.make({
+ *   initial: () => ({ guesses: 0 }),
+ *   step: (turn, problem) => Effect.succeed(
+ *     Number(turn.text) === problem.secret ? Episode.end(turn.state) : Episode.observe({ guesses: turn.state.guesses + 1 }, " higher?"),
+ *   ),
+ *   limits: { maxTurns: 5 },
+ * })
+ * @since 0.1.0 @category constructors
+ */
+export const make = <P, S, R = never>(spec: {
+  readonly initial: (problem: P) => S
+  readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
+  readonly stop?: ReadonlyArray<string>
+  readonly limits?: Partial<Limits>
+}): Episode<P, S, R> => {
+  const limits = { ...DEFAULT_LIMITS, ...spec.limits }
+  for (const key of ["maxTurns", "maxTokens", "maxToolCalls"] as const) {
+    if (!Number.isInteger(limits[key]) || limits[key] < 1) throw new TypeError(`Episode.make: limits.${key} must be a positive integer, got ${limits[key]}`)
+  }
+  for (const s of spec.stop ?? []) if (typeof s !== "string" || s.length === 0) throw new TypeError("Episode.make: stop strings must be non-empty strings")
+  return { "~gyre/Episode": "~gyre/Episode", initial: spec.initial, step: spec.step, stop: spec.stop ?? [], limits }
+}
+
+/** The episode of a single-turn env: one turn, then the end. @since 0.1.0 @category constructors */
+export const singleTurn: Episode<unknown, undefined> = make({
+  initial: () => undefined,
+  step: (turn) => Effect.succeed(end(turn.state)),
+  limits: { maxTurns: 1 },
+})
+
+/** @since 0.1.0 @category guards */
+export const isEpisode = (u: unknown): u is Episode<unknown, unknown, unknown> =>
+  typeof u === "object" && u !== null && (u as { "~gyre/Episode"?: unknown })["~gyre/Episode"] === "~gyre/Episode"

@@ -1,0 +1,161 @@
+/**
+ * Playing a group's episodes: the first turn of all G episodes is one sample request
+ * (one prompt, G samples); each episode then goes on by itself: the env's step sees the
+ * turn, answers with an observation (appended as tokens, never trained) or ends it, and
+ * the next turn is sampled from everything so far. A single-turn env is the episode of
+ * one turn: the same path, ending after the first step.
+ *
+ * The token record is the truth: every token after the prompt is either sampled (with its
+ * sampler log-prob) or observed.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Option } from "effect"
+import { type BackendError, modelInputFromTokens, type SamplingParams } from "../Contract.ts"
+import type * as Datum from "../Datum.ts"
+import * as Env from "../Env.ts"
+import * as Episode from "../Episode.ts"
+import { Sampler } from "../Sampler.ts"
+import { Tokenizer } from "../Tokenizer.ts"
+import { RunError } from "./Settings.ts"
+
+/** One sampled turn and the observation that followed it, if any. @since 0.1.0 @category models */
+export interface TurnRecord extends Datum.TurnTokens {
+  /** the turn's text, without the end-of-sequence token */
+  readonly text: string
+  readonly stopReason: "stop" | "length"
+  observation?: string
+}
+
+/** One episode: its turns, why it ended, and what the env counted. @since 0.1.0 @category models */
+export interface EpisodeRecord {
+  readonly turns: Array<TurnRecord>
+  stop: Episode.StopReason
+  toolCalls: number
+  toolErrors: number
+  parseErrors: number
+  /** the sum of the env's per-turn rewards */
+  turnReward: number
+  /** the oldest policy version any of its turns was sampled from */
+  version: number
+}
+
+/** The model's context length, for the stop reason `context_overflow` (the runner provides it). @since 0.1.0 @category services */
+export const ContextLength = Context.Reference<number>("gyre/run/ContextLength", { defaultValue: () => Number.MAX_SAFE_INTEGER })
+
+const backendError = (step: number) => (e: BackendError) => new RunError({ reason: "Backend", step, message: `sample (${e.reason}): ${e.message}` })
+
+/**
+ * Plays `numSamples` episodes of one problem from `promptTokens`.
+ * @since 0.1.0 @category rollouts
+ */
+export const playGroup = Effect.fnUntraced(function* (options: {
+  readonly env: Env.AnyEnv
+  readonly task: Env.Task<unknown>
+  readonly promptTokens: ReadonlyArray<number>
+  readonly sampling: SamplingParams
+  readonly numSamples: number
+  readonly affinityKey: string
+  readonly version: number
+  readonly step: number
+}) {
+  const tokenizer = yield* Tokenizer
+  const sampler = yield* Sampler
+  const context = yield* ContextLength
+  const { env, task, promptTokens, step } = options
+  const episode = (env.episode ?? Episode.singleTurn) as Episode.Episode<unknown, unknown, never>
+  const limits = episode.limits
+  const stop = episode.stop.length > 0 ? [...(options.sampling.stop ?? []), ...episode.stop] : options.sampling.stop
+  const params: SamplingParams = { ...options.sampling, ...(stop !== undefined ? { stop } : {}) }
+  const P = promptTokens.length
+  if (P >= context) {
+    return yield* new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: the prompt has ${P} tokens, but the model's context is ${context}` })
+  }
+  const budget = (inputLength: number) => Math.min(params.maxTokens, limits.maxTokens - (inputLength - P), context - inputLength)
+  const textOf = (tokens: ReadonlyArray<number>) =>
+    tokenizer.decode(tokens.length > 0 && tokens[tokens.length - 1] === tokenizer.eos ? tokens.slice(0, -1) : tokens)
+  const turnOf = (input: ReadonlyArray<number>, s: { readonly tokens: ReadonlyArray<number>; readonly logprobs: ReadonlyArray<number>; readonly stopReason: "stop" | "length" }): TurnRecord => ({
+    input,
+    sampled: s.tokens,
+    logprobs: s.logprobs,
+    text: textOf(s.tokens),
+    stopReason: s.stopReason,
+  })
+
+  const first = yield* sampler.sample(modelInputFromTokens(promptTokens), { ...params, maxTokens: Math.min(params.maxTokens, budget(P)) }, {
+    numSamples: options.numSamples,
+    affinityKey: options.affinityKey,
+    minPolicyVersion: options.version,
+  }).pipe(Effect.mapError(backendError(step)))
+  const records = first.sequences.map((s): EpisodeRecord => ({
+    turns: [turnOf(promptTokens, s)],
+    stop: "completed",
+    toolCalls: 0,
+    toolErrors: 0,
+    parseErrors: 0,
+    turnReward: 0,
+    version: first.policyVersion,
+  }))
+
+  const play = (record: EpisodeRecord, i: number) =>
+    Effect.gen(function* () {
+      let state = episode.initial(task.problem)
+      for (;;) {
+        const turn = record.turns[record.turns.length - 1]!
+        const index = record.turns.length - 1
+        const next = yield* episode.step(
+          { state, index, text: turn.text, ended: turn.sampled[turn.sampled.length - 1] === tokenizer.eos, stopReason: turn.stopReason },
+          task.problem,
+        ).pipe(
+          Effect.catchDefect((d) => Effect.fail(new Episode.EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
+          Effect.mapError((e) =>
+            new RunError({ reason: "Env", step, message: `env ${env.name}, turn ${index + 1} of problem ${task.key} ${JSON.stringify(task.problem)}: the env's step failed: ${e.message}` })
+          ),
+        )
+        state = next.state
+        record.toolCalls += next.toolCalls ?? 0
+        record.toolErrors += next.toolErrors ?? 0
+        record.parseErrors += next.parseErrors ?? 0
+        record.turnReward += next.reward ?? 0
+        if (next._tag === "End") {
+          record.stop = next.reason ?? "completed"
+          return
+        }
+        if (record.turns.length >= limits.maxTurns) {
+          record.stop = "max_turns"
+          return
+        }
+        const observed = yield* tokenizer.encode(next.observation).pipe(
+          Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: cannot encode the observation ${JSON.stringify(next.observation)}: ${e.message}` })),
+        )
+        turn.observation = next.observation
+        const input = [...turn.input, ...turn.sampled, ...observed]
+        if (input.length >= context) {
+          record.stop = "context_overflow"
+          return
+        }
+        const room = budget(input.length)
+        if (room < 1) {
+          record.stop = "max_tokens"
+          return
+        }
+        const seed = Env.hash32(`${params.seed ?? 0}/${i}/${record.turns.length}`)
+        const out = yield* sampler.sample(modelInputFromTokens(input), { ...params, maxTokens: room, seed }, {
+          numSamples: 1,
+          affinityKey: options.affinityKey,
+          minPolicyVersion: options.version,
+        }).pipe(Effect.mapError(backendError(step)))
+        record.version = Math.min(record.version, out.policyVersion)
+        record.turns.push(turnOf(input, out.sequences[0]!))
+      }
+    })
+
+  yield* Effect.forEach(records, (record, i) =>
+    play(record, i).pipe(
+      Effect.timeoutOption(limits.timeout),
+      Effect.map((done) => {
+        if (Option.isNone(done)) record.stop = "timeout"
+      }),
+    ), { concurrency: "unbounded", discard: true })
+  return { episodes: records, version: Math.min(...records.map((r) => r.version)) }
+})
