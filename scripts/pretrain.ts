@@ -1,23 +1,30 @@
 /**
- * Pretrains the embedded base model from scratch on the math environment's problems
- * and writes `models/base/` (config.json, weights.bin, card.json).
- *
- *   npm run pretrain                 # defaults below
- *   npx tsx scripts/pretrain.ts --out models/base --seed 1
+ * Pretrains the embedded base model from scratch on an environment's training problems
+ * and writes a model folder (config.json, weights.bin, card.json). `npx tsx
+ * scripts/pretrain.ts --help` lists the flags.
  *
  * Sequence = BOS ++ prompt ++ reference completion (" 56") ++ EOS; the loss is
  * cross-entropy on the completion and EOS only. The whole model trains with Adam.
- * Every `evalEvery` steps a quick T=1 accuracy (one sample per problem) is measured;
- * once it nears the target band, checkpoints become candidates and are measured with
- * 10 T=1 samples on each of the 300 problems of the runner's eval set (3,000 samples).
+ *
+ * What it sees: only problems of the env's train split (`Env.problemAt(..., split:
+ * "train")`); the eval split, which the runner reports as `test/env/...`, is never
+ * trained on and never used to choose the checkpoint. It is measured once, at the end,
+ * for the card.
+ *
+ * Checkpoint selection: every `evalEvery` steps a quick T=1 accuracy (one sample per
+ * problem) is measured on the selection set, which is up to 300 distinct problems of
+ * the train split (for math at difficulty 1: all 225 training facts). Once it nears the
+ * target band, checkpoints become candidates (every `candidateEvery` steps from then
+ * on), measured with 10 T=1 samples per problem.
  * The saved model is the candidate in [minAcc, maxAcc] closest to the target, so RL
- * starts weak but with signal.
+ * starts weak but with signal on the problems it trains on.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
 import { type Datum, int64, modelInputFromTokens } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
+import { loadEnv } from "../src/cli/loadEnv.ts"
 import { resolveLoss } from "../src/Loss.ts"
 import { BOS, EOS, encodeChars, decodeChars, VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { saveBaseModel } from "../src/backends/local/Checkpoint.ts"
@@ -26,128 +33,238 @@ import { countParams, baseShapes, initBase, LocalModel, type ModelConfig, type W
 import { Rng } from "../src/backends/local/Rng.ts"
 import { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
 import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
-import math, { answer } from "../envs/math.ts"
 
-type Problem = { readonly a: number; readonly b: number; readonly op: "plus" | "minus" | "times" }
+const USAGE = `Pretrains the embedded base model from scratch on an env's training problems.
 
-const args = process.argv.slice(2)
-const flag = (name: string, def: number) => {
-  const i = args.indexOf(`--${name}`)
-  return i >= 0 ? Number(args[i + 1]) : def
+usage: npx tsx scripts/pretrain.ts [flags]      (npm run pretrain = all defaults)
+
+  --env <name|path>      env in envs/ or a path to a module with a default Env export;
+                         it needs a reference(problem) and text prompts (default: math)
+  --out <dir>            folder to write config.json, weights.bin, card.json
+                         (default: models/base, the model \`run\` loads; required with
+                         an --env other than math, so models/base is never replaced by
+                         accident)
+  --seed <n>             initialization and data order (default 1)
+  --difficulty <n>       generator difficulty (default: the env's, else 1)
+  --batch <n>            problems per step (default 32)
+  --lr <x>               peak Adam learning rate (default 0.002)
+  --max-steps <n>        at most this many steps (default 3000)
+  --eval-every <n>       measure the selection set every n steps (default 25; every
+                         min(n, 10) steps once checkpoints are candidates)
+  --candidate-from <x>   quick accuracy from which checkpoints become candidates (default 0.2)
+  --target <x>           accuracy to aim for, within [0.25, 0.4] (default 0.3)
+  --probe <x>            an experiment, not for the shipped model: keep this fraction of
+                         the train split's problems (by hash) out of pretraining and report
+                         their accuracy beside the selection set's; it asks how far the
+                         model generalizes to problems it never saw. Needs --out.
+  --help                 print this and exit
+
+Only problems of the env's train split are trained on or used to choose the checkpoint;
+the eval split (what \`run\` reports as test/env/...) is measured once, at the end.`
+
+// ===== Flags =====
+
+const fail = (message: string): never => {
+  console.error(`pretrain: ${message}\nRun with --help for the flags.`)
+  process.exit(2)
 }
-const outDir = (() => {
-  const i = args.indexOf("--out")
-  return i >= 0 ? args[i + 1]! : "models/base"
-})()
+
+const parseArgs = (argv: ReadonlyArray<string>) => {
+  const numeric = new Set(["seed", "difficulty", "batch", "lr", "max-steps", "eval-every", "candidate-from", "target", "probe"])
+  const text = new Set(["env", "out"])
+  const values = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--help" || arg === "-h") {
+      console.log(USAGE)
+      process.exit(0)
+    }
+    const name = arg.startsWith("--") ? arg.slice(2) : undefined
+    if (name === undefined || (!numeric.has(name) && !text.has(name))) fail(`unknown argument ${JSON.stringify(arg)}`)
+    const value = argv[i + 1]
+    if (value === undefined || value.startsWith("--")) fail(`--${name} needs a value`)
+    values.set(name!, value!)
+    i++
+  }
+  const num = (name: string, def: number, check: (x: number) => boolean, what: string) => {
+    const raw = values.get(name)
+    if (raw === undefined) return def
+    const x = Number(raw)
+    if (!Number.isFinite(x) || !check(x)) fail(`--${name} ${raw}: must be ${what}`)
+    return x
+  }
+  const posInt = (x: number) => Number.isInteger(x) && x > 0
+  const frac = (x: number) => x >= 0 && x <= 1
+  return {
+    env: values.get("env") ?? "math",
+    out: values.get("out"),
+    seed: num("seed", 1, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
+    difficulty: values.has("difficulty") ? num("difficulty", 1, posInt, "an integer >= 1") : undefined,
+    batch: num("batch", 32, posInt, "an integer >= 1"),
+    lr: num("lr", 2e-3, (x) => x > 0, "> 0"),
+    maxSteps: num("max-steps", 3000, posInt, "an integer >= 1"),
+    evalEvery: num("eval-every", 25, posInt, "an integer >= 1"),
+    candidateFrom: num("candidate-from", 0.2, frac, "in [0, 1]"),
+    target: num("target", 0.3, (x) => x >= 0.25 && x <= 0.4, "in [0.25, 0.4] (the accepted band)"),
+    probe: num("probe", 0, (x) => x >= 0 && x < 1, "in [0, 1)"),
+  }
+}
+
+const args = parseArgs(process.argv.slice(2))
+
+// ===== Settings =====
 
 const settings = {
-  seed: flag("seed", 1),
-  batchSize: flag("batch", 32),
-  learningRate: flag("lr", 2e-3),
+  env: args.env,
+  seed: args.seed,
+  batchSize: args.batch,
+  learningRate: args.lr,
   warmupSteps: 30,
   beta1: 0.9,
   beta2: 0.99,
   eps: 1e-8,
   gradClipNorm: 1,
-  maxSteps: flag("max-steps", 3000),
-  evalEvery: flag("eval-every", 25),
-  quickEvalSize: 300,
-  candidateFrom: flag("candidate-from", 0.2),
+  maxSteps: args.maxSteps,
+  evalEvery: args.evalEvery,
+  candidateEvery: Math.min(10, args.evalEvery),
+  selectionSize: 300,
+  selectionSeed: 0,
+  candidateFrom: args.candidateFrom,
   candidateSamples: 10,
   minAcc: 0.25,
   maxAcc: 0.4,
-  targetAcc: flag("target", 0.3),
-  evalSeed: 0,
+  targetAcc: args.target,
+  heldOutSeed: 0,
+  probe: args.probe,
 }
 const config: ModelConfig = { vocabSize: VOCAB_SIZE, contextLength: 48, nLayers: 2, dModel: 128, nHeads: 4, mlpRatio: 4 }
 
 const encode = (text: string): Array<number> => {
   const r = encodeChars(text)
-  if (!("ids" in r)) throw new Error(`cannot encode ${JSON.stringify(text)}`)
+  if (!("ids" in r)) throw new Error(`cannot encode ${JSON.stringify(text)} with the char-ascii tokenizer`)
   return r.ids
-}
-const promptText = (p: Problem) => math.prompt(p) as string
-const referenceText = (p: Problem) => math.reference!(p)
-
-/** problems from the generator's full distribution (both splits), via the env's own source */
-const source = math.source
-if (source._tag !== "Seeded") throw new Error("envs/math.ts is expected to be a seeded env")
-const draw = (i: number): Problem => source.generate({ random: Env.random(`pretrain/${settings.seed}/${i}`), difficulty: 1, index: i }) as Problem
-
-const toDatum = (p: Problem): Datum => {
-  const prompt = [BOS, ...encode(promptText(p))]
-  const completion = [...encode(referenceText(p)), EOS]
-  const tokens = [...prompt, ...completion]
-  return {
-    modelInput: modelInputFromTokens(tokens),
-    lossFnInputs: { target_tokens: int64(tokens.map((t, i) => (i < prompt.length ? -100 : t))) },
-  }
-}
-
-const isCorrect = (p: Problem, tokens: ReadonlyArray<number>, stop: string) =>
-  stop === "stop" && tokens[tokens.length - 1] === EOS && decodeChars(tokens).trim() === String(answer(p))
-
-/** T=1 (or greedy) accuracy of `weights` on `problems`, `samples` each */
-const accuracy = async (weights: Weights, problems: ReadonlyArray<Problem>, samples: number, temperature: number, seed: number) => {
-  const model = new LocalModel(config, weights)
-  const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
-  const results = await Promise.all(
-    problems.map((p) => sampler.sample([BOS, ...encode(promptText(p))], { maxTokens: 6, temperature }, { numSamples: samples })),
-  )
-  let right = 0
-  const byOp: Record<string, [number, number]> = { plus: [0, 0], minus: [0, 0], times: [0, 0] }
-  results.forEach((r, k) => {
-    const p = problems[k]!
-    for (const s of r.sequences) {
-      const ok = isCorrect(p, s.tokens, s.stopReason)
-      right += ok ? 1 : 0
-      byOp[p.op]![0] += ok ? 1 : 0
-      byOp[p.op]![1] += 1
-    }
-  })
-  sampler.dispose()
-  model.dispose()
-  const n = problems.length * samples
-  return {
-    acc: right / n,
-    n,
-    byOp: Object.fromEntries(Object.entries(byOp).map(([k, [a, b]]) => [k, b === 0 ? 0 : a / b])),
-  }
 }
 
 const main = async () => {
+  const loaded = await Effect.runPromise(Effect.result(loadEnv(args.env))).then((r) =>
+    r._tag === "Success" ? r.success : fail(`--env ${args.env}: ${r.failure.message}`)
+  )
+  if (!Env.isEnv(loaded)) return fail(`--env ${args.env}: a mixture; pretrain on one env at a time`)
+  const env: Env.AnyEnv = loaded
+  if (env.reference === undefined) return fail(`--env ${args.env}: env "${env.name}" has no reference(problem); pretraining needs the reference completion of each problem`)
+  const reference = env.reference
+  if (args.out === undefined && env.name !== "math") return fail(`--env ${args.env}: give --out <dir>; models/base is the math base model that \`run\` loads`)
+  if (args.out === undefined && args.probe > 0) return fail(`--probe ${args.probe}: give --out <dir>; a model pretrained on part of the train split is not the shipped base model`)
+  /** --probe: train-split problems kept out of pretraining, chosen by a hash of the problem */
+  const isProbe = (p: unknown) => args.probe > 0 && (Env.hash32(`probe:${env.name}:${JSON.stringify(p)}`) % 10_000) / 10_000 < args.probe
+  const outDir = args.out ?? "models/base"
+  const difficulty = args.difficulty ?? env.difficulty ?? 1
+  const maxTokens = env.sampling?.maxTokens ?? 16
+
+  const promptIds = (p: unknown): Array<number> => {
+    const prompt = env.prompt(p)
+    if (typeof prompt !== "string") return fail(`env "${env.name}": its prompt is chat messages; the embedded char model pretrains on text prompts only`)
+    return [BOS, ...encode(prompt)]
+  }
+  const toDatum = (p: unknown): Datum => {
+    const prompt = promptIds(p)
+    const tokens = [...prompt, ...encode(reference(p)), EOS]
+    if (tokens.length > config.contextLength) {
+      fail(`env "${env.name}": problem ${JSON.stringify(p)} is ${tokens.length} tokens with its reference; the model's context is ${config.contextLength}`)
+    }
+    return {
+      modelInput: modelInputFromTokens(tokens),
+      lossFnInputs: { target_tokens: int64(tokens.map((t, i) => (i < prompt.length ? -100 : t))) },
+    }
+  }
+  const isCorrect = (p: unknown, tokens: ReadonlyArray<number>, stop: string) =>
+    stop === "stop" && tokens[tokens.length - 1] === EOS && decodeChars(tokens).trim() === reference(p).trim()
+  /** a label to break accuracy down by (math: the operation) */
+  const groupOf = (p: unknown) => (typeof p === "object" && p !== null && "op" in p ? String((p as { op: unknown }).op) : "all")
+
+  /** T=1 (or greedy) accuracy of `weights` on `problems`, `samples` each */
+  const accuracy = async (weights: Weights, problems: ReadonlyArray<unknown>, samples: number, temperature: number, seed: number) => {
+    const model = new LocalModel(config, weights)
+    const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
+    const results = await Promise.all(problems.map((p) => sampler.sample(promptIds(p), { maxTokens, temperature }, { numSamples: samples })))
+    let right = 0
+    const byGroup: Record<string, [number, number]> = {}
+    results.forEach((r, k) => {
+      const p = problems[k]!
+      const g = (byGroup[groupOf(p)] ??= [0, 0])
+      for (const s of r.sequences) {
+        const ok = isCorrect(p, s.tokens, s.stopReason)
+        right += ok ? 1 : 0
+        g[0] += ok ? 1 : 0
+        g[1] += 1
+      }
+    })
+    sampler.dispose()
+    model.dispose()
+    const n = problems.length * samples
+    return { acc: right / n, n, problems: problems.length, byGroup: Object.fromEntries(Object.entries(byGroup).map(([k, [a, b]]) => [k, a / b])) }
+  }
+
+  const run = <A>(eff: Effect.Effect<A, Env.EnvError>) => Effect.runPromise(eff.pipe(Effect.mapError((e) => new Error(e.message))))
+
   await initTf()
   const t0 = performance.now()
-  const evalTasks = await Effect.runPromise(Env.evalSet(math, { seed: settings.evalSeed, size: settings.quickEvalSize }))
-  const evalProblems = evalTasks.map((t) => t.problem as Problem)
-  const distProblems = Array.from({ length: settings.quickEvalSize }, (_, i) => draw(1_000_000 + i))
+  // the selection set: distinct problems of the train split (never the eval split)
+  const trainSide = (await run(Env.distinctTasks(env, { split: "train", seed: settings.selectionSeed, size: settings.selectionSize, difficulty }))).tasks.map((t) => t.problem)
+  const selection = trainSide.filter((p) => !isProbe(p))
+  const probe = trainSide.filter(isProbe)
   const model = new LocalModel(config, initBase(config, settings.seed))
   const trainer = new LocalTrainerEngine(model, { mode: "full" })
   const ce = resolveLoss("cross_entropy", {})
   if (!ce.ok) throw new Error(ce.message)
-  console.log(`pretraining ${countParams(baseShapes(config))} parameters, ${JSON.stringify(config)}`)
+  console.log(`pretraining ${countParams(baseShapes(config))} parameters on ${env.name} (train split, difficulty ${difficulty}), ${JSON.stringify(config)}`)
   console.log(`settings ${JSON.stringify(settings)}`)
+  console.log(`selection set: ${selection.length} distinct train-split problems${args.probe > 0 ? `; probe set (never trained on): ${probe.length}` : ""}`)
   const rng = new Rng(settings.seed)
   let drawn = 0
-  const candidates: Array<{ step: number; weights: Weights; acc: number; n: number; byOp: Record<string, number>; quick: number }> = []
+  const seen = new Set<string>()
+  const candidates: Array<{
+    step: number
+    weights: Weights
+    acc: number
+    n: number
+    byGroup: Record<string, number>
+    quick: number
+    draws: number
+    distinct: number
+    probe?: number
+  }> = []
+  const probes: Array<{ step: number; selection: number; probe: number }> = []
   let lossEma = 0
   let trainSeconds = 0
   for (let step = 1; step <= settings.maxSteps; step++) {
+    const tasks: Array<Env.Task<unknown>> = []
+    while (tasks.length < settings.batchSize) {
+      const task = await run(Env.problemAt(env, { seed: settings.seed, index: drawn++, split: "train", difficulty }))
+      if (!isProbe(task.problem)) tasks.push(task)
+    }
+    for (const t of tasks) seen.add(JSON.stringify(t.problem))
     const ts = performance.now()
-    const batch = Array.from({ length: settings.batchSize }, () => toDatum(draw(drawn++)))
-    const out = trainer.run(batch, ce.value, { backward: true })
+    const out = trainer.run(tasks.map((t) => toDatum(t.problem)), ce.value, { backward: true })
     const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps)
     trainer.optimStep({ learning_rate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weight_decay: 0, grad_clip_norm: settings.gradClipNorm })
     trainSeconds += (performance.now() - ts) / 1000
     lossEma = step === 1 ? out.metrics["loss"]! : 0.9 * lossEma + 0.1 * out.metrics["loss"]!
-    if (step % settings.evalEvery !== 0) continue
-    const quick = await accuracy(trainer.params, evalProblems, 1, 1, rng.nextU32())
+    // once checkpoints are candidates, they are measured more often, to land near the target
+    if (step % (candidates.length > 0 ? settings.candidateEvery : settings.evalEvery) !== 0) continue
+    const quick = await accuracy(trainer.params, selection, 1, 1, rng.nextU32())
     const wall = (performance.now() - t0) / 1000
-    let line = `step ${step} wall ${wall.toFixed(0)}s train ${trainSeconds.toFixed(0)}s loss ${lossEma.toFixed(3)} T=1(300) ${quick.acc.toFixed(3)}`
+    let line = `step ${step} wall ${wall.toFixed(0)}s train ${trainSeconds.toFixed(0)}s loss ${lossEma.toFixed(3)} T=1(${quick.n}) ${quick.acc.toFixed(3)}`
+    let probeAcc: number | undefined
+    if (probe.length > 0) {
+      probeAcc = (await accuracy(trainer.params, probe, 4, 1, rng.nextU32())).acc
+      probes.push({ step, selection: quick.acc, probe: probeAcc })
+      line += ` probe T=1(${probe.length * 4}) ${probeAcc.toFixed(3)}`
+    }
     if (quick.acc >= settings.candidateFrom) {
       const weights = cloneWeights(trainer.params)
-      const full = await accuracy(weights, evalProblems, settings.candidateSamples, 1, rng.nextU32())
-      candidates.push({ step, weights, acc: full.acc, n: full.n, byOp: full.byOp, quick: quick.acc })
+      const full = await accuracy(weights, selection, settings.candidateSamples, 1, rng.nextU32())
+      candidates.push({ step, weights, acc: full.acc, n: full.n, byGroup: full.byGroup, quick: quick.acc, draws: step * settings.batchSize, distinct: seen.size, ...(probeAcc !== undefined ? { probe: probeAcc } : {}) })
       line += ` | candidate T=1(${full.n}) ${full.acc.toFixed(3)}`
       if (full.acc > settings.maxAcc + 0.05) {
         console.log(line)
@@ -158,36 +275,63 @@ const main = async () => {
   }
   const inBand = candidates.filter((c) => c.acc >= settings.minAcc && c.acc <= settings.maxAcc)
   if (inBand.length === 0) {
-    console.error("no candidate landed in the accuracy band; candidates:", candidates.map((c) => [c.step, c.acc]))
+    console.error("pretrain: no candidate landed in the accuracy band [minAcc, maxAcc]; candidates (step, accuracy):", candidates.map((c) => [c.step, c.acc]))
+    console.error("try a smaller --lr or --eval-every, or more --max-steps")
     process.exit(1)
   }
   const chosen = inBand.reduce((a, b) => (Math.abs(b.acc - settings.targetAcc) < Math.abs(a.acc - settings.targetAcc) ? b : a))
-  // independent re-measurement of the chosen model
-  const evalT1 = await accuracy(chosen.weights, evalProblems, settings.candidateSamples, 1, 777)
-  const evalGreedy = await accuracy(chosen.weights, evalProblems, 1, 0, 0)
-  const distT1 = await accuracy(chosen.weights, distProblems, settings.candidateSamples, 1, 778)
+  // Measured once, after the choice, never used for it: the training side again with a
+  // fresh seed, and the held-out eval split that the runner reports.
+  const heldOut = await run(Env.evalSetInfo(env, { seed: settings.heldOutSeed, difficulty }))
+  const heldOutProblems = heldOut.tasks.map((t) => t.problem)
+  const heldOutKeys = new Set(heldOutProblems.map((p) => JSON.stringify(p)))
+  const leaked = [...seen].filter((k) => heldOutKeys.has(k)).length
+  if (leaked > 0) throw new Error(`${leaked} pretraining problems are in the eval split: the split is broken`)
+  const trainT1 = await accuracy(chosen.weights, selection, settings.candidateSamples, 1, 777)
+  const heldOutT1 = await accuracy(chosen.weights, heldOutProblems, settings.candidateSamples, 1, 778)
+  const heldOutGreedy = await accuracy(chosen.weights, heldOutProblems, 1, 0, 0)
+  const trainGreedy = await accuracy(chosen.weights, selection, 1, 0, 0)
   const wallSeconds = (performance.now() - t0) / 1000
   const card = {
     model: { ...config, parameters: countParams(baseShapes(config)), tokenizer: "char-ascii" },
-    data: "envs/math.ts problems at difficulty 1 (a, b in 0..9; plus, minus, times), drawn from the generator's full distribution (both splits); sequence = BOS ++ prompt ++ reference ++ EOS; loss on the reference and EOS only",
+    env: env.name,
+    data:
+      `${env.name} problems of the train split only (Env.problemAt split "train", difficulty ${difficulty}): ${chosen.draws} draws up to the chosen step, ` +
+      `${chosen.distinct} distinct problems; none of the eval split (eval.heldOut ${env.eval?.heldOut ?? 0.1})` +
+      (args.probe > 0 ? `, none of the ${probe.length} probe problems` : "") + `; ` +
+      `sequence = BOS ++ prompt ++ reference ++ EOS; loss on the reference and EOS only`,
     settings,
     chosenStep: chosen.step,
-    selection: "T=1 accuracy on the runner's eval set (Env.evalSet seed 0, 300 problems) x 10 samples; candidate in [minAcc, maxAcc] closest to targetAcc",
-    candidates: candidates.map((c) => ({ step: c.step, quickT1: c.quick, t1: c.acc, samples: c.n })),
+    selection:
+      `T=1 accuracy on the selection set (${selection.length} distinct train-split problems, Env.distinctTasks seed ${settings.selectionSeed}) ` +
+      `x ${settings.candidateSamples} samples; the candidate in [minAcc, maxAcc] closest to targetAcc. The selection set is the ` +
+      `training side on purpose: the choice calibrates RL's starting accuracy on the problems RL trains on. The eval split is not used.`,
+    candidates: candidates.map((c) => ({ step: c.step, quickT1: c.quick, t1: c.acc, samples: c.n, ...(c.probe !== undefined ? { probeT1: c.probe } : {}) })),
+    ...(args.probe > 0 ? { probe: { fraction: args.probe, problems: probe.length, samplesPerProblem: 4, curve: probes } } : {}),
     accuracy: {
-      evalSetT1: { value: evalT1.acc, samples: evalT1.n, byOp: evalT1.byOp, note: "re-measured with a fresh seed" },
-      evalSetGreedy: { value: evalGreedy.acc, samples: evalGreedy.n },
-      distributionT1: { value: distT1.acc, samples: distT1.n, byOp: distT1.byOp, note: "300 fresh draws from the generator x 10" },
-      correct: "completion ends with EOS and its text, trimmed, equals the answer",
+      trainT1: { value: trainT1.acc, problems: trainT1.problems, samples: trainT1.n, byGroup: trainT1.byGroup, note: "selection set, re-measured with a fresh seed" },
+      trainGreedy: { value: trainGreedy.acc, problems: trainGreedy.problems, samples: trainGreedy.n },
+      heldOutT1: {
+        value: heldOutT1.acc,
+        problems: heldOutT1.problems,
+        samples: heldOutT1.n,
+        byGroup: heldOutT1.byGroup,
+        note: `the runner's eval set (Env.evalSet seed ${settings.heldOutSeed}: ${heldOut.tasks.length} distinct problems${heldOut.exhausted ? ", the whole eval split" : ""}), never trained on or used for selection`,
+      },
+      heldOutGreedy: { value: heldOutGreedy.acc, problems: heldOutGreedy.problems, samples: heldOutGreedy.n },
+      correct: "completion ends with EOS and its text, trimmed, equals the reference, trimmed",
     },
     wallSeconds,
     trainSeconds,
     machine: "2 cores (shared), Node " + process.version + ", tfjs 4.22 wasm backend",
-    command: "npm run pretrain",
+    command: `npx tsx scripts/pretrain.ts ${process.argv.slice(2).join(" ")}`.trim(),
   }
   await saveBaseModel(outDir, config, chosen.weights)
   fs.writeFileSync(path.join(outDir, "card.json"), JSON.stringify(card, null, 2) + "\n")
-  console.log(`chose step ${chosen.step}: eval-set T=1 ${evalT1.acc.toFixed(3)} (${evalT1.n} samples), greedy ${evalGreedy.acc.toFixed(3)}, distribution T=1 ${distT1.acc.toFixed(3)} (${distT1.n})`)
+  console.log(
+    `chose step ${chosen.step}: train T=1 ${trainT1.acc.toFixed(3)} (${trainT1.problems} problems x ${settings.candidateSamples}), ` +
+      `held-out T=1 ${heldOutT1.acc.toFixed(3)} (${heldOutT1.problems} problems x ${settings.candidateSamples}), held-out greedy ${heldOutGreedy.acc.toFixed(3)}`,
+  )
   console.log(`wrote ${outDir} in ${wallSeconds.toFixed(0)} s`)
   trainer.dispose()
   model.dispose()

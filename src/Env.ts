@@ -391,10 +391,14 @@ export const distinctTasks = Effect.fnUntraced(function* <P, R>(
   return { ...out, tasks: [...tasks] }
 })
 
+/** eval sets whose size was already logged: once per env, seed, size and difficulty */
+const loggedEvalSets = new WeakMap<Env<any, any>, Set<string>>()
+
 /**
  * The fixed held-out evaluation set of a seed, with its size: {@link distinctTasks} of
  * the eval split, `size` of them (default `eval.size`, else 200) or the whole split when
- * it has fewer. Then an info line says how many distinct problems the set has.
+ * it has fewer. Then an info line (once per env, seed, size and difficulty) says how many
+ * distinct problems the set has.
  * @since 0.1.0 @category accessors
  */
 export const evalSetInfo = Effect.fnUntraced(function* <P, R>(
@@ -403,7 +407,11 @@ export const evalSetInfo = Effect.fnUntraced(function* <P, R>(
 ) {
   const difficulty = options.difficulty ?? env.difficulty ?? 1
   const info = yield* distinctTasks(env, { split: "eval", seed: options.seed, size: options.size ?? env.eval?.size ?? 200, difficulty })
-  if (info.exhausted) {
+  const logged = loggedEvalSets.get(env) ?? new Set<string>()
+  loggedEvalSets.set(env, logged)
+  const logKey = `${options.seed}/${info.requested}/${difficulty}`
+  if (info.exhausted && !logged.has(logKey)) {
+    logged.add(logKey)
     yield* Effect.logInfo(
       `${env.name}: the eval set has ${info.tasks.length} distinct problems, fewer than the ${info.requested} asked for: ` +
         `that is the whole eval split${env.source._tag === "Seeded" ? ` at difficulty ${difficulty}` : ""} (eval.heldOut ${heldOutFraction(env)})`,
