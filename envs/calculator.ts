@@ -11,8 +11,7 @@
  * or, in one turn, a direct guess " 62" (the base model guesses on most problems).
  */
 import { Schema } from "effect"
-import { Env, Reward } from "gyre"
-import { numericAnswer } from "../rewards/answers.ts"
+import { Env, Reward, Tool } from "gyre"
 
 const Op = Schema.Literals(["plus", "minus", "times"])
 const Problem = Schema.Struct({ a: Schema.Int, b: Schema.Int, op: Op })
@@ -28,12 +27,28 @@ export const callText = (p: Problem) => `[${p.a}${SYMBOL[p.op]}${p.b}]`
 export const observationText = (result: number) => `=${result};`
 export const answerText = (p: Problem) => ` ${answer(p)}`
 
+/** The calculator: "[47+38]" -> 85. */
+export const calc = Tool.make({
+  name: "calc",
+  description: "a op b for integers; op is +, - or *",
+  args: Schema.Struct({ a: Schema.Int, op: Schema.Literals(["+", "-", "*"]), b: Schema.Int }),
+  parseArgs: (text) => {
+    const m = /^(\d+)([-+*])(\d+)$/.exec(text)
+    return m === null ? text : { a: Number(m[1]), op: m[2], b: Number(m[3]) }
+  },
+  run: ({ a, op, b }) => (op === "+" ? a + b : op === "-" ? a - b : a * b),
+})
+
+/** 1 when the last turn is just the right number (a call left unanswered scores 0). */
+export const correct = Reward.make<Problem>("correct", (r) => (/^ ?-?\d+$/.test(r.completion) && Number(r.completion) === answer(r.problem) ? 1 : 0))
+
 export default Env.make({
   name: "calculator",
   problem: Problem,
   source: Env.seeded(({ random }) => ({ a: random.int(10, 99), b: random.int(10, 99), op: random.pick(["plus", "minus", "times"] as const) })),
   prompt: ({ a, b, op }) => `What is ${a} ${op} ${b}?`,
-  reward: Reward.weighted({ correct: [numericAnswer(answer), 1] }),
+  episode: Tool.episode({ tools: [calc], syntax: Tool.brackets, onParseError: "end", limits: { maxTurns: 3, maxToolCalls: 2 } }),
+  reward: Reward.weighted({ correct: [correct, 1] }),
   sampling: { maxTokens: 8, temperature: 1 },
   eval: { heldOut: 0.1, size: 400 },
 })

@@ -76,8 +76,14 @@ export const run = Effect.fn("Runner.run")(function* (
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
   const contextLength = info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER
+  // one reward cache for the whole run (Reward.cached), never shared with another run
+  const rewardCache = Reward.makeCache()
   const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
-    eff.pipe(Effect.provideService(Reward.RewardPermits, permits), Effect.provideService(ContextLength, contextLength))
+    eff.pipe(
+      Effect.provideService(Reward.RewardPermits, permits),
+      Effect.provideService(Reward.RewardCache, rewardCache),
+      Effect.provideService(ContextLength, contextLength),
+    )
 
   // config.json records the sampling settings in force: a single env's own override the defaults.
   const members = Env.members(source)
@@ -206,7 +212,7 @@ export const run = Effect.fn("Runner.run")(function* (
         if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) yield* saveCheckpoint(step + 1)
         lastMetrics.push(metrics)
         if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) {
-          yield* Report.write(settings.outDir).pipe(Effect.mapError(fail("RunFolder", step)))
+          yield* Report.write(settings.outDir)
         }
         yield* progress.onStep({ step, steps: settings.steps, metrics })
         training = false

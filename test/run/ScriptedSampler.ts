@@ -1,0 +1,47 @@
+/**
+ * Test double: a Sampler that answers from a script instead of a model. `reply(promptText,
+ * sampleIndex)` gives each completion's text; a completion is cut at the first stop
+ * string (kept, as the real sampler keeps it) or ends with EOS. Log-probs are made up but
+ * distinct per position (-0.01 x (position + 1)), so tests can see which ones a Datum carries.
+ */
+import { Effect } from "effect"
+import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
+import { modelInputTokens, type SampleResult } from "../../src/Contract.ts"
+import { Sampler } from "../../src/Sampler.ts"
+
+export const scriptedSampler = (reply: (promptText: string, index: number) => string) => {
+  const calls: Array<{ readonly prompt: string; readonly maxTokens: number }> = []
+  const service = Sampler.of({
+    sample: (prompt, params, options) =>
+      Effect.sync((): SampleResult => {
+        const tokens = modelInputTokens(prompt)
+        const text = CharTokenizer.decodeChars(tokens)
+        calls.push({ prompt: text, maxTokens: params.maxTokens })
+        const sequences = Array.from({ length: options.numSamples }, (_, i) => {
+          let out = reply(text, i)
+          let stopped = false
+          for (const s of params.stop ?? []) {
+            if (typeof s !== "string") continue
+            const at = out.indexOf(s)
+            if (at >= 0) {
+              out = out.slice(0, at + s.length)
+              stopped = true
+            }
+          }
+          const encoded = CharTokenizer.encodeChars(out)
+          if (!("ids" in encoded)) throw new Error(`cannot encode ${out}`)
+          let ids = stopped ? encoded.ids : [...encoded.ids, CharTokenizer.EOS]
+          let stopReason: "stop" | "length" = "stop"
+          if (ids.length > params.maxTokens) {
+            ids = ids.slice(0, params.maxTokens)
+            stopReason = "length"
+          }
+          return { tokens: ids, logprobs: ids.map((_, j) => -0.01 * (j + 1)), stopReason }
+        })
+        return { sequences, policyVersion: options.minPolicyVersion ?? 0 }
+      }),
+    computeLogprobs: () => Effect.die("not scripted"),
+    version: Effect.succeed(0),
+  })
+  return { service, calls }
+}
