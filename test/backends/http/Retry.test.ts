@@ -1,11 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Random, Schedule } from "effect"
-import { HttpClient, HttpClientError, HttpClientResponse } from "effect/http"
 import { TestClock } from "effect/testing"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import { adamParams } from "../../../src/Contract.ts"
 import { Trainer } from "../../../src/Trainer.ts"
+import { fakeServer, type Script } from "./FakeServer.ts"
 
 const F = (kind: Retry.FailureKind, extra: { status?: number; retryAfterMillis?: number } = {}) =>
   new Retry.HttpFailure({ kind, message: kind, ...extra })
@@ -129,57 +129,6 @@ describe("Retry schedules (TestClock)", () => {
 
 // ---------------------------------------------------------------------------
 // the client against a scripted fake server
-
-interface Seen {
-  readonly path: string
-  readonly key: string | undefined
-  readonly wait: string | undefined
-  readonly body: unknown
-  readonly at: number
-}
-
-type Script = (path: string, body: any, n: number) => { status: number; body?: unknown; headers?: Record<string, string> } | "drop"
-
-const fakeServer = (script: Script) => {
-  const seen: Array<Seen> = []
-  const counts: Record<string, number> = {}
-  const client = HttpClient.make((request, url) =>
-    Effect.gen(function* () {
-      const path = url.pathname.replace(/^\/api\/v1\//, "")
-      const text = request.body._tag === "Uint8Array" ? new TextDecoder().decode(request.body.body) : ""
-      const body = text === "" ? undefined : JSON.parse(text)
-      const at = Number(yield* Effect.clockWith((c) => c.currentTimeMillis))
-      seen.push({ path, key: request.headers["x-idempotency-key"], wait: request.headers["x-gyre-wait-ms"], body, at })
-      const n = (counts[path] = (counts[path] ?? 0) + 1)
-      const base = (() => {
-        switch (path) {
-          case "create_session":
-            return { status: 200, body: { type: "create_session", session_id: "s1" } }
-          case "get_server_capabilities":
-            return { status: 200, body: { supported_models: [{ model_name: "fake", max_context_length: 64 }] } }
-          case "get_info":
-            return { status: 200, body: { model_data: { model_name: "fake" }, model_id: "s1:train:0", lora_rank: 4, policy_version: 0 } }
-          case "session_heartbeat":
-            return { status: 200, body: { type: "session_heartbeat" } }
-          default:
-            return undefined
-        }
-      })()
-      const answer = script(path, body, n) ?? base
-      if (answer === "drop") {
-        return yield* new HttpClientError.HttpClientError({
-          reason: new HttpClientError.TransportError({ request, description: "socket hang up" }),
-        })
-      }
-      const a = answer ?? { status: 404, body: { detail: `no ${path}` } }
-      return HttpClientResponse.fromWeb(
-        request,
-        new Response(JSON.stringify(a.body ?? {}), { status: a.status, headers: { "content-type": "application/json", ...(a.headers ?? {}) } }),
-      )
-    }),
-  )
-  return { layer: Layer.succeed(HttpClient.HttpClient, client), seen, counts }
-}
 
 const futures: Script = (path, body) => {
   if (path === "create_model") return { status: 200, body: { request_id: "r-create" } }
