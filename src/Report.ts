@@ -100,7 +100,7 @@ const rewardWeights = (config: Row | undefined): Readonly<Record<string, number>
 }
 
 /** Metric keys under `env/all/` that are not reward components. */
-const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked"])
+const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked", "turns", "tool_calls", "tool_errors", "parse_errors"])
 
 const cell = (v: unknown, digits = 3) => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(digits) : "-")
 
@@ -124,7 +124,7 @@ export const render = (options: {
   const keys = new Set(metrics.flatMap((r) => Object.keys(r)))
   const componentOf = (k: string) => {
     const m = /^(?:test\/)?env\/all\/(.+)$/.exec(k)
-    return m === null || NOT_A_COMPONENT.has(m[1]!) ? undefined : m[1]!
+    return m === null || NOT_A_COMPONENT.has(m[1]!) || m[1]!.startsWith("stop/") ? undefined : m[1]!
   }
   const weights = rewardWeights(options.config)
   const rank = (c: string) => (weights?.[c] === undefined ? 1 : weights[c] === 0 ? 2 : 0)
@@ -153,15 +153,27 @@ export const render = (options: {
     return typeof r["reward"] === "number" ? r["reward"].toFixed(3) : "n/a"
   }
   const clipKeys = ["optim/clip_fraction"].filter(has)
+  const stopKeys = [...keys].filter((k) => k.startsWith("env/all/stop/")).sort()
+  // an episode turn by turn: sampled text as code, the env's observations set apart
+  const completionCell = (r: Row) => {
+    const turns = r["turns"]
+    if (!Array.isArray(turns)) return `<code>${esc(String(r["completion"] ?? ""))}</code>`
+    const parts = turns.map((t: { sampled?: unknown; observation?: unknown }) =>
+      `<code>${esc(String(t.sampled ?? ""))}</code>${t.observation !== undefined ? `<span class="obs" title="observation">${esc(String(t.observation))}</span>` : ""}`
+    )
+    return parts.join("") + (typeof r["episodeStop"] === "string" ? ` <span class="stop">(${esc(r["episodeStop"])})</span>` : "")
+  }
   return `<!doctype html><html><head><meta charset="utf-8"><title>gyre run ${esc(options.name)}</title>
 <style>body{font:14px system-ui,sans-serif;margin:24px;color:#111}h1{font-size:20px}.grid{display:flex;flex-wrap:wrap;gap:12px}
 .chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:6px}.empty{color:#6b7280;width:440px}
 table{border-collapse:collapse;font-size:12px;margin-top:12px}td,th{border:1px solid #e5e7eb;padding:3px 6px;text-align:left;vertical-align:top}
-code{white-space:pre-wrap}details{margin:8px 0}</style></head><body>
+code{white-space:pre-wrap}details{margin:8px 0}.obs{background:#eef2ff;color:#3730a3;border-radius:3px;padding:0 2px;font-family:monospace;white-space:pre-wrap}.stop{color:#6b7280}</style></head><body>
 <h1>gyre run ${esc(options.name)}</h1>${summary}
 <div class="grid">
 ${chart("reward (total)", metrics, [train("env/all/reward/total"), heldOut("env/all/reward/total")])}
 ${components.map((c) => chart(componentTitle(c), metrics, [train(`env/all/${c}`), heldOut(`env/all/${c}`)])).join("\n")}
+${has("env/all/turns") ? chart("episodes (per episode, train)", metrics, ["env/all/turns", "env/all/tool_calls", "env/all/tool_errors", "env/all/parse_errors"], { smooth: win }) : ""}
+${stopKeys.length > 0 ? chart("why episodes ended (fraction, train)", metrics, stopKeys.map((k) => ({ key: k, label: k.slice("env/all/stop/".length) })), { smooth: win, span: [0, 1] }) : ""}
 ${chart("masked samples (fraction)", metrics, [train("env/all/frac_masked"), heldOut("env/all/frac_masked")], { span: [0, 1] })}
 ${chart("sampler/trainer KL (optim/kl_sample_train_*)", metrics, [
     { key: "optim/kl_sample_train_v1", label: "v1" },
@@ -180,7 +192,7 @@ ${chart("step time (s)", metrics, ["time/total", "time/sample", "time/train"], {
 </div>
 <h2>Recent rollouts</h2>
 <table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
-${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td><code>${esc(String(r["completion"] ?? ""))}</code></td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${esc(JSON.stringify(r["components"] ?? {}))}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
+${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${esc(JSON.stringify(r["components"] ?? {}))}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
 </table>
 <details><summary>config</summary><code>${esc(JSON.stringify(options.config ?? {}, null, 2))}</code></details>
 </body></html>

@@ -49,6 +49,11 @@ export interface Rollout<P> {
   readonly index: number
   /** the group's size G */
   readonly groupSize: number
+  /**
+   * a multi-turn episode, turn by turn: what the model wrote and what the env answered
+   * (`completion` is the last turn); absent for single-turn envs
+   */
+  readonly turns?: ReadonlyArray<{ readonly text: string; readonly observation?: string }>
 }
 
 /**

@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import * as Env from "../Env.ts"
 import * as Metrics from "../Metrics.ts"
 import { type Group, sampleGroup } from "./Collect.ts"
+import type { EpisodeRecord } from "./Rollout.ts"
 import { fail, type RunSettings } from "./Settings.ts"
 
 /**
@@ -69,7 +70,27 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, prefix: string): Metr
       if (m !== undefined) out[`${prefix}env/${scope}/${name}`] = m
     }
     out[`${prefix}env/${scope}/frac_masked`] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
+    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes), `${prefix}env/${scope}/`))
   }
+  return out
+}
+
+/**
+ * Per-episode means of turns, tool calls, tool errors and parse errors, and the fraction
+ * of episodes that ended for each stop reason (`stop/<reason>`), for multi-turn envs.
+ * @since 0.1.0 @category evaluation
+ */
+export const episodeMetrics = (episodes: ReadonlyArray<EpisodeRecord>, prefix: string): Metrics.MetricRecord => {
+  if (episodes.length === 0) return {}
+  const n = episodes.length
+  const sum = (f: (e: EpisodeRecord) => number) => episodes.reduce((s, e) => s + f(e), 0)
+  const out: Metrics.MetricRecord = {
+    [`${prefix}turns`]: sum((e) => e.turns.length) / n,
+    [`${prefix}tool_calls`]: sum((e) => e.toolCalls) / n,
+    [`${prefix}tool_errors`]: sum((e) => e.toolErrors) / n,
+    [`${prefix}parse_errors`]: sum((e) => e.parseErrors) / n,
+  }
+  for (const e of episodes) out[`${prefix}stop/${e.stop}`] = (out[`${prefix}stop/${e.stop}`] ?? 0) + 1 / n
   return out
 }
 
