@@ -11,11 +11,12 @@
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
-import { Effect, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import type { SamplingParams } from "./Contract.ts"
 import { type Episode, isEpisode } from "./Episode.ts"
 import { isReward, type Reward } from "./Reward.ts"
-import type { Prompt } from "./Tokenizer.ts"
+import type { Sampler } from "./Sampler.ts"
+import type { Prompt, Tokenizer } from "./Tokenizer.ts"
 
 // ===== Errors =====
 
@@ -141,8 +142,8 @@ export interface EvalSpec {
   readonly temperature?: number
 }
 
-/** The definition a user writes. @since 0.1.0 @category models */
-export interface EnvSpec<P, R = never> {
+/** The fields an env definition and an env share. @since 0.1.0 @category models */
+export interface EnvFields<P, R = never> {
   readonly name: string
   readonly problem: Schema.Codec<P, unknown>
   readonly source: Source<P>
@@ -161,9 +162,24 @@ export interface EnvSpec<P, R = never> {
   readonly episode?: Episode<P, any, R>
 }
 
+/** The definition a user writes. @since 0.1.0 @category models */
+export interface EnvSpec<P, R = never> extends EnvFields<P, R> {
+  /**
+   * the services the reward and the episode's tools require (a judge client, a sandbox, a
+   * database), as a Layer the runner builds once per run and closes at its end (also on
+   * Ctrl-C and on failure). It may use the run's own `Sampler` and `Tokenizer`.
+   */
+  readonly services?: Layer.Layer<R, unknown, RunServices>
+}
+
+/** What an env's `services` layer may use: the run's own sampler and tokenizer. @since 0.1.0 @category models */
+export type RunServices = Sampler | Tokenizer
+
 /** @since 0.1.0 @category models */
-export interface Env<P, R = never> extends EnvSpec<P, R> {
+export interface Env<P, R = never> extends EnvFields<P, R> {
   readonly "~gyre/Env": "~gyre/Env"
+  /** the layer that provides what the reward and tools require (the runner builds it once per run) */
+  readonly services?: Layer.Layer<any, unknown, RunServices>
 }
 
 /** Any env, for code that does not care about the problem type. @since 0.1.0 @category models */
@@ -179,7 +195,13 @@ export type AnyEnv = Env<any, never>
  * })
  * @since 0.1.0 @category constructors
  */
-export const make = <P, R = never>(spec: EnvSpec<P, R>): Env<P, R> => {
+export const make: {
+  <P>(spec: EnvSpec<P, never>): Env<P>
+  /** an env whose reward or tools need services: `services` must provide every one of them */
+  <P, R>(spec: EnvSpec<P, R> & { readonly services: Layer.Layer<R, unknown, RunServices> }): Env<P>
+} = (spec: any): Env<any> => makeEnv(spec)
+
+const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   const fail = (what: string) => {
     throw new TypeError(`Env.make(${JSON.stringify(spec.name)}): ${what}`)
   }
@@ -193,7 +215,9 @@ export const make = <P, R = never>(spec: EnvSpec<P, R>): Env<P, R> => {
   if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
-  return { ...spec, "~gyre/Env": "~gyre/Env" }
+  if (spec.services !== undefined && !Layer.isLayer(spec.services)) fail("services must be a Layer (Layer.effect, Layer.succeed, ...)")
+  // The requirements are met by `services`, which the runner provides: from outside, the env needs nothing.
+  return { ...spec, "~gyre/Env": "~gyre/Env" } as unknown as Env<P>
 }
 
 /** @since 0.1.0 @category guards */
