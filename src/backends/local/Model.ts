@@ -375,6 +375,57 @@ export class LocalModel {
   }
 
   /**
+   * A chunked prefill that continues from cached K/V: `tokens` is [B*E] row-major, the
+   * E new tokens of each row at positions `past.length` .. `past.length + E - 1`, attending
+   * to the row's `past` K/V ([B, H, past.length, dh] per layer) and causally to each other.
+   * Returns the logits [B*E, V] of the new positions and the K/V of every position
+   * ([B, H, past.length + E, dh] per layer; the caller owns them). `past` is left alone.
+   * With an empty past this is `forward` with `collect`.
+   */
+  extend(w: WeightView, tokens: Int32Array, B: number, E: number, past: KvCache): { logits: tf.Tensor2D; cache: KvCache } {
+    const { dModel: D, nHeads: H, nLayers } = this.config
+    const pos0 = past.length
+    if (pos0 + E > this.config.contextLength) throw new Error(`sequence length ${pos0 + E} exceeds the context length ${this.config.contextLength}`)
+    if (tokens.length !== B * E) throw new Error(`extend: ${tokens.length} tokens for ${B} rows of ${E}`)
+    const k: Array<tf.Tensor4D> = []
+    const v: Array<tf.Tensor4D> = []
+    if (pos0 === 0) {
+      const logits = tf.tidy(() => {
+        const l = this.forward(w, tokens, B, E, { k, v })
+        k.forEach((t) => tf.keep(t))
+        v.forEach((t) => tf.keep(t))
+        return l
+      })
+      return { logits, cache: { k, v, length: E } }
+    }
+    const dh = this.headDim
+    const scale = 1 / Math.sqrt(dh)
+    const logits = tf.tidy(() => {
+      let x = this.embed(w, tf.tensor1d(tokens, "int32"), B, E, pos0)
+      // rows pos0 .. pos0 + E - 1 of the causal mask over every position
+      const mask = tf.slice(this.causalMask(pos0 + E), [pos0, 0], [E, pos0 + E])
+      const heads = (t: tf.Tensor2D) => tf.transpose(tf.reshape(t, [B, E, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D
+      for (let i = 0; i < nLayers; i++) {
+        const p = `l${i}.`
+        const h = layerNorm(x, w.get(p + "ln1.g"), w.get(p + "ln1.b"))
+        const q = heads(tf.mul(w.lin(p + "q", h), scale) as tf.Tensor2D)
+        const ki = tf.keep(tf.concat([past.k[i]!, heads(w.lin(p + "k", h))], 2))
+        const vi = tf.keep(tf.concat([past.v[i]!, heads(w.lin(p + "v", h))], 2))
+        k.push(ki)
+        v.push(vi)
+        const scores = tf.add(tf.matMul(q, ki, false, true), mask)
+        const att = tf.matMul(tf.softmax(scores), vi)
+        const merged = tf.reshape(tf.transpose(att, [0, 2, 1, 3]), [B * E, D]) as tf.Tensor2D
+        x = tf.add(x, w.lin(p + "o", merged)) as tf.Tensor2D
+        const h2 = layerNorm(x, w.get(p + "ln2.g"), w.get(p + "ln2.b"))
+        x = tf.add(x, w.lin(p + "w2", gelu(w.lin(p + "w1", h2)) as tf.Tensor2D)) as tf.Tensor2D
+      }
+      return w.lin("head", layerNorm(x, w.get("ln_f.g"), w.get("ln_f.b")))
+    })
+    return { logits, cache: { k, v, length: pos0 + E } }
+  }
+
+  /**
    * One decoding step with a KV cache: `tokens` [R] at position `cache.length`.
    * Returns the logits [R, V] and the extended cache (the old one is disposed).
    */

@@ -6,14 +6,27 @@
  * - Each distinct prompt of a batch is prefilled once and its K/V tiled across the
  *   rows that sample from it (the `numSamples` of a request, and requests with the same
  *   prompt batched together). That is where prompt reuse pays: within a group.
- * - A small LRU keeps prompt K/V keyed on (policy version, the whole prompt), so a later
- *   request with exactly the same prompt at the same version skips the prefill (a group
- *   sent as several requests, a repeated evaluation problem). It is not a prefix cache in
- *   the serving sense: a prompt that only shares a prefix with a cached one misses, and
- *   every published adapter clears it, because the adapter changes the K/V of every
- *   layer (q, k, v and the MLPs are adapted), so no prompt K/V computed under one version
- *   is valid under the next. An RL run publishes between steps, so it never hits the LRU
- *   across steps.
+ * - An LRU of K/V entries, keyed on (policy version, token sequence), lets a request skip
+ *   the part of its prompt that was already run through the model at this version:
+ *   - every prefilled prompt is kept (a repeated prompt, e.g. a group sent as several
+ *     requests, is then served with no model work at all: a "hit");
+ *   - every finished row is kept too: its prompt plus its sampled tokens except the last
+ *     (the last one was sampled but never fed), with the logits it was sampled from. A
+ *     multi-turn episode's next turn (prompt ++ sampled ++ observation, an exact token
+ *     extension) then prefills only the last sampled token and the observation, starting
+ *     at the cached length with the cached K/V as its past (a "partial hit");
+ *   - a prompt that shares only a prefix of its tokens with an entry reuses that common
+ *     prefix (less one position when the entry ends beyond it, so that the logits of the
+ *     first new token are computed) and prefills the rest; one that shares nothing is
+ *     prefilled whole.
+ *   Prompts of one batch with different reused lengths are prefilled in one chunked call
+ *   per distinct length. Log-probs of reused prompt positions come from the entry (model
+ *   log-softmax at temperature 1, as for a prefilled prompt). K/V depend on every
+ *   adapted layer (q, k, v and the MLPs all carry LoRA), so every published adapter
+ *   empties the LRU: nothing cached under one version is valid under another. Bounded by
+ *   entries (`prefixCacheSize`, default 256); an entry of T tokens holds
+ *   2 · nLayers · T · dModel float32 (at most 96 KiB for 2 layers, d_model 128, context 48:
+ *   24 MiB for 256 entries), plus its tokens, their log-probs and one row of logits.
  * - Requests that are queued while a batch runs are batched: the next batch takes
  *   every queued request whose prompt has the same length and decodes them as one
  *   [rows, ...] batch. Each request keeps its own random stream, so its samples do
@@ -44,8 +57,10 @@ import { checkSample } from "./Validate.ts"
 /** @since 0.1.0 @category models */
 export interface SamplerEngineOptions {
   readonly seed?: number
-  /** prompt K/V entries kept (0 disables the cache) */
+  /** K/V entries kept (prompts and finished rows; 0 disables the cache; default 256) */
   readonly prefixCacheSize?: number
+  /** false keeps only prompts' K/V, not finished rows' (no reuse across turns; for measurements) */
+  readonly turnReuse?: boolean
   /** false decodes by re-running the whole sequence each step (for tests) */
   readonly useKvCache?: boolean
   /** false runs requests one by one (for measurements) */
@@ -71,11 +86,17 @@ interface Pending {
   readonly reject: (e: unknown) => void
 }
 
+/** K/V of a token sequence at the served version. */
 interface PrefixEntry {
+  /** the positions the K/V cover */
+  readonly tokens: ReadonlyArray<number>
+  /** per layer [1, H, tokens.length, dh] */
   readonly k: Array<tf.Tensor4D>
   readonly v: Array<tf.Tensor4D>
-  readonly lastLogits: Float32Array
-  readonly promptLogprobs: Array<number>
+  /** log p(tokens[i] | tokens[<i]) at temperature 1 (0 at i = 0) */
+  readonly logprobs: ReadonlyArray<number>
+  /** the logits at the last position: the distribution of the token after `tokens` */
+  readonly next: Float32Array
 }
 
 /** Statistics for tests and benchmarks. @since 0.1.0 @category models */
@@ -83,8 +104,16 @@ export interface SamplerStats {
   batches: number
   requests: number
   rows: number
+  /** distinct prompts served wholly from the LRU (no model work) */
   prefixHits: number
+  /** distinct prompts that needed a prefill (whole, or after a cached prefix) */
   prefixMisses: number
+  /** of the misses, those whose prefill started from a cached prefix (a previous turn, a shared prefix) */
+  partialHits: number
+  /** prompt positions taken from the LRU instead of being run through the model */
+  reusedTokens: number
+  /** prompt positions run through the model */
+  prefilledTokens: number
   /** largest number of requests decoded together */
   maxRequestsPerBatch: number
 }
@@ -100,17 +129,29 @@ export class LocalSamplerEngine {
   private readonly useKvCache: boolean
   private readonly batchRequests: boolean
   private readonly prefixReuse: boolean
+  private readonly turnReuse: boolean
   private readonly maxBatchRows: number
   private queue: Array<Pending> = []
   private scheduled = false
-  readonly stats: SamplerStats = { batches: 0, requests: 0, rows: 0, prefixHits: 0, prefixMisses: 0, maxRequestsPerBatch: 0 }
+  readonly stats: SamplerStats = {
+    batches: 0,
+    requests: 0,
+    rows: 0,
+    prefixHits: 0,
+    prefixMisses: 0,
+    partialHits: 0,
+    reusedTokens: 0,
+    prefilledTokens: 0,
+    maxRequestsPerBatch: 0,
+  }
 
   constructor(
     readonly model: LocalModel,
     options: SamplerEngineOptions = {},
   ) {
     this.rng = new Rng(options.seed ?? 0)
-    this.lruSize = options.prefixCacheSize ?? 64
+    this.lruSize = options.prefixCacheSize ?? 256
+    this.turnReuse = options.turnReuse ?? true
     this.useKvCache = options.useKvCache ?? true
     this.batchRequests = options.batchRequests ?? true
     this.prefixReuse = options.prefixReuse ?? true
@@ -203,6 +244,46 @@ export class LocalSamplerEngine {
     return out
   }
 
+  private keyOf(tokens: ReadonlyArray<number>) {
+    return `${this.version}|${tokens.join(",")}`
+  }
+
+  /** Adds an entry, evicting the least recently used ones; returns the evicted entries. */
+  private remember(key: string, e: PrefixEntry): Array<PrefixEntry> {
+    this.lru.set(key, e)
+    const evicted: Array<PrefixEntry> = []
+    while (this.lru.size > this.lruSize) {
+      const oldest = this.lru.keys().next().value as string
+      evicted.push(this.lru.get(oldest)!)
+      this.lru.delete(oldest)
+    }
+    return evicted
+  }
+
+  private touch(key: string, e: PrefixEntry) {
+    this.lru.delete(key)
+    this.lru.set(key, e)
+  }
+
+  /**
+   * The entry that saves the most prefill for `p`, and how many of its positions to reuse:
+   * all of an entry that `p` extends (its `next` logits give the first new position's
+   * log-prob), else the common prefix less one (the last reused position's logits are
+   * needed and an entry only keeps those of its own last position).
+   */
+  private lookup(p: ReadonlyArray<number>): { readonly key: string; readonly entry: PrefixEntry; readonly reuse: number } | undefined {
+    let best: { key: string; entry: PrefixEntry; reuse: number } | undefined
+    for (const [key, e] of this.lru) {
+      const T = e.tokens.length
+      const n = Math.min(T, p.length)
+      let m = 0
+      while (m < n && e.tokens[m] === p[m]) m++
+      const reuse = m === T && T < p.length ? T : m - 1
+      if (reuse > (best?.reuse ?? 0)) best = { key, entry: e, reuse }
+    }
+    return best
+  }
+
   /**
    * Prefills the distinct prompts of a batch (with the LRU). Returns one entry per
    * prompt, and the entries the caller must dispose once it has tiled them (fresh
@@ -210,71 +291,119 @@ export class LocalSamplerEngine {
    */
   private prefill(prompts: Array<ReadonlyArray<number>>): { entries: Array<PrefixEntry>; release: Array<PrefixEntry> } {
     const V = this.model.config.vocabSize
+    const { nHeads: H, nLayers } = this.model.config
+    const dh = this.model.headDim
     const P = prompts[0]!.length
-    const keyOf = (p: ReadonlyArray<number>) => `${this.version}|${p.join(",")}`
     const entries = new Map<string, PrefixEntry>()
-    const missing: Array<ReadonlyArray<number>> = []
+    const plans: Array<{ key: string; p: ReadonlyArray<number>; src: PrefixEntry | undefined; reuse: number }> = []
     for (const p of prompts) {
-      const key = keyOf(p)
-      if (entries.has(key) || missing.some((m) => keyOf(m) === key)) continue
+      const key = this.keyOf(p)
+      if (entries.has(key) || plans.some((m) => m.key === key)) continue
       const hit = this.lru.get(key)
       if (hit) {
-        this.lru.delete(key)
-        this.lru.set(key, hit)
+        this.touch(key, hit)
         entries.set(key, hit)
         this.stats.prefixHits++
-      } else {
-        missing.push(p)
-        this.stats.prefixMisses++
+        this.stats.reusedTokens += P
+        continue
       }
+      const found = this.lruSize > 0 ? this.lookup(p) : undefined
+      this.stats.prefixMisses++
+      if (found) {
+        this.touch(found.key, found.entry)
+        this.stats.partialHits++
+        this.stats.reusedTokens += found.reuse
+      }
+      this.stats.prefilledTokens += P - (found?.reuse ?? 0)
+      plans.push({ key, p, src: found?.entry, reuse: found?.reuse ?? 0 })
     }
     const fresh: Array<[string, PrefixEntry]> = []
-    if (missing.length > 0) {
-      const U = missing.length
-      const tok = new Int32Array(U * P)
-      missing.forEach((p, u) => p.forEach((t, i) => (tok[u * P + i] = t)))
-      const collect = { k: [] as Array<tf.Tensor4D>, v: [] as Array<tf.Tensor4D> }
-      const logits = tf.tidy(() => {
-        const l = this.model.forward(this.view, tok, U, P, collect)
-        collect.k.forEach((t) => tf.keep(t))
-        collect.v.forEach((t) => tf.keep(t))
-        return l
+    // one chunked prefill per distinct reused length
+    for (const r of [...new Set(plans.map((m) => m.reuse))]) {
+      const part = plans.filter((m) => m.reuse === r)
+      const U = part.length
+      const E = P - r
+      const tok = new Int32Array(U * E)
+      part.forEach((m, u) => {
+        for (let i = r; i < P; i++) tok[u * E + i - r] = m.p[i]!
       })
-      const vals = logits.dataSync() as Float32Array
-      logits.dispose()
-      const { nHeads: H } = this.model.config
-      const dh = this.model.headDim
-      missing.forEach((p, u) => {
-        const promptLogprobs = new Array<number>(P).fill(0)
-        for (let i = 1; i < P; i++) promptLogprobs[i] = logprobAt(vals, (u * P + i - 1) * V, V, p[i]!)
+      const past: KvCache = tf.tidy(() => {
+        const cut = (t: tf.Tensor4D) => (t.shape[2] === r ? t : tf.slice(t, [0, 0, 0, 0], [1, H, r, dh]))
+        const join = (ts: Array<tf.Tensor4D>) => tf.keep(ts.length === 1 ? tf.clone(ts[0]!) : tf.concat(ts, 0))
+        const k: Array<tf.Tensor4D> = []
+        const v: Array<tf.Tensor4D> = []
+        if (r > 0) {
+          for (let l = 0; l < nLayers; l++) {
+            k.push(join(part.map((m) => cut(m.src!.k[l]!))))
+            v.push(join(part.map((m) => cut(m.src!.v[l]!))))
+          }
+        }
+        return { k, v, length: r }
+      })
+      const out = this.model.extend(this.view, tok, U, E, past)
+      disposeCache(past)
+      const vals = out.logits.dataSync() as Float32Array
+      out.logits.dispose()
+      part.forEach((m, u) => {
+        const logprobs = new Array<number>(P).fill(0)
+        if (r > 0) {
+          const src = m.src!
+          for (let i = 0; i < r; i++) logprobs[i] = src.logprobs[i]!
+          logprobs[r] = r === src.tokens.length ? logprobAt(src.next, 0, V, m.p[r]!) : src.logprobs[r]!
+        }
+        for (let i = r + 1; i < P; i++) logprobs[i] = logprobAt(vals, (u * E + i - 1 - r) * V, V, m.p[i]!)
         const sliceRow = (t: tf.Tensor4D) => (U === 1 ? tf.clone(t) : tf.slice(t, [u, 0, 0, 0], [1, H, P, dh]))
         const entry: PrefixEntry = {
-          k: collect.k.map(sliceRow),
-          v: collect.v.map(sliceRow),
-          lastLogits: vals.slice((u * P + P - 1) * V, (u * P + P) * V),
-          promptLogprobs,
+          tokens: m.p.slice(),
+          k: out.cache.k.map(sliceRow),
+          v: out.cache.v.map(sliceRow),
+          logprobs,
+          next: vals.slice((u * E + E - 1) * V, (u * E + E) * V),
         }
-        fresh.push([keyOf(p), entry])
-        entries.set(keyOf(p), entry)
+        fresh.push([m.key, entry])
+        entries.set(m.key, entry)
       })
-      collect.k.forEach((t) => t.dispose())
-      collect.v.forEach((t) => t.dispose())
+      disposeCache(out.cache)
     }
-    const result = prompts.map((p) => entries.get(keyOf(p))!)
+    const result = prompts.map((p) => entries.get(this.keyOf(p))!)
     const release: Array<PrefixEntry> = []
     if (this.lruSize === 0) release.push(...fresh.map(([, e]) => e))
     else {
-      // remember the new entries; evict the least recently used ones
-      for (const [key, e] of fresh) this.lru.set(key, e)
-      while (this.lru.size > this.lruSize) {
-        const oldest = this.lru.keys().next().value as string
-        const e = this.lru.get(oldest)!
-        this.lru.delete(oldest)
-        if (result.includes(e)) release.push(e)
-        else disposeEntry(e)
+      for (const [key, e] of fresh) {
+        for (const old of this.remember(key, e)) {
+          if (result.includes(old)) release.push(old)
+          else disposeEntry(old)
+        }
       }
     }
     return { entries: result, release }
+  }
+
+  /**
+   * Keeps each finished row's K/V: its prompt and sampled tokens except the last (those
+   * fed through the model), with the logits its last token was sampled from. Rows with one
+   * token (their entry is the prompt's) and rows that leave no room to continue are skipped.
+   */
+  private keepRows(prompts: ReadonlyArray<ReadonlyArray<number>>, promptLogprobs: ReadonlyArray<ReadonlyArray<number>>, rows: ReadonlyArray<FinishedRow>, rowReq: ReadonlyArray<number>, cache: KvCache) {
+    const { nHeads: H, contextLength: ctx } = this.model.config
+    const dh = this.model.headDim
+    rows.forEach((row, r) => {
+      const n = row.tokens.length
+      const prompt = prompts[rowReq[r]!]!
+      const T = prompt.length + n - 1
+      if (n < 2 || T > ctx - 2 || T > cache.length || !row.next) return
+      const tokens = [...prompt, ...row.tokens.slice(0, n - 1)]
+      const key = this.keyOf(tokens)
+      if (this.lru.has(key)) return
+      const entry: PrefixEntry = {
+        tokens,
+        k: cache.k.map((t) => tf.slice(t, [r, 0, 0, 0], [1, H, T, dh])),
+        v: cache.v.map((t) => tf.slice(t, [r, 0, 0, 0], [1, H, T, dh])),
+        logprobs: [...promptLogprobs[rowReq[r]!]!, ...row.modelLogprobs.slice(0, n - 1)],
+        next: row.next,
+      }
+      for (const old of this.remember(key, entry)) disposeEntry(old)
+    })
   }
 
   private runBatch(group: Array<Pending>): Array<SampleResult> {
@@ -292,8 +421,18 @@ export class LocalSamplerEngine {
     this.stats.rows += R
     const limit = group.map((g) => Math.min(g.params.maxTokens, ctx - P))
     const maxSteps = Math.max(...limit)
-    const rows = rowReq.map(() => ({ tokens: [] as Array<number>, logprobs: [] as Array<number>, text: "", done: false, stop: "length" as StopReason }))
+    const rows: Array<FinishedRow & { logprobs: Array<number>; text: string; done: boolean; stop: StopReason }> = rowReq.map(() => ({
+      tokens: [],
+      logprobs: [],
+      modelLogprobs: [],
+      next: undefined,
+      text: "",
+      done: false,
+      stop: "length",
+    }))
     const needCache = this.useKvCache && maxSteps > 1
+    // finished rows' K/V are kept for a next turn that extends them
+    const keep = needCache && this.prefixReuse && this.turnReuse && this.lruSize > 0
     let cache: KvCache | undefined
     let logits: Float32Array = new Float32Array(R * V)
     let promptLogprobs: Array<Array<number>>
@@ -322,8 +461,8 @@ export class LocalSamplerEngine {
           return { k, v, length: P }
         })
       }
-      rowReq.forEach((j, r) => logits.set(entries[j]!.lastLogits, r * V))
-      promptLogprobs = entries.map((e) => e.promptLogprobs)
+      rowReq.forEach((j, r) => logits.set(entries[j]!.next, r * V))
+      promptLogprobs = entries.map((e) => e.logprobs.slice())
       for (const e of release) disposeEntry(e)
     } else {
       // every row prefills its own prompt (the baseline that prefix reuse is measured against)
@@ -360,6 +499,7 @@ export class LocalSamplerEngine {
           const { token, logprob } = sampleRow(logits, r * V, V, g.params, g.rng)
           row.tokens.push(token)
           row.logprobs.push(logprob)
+          if (keep) row.modelLogprobs.push(logprobAt(logits, r * V, V, token))
           if (token === EOS || stopIds[j]!.has(token)) {
             row.done = true
             row.stop = "stop"
@@ -373,6 +513,7 @@ export class LocalSamplerEngine {
             }
           }
           if (!row.done && row.tokens.length >= limit[j]!) row.done = true
+          if (keep && row.done) row.next = logits.slice(r * V, (r + 1) * V)
         }
         if (rows.every((row) => row.done)) break
         const last = Int32Array.from(rows.map((row) => row.tokens[row.tokens.length - 1] ?? EOS))
@@ -385,6 +526,7 @@ export class LocalSamplerEngine {
           logits = this.fullForwardLast(group, rowReq, rows.map((row) => row.tokens))
         }
       }
+      if (keep && cache) this.keepRows(group.map((g) => g.prompt), promptLogprobs, rows, rowReq, cache)
     } finally {
       if (cache) disposeCache(cache)
     }
@@ -422,6 +564,13 @@ export class LocalSamplerEngine {
     this.clearPrefixCache()
     this.disposeMerged()
   }
+}
+
+/** a row's sampled tokens, their log-probs at temperature 1, and the logits its last token was drawn from */
+interface FinishedRow {
+  readonly tokens: Array<number>
+  readonly modelLogprobs: Array<number>
+  next: Float32Array | undefined
 }
 
 const disposeEntry = (e: PrefixEntry) => {
