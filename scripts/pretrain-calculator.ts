@@ -1,0 +1,332 @@
+/**
+ * Pretrains the calculator env's embedded base model from scratch and writes
+ * models/calculator (config.json, weights.bin, card.json). `npx tsx
+ * scripts/pretrain-calculator.ts --help` lists the flags.
+ *
+ * The model (2 layers, d_model 128, 4 heads, context 48, char tokenizer: the
+ * architecture of models/base) learns from a mixture of traces:
+ *
+ * - tool traces (30%): BOS prompt "[47+38]" "=85;" " 85" EOS. Loss on the call
+ *   (weight 1), not on the observation (weight 0), on the answer and EOS with weight 4:
+ *   two layers copy a three-character result back badly at weight 1;
+ * - wrong direct guesses (70%): BOS prompt " 79" EOS (the answer plus a small offset,
+ *   or a random number in the operation's range), weight 1.
+ *
+ * So the model calls the tool on about 30% of problems and copies its result, and every
+ * direct answer is wrong: its accuracy is about its call rate, the decision RL has to
+ * learn.
+ *
+ * What it sees: only problems of the env's train split (`Env.splitOf(calculator, p) ===
+ * "train"`, 21,870 problems). 500 of them, fixed by a seeded shuffle, are a validation
+ * set never trained on; checkpoints are chosen on it. The eval split (what the runner
+ * reports as test/env/...) is measured once, after the choice, for the card.
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
+import { resolveLoss } from "../src/Loss.ts"
+import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
+import { saveBaseModel } from "../src/backends/local/Checkpoint.ts"
+import { initTf } from "../src/backends/local/index.ts"
+import { baseShapes, cloneWeights, countParams, initBase, LocalModel, type ModelConfig, type Weights } from "../src/backends/local/Model.ts"
+import { Rng } from "../src/backends/local/Rng.ts"
+import { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
+import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
+import calculator, { answer, type Problem } from "../envs/calculator.ts"
+import {
+  answerRange,
+  directGuess,
+  ERROR_OBSERVATION,
+  evalSplit,
+  type EpisodeRates,
+  rates,
+  sampleEpisodes,
+  type Sequence,
+  toolTrace,
+  trainSplit,
+  TURN1,
+  TURN2,
+} from "./calculator-episodes.ts"
+
+const USAGE = `Pretrains the calculator env's embedded base model from scratch (models/calculator).
+
+usage: npx tsx scripts/pretrain-calculator.ts [flags]
+
+  --out <dir>       folder to write config.json, weights.bin, card.json
+                    (default: models/calculator)
+  --seed <n>        initialization and data order (default 1)
+  --steps <n>       optimizer steps of 32 sequences (default 720, about 240 s of training
+                    on 2 unshared cores); the learning rate decays linearly over the last
+                    30%. A step budget makes the run the same whatever the machine's load
+  --seconds <n>     a training time budget instead of --steps (evaluation not counted);
+                    the schedule then follows the time spent, so the result depends on
+                    the machine's speed
+  --help            print this and exit
+
+Only train-split problems are used: 500 of them (fixed) are the validation set on which
+the checkpoint is chosen and are never trained on; the eval split is measured once, at the
+end, for card.json.`
+
+// ===== Flags =====
+
+const fail = (message: string): never => {
+  console.error(`pretrain-calculator: ${message}\nRun with --help for the flags.`)
+  process.exit(2)
+}
+
+const parseArgs = (argv: ReadonlyArray<string>) => {
+  const numeric = new Set(["seed", "seconds", "steps"])
+  if (argv.includes("--seconds") && argv.includes("--steps")) fail("give --steps or --seconds, not both")
+  const text = new Set(["out"])
+  const values = new Map<string, string>()
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!
+    if (arg === "--help" || arg === "-h") {
+      console.log(USAGE)
+      process.exit(0)
+    }
+    const name = arg.startsWith("--") ? arg.slice(2) : undefined
+    if (name === undefined || (!numeric.has(name) && !text.has(name))) fail(`unknown argument ${JSON.stringify(arg)}`)
+    const value = argv[i + 1]
+    if (value === undefined || value.startsWith("--")) fail(`--${name} needs a value`)
+    values.set(name!, value!)
+    i++
+  }
+  const num = (name: string, def: number | undefined, check: (x: number) => boolean, what: string) => {
+    const raw = values.get(name)
+    if (raw === undefined) return def
+    const x = Number(raw)
+    if (!Number.isFinite(x) || !check(x)) fail(`--${name} ${raw}: must be ${what}`)
+    return x
+  }
+  return {
+    out: values.get("out") ?? "models/calculator",
+    seed: num("seed", 1, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0")!,
+    seconds: num("seconds", undefined, (x) => x >= 10, "a number of seconds >= 10"),
+    steps: num("steps", undefined, (x) => Number.isInteger(x) && x >= 50, "an integer >= 50"),
+  }
+}
+
+const args = parseArgs(process.argv.slice(2))
+
+// ===== Settings =====
+
+const settings = {
+  seed: args.seed,
+  budget: (args.seconds !== undefined ? { trainSeconds: args.seconds } : { steps: args.steps ?? 720 }) as { readonly steps: number } | { readonly trainSeconds: number },
+  batchSize: 32,
+  learningRate: 3e-3,
+  warmupSteps: 30,
+  decayFraction: 0.3,
+  beta1: 0.9,
+  beta2: 0.99,
+  eps: 1e-8,
+  gradClipNorm: 1,
+  toolFraction: 0.3,
+  answerWeight: 4,
+  guess: { offsetFraction: 0.5, maxOffset: 10 },
+  validationSize: 500,
+  validationSeed: 0,
+  validationSamples: 2,
+  candidatesFrom: 0.6,
+  candidateEvery: 0.1,
+  band: [0.2, 0.4] as const,
+  heldOutSamples: 1,
+  temperature: 1,
+  turn1: TURN1,
+  turn2: TURN2,
+  errorObservation: ERROR_OBSERVATION,
+}
+const config: ModelConfig = { vocabSize: VOCAB_SIZE, contextLength: 48, nLayers: 2, dModel: 128, nHeads: 4, mlpRatio: 4 }
+
+/** A seeded Fisher-Yates shuffle. */
+const shuffled = <A>(items: ReadonlyArray<A>, seed: number): Array<A> => {
+  const out = items.slice()
+  const rng = new Rng(seed)
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = rng.nextU32() % (i + 1)
+    ;[out[i], out[j]] = [out[j]!, out[i]!]
+  }
+  return out
+}
+
+const wrongGuess = (p: Problem, rng: Rng): number => {
+  const right = answer(p)
+  const [lo, hi] = answerRange(p.op)
+  for (;;) {
+    const g =
+      rng.next() < settings.guess.offsetFraction
+        ? right + (rng.next() < 0.5 ? -1 : 1) * (1 + (rng.nextU32() % settings.guess.maxOffset))
+        : lo + (rng.nextU32() % (hi - lo + 1))
+    if (g !== right) return g
+  }
+}
+
+const toDatum = (s: Sequence): Datum => {
+  if (s.tokens.length > config.contextLength) throw new Error(`a training sequence has ${s.tokens.length} tokens; the context is ${config.contextLength}`)
+  return {
+    modelInput: modelInputFromTokens(s.tokens),
+    lossFnInputs: {
+      target_tokens: int64(s.tokens.map((t, i) => (s.weights[i]! > 0 ? t : -100))),
+      weights: float32(s.weights),
+    },
+  }
+}
+
+const fmt = (r: EpisodeRates) =>
+  `call ${r.callRate.toFixed(3)} operands ${r.rightOperands.toFixed(3)} copy ${r.copy.toFixed(3)} acc ${r.accuracy.toFixed(3)} (direct ${r.directRate.toFixed(3)}, other ${r.otherRate.toFixed(3)}, ${r.episodes} episodes)`
+
+const round = (r: EpisodeRates) =>
+  Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number.isInteger(v) ? v : Number(v.toFixed(4))])) as unknown as EpisodeRates
+
+const main = async () => {
+  await initTf()
+  const t0 = performance.now()
+
+  const train = trainSplit()
+  const heldOut = evalSplit()
+  const order = shuffled(train, settings.validationSeed)
+  const validation = order.slice(0, settings.validationSize)
+  const pool = order.slice(settings.validationSize)
+  const key = (p: Problem) => `${p.a}${p.op}${p.b}`
+  const heldOutKeys = new Set(heldOut.map(key))
+  const validationKeys = new Set(validation.map(key))
+  if (pool.some((p) => heldOutKeys.has(key(p)) || validationKeys.has(key(p)))) throw new Error("the training pool overlaps the eval split or the validation set")
+
+  const measure = async (weights: Weights, problems: ReadonlyArray<Problem>, samples: number, seed: number) => {
+    const model = new LocalModel(config, weights)
+    const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
+    const episodes = await sampleEpisodes(sampler, problems, { samples, temperature: settings.temperature, seed })
+    sampler.dispose()
+    model.dispose()
+    return rates(episodes, problems.length)
+  }
+
+  const model = new LocalModel(config, initBase(config, settings.seed))
+  const trainer = new LocalTrainerEngine(model, { mode: "full" })
+  const ce = resolveLoss("cross_entropy", {})
+  if (!ce.ok) throw new Error(ce.message)
+  console.log(`pretraining ${countParams(baseShapes(config))} parameters, ${JSON.stringify(config)}`)
+  console.log(`settings ${JSON.stringify(settings)}`)
+  console.log(`train split ${train.length} problems: ${validation.length} validation, ${pool.length} in the training pool; eval split ${heldOut.length} (not used until the end)`)
+
+  const rng = new Rng(settings.seed)
+  const trained = new Set<string>()
+  let toolTraces = 0
+  let guesses = 0
+  const candidates: Array<{ step: number; trainSeconds: number; weights: Weights; validation: EpisodeRates; lossEma: number }> = []
+  let lossEma = 0
+  let trainSeconds = 0
+  let nextCandidate = settings.candidatesFrom
+  let step = 0
+  /** the fraction of the budget spent before the current step */
+  const progress = () => ("steps" in settings.budget ? (step - 1) / settings.budget.steps : trainSeconds / settings.budget.trainSeconds)
+  for (;;) {
+    step++
+    const batch: Array<Datum> = []
+    for (let i = 0; i < settings.batchSize; i++) {
+      const p = pool[rng.nextU32() % pool.length]!
+      trained.add(key(p))
+      if (rng.next() < settings.toolFraction) {
+        toolTraces++
+        batch.push(toDatum(toolTrace(p, settings.answerWeight)))
+      } else {
+        guesses++
+        batch.push(toDatum(directGuess(p, wrongGuess(p, rng))))
+      }
+    }
+    const before = progress()
+    const ts = performance.now()
+    const out = trainer.run(batch, ce.value, { backward: true })
+    const decay = Math.max(0, Math.min(1, (1 - before) / settings.decayFraction))
+    const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps) * decay
+    trainer.optimStep({ learning_rate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weight_decay: 0, grad_clip_norm: settings.gradClipNorm })
+    trainSeconds += (performance.now() - ts) / 1000
+    lossEma = step === 1 ? out.metrics["loss"]! : 0.95 * lossEma + 0.05 * out.metrics["loss"]!
+    const f = "steps" in settings.budget ? step / settings.budget.steps : trainSeconds / settings.budget.trainSeconds
+    const last = f >= 1
+    if (step % 50 === 0 && f < nextCandidate && !last) {
+      console.log(`step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} lr ${lr.toExponential(2)}`)
+    }
+    if (f >= nextCandidate || last) {
+      while (nextCandidate <= f) nextCandidate += settings.candidateEvery
+      const weights = cloneWeights(trainer.params)
+      const v = await measure(weights, validation, settings.validationSamples, 1000 + step)
+      candidates.push({ step, trainSeconds, weights, validation: v, lossEma })
+      console.log(`step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} | validation ${fmt(v)}`)
+    }
+    if (last) break
+  }
+
+  // The candidate in the band with the best tool success (accuracy / call rate: right
+  // operands and copy, which RL cannot fix); ties go to the later step.
+  const [lo, hi] = settings.band
+  const inBand = candidates.filter((c) => c.validation.accuracy >= lo && c.validation.accuracy <= hi)
+  if (inBand.length === 0) {
+    console.error(`pretrain-calculator: no checkpoint has validation accuracy in [${lo}, ${hi}]; candidates (step, accuracy): ${JSON.stringify(candidates.map((c) => [c.step, c.validation.accuracy]))}`)
+    console.error("try another --seed or more --steps")
+    process.exit(1)
+  }
+  const success = (r: EpisodeRates) => (r.callRate === 0 ? 0 : r.accuracy / r.callRate)
+  const chosen = inBand.reduce((a, b) => (success(b.validation) >= success(a.validation) ? b : a))
+
+  // Measured once, after the choice, never used for it.
+  const finalValidation = await measure(chosen.weights, validation, settings.validationSamples, 7)
+  const finalHeldOut = await measure(chosen.weights, heldOut, settings.heldOutSamples, 8)
+  const leaked = heldOut.filter((p) => trained.has(key(p))).length + validation.filter((p) => trained.has(key(p))).length
+  if (leaked > 0) throw new Error(`${leaked} trained problems are in the eval split or the validation set`)
+  const wallSeconds = (performance.now() - t0) / 1000
+
+  const card = {
+    model: { ...config, parameters: countParams(baseShapes(config)), tokenizer: "char-ascii" },
+    env: calculator.name,
+    data: {
+      problems:
+        `train split only (Env.splitOf(calculator, p) === "train": ${train.length} of 24,300 problems); ${validation.length} of them ` +
+        `(seeded shuffle, seed ${settings.validationSeed}) are the validation set and are never trained on; training draws uniformly, ` +
+        `with replacement, from the other ${pool.length}; ${trained.size} distinct problems were drawn`,
+      mix: {
+        toolTrace: `${settings.toolFraction}: BOS prompt callText observationText(answer) answerText EOS; weight 1 on the call, 0 on the observation, ${settings.answerWeight} on the answer and EOS`,
+        wrongDirectGuess: `${(1 - settings.toolFraction).toFixed(1)}: BOS prompt " <wrong>" EOS, weight 1; <wrong> is the answer +/- 1..${settings.guess.maxOffset} (half) or uniform in the operation's answer range (half), never the answer`,
+        sequences: { toolTraces, wrongGuesses: guesses },
+      },
+      loss: "cross_entropy with per-token weights (pooled mean over trained positions)",
+      evalSplit: `the ${heldOut.length} problems of the eval split (eval.heldOut ${calculator.eval?.heldOut ?? 0.1}) are never trained on or used for selection`,
+    },
+    settings,
+    steps: step,
+    trainSeconds,
+    episode:
+      `as the runner samples it, T=${settings.temperature}: turn 1 from BOS+prompt, stop "]" or EOS, max ${TURN1.maxTokens} tokens; a call "[a<op>b]" ` +
+      `gets the observation "=<a op b>;" of the operands as written ("${ERROR_OBSERVATION}" if the bracketed text does not parse), then turn 2, ` +
+      `stop EOS, max ${TURN2.maxTokens} tokens. Correct: the final turn ends with EOS and, trimmed, is the answer. callRate: well-formed calls / episodes; ` +
+      `rightOperands and copy: / well-formed calls; copy: final answer equals the observed result`,
+    selection:
+      `candidates every ${settings.candidateEvery * 100}% of the budget from ${settings.candidatesFrom * 100}% on, measured on the validation set ` +
+      `(${validation.length} train-split problems x ${settings.validationSamples} episodes); chosen: among candidates with validation accuracy in ` +
+      `[${lo}, ${hi}], the highest accuracy / callRate (right operands x copy, what RL does not fix), ties to the later step`,
+    candidates: candidates.map((c) => ({ step: c.step, trainSeconds: Number(c.trainSeconds.toFixed(1)), loss: Number(c.lossEma.toFixed(4)), validation: round(c.validation) })),
+    chosenStep: chosen.step,
+    measured: {
+      validation: { ...round(finalValidation), note: "the chosen checkpoint re-measured with a fresh seed" },
+      heldOut: { ...round(finalHeldOut), note: `the whole eval split, ${settings.heldOutSamples} episode per problem; measured after the choice` },
+    },
+    wallSeconds: Number(wallSeconds.toFixed(1)),
+    machine: "2 cores (shared), Node " + process.version + ", tfjs 4.22 wasm backend",
+    command: `npx tsx scripts/pretrain-calculator.ts ${process.argv.slice(2).join(" ")}`.trim(),
+  }
+  fs.mkdirSync(args.out, { recursive: true })
+  await saveBaseModel(args.out, config, chosen.weights)
+  fs.writeFileSync(path.join(args.out, "card.json"), JSON.stringify(card, null, 2) + "\n")
+  console.log(`chose step ${chosen.step}`)
+  console.log(`validation ${fmt(finalValidation)}`)
+  console.log(`held-out   ${fmt(finalHeldOut)}`)
+  console.log(`wrote ${args.out} in ${wallSeconds.toFixed(0)} s`)
+  trainer.dispose()
+  model.dispose()
+}
+
+main().catch((e) => {
+  console.error(e)
+  process.exit(1)
+})
