@@ -78,8 +78,15 @@ describe("serve conformance (independent JSON client)", () => {
         const step = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 3 })
         assert.isTrue(typeof fb.body.error === "string" || typeof step.body.error === "string", `${JSON.stringify(fb.body).slice(0, 300)} / ${JSON.stringify(step.body)}`)
         assert.deepStrictEqual(yield* forwardOf(base, model, 4, [1, 1, 1, 1, 1]), before)
+        // a finite gradient whose Adam update overflows: the optimizer step fails (a failed future, not a result), nothing is applied
+        const fb2 = yield* train(base, "forward_backward", { ...poisoned(1e30), seq_id: 5 })
+        assert.isUndefined(fb2.body.error)
+        const step2 = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 6 })
+        assert.isString(step2.body.error)
+        assert.isUndefined(step2.body.policy_version)
+        assert.deepStrictEqual(yield* forwardOf(base, model, 7, [1, 1, 1, 1, 1]), before)
         // the model still samples
-        const pub = yield* train(base, "save_weights_for_sampler", { model_id: model, seq_id: 5 })
+        const pub = yield* train(base, "save_weights_for_sampler", { model_id: model, seq_id: 8 })
         const sampled = yield* post(base, "asample", {
           prompt: { chunks: [{ type: "encoded_text", tokens: [1, 40] }] },
           sampling_params: { max_tokens: 4, temperature: 1, seed: 2 },
