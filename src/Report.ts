@@ -100,7 +100,7 @@ const rewardWeights = (config: Row | undefined): Readonly<Record<string, number>
 }
 
 /** Metric keys under `env/all/` that are not reward components. */
-const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked", "turns", "tool_calls", "tool_errors", "parse_errors"])
+const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked", "problems", "turns", "tool_calls", "tool_errors", "parse_errors"])
 
 const cell = (v: unknown, digits = 3) => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(digits) : "-")
 

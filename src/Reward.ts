@@ -203,6 +203,19 @@ export const weighted = <P, R>(
   return make_("total", { _tag: "Weighted", members: entries })
 }
 
+/**
+ * Each component's weight in the total, for a `weighted` reward (0 = a metric only);
+ * undefined for any other reward. The run records it in `config.json` for the report.
+ * @since 0.1.0 @category getters
+ */
+export const weights = (reward: Reward<any, any>): Record<string, number> | undefined => {
+  const node = reward.node
+  if (node._tag !== "Weighted") return undefined
+  const out: Record<string, number> = {}
+  for (const [name, , w] of node.members) out[name] = w
+  return out
+}
+
 /** 1 when every member scores at least `threshold` (default 1), else 0. @since 0.1.0 @category combinators */
 export const all = <P, R>(name: string, members: ReadonlyArray<Reward<P, R>>, threshold = 1): Reward<P, R> =>
   make_(name, { _tag: "Gate", mode: "all", members, threshold })

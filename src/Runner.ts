@@ -93,9 +93,18 @@ export const run = Effect.fn("Runner.run")(function* (
 
   // config.json records the sampling settings in force: a single env's own override the defaults.
   const members = Env.members(source)
-  const inForce: RunSettings = members.length === 1
-    ? { ...settings, sampling: { ...settings.sampling, ...members[0]![0].sampling, ...settings.samplingOverrides } }
-    : settings
+  // each component's weight; in a mixture, a component weighted in any env counts as weighted
+  let weights: Record<string, number> | undefined
+  for (const [env] of members) {
+    for (const [name, w] of Object.entries(Reward.weights(env.reward) ?? {})) {
+      weights ??= {}
+      if (weights[name] === undefined || weights[name] === 0) weights[name] = w
+    }
+  }
+  const inForce: RunSettings = {
+    ...(members.length === 1 ? { ...settings, sampling: { ...settings.sampling, ...members[0]![0].sampling, ...settings.samplingOverrides } } : settings),
+    ...(weights !== undefined ? { rewardWeights: weights } : {}),
+  }
   let { start, version } = yield* prepare(inForce, options.resume ?? false)
   let trainerVersion = version
   const lastMetrics: Array<Metrics.MetricRecord> = []
@@ -104,7 +113,9 @@ export const run = Effect.fn("Runner.run")(function* (
   if (settings.evalEvery > 0 && start === 0) {
     const base = yield* withPermits(evaluate(settings, source, runId, 0, version))
     yield* RunLog.appendJsonl(files.metrics, [{ step: 0, ...base }]).pipe(Effect.mapError(fail("RunFolder", 0)))
-    yield* Effect.logInfo(`base policy on the held-out set: ${Object.entries(base).filter(([k]) => k.startsWith("test/env/all/")).map(([k, v]) => `${k.slice(13)} ${v.toFixed(3)}`).join(", ")}`)
+    const scores = Object.entries(base).filter(([k]) => k.startsWith("test/env/all/") && k !== "test/env/all/problems")
+    const problems = Object.entries(base).filter(([k]) => k.endsWith("/problems")).reduce((n, [, v]) => n + v, 0)
+    yield* Effect.logInfo(`base policy on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(13)} ${v.toFixed(3)}`).join(", ")}`)
   }
 
   const collectStep = (step: number, at: number) => withPermits(collect(settings, source, runId, step, at))

@@ -22,25 +22,44 @@ export const evaluate = Effect.fn("Runner.evaluate")(function* (
   step: number,
   version: number,
 ) {
+  return (yield* evaluateGroups(settings, source, runId, step, version)).metrics
+})
+
+/**
+ * What `evaluate` measures, with every scored group (for `eval.jsonl`). `split` picks
+ * the held-out problems (default) or distinct training problems; `samples` per problem
+ * (default 1). Logs `test/env/<env>/problems`, the number of distinct problems scored.
+ * @since 0.1.0 @category evaluation
+ */
+export const evaluateGroups = Effect.fn("Runner.evaluateGroups")(function* (
+  settings: RunSettings,
+  source: Env.AnyEnv | Env.Mixture,
+  runId: string,
+  step: number,
+  version: number,
+  options: { readonly split?: Env.Split; readonly samples?: number } = {},
+) {
   const start = performance.now()
+  const split = options.split ?? "eval"
   const members = Env.members(source)
   const total = members.reduce((s, [, w]) => s + w, 0)
   const groups: Array<Group> = []
+  const counts: Metrics.MetricRecord = {}
   // One running index over all envs, so no two eval problems share a sampling seed or key.
   let offset = 0
   for (const [env, w] of members) {
     const size = Math.max(1, Math.round((settings.evalSize * w) / total))
-    const tasks = yield* Env.evalSet(env, {
-      seed: settings.seed,
-      size,
-      ...(settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}),
-    }).pipe(Effect.mapError(fail("Env", step)))
+    const difficulty = settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}
+    const tasks = split === "eval"
+      ? yield* Env.evalSet(env, { seed: settings.seed, size, ...difficulty }).pipe(Effect.mapError(fail("Env", step)))
+      : (yield* Env.distinctTasks(env, { split, seed: settings.seed, size, ...difficulty }).pipe(Effect.mapError(fail("Env", step)))).tasks
+    counts[`test/env/${members.length > 1 ? env.name : "all"}/problems`] = tasks.length
     const scored = yield* Effect.forEach(
       tasks,
       (task, i) =>
         sampleGroup(settings, runId, step, offset + i, version, { ...task, envDef: env }, {
           split: "eval",
-          numSamples: 1,
+          numSamples: options.samples ?? 1,
           temperature: settings.evalTemperature,
         }),
       { concurrency: settings.sampleConcurrency },
@@ -48,9 +67,9 @@ export const evaluate = Effect.fn("Runner.evaluate")(function* (
     groups.push(...scored)
     offset += tasks.length
   }
-  const metrics = scoreMetrics(groups, "test/")
+  const metrics = { ...scoreMetrics(groups, "test/"), ...counts }
   metrics["time/eval"] = (performance.now() - start) / 1000
-  return metrics
+  return { metrics, groups }
 })
 
 /** Reward and component means over groups, overall and per env. @since 0.1.0 @category evaluation */

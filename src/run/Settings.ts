@@ -51,6 +51,8 @@ export const RunSettings = Schema.Struct({
   async: Schema.Boolean,
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   staleGroups: Schema.Literals(["requeue", "drop"]),
+  /** each reward component's weight in the total (0 = metric only), recorded for the report */
+  rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
   /** keep one rollouts.jsonl row per sample every N steps (0 = never) */
   logRolloutsEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
 })
