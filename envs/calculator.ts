@@ -10,6 +10,7 @@
  *
  * or, in one turn, a direct guess " 62" (the base model guesses on most problems).
  */
+import * as Path from "node:path"
 import { Schema } from "effect"
 import { Env, Reward, Tool } from "gyre"
 
@@ -51,4 +52,6 @@ export default Env.make({
   reward: Reward.weighted({ correct: [correct, 1] }),
   sampling: { maxTokens: 8, temperature: 1 },
   eval: { heldOut: 0.1, size: 400 },
+  // pretrained on this format by scripts/pretrain-calculator.ts: calls the tool on ~1/4 of problems
+  baseModel: Path.join(import.meta.dirname, "../models/calculator"),
 })

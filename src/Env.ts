@@ -160,6 +160,11 @@ export interface EnvFields<P, R = never> {
    * env is single-turn: one completion, then the reward
    */
   readonly episode?: Episode<P, any, R>
+  /**
+   * the embedded base model folder this env is made for (e.g. a model pretrained on its
+   * format); the embedded backend uses it unless `--model` says otherwise
+   */
+  readonly baseModel?: string
 }
 
 /** The definition a user writes. @since 0.1.0 @category models */

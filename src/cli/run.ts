@@ -240,7 +240,7 @@ export const runCommand = Command.make("run", flags, (p) =>
       backend: p.backend,
       seed: settings.seed,
       stateDir: RunLog.paths(settings.outDir).state,
-      model: get(p.model),
+      model: get(p.model) ?? (Env.isEnv(source) && p.backend === "embedded" ? source.baseModel : undefined),
       loraRank: get(p.loraRank),
       tokenizer: get(p.tokenizer),
       workers: settings.async || p.workers,
