@@ -93,6 +93,8 @@ export const make = (options: {
   const models = new Map<string, Model>()
   /** ids of sessions and models that expired or were unloaded, for clearer 404s (bounded) */
   const gone = new Map<string, string>()
+  /** model ids whose adapter is being built */
+  const creating = new Set<string>()
   let used = 0
 
   const remember = (id: string, why: string) => {
@@ -141,6 +143,7 @@ export const make = (options: {
         if (rank !== undefined && rank !== existing.loraRank) return yield* bad(`model_seq_id ${modelSeqId} of this session already has LoRA rank ${existing.loraRank}; use another model_seq_id for rank ${rank}`)
         return existing
       }
+      if (creating.has(id)) return yield* new Reject({ status: 409, message: `model_seq_id ${modelSeqId} of this session is being created by another request; retry` })
       const factory = options.factory
       if (factory === undefined) {
         const info = yield* options.base.trainer.info.pipe(Effect.mapError((e) => new Reject({ status: 503, message: e.message })))
@@ -164,14 +167,15 @@ export const make = (options: {
         })
       }
       used += bytes
+      creating.add(id)
       const scope = yield* Scope.make()
       const served = yield* factory.create({ rank: r, seed: seed ?? 0, name: id }).pipe(
         Scope.provide(scope),
-        Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => (used -= bytes)))),
+        Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => ((used -= bytes), creating.delete(id))))),
         Effect.mapError((e) => new Reject({ status: 503, message: `create_model: ${e.message}` })),
       )
       const sampler = yield* makeTarget(id, served.replicas).pipe(
-        Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => (used -= bytes)))),
+        Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => ((used -= bytes), creating.delete(id))))),
         Effect.mapError((e) => new Reject({ status: 503, message: `create_model: ${e.message}` })),
       )
       const model: Model = {
@@ -186,6 +190,7 @@ export const make = (options: {
         ...makeTurns(),
       }
       models.set(id, model)
+      creating.delete(id)
       session.models.add(id)
       yield* Effect.logInfo(`model ${id}: LoRA rank ${r}, ${MiB(bytes)} (${MiB(used)} of ${MiB(options.memoryBudget)} in use)`)
       return model

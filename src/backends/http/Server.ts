@@ -224,7 +224,12 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const sweep = Effect.gen(function* () {
     yield* futures.sweep
     yield* idempotency.sweep(futures.has)
-    yield* registry.expire
+    const expired = yield* registry.expire
+    // what the expired sessions published goes with them
+    for (const id of expired) {
+      for (const k of samplingSessions.keys()) if (k.startsWith(`${id}:`)) samplingSessions.delete(k)
+      for (const k of samplerPaths.keys()) if (k.startsWith(`tinker://${id}:`)) samplerPaths.delete(k)
+    }
   })
   const sweepEvery = Duration.millis(Math.max(1000, Math.min(60_000, ttl / 4, idleMillis / 4)))
   yield* Effect.forkIn(sweep.pipe(Effect.delay(sweepEvery), Effect.forever), scope)

@@ -115,7 +115,8 @@ export const make = (ctx: Context): Record<string, Handler> => {
         if (req.base_model !== ctx.modelName) {
           return yield* bad(`base_model ${JSON.stringify(req.base_model)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
         }
-        const model = yield* registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined)
+        // uninterruptible: a client that hangs up must not leave a half-built model behind
+        const model = yield* Effect.uninterruptible(registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined))
         const id = yield* futures.start("CreateModel", Effect.succeed({ model_id: model.id, type: "create_model" }))
         return { request_id: id, model_id: model.id }
       }),
