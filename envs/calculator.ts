@@ -54,4 +54,6 @@ export default Env.make({
   eval: { heldOut: 0.1, size: 400 },
   // pretrained on this format by scripts/pretrain-calculator.ts: calls the tool on ~1/4 of problems
   baseModel: Path.join(import.meta.dirname, "../models/calculator"),
+  // RL learns to call the tool within ~100 steps; 300 leave room and end in minutes
+  defaults: { steps: 300, evalEvery: 100, saveEvery: 100 },
 })

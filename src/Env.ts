@@ -165,6 +165,18 @@ export interface EnvFields<P, R = never> {
    * format); the embedded backend uses it unless `--model` says otherwise
    */
   readonly baseModel?: string
+  /** run settings this env suggests instead of the runner's defaults; flags override them */
+  readonly defaults?: RunDefaults
+}
+
+/** Run settings an env may suggest (`Env.make({ defaults })`). @since 0.1.0 @category models */
+export interface RunDefaults {
+  readonly steps?: number
+  readonly groups?: number
+  readonly groupSize?: number
+  readonly learningRate?: number
+  readonly evalEvery?: number
+  readonly saveEvery?: number
 }
 
 /** The definition a user writes. @since 0.1.0 @category models */
@@ -221,6 +233,13 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
   if (spec.services !== undefined && !Layer.isLayer(spec.services)) fail("services must be a Layer (Layer.effect, Layer.succeed, ...)")
+  for (const [key, value] of Object.entries(spec.defaults ?? {})) {
+    const ok = key === "learningRate" ? typeof value === "number" && value > 0 && Number.isFinite(value)
+      : key === "evalEvery" || key === "saveEvery" ? Number.isInteger(value) && value >= 0
+      : ["steps", "groups", "groupSize"].includes(key) ? Number.isInteger(value) && value >= 1
+      : fail(`defaults.${key} is not a run setting; use steps, groups, groupSize, learningRate, evalEvery or saveEvery`)
+    if (!ok) fail(`defaults.${key} must be ${key === "learningRate" ? "a positive number" : key.endsWith("Every") ? "an integer >= 0" : "an integer >= 1"}, got ${String(value)}`)
+  }
   // The requirements are met by `services`, which the runner provides: from outside, the env needs nothing.
   return { ...spec, "~gyre/Env": "~gyre/Env" } as unknown as Env<P>
 }

@@ -34,7 +34,7 @@ import { ContextLength } from "./run/Rollout.ts"
 import { prepare } from "./run/Start.ts"
 import { train } from "./run/Train.ts"
 
-export { defaults, RunError, RunSettings } from "./run/Settings.ts"
+export { defaults, envDefaults, RunError, RunSettings } from "./run/Settings.ts"
 export { formatStep, Progress, type StepSummary } from "./run/Progress.ts"
 export { evaluate } from "./run/Evaluate.ts"
 

@@ -2,19 +2,19 @@
  * `npx tsx run <env> [flags]`: RL (or SFT) on an env, on the embedded backend or a
  * remote Tinker-protocol service.
  */
-import * as Fs from "node:fs"
-import * as Path from "node:path"
-import { Console, Effect, Layer, Option, Schema, SchemaIssue } from "effect"
+import { Console, Effect, Option } from "effect"
 import { Argument, CliError, CliOutput, Command, Flag } from "effect/cli"
 import * as Advantage from "../Advantage.ts"
 import { LossFn } from "../Contract.ts"
-import * as Env from "../Env.ts"
-import * as Metrics from "../Metrics.ts"
-import * as Runner from "../Runner.ts"
-import * as RunLog from "../RunLog.ts"
-import { backendLayer } from "./backend.ts"
-import { availableEnvs, isPath, loadEnv } from "./loadEnv.ts"
-import { terminalProgress } from "./progress.ts"
+import { availableEnvs } from "./loadEnv.ts"
+import { type RunOptions, train } from "./train.ts"
+
+/** `--verbose`: print a failure with its stack and cause, not only its one-line message. */
+export const verboseFlag = Flag.Boolean("verbose").pipe(Flag.withDescription("on failure, print the error's stack and cause too"), Flag.withDefault(false))
+
+/** A failure in full, for `--verbose`. */
+export const failure = (e: unknown): string =>
+  `error: ${e instanceof Error ? `${e.stack ?? e.message}${e.cause !== undefined ? `\ncause: ${String(e.cause instanceof Error ? e.cause.stack : e.cause)}` : ""}` : JSON.stringify(e)}`
 
 const int = (name: string, description: string) => Flag.Int(name).pipe(Flag.withDescription(description), Flag.optional)
 const num = (name: string, description: string) => Flag.Finite(name).pipe(Flag.withDescription(description), Flag.optional)
@@ -77,6 +77,7 @@ const flags = {
     Flag.optional,
   ),
   logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 10; 0 = never)"),
+  verbose: verboseFlag,
 }
 
 type Parsed = {
@@ -84,187 +85,62 @@ type Parsed = {
 }
 
 const get = <A>(o: Option.Option<A>) => Option.getOrUndefined(o)
-/** `{ key: value }` when the flag was given, else `{}`: spread over the settings it overrides. */
-const set = <K extends string, A>(key: K, o: Option.Option<A>): { [P in K]?: A } =>
-  (Option.isSome(o) ? { [key]: o.value } : {}) as { [P in K]?: A }
 
-/** Settings from defaults, the env, a resumed run's config and the flags, in that order. */
-const settingsFrom = (
-  p: Parsed,
-  source: Env.AnyEnv | Env.Mixture,
-  envSpec: string,
-  saved: Runner.RunSettings | undefined,
-  resumeDir: string | undefined,
-) =>
-  Effect.gen(function* () {
-    const envName = source.name
-    const first = Env.members(source)[0]![0]
-    const base = saved ?? Runner.defaults(envName, {
-      ...(get(p.name) !== undefined ? { name: get(p.name)!, outDir: Path.join(p.out, get(p.name)!) } : {}),
-    })
-    const name = base.name
-    const outDir = resumeDir ?? Path.join(p.out, name)
-    const lossConfig = get(p.lossConfig)
-    const overrides = {
-      ...saved?.samplingOverrides,
-      ...set("maxTokens", p.maxTokens),
-      ...set("temperature", p.temperature),
-      ...set("topP", p.topP),
-      ...set("topK", p.topK),
-    }
-    const candidate = {
-      ...base,
-      name,
-      outDir,
-      env: envName,
-      envSpec,
-      ...set("steps", p.steps),
-      ...set("groups", p.groups),
-      ...set("groupSize", p.groupSize),
-      ...set("loss", p.loss),
-      ...(lossConfig !== undefined
-        ? { lossConfig: Object.fromEntries(Object.entries(lossConfig).map(([k, v]) => [k, Number(v)])) }
-        : {}),
-      ...set("advantage", p.advantage),
-      adam: {
-        ...base.adam,
-        ...set("learning_rate", p.lr),
-        ...set("weight_decay", p.weightDecay),
-        ...set("grad_clip_norm", p.gradClip),
-      },
-      samplingOverrides: overrides,
-      ...(saved === undefined && first.eval?.size !== undefined ? { evalSize: first.eval.size } : {}),
-      ...(saved === undefined && first.eval?.temperature !== undefined ? { evalTemperature: first.eval.temperature } : {}),
-      ...set("seed", p.seed),
-      ...set("difficulty", p.difficulty),
-      ...set("microBatch", p.microBatch),
-      ...set("rewardConcurrency", p.rewardConcurrency),
-      ...set("sampleConcurrency", p.sampleConcurrency),
-      ...set("evalEvery", p.evalEvery),
-      ...set("evalSize", p.evalSize),
-      ...set("evalTemperature", p.evalTemperature),
-      ...set("saveEvery", p.saveEvery),
-      ...(p.sft ? { sft: true } : {}),
-      ...(p.async ? { async: true } : {}),
-      ...set("maxLag", p.maxLag),
-      ...set("staleGroups", p.stale),
-      ...set("logRolloutsEvery", p.logRolloutsEvery),
-    }
-    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
-      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
-    )
-  })
-
-/** Settings fields as the flags that set them, for error messages. */
-const FLAG_OF: Record<string, string> = {
-  seed: "--seed", difficulty: "--difficulty",
-  steps: "--steps", groups: "--groups", groupSize: "--group-size", learning_rate: "--lr", weight_decay: "--weight-decay",
-  grad_clip_norm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
-  microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
-  evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
-  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
-}
-
-/** The flag that sets a settings path, e.g. `["adam", "learning_rate"]` -> `--lr`. */
-const flagOf = (path: ReadonlyArray<string>): string | undefined => {
-  if (path[0] === "lossConfig" && path.length > 1) return `--loss-config ${path.slice(1).join(".")}`
-  const last = path[path.length - 1]
-  return last !== undefined ? FLAG_OF[last] : undefined
-}
-
-/**
- * Schema issues as one line each that names what was given: `--lr must be a value greater
- * than or equal to 0, got -1`. `name` maps a settings path to what the user wrote (a
- * flag, or a config.json field); paths it does not know are named `settings field a.b`.
- */
-const describeIssues = (
-  issue: SchemaIssue.Issue,
-  value: unknown,
-  name: (path: ReadonlyArray<string>) => string | undefined,
-): string =>
-  SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues.map((i) => {
-    const path = (i.path ?? []).map((k) => String(typeof k === "object" && k !== null ? k.key : k))
-    const given = path.reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), value)
-    const who = name(path) ?? (path.length > 0 ? `settings field ${path.join(".")}` : "settings")
-    const what = i.message.startsWith("Expected ") ? `must be ${i.message.slice("Expected ".length)}` : `: ${i.message}`
-    const got = given !== undefined && !/, got /.test(what) ? `, got ${typeof given === "number" ? String(given) : JSON.stringify(given)}` : ""
-    return `${who} ${what}${got}`.replace(/ :/, ":")
-  }).join("; ")
-
-/** Flags that would change the data order of a resumed run. */
-const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty"] as const
-
-const readSaved = (dir: string) =>
-  Effect.gen(function* () {
-    const file = Path.join(dir, "config.json")
-    if (!Fs.existsSync(file)) {
-      return yield* new Runner.RunError({ reason: "Resume", message: `${file} not found: --resume takes a run folder such as runs/math-2026-01-01T00-00-00` })
-    }
-    const json = yield* Effect.try({
-      try: () => JSON.parse(Fs.readFileSync(file, "utf8")) as unknown,
-      catch: (e) => new Runner.RunError({ reason: "Resume", message: `${file} is not valid JSON: ${(e as Error).message}` }),
-    })
-    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(json).pipe(
-      Effect.mapError((e) =>
-        new Runner.RunError({ reason: "Resume", message: `${file} is not a run's config: ${describeIssues(e.issue, json, (path) => `field ${path.join(".")}`)}` })
-      ),
-    )
-  })
+/** The parsed flags as the options of `train`. */
+export const optionsOf = (p: Parsed): RunOptions => ({
+  env: get(p.env),
+  steps: get(p.steps),
+  groups: get(p.groups),
+  groupSize: get(p.groupSize),
+  loss: get(p.loss),
+  lossConfig: get(p.lossConfig),
+  advantage: get(p.advantage),
+  lr: get(p.lr),
+  weightDecay: get(p.weightDecay),
+  gradClip: get(p.gradClip),
+  maxTokens: get(p.maxTokens),
+  temperature: get(p.temperature),
+  topP: get(p.topP),
+  topK: get(p.topK),
+  seed: get(p.seed),
+  difficulty: get(p.difficulty),
+  microBatch: get(p.microBatch),
+  rewardConcurrency: get(p.rewardConcurrency),
+  sampleConcurrency: get(p.sampleConcurrency),
+  evalEvery: get(p.evalEvery),
+  evalSize: get(p.evalSize),
+  evalTemperature: get(p.evalTemperature),
+  saveEvery: get(p.saveEvery),
+  sft: p.sft,
+  async: p.async,
+  workers: p.workers,
+  maxLag: get(p.maxLag),
+  stale: get(p.stale),
+  name: get(p.name),
+  out: p.out,
+  resume: get(p.resume),
+  backend: p.backend,
+  model: get(p.model),
+  loraRank: get(p.loraRank),
+  tokenizer: get(p.tokenizer),
+  logRolloutsEvery: get(p.logRolloutsEvery),
+  print: true,
+})
 
 /** The `run` command. */
 export const runCommand = Command.make("run", flags, (p) =>
-  Effect.gen(function* () {
-    const resumeDir = get(p.resume)
-    const saved = resumeDir !== undefined ? yield* readSaved(resumeDir) : undefined
-    if (saved !== undefined) {
-      const changed = FIXED_ON_RESUME.filter((k) => Option.isSome(p[k]))
-      if (changed.length > 0) {
-        return yield* new Runner.RunError({
-          reason: "Resume",
-          message: `${changed.map((k) => FLAG_OF[k] ?? `--${k}`).join(", ")} cannot change on --resume (the data order depends on it); start a new run instead`,
-        })
-      }
-    }
-    const given = get(p.env)
-    const spec = saved?.envSpec ?? saved?.env ?? given
-    if (spec === undefined) {
-      return yield* new Runner.RunError({ reason: "Settings", message: `give an env, e.g. \`npx tsx run math\` (available: ${availableEnvs().join(", ")}), or --resume runs/<name>` })
-    }
-    const source = yield* loadEnv(spec)
-    const envSpec = isPath(spec) ? Path.resolve(spec) : spec
-    const settings = yield* settingsFrom(p, source, envSpec, saved, resumeDir)
-    yield* Console.log(
-      `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learning_rate} | backend ${p.backend} | run folder ${settings.outDir}`,
-    )
-    const layer = backendLayer({
-      backend: p.backend,
-      seed: settings.seed,
-      stateDir: RunLog.paths(settings.outDir).state,
-      model: get(p.model) ?? (Env.isEnv(source) && p.backend === "embedded" ? source.baseModel : undefined),
-      loraRank: get(p.loraRank),
-      tokenizer: get(p.tokenizer),
-      workers: settings.async || p.workers,
-    })
-    const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
-      Effect.provide(Layer.fresh(layer)),
-      Effect.provideService(Runner.Progress, terminalProgress()),
-    )
-    const lastEval = [...metrics].reverse().find((m) => Metrics.heldOutScore(m) !== undefined)
-    const score = lastEval === undefined ? undefined : Metrics.heldOutScore(lastEval)
-    yield* Console.log(
-      `done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl)${score !== undefined ? `; ${score.label} ${score.value.toFixed(3)} at step ${lastEval!["step"]}` : ""}`,
-    )
-  }).pipe(
+  train(optionsOf(p)).pipe(
+    Effect.asVoid,
     // A failed run prints one clear line (what went wrong and what to do) and exits 1.
     Effect.catch((e) =>
-      Console.error(`error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
+      Console.error(p.verbose ? failure(e) : `error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
         process.exitCode = 1
       })))
     ),
   )).pipe(
     Command.withDescription("Reinforcement learning on an environment: sample groups, score with the env's reward, train, publish, repeat."),
     Command.withExamples([
-      { command: "run math", description: "RL on envs/math.ts with the embedded model (about 4-5 minutes on 2 cores)" },
+      { command: "run math", description: "RL on the math env with the embedded model (about 4-5 minutes on 2 cores)" },
       { command: "run math --steps 50 --lr 5e-4 --name quick", description: "a short run into runs/quick" },
       { command: "run ./my-env.ts --loss importance_sampling", description: "your own env module" },
       { command: "run --resume runs/quick", description: "continue after the last checkpoint, with the run's saved settings" },

@@ -7,6 +7,7 @@ import * as Path from "node:path"
 import { Schema } from "effect"
 import * as Advantage from "../Advantage.ts"
 import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts"
+import type { RunDefaults } from "../Env.ts"
 
 /** Everything a run is configured with; written to `config.json`. @since 0.1.0 @category models */
 export const RunSettings = Schema.Struct({
@@ -98,5 +99,21 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     staleGroups: "requeue",
     logRolloutsEvery: 10,
     ...overrides,
+  }
+}
+
+/**
+ * The settings an env suggests (`Env.make({ defaults })`), as overrides of `defaults`.
+ * @since 0.1.0 @category constructors
+ */
+export const envDefaults = (env: { readonly defaults?: RunDefaults | undefined }, base: RunSettings): Partial<RunSettings> => {
+  const d = env.defaults ?? {}
+  return {
+    ...(d.steps !== undefined ? { steps: d.steps } : {}),
+    ...(d.groups !== undefined ? { groups: d.groups } : {}),
+    ...(d.groupSize !== undefined ? { groupSize: d.groupSize } : {}),
+    ...(d.evalEvery !== undefined ? { evalEvery: d.evalEvery } : {}),
+    ...(d.saveEvery !== undefined ? { saveEvery: d.saveEvery } : {}),
+    ...(d.learningRate !== undefined ? { adam: { ...base.adam, learning_rate: d.learningRate } } : {}),
   }
 }
