@@ -10,6 +10,11 @@
  *   (the gain within a group); the same prompt again at the same policy version (the
  *   sampler's LRU); and the LRU's hits in the RL access pattern (a publish before every
  *   step empties it, so there are none)
+ * - reuse across turns: the latency of an episode's third turn continued from the K/V of
+ *   its second turn vs prefilled whole (calculator-shaped episodes: a 21-token prompt,
+ *   turns of up to 7 sampled tokens, observations of 5); and the runner's access pattern
+ *   for such episodes (publish, then 8 groups x 8 episodes x 3 turns, later turns sent
+ *   concurrently as one request per episode): hits, reused tokens and wall time
  *
  * Prints numbers and ratios; asserts nothing.
  */
@@ -203,6 +208,111 @@ console.log(
       `(a publish empties it: the adapter changes every layer's K/V)`,
   )
   s.dispose()
+}
+// ---- reuse across turns. The models/base config with random weights: the cost of a turn
+// does not depend on the weights' values, and a random model does not end its turns early
+// (models/base answers a calculator prompt with EOS at once), so turns have their full length.
+{
+  const turnModel = new LocalModel(config, initBase(config, 2))
+  const enc = (text: string) => {
+    const r = encodeChars(text)
+    if (!("ids" in r)) throw new Error("encode")
+    return r.ids
+  }
+  const episodePrompt = (k: number) => [BOS, ...enc(`What is ${100 + (k % 900)} plus ${10 + (k % 89)}?`)] // 21 tokens
+  const observation = (k: number) => enc(`=${100 + (k % 900)};`) // 5 tokens
+  const turnParams = (input: ReadonlyArray<number>, seed: number) => ({ maxTokens: Math.min(7, config.contextLength - input.length), temperature: 1, seed })
+  const ctx = config.contextLength
+
+  // one episode at a time: turns 1 and 2 on the sampler with reuse, then turn 3 on both
+  const reuse = new LocalSamplerEngine(turnModel, { seed: 11 })
+  const whole = new LocalSamplerEngine(turnModel, { seed: 11, prefixCacheSize: 0 })
+  const withTimes: Array<number> = []
+  const wholeTimes: Array<number> = []
+  const lengths = { prompt: 0, turn: 0, obs: 0, input3: 0, reused: 0, prefilled: 0, n: 0 }
+  let identical = true
+  for (let k = 0; k < 45; k++) {
+    const prompt = episodePrompt(k)
+    const t1 = (await reuse.sample(prompt, turnParams(prompt, 3 * k), { numSamples: 1 })).sequences[0]!.tokens
+    const p2 = [...prompt, ...t1, ...observation(k)]
+    const t2 = (await reuse.sample(p2, turnParams(p2, 3 * k + 1), { numSamples: 1 })).sequences[0]!.tokens
+    const p3 = [...p2, ...t2, ...observation(k + 7)]
+    if (p3.length >= ctx) continue
+    const before = { ...reuse.stats }
+    const run = async (s: LocalSamplerEngine, into: Array<number>) => {
+      const t0 = performance.now()
+      const r = await s.sample(p3, turnParams(p3, 3 * k + 2), { numSamples: 1 })
+      into.push((performance.now() - t0) / 1000)
+      return r
+    }
+    // alternate which goes first
+    const first = k % 2 === 0 ? await run(reuse, withTimes) : undefined
+    const rb = await run(whole, wholeTimes)
+    const ra = first ?? (await run(reuse, withTimes))
+    identical &&= JSON.stringify(ra.sequences[0]!.tokens) === JSON.stringify(rb.sequences[0]!.tokens)
+    if (k >= 5) {
+      lengths.prompt += prompt.length
+      lengths.turn += (t1.length + t2.length) / 2
+      lengths.obs += (p2.length - prompt.length - t1.length + p3.length - p2.length - t2.length) / 2
+      lengths.input3 += p3.length
+      lengths.reused += reuse.stats.reusedTokens - before.reusedTokens
+      lengths.prefilled += reuse.stats.prefilledTokens - before.prefilledTokens
+      lengths.n++
+    }
+  }
+  // the first 5 episodes warm up
+  const tWith = median(withTimes.slice(5))
+  const tWhole = median(wholeTimes.slice(5))
+  const avg = (x: number) => (x / lengths.n).toFixed(1)
+  console.log(
+    `turn 3 of an episode (prompt ${avg(lengths.prompt)}, turns ${avg(lengths.turn)} sampled tokens, observations ${avg(lengths.obs)}; turn-3 input ${avg(lengths.input3)} tokens, ` +
+      `${avg(lengths.reused)} reused + ${avg(lengths.prefilled)} prefilled; median of ${lengths.n}): continued from turn 2's K/V ${(tWith * 1000).toFixed(2)} ms vs prefilled whole ${(tWhole * 1000).toFixed(2)} ms: ` +
+      `${(tWhole / tWith).toFixed(2)}x; same tokens: ${identical ? "yes" : "NO"}`,
+  )
+  reuse.dispose()
+  whole.dispose()
+
+  // the runner's access pattern
+  const turnTrainer = new LocalTrainerEngine(turnModel, { lora: defaultLora, seed: 4 })
+  const collect = async (options: SamplerEngineOptions) => {
+    const s = new LocalSamplerEngine(turnModel, { seed: 13, ...options })
+    const times: Array<number> = []
+    let turns3 = 0
+    for (let step = 0; step < 6; step++) {
+      s.setAdapter(turnTrainer.publish())
+      const t0 = performance.now()
+      await Promise.all(Array.from({ length: 8 }, async (_, g) => {
+        const k = 8 * step + g
+        const prompt = episodePrompt(k)
+        const first = await s.sample(prompt, turnParams(prompt, k), { numSamples: 8 })
+        await Promise.all(first.sequences.map(async (q, e) => {
+          let input = [...prompt, ...q.tokens, ...observation(k + e)]
+          for (let turn = 2; turn <= 3 && input.length < ctx; turn++) {
+            const out = await s.sample(input, turnParams(input, 1000 * k + 10 * e + turn), { numSamples: 1 })
+            if (turn === 3) turns3++
+            input = [...input, ...out.sequences[0]!.tokens, ...observation(k + e + turn)]
+          }
+        }))
+      }))
+      times.push((performance.now() - t0) / 1000)
+    }
+    const stats = { ...s.stats }
+    s.dispose()
+    // the first step warms up
+    return { seconds: median(times.slice(1)), stats, turns3: turns3 / 6 }
+  }
+  const runWith = await collect({})
+  const runWhole = await collect({ prefixCacheSize: 0 })
+  const runSmall = await collect({ prefixCacheSize: 64 })
+  const hitLine = (r: typeof runWith) =>
+    `${r.stats.prefixHits} whole-prompt hits, ${r.stats.partialHits} partial hits of ${r.stats.prefixMisses} prefills, ${r.stats.reusedTokens} prompt tokens reused vs ${r.stats.prefilledTokens} prefilled`
+  console.log(
+    `runner pattern (publish, then 8 groups x 8 episodes x 3 turns, ${runWith.turns3.toFixed(0)} third turns per step; 6 steps), default LRU (256 entries): ${hitLine(runWith)}; ` +
+      `step ${(runWith.seconds * 1000).toFixed(0)} ms vs ${(runWhole.seconds * 1000).toFixed(0)} ms with every prompt prefilled whole: ${(runWhole.seconds / runWith.seconds).toFixed(2)}x`,
+  )
+  console.log(`  with a 64-entry LRU: ${hitLine(runSmall)}; step ${(runSmall.seconds * 1000).toFixed(0)} ms`)
+  turnTrainer.dispose()
+  turnModel.dispose()
 }
 console.log(`tensors alive at the end: ${tf.memory().numTensors}`)
 trainer.dispose()

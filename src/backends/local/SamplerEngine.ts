@@ -90,9 +90,10 @@ interface Pending {
 interface PrefixEntry {
   /** the positions the K/V cover */
   readonly tokens: ReadonlyArray<number>
-  /** per layer [1, H, tokens.length, dh] */
-  readonly k: Array<tf.Tensor4D>
-  readonly v: Array<tf.Tensor4D>
+  /** per layer [H, tokens.length, dh] row-major (plain arrays: reading rows out of a batch
+   * tensor and building a batch from them is a copy, where wasm's Slice costs ~0.5 ms a row) */
+  readonly k: Array<Float32Array>
+  readonly v: Array<Float32Array>
   /** log p(tokens[i] | tokens[<i]) at temperature 1 (0 at i = 0) */
   readonly logprobs: ReadonlyArray<number>
   /** the logits at the last position: the distribution of the token after `tokens` */
@@ -177,7 +178,6 @@ export class LocalSamplerEngine {
   }
 
   clearPrefixCache() {
-    for (const e of this.lru.values()) disposeEntry(e)
     this.lru.clear()
   }
 
@@ -248,16 +248,21 @@ export class LocalSamplerEngine {
     return `${this.version}|${tokens.join(",")}`
   }
 
-  /** Adds an entry, evicting the least recently used ones; returns the evicted entries. */
-  private remember(key: string, e: PrefixEntry): Array<PrefixEntry> {
+  /** Adds an entry, evicting the least recently used ones. */
+  private remember(key: string, e: PrefixEntry) {
     this.lru.set(key, e)
-    const evicted: Array<PrefixEntry> = []
-    while (this.lru.size > this.lruSize) {
-      const oldest = this.lru.keys().next().value as string
-      evicted.push(this.lru.get(oldest)!)
-      this.lru.delete(oldest)
+    while (this.lru.size > this.lruSize) this.lru.delete(this.lru.keys().next().value as string)
+  }
+
+  /** entries in the LRU and the bytes their K/V and logits hold */
+  cacheSize(): { readonly entries: number; readonly bytes: number } {
+    let bytes = 0
+    for (const e of this.lru.values()) {
+      for (const a of e.k) bytes += a.byteLength
+      for (const a of e.v) bytes += a.byteLength
+      bytes += e.next.byteLength
     }
-    return evicted
+    return { entries: this.lru.size, bytes }
   }
 
   private touch(key: string, e: PrefixEntry) {
@@ -285,11 +290,9 @@ export class LocalSamplerEngine {
   }
 
   /**
-   * Prefills the distinct prompts of a batch (with the LRU). Returns one entry per
-   * prompt, and the entries the caller must dispose once it has tiled them (fresh
-   * ones the LRU does not keep, and ones it evicted).
+   * Prefills the distinct prompts of a batch (with the LRU). Returns one entry per prompt.
    */
-  private prefill(prompts: Array<ReadonlyArray<number>>): { entries: Array<PrefixEntry>; release: Array<PrefixEntry> } {
+  private prefill(prompts: Array<ReadonlyArray<number>>): Array<PrefixEntry> {
     const V = this.model.config.vocabSize
     const { nHeads: H, nLayers } = this.model.config
     const dh = this.model.headDim
@@ -327,23 +330,27 @@ export class LocalSamplerEngine {
       part.forEach((m, u) => {
         for (let i = r; i < P; i++) tok[u * E + i - r] = m.p[i]!
       })
-      const past: KvCache = tf.tidy(() => {
-        const cut = (t: tf.Tensor4D) => (t.shape[2] === r ? t : tf.slice(t, [0, 0, 0, 0], [1, H, r, dh]))
-        const join = (ts: Array<tf.Tensor4D>) => tf.keep(ts.length === 1 ? tf.clone(ts[0]!) : tf.concat(ts, 0))
-        const k: Array<tf.Tensor4D> = []
-        const v: Array<tf.Tensor4D> = []
-        if (r > 0) {
-          for (let l = 0; l < nLayers; l++) {
-            k.push(join(part.map((m) => cut(m.src!.k[l]!))))
-            v.push(join(part.map((m) => cut(m.src!.v[l]!))))
-          }
+      // the reused positions of every prompt: [U, H, r, dh] per layer
+      const pastOf = (kv: "k" | "v", l: number) => {
+        const buf = new Float32Array(U * H * r * dh)
+        part.forEach((m, u) => copyPositions(m.src![kv][l]!, m.src!.tokens.length, r, H, dh, buf, u * H * r * dh))
+        return tf.tensor4d(buf, [U, H, r, dh])
+      }
+      const past: KvCache = { k: [], v: [], length: r }
+      if (r > 0) {
+        for (let l = 0; l < nLayers; l++) {
+          past.k.push(pastOf("k", l))
+          past.v.push(pastOf("v", l))
         }
-        return { k, v, length: r }
-      })
+      }
       const out = this.model.extend(this.view, tok, U, E, past)
       disposeCache(past)
       const vals = out.logits.dataSync() as Float32Array
       out.logits.dispose()
+      const n = H * P * dh
+      const ks = out.cache.k.map((t) => t.dataSync() as Float32Array)
+      const vs = out.cache.v.map((t) => t.dataSync() as Float32Array)
+      disposeCache(out.cache)
       part.forEach((m, u) => {
         const logprobs = new Array<number>(P).fill(0)
         if (r > 0) {
@@ -352,31 +359,19 @@ export class LocalSamplerEngine {
           logprobs[r] = r === src.tokens.length ? logprobAt(src.next, 0, V, m.p[r]!) : src.logprobs[r]!
         }
         for (let i = r + 1; i < P; i++) logprobs[i] = logprobAt(vals, (u * E + i - 1 - r) * V, V, m.p[i]!)
-        const sliceRow = (t: tf.Tensor4D) => (U === 1 ? tf.clone(t) : tf.slice(t, [u, 0, 0, 0], [1, H, P, dh]))
         const entry: PrefixEntry = {
           tokens: m.p.slice(),
-          k: out.cache.k.map(sliceRow),
-          v: out.cache.v.map(sliceRow),
+          k: ks.map((a) => a.slice(u * n, (u + 1) * n)),
+          v: vs.map((a) => a.slice(u * n, (u + 1) * n)),
           logprobs,
           next: vals.slice((u * E + E - 1) * V, (u * E + E) * V),
         }
         fresh.push([m.key, entry])
         entries.set(m.key, entry)
       })
-      disposeCache(out.cache)
     }
-    const result = prompts.map((p) => entries.get(this.keyOf(p))!)
-    const release: Array<PrefixEntry> = []
-    if (this.lruSize === 0) release.push(...fresh.map(([, e]) => e))
-    else {
-      for (const [key, e] of fresh) {
-        for (const old of this.remember(key, e)) {
-          if (result.includes(old)) release.push(old)
-          else disposeEntry(old)
-        }
-      }
-    }
-    return { entries: result, release }
+    if (this.lruSize > 0) for (const [key, e] of fresh) this.remember(key, e)
+    return prompts.map((p) => entries.get(this.keyOf(p))!)
   }
 
   /**
@@ -387,22 +382,31 @@ export class LocalSamplerEngine {
   private keepRows(prompts: ReadonlyArray<ReadonlyArray<number>>, promptLogprobs: ReadonlyArray<ReadonlyArray<number>>, rows: ReadonlyArray<FinishedRow>, rowReq: ReadonlyArray<number>, cache: KvCache) {
     const { nHeads: H, contextLength: ctx } = this.model.config
     const dh = this.model.headDim
+    const C = cache.length
+    let ks: Array<Float32Array> | undefined
+    let vs: Array<Float32Array> | undefined
     rows.forEach((row, r) => {
       const n = row.tokens.length
       const prompt = prompts[rowReq[r]!]!
       const T = prompt.length + n - 1
-      if (n < 2 || T > ctx - 2 || T > cache.length || !row.next) return
+      if (n < 2 || T > ctx - 2 || T > C || !row.next) return
       const tokens = [...prompt, ...row.tokens.slice(0, n - 1)]
       const key = this.keyOf(tokens)
       if (this.lru.has(key)) return
-      const entry: PrefixEntry = {
+      ks ??= cache.k.map((t) => t.dataSync() as Float32Array)
+      vs ??= cache.v.map((t) => t.dataSync() as Float32Array)
+      const rowOf = (a: Float32Array) => {
+        const out = new Float32Array(H * T * dh)
+        copyPositions(a.subarray(r * H * C * dh, (r + 1) * H * C * dh), C, T, H, dh, out, 0)
+        return out
+      }
+      this.remember(key, {
         tokens,
-        k: cache.k.map((t) => tf.slice(t, [r, 0, 0, 0], [1, H, T, dh])),
-        v: cache.v.map((t) => tf.slice(t, [r, 0, 0, 0], [1, H, T, dh])),
+        k: ks.map(rowOf),
+        v: vs.map(rowOf),
         logprobs: [...promptLogprobs[rowReq[r]!]!, ...row.modelLogprobs.slice(0, n - 1)],
         next: row.next,
-      }
-      for (const old of this.remember(key, entry)) disposeEntry(old)
+      })
     })
   }
 
@@ -439,31 +443,26 @@ export class LocalSamplerEngine {
 
     if (this.prefixReuse) {
       // each distinct prompt once, its K/V tiled to the rows
-      const { entries, release } = this.prefill(group.map((g) => g.prompt))
-      const uniq = [...new Set(entries)]
-      const rowIdx = Int32Array.from(rowReq.map((j) => uniq.indexOf(entries[j]!)))
+      const entries = this.prefill(group.map((g) => g.prompt))
       if (needCache) {
-        cache = tf.tidy(() => {
-          // rows = one-hot(row -> prompt) · K/V: an XNNPACK matmul; wasm's Gather and Tile are ~10x slower
-          const { nHeads: H } = this.model.config
-          const dh = this.model.headDim
-          const select = (uniq.length === 1 ? tf.ones([R, 1]) : tf.oneHot(tf.tensor1d(rowIdx, "int32"), uniq.length).toFloat()) as tf.Tensor2D
-          const tile = (parts: Array<tf.Tensor4D>) => {
-            const flat = tf.reshape(parts.length === 1 ? parts[0]! : tf.concat(parts, 0), [parts.length, H * P * dh]) as tf.Tensor2D
-            return tf.keep(tf.reshape(tf.matMul(select, flat), [R, H, P, dh]) as tf.Tensor4D)
-          }
-          const k: Array<tf.Tensor4D> = []
-          const v: Array<tf.Tensor4D> = []
-          for (let l = 0; l < nLayers; l++) {
-            k.push(tile(uniq.map((e) => e.k[l]!)))
-            v.push(tile(uniq.map((e) => e.v[l]!)))
-          }
-          return { k, v, length: P }
-        })
+        // each row's copy of its prompt's K/V (a copy in memory; wasm's Gather and Tile are slow)
+        const { nHeads: H } = this.model.config
+        const n = H * P * this.model.headDim
+        const tile = (kv: "k" | "v", l: number) => {
+          const buf = new Float32Array(R * n)
+          rowReq.forEach((j, r) => buf.set(entries[j]![kv][l]!, r * n))
+          return tf.tensor4d(buf, [R, H, P, this.model.headDim])
+        }
+        const k: Array<tf.Tensor4D> = []
+        const v: Array<tf.Tensor4D> = []
+        for (let l = 0; l < nLayers; l++) {
+          k.push(tile("k", l))
+          v.push(tile("v", l))
+        }
+        cache = { k, v, length: P }
       }
       rowReq.forEach((j, r) => logits.set(entries[j]!.next, r * V))
       promptLogprobs = entries.map((e) => e.logprobs.slice())
-      for (const e of release) disposeEntry(e)
     } else {
       // every row prefills its own prompt (the baseline that prefix reuse is measured against)
       const tok = new Int32Array(R * P)
@@ -573,9 +572,13 @@ interface FinishedRow {
   next: Float32Array | undefined
 }
 
-const disposeEntry = (e: PrefixEntry) => {
-  for (const t of e.k) t.dispose()
-  for (const t of e.v) t.dispose()
+/** Copies the first `len` positions of `src` ([H, srcLen, dh]) into `out` at `at` as [H, len, dh]. */
+const copyPositions = (src: Float32Array, srcLen: number, len: number, H: number, dh: number, out: Float32Array, at: number) => {
+  if (len === srcLen) {
+    out.set(src.subarray(0, H * len * dh), at)
+    return
+  }
+  for (let h = 0; h < H; h++) out.set(src.subarray(h * srcLen * dh, (h * srcLen + len) * dh), at + h * len * dh)
 }
 
 const toTensors = (w: Record<string, Float32Array>, model: LocalModel): TensorMap => {
