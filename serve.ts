@@ -5,6 +5,9 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect } from "effect"
 import { Command } from "effect/cli"
-import { serveCommand } from "./src/backends/http/Serve.ts"
+import { version } from "./src/cli/paths.ts"
+import { serveCommand, withDefaultModel } from "./src/cli/serve.ts"
 
-serveCommand.pipe(Command.run({ version: "0.1.0" }), Effect.provide(NodeServices.layer), NodeRuntime.runMain)
+process.argv = [...process.argv.slice(0, 2), ...withDefaultModel(process.argv.slice(2))]
+
+serveCommand.pipe(Command.run({ version }), Effect.provide(NodeServices.layer), NodeRuntime.runMain)

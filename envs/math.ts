@@ -12,8 +12,7 @@
  */
 import { Schema } from "effect"
 import { Env, Reward } from "gyre"
-import { numericAnswer } from "../rewards/answers.ts"
-import { maxLength } from "../rewards/length.ts"
+import { maxLength, numericAnswer } from "gyre/rewards"
 
 const Op = Schema.Literals(["plus", "minus", "times"])
 const Problem = Schema.Struct({ a: Schema.Int, b: Schema.Int, op: Op })

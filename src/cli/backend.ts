@@ -11,6 +11,7 @@ import type { Sampler } from "../Sampler.ts"
 import { Tokenizer } from "../Tokenizer.ts"
 import type { Trainer } from "../Trainer.ts"
 import * as Tokenizers from "../tokenizers/index.ts"
+import { defaultModelDir } from "./paths.ts"
 
 export interface BackendOptions {
   readonly backend: string
@@ -34,7 +35,8 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
     return Local.layer({
       seed: options.seed,
       stateDir: options.stateDir,
-      ...(options.model !== undefined ? { modelDir: options.model } : {}),
+      // the base model shipped with gyre, wherever the command runs
+      modelDir: options.model ?? defaultModelDir,
       ...(lora !== undefined ? { lora } : {}),
       // trainer threads share each forward_backward, the sampler has its own thread
       ...(options.workers ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),

@@ -1,28 +1,118 @@
 /**
- * Resolves `<env>` on the command line: a name in `envs/` or a path to a user's module
- * whose default export is an `Env` (or an `Env.mixture`).
+ * Resolves `<env>` on the command line: a name in gyre's `envs/` or a path to a user's
+ * module whose default export is an `Env` (or an `Env.mixture`). The module may be
+ * TypeScript or JavaScript, in an ESM or a CommonJS folder.
  */
 import * as Fs from "node:fs"
+import { createRequire } from "node:module"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
 import * as Env from "../Env.ts"
+import { compiled, envsDir, packageRoot } from "./paths.ts"
 
-const ENVS_DIR = Path.resolve(import.meta.dirname, "../../envs")
+const EXT = compiled ? /\.js$/ : /\.ts$/
 
-/** Names of the envs shipped in `envs/`. */
+/** Names of the envs shipped in gyre's `envs/`. */
 export const availableEnvs = (): Array<string> =>
-  Fs.existsSync(ENVS_DIR)
-    ? Fs.readdirSync(ENVS_DIR).filter((f) => /\.(ts|js|mjs)$/.test(f) && !f.startsWith("_")).map((f) => f.replace(/\.(ts|js|mjs)$/, "")).sort()
+  Fs.existsSync(envsDir)
+    ? Fs.readdirSync(envsDir).filter((f) => EXT.test(f) && !f.startsWith("_") && !f.endsWith(".d.ts")).map((f) => f.replace(EXT, "")).sort()
     : []
 
 /** A path to a module rather than a name in envs/. */
-export const isPath = (s: string) => s.includes("/") || s.includes("\\") || /\.(ts|js|mjs)$/.test(s)
+export const isPath = (s: string) => s.includes("/") || s.includes("\\") || /\.(ts|mts|cts|js|mjs|cjs)$/.test(s)
 
-/** Loads an env by name or path, failing with a message that says what to do. */
+/** The file an env spec names: a shipped env's module, or the user's path made absolute. */
+export const envFile = (spec: string): string => isPath(spec) ? Path.resolve(spec) : Path.join(envsDir, `${spec}${compiled ? ".js" : ".ts"}`)
+
+const realDir = (file: string) => {
+  try {
+    return Fs.realpathSync(Path.dirname(file))
+  } catch {
+    return Path.dirname(file)
+  }
+}
+
+/** The folder of the package that `name` resolves to from `fromFile`, or undefined when it does not resolve. */
+const resolvePackage = (name: string, fromFile: string): string | undefined => {
+  try {
+    let dir = realDir(createRequire(fromFile).resolve(name))
+    // walk up to the package's own package.json
+    for (;;) {
+      const pj = Path.join(dir, "package.json")
+      if (Fs.existsSync(pj)) {
+        try {
+          if ((JSON.parse(Fs.readFileSync(pj, "utf8")) as { name?: unknown }).name === name) return dir
+        } catch {
+          // keep looking
+        }
+      }
+      if (Path.dirname(dir) === dir) return undefined
+      dir = Path.dirname(dir)
+    }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Copies of `gyre` or `effect` that the user's module would load besides the ones this
+ * command runs on: each is named with both folders and how to fix it. An env made by
+ * another copy of gyre, or with another copy of effect, does not work with this runner.
+ */
+export const duplicateCopies = (file: string): Array<string> => {
+  const out: Array<string> = []
+  const here = Path.join(packageRoot, "package.json")
+  for (const name of ["gyre", "effect"] as const) {
+    const mine = name === "gyre" ? realDir(here) : resolvePackage(name, here)
+    const theirs = resolvePackage(name, file)
+    if (mine !== undefined && theirs !== undefined && mine !== theirs) {
+      out.push(
+        `${file} loads ${name} from ${theirs}, but this gyre command runs on ${mine}: two copies of ${name} do not mix. ` +
+          `Run gyre from the project that holds the env (npx gyre ...), and keep one copy: \`npm dedupe\`, ` +
+          (name === "effect" ? "and the effect version gyre depends on in your package.json" : "and gyre installed once (a dependency of your project, not also a global install)"),
+      )
+    }
+  }
+  return out
+}
+
+let tsLoader: Promise<void> | undefined
+/**
+ * Compiled gyre under plain node loads a TypeScript env with tsx's loader, registered
+ * once for the whole process (ESM and CommonJS), so the env shares this process's
+ * modules (one `effect`, one `gyre`). Source gyre already runs under tsx.
+ */
+const typescriptLoader = (): Promise<void> =>
+  (tsLoader ??= compiled
+    ? Promise.all([import("tsx/esm/api"), import("tsx/cjs/api")]).then(([esm, cjs]) => {
+      esm.register()
+      cjs.register()
+    })
+    : Promise.resolve())
+
+const importModule = async (file: string): Promise<Record<string, unknown>> => {
+  if (/\.(ts|mts|cts)$/.test(file)) await typescriptLoader()
+  return import(pathToFileURL(file).href) as Promise<Record<string, unknown>>
+}
+
+/** The env in a module: its default export (also as CommonJS `module.exports` or `exports.default`). */
+const defaultExport = (mod: Record<string, unknown>): unknown => {
+  const value = mod["default"]
+  if (Env.isEnv(value) || Env.isMixture(value)) return value
+  // CommonJS seen from ESM: `exports.default = env` arrives as default.default
+  const inner = typeof value === "object" && value !== null ? (value as Record<string, unknown>)["default"] : undefined
+  if (Env.isEnv(inner) || Env.isMixture(inner)) return inner
+  return value
+}
+
+const describe = (value: unknown) =>
+  value === undefined ? "no default export" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? `an object with keys ${Object.keys(value).slice(0, 5).join(", ") || "(none)"}` : typeof value
+
+/** Loads an env by name or path, failing with one message that names the file and says what to do. */
 export const loadEnv = (spec: string) =>
   Effect.gen(function* () {
-    const file = isPath(spec) ? Path.resolve(spec) : Path.join(ENVS_DIR, `${spec}.ts`)
+    const file = envFile(spec)
     if (!Fs.existsSync(file)) {
       const names = availableEnvs()
       return yield* new Env.EnvError({
@@ -33,18 +123,26 @@ export const loadEnv = (spec: string) =>
           : `unknown env "${spec}". Available: ${names.join(", ") || "(none)"}; or pass a path to your own module, e.g. ./my-env.ts`,
       })
     }
+    const copies = duplicateCopies(file)
     const mod = yield* Effect.tryPromise({
-      try: () => import(pathToFileURL(file).href) as Promise<Record<string, unknown>>,
+      try: () => importModule(file),
       catch: (e) =>
-        new Env.EnvError({ env: spec, reason: "InvalidDefinition", message: `${file} failed to load: ${e instanceof Error ? e.message : String(e)}` }),
+        new Env.EnvError({
+          env: spec,
+          reason: "InvalidDefinition",
+          message: `${file} failed to load: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}${copies.length > 0 ? `; ${copies.join("; ")}` : ""}`,
+        }),
     })
-    const value = mod["default"]
+    const value = defaultExport(mod)
     if (!Env.isEnv(value) && !Env.isMixture(value)) {
       return yield* new Env.EnvError({
         env: spec,
         reason: "InvalidDefinition",
-        message: `${file} must have a default export made with Env.make({...}) or Env.mixture(...); found ${value === undefined ? "no default export" : typeof value}`,
+        message: `${file} must have a default export made with Env.make({...}) or Env.mixture(...); found ${describe(value)}`,
       })
+    }
+    if (copies.length > 0) {
+      return yield* new Env.EnvError({ env: spec, reason: "InvalidDefinition", message: copies.join("; ") })
     }
     return value
   })

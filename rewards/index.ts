@@ -1,0 +1,48 @@
+/**
+ * gyre/rewards: ready-made rewards for `Env.make({ reward })`.
+ *
+ * - `answers`: numeric answers (`numericAnswer`) and exact text answers (`exactMatch`);
+ * - `format`: regular expressions, tags, tag sequences, JSON objects (1 or 0, never fail);
+ * - `length`: hard limits, a soft length penalty, not cut off;
+ * - `judge`: a language model asked a templated question (the `Judge` service).
+ *
+ * @since 0.1.0
+ */
+/** Numeric and exact-match answer rewards, and the number parsing they use. */
+export * as answers from "./answers.ts"
+/** Format rewards: patterns, tags, tag sequences, JSON objects. */
+export * as format from "./format.ts"
+/** A reward that asks a judge model, and the `Judge` service it needs. */
+export * as judge from "./judge.ts"
+/** Length limits and penalties in characters or tokens. */
+export * as length from "./length.ts"
+export {
+  /** Scores 1 when the answer read from the completion equals the problem's number. */
+  numericAnswer,
+  /** Scores 1 when the completion's answer equals the problem's text (after normalization). */
+  exactMatch,
+} from "./answers.ts"
+export {
+  /** Scores 1 when the completion matches a regular expression. */
+  matches,
+  /** Scores 1 when the completion holds a `<tag>...</tag>` block. */
+  hasTag,
+  /** Scores 1 when the completion holds the tags in order. */
+  tagSequence,
+  /** Scores 1 when the completion holds a JSON object (optionally of a schema). */
+  jsonObject,
+} from "./format.ts"
+export {
+  /** Scores 1 when the completion is at most `max` characters. */
+  maxLength,
+  /** Scores 1 when the completion is at most `max` tokens. */
+  maxTokens,
+  /** A penalty that grows linearly over a range of lengths. */
+  lengthPenalty,
+  /** Scores 1 when sampling stopped on its own rather than at the token limit. */
+  notTruncated,
+} from "./length.ts"
+export {
+  /** The judge model a `judge` reward asks (provide it with the env's `services`). */
+  Judge,
+} from "./judge.ts"

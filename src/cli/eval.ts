@@ -1,0 +1,333 @@
+/**
+ * `gyre eval`: scores the base model or a run's checkpoint on an env's held-out set
+ * (or its training problems, or both) without training. Prints the mean and a 95%
+ * interval per reward component and writes every rollout to `eval.jsonl`.
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { Console, Context, Effect, Layer, Option } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Env from "../Env.ts"
+import * as Reward from "../Reward.ts"
+import * as RunLog from "../RunLog.ts"
+import { type Group, sampleGroup } from "../run/Collect.ts"
+import { ContextLength } from "../run/Rollout.ts"
+import { RunError, type RunSettings, defaults } from "../run/Settings.ts"
+import { Sampler } from "../Sampler.ts"
+import { Tokenizer } from "../Tokenizer.ts"
+import { Trainer } from "../Trainer.ts"
+import { backendLayer } from "./backend.ts"
+import { availableEnvs } from "./loadEnv.ts"
+import { failure, verboseFlag } from "./run.ts"
+import { readSaved, resolveEnv } from "./train.ts"
+
+/** Which problems `gyre eval` scores. */
+export type EvalSplit = "heldout" | "train" | "all"
+
+/** What `gyre eval` takes, as an object (each field is the flag of the same name). */
+export interface EvalOptions {
+  /** an env by name or path, or the env itself; default: the env of `from` */
+  readonly env?: string | Env.AnyEnv | Env.Mixture | undefined
+  /** a run folder (its newest checkpoint) or `<run folder>/step-N`; default: the base model */
+  readonly from?: string | undefined
+  /** held-out problems (default), the first training problems, or both */
+  readonly split?: EvalSplit | undefined
+  /** problems per split (default: the run's or env's eval size) */
+  readonly size?: number | undefined
+  /** completions sampled per problem (default 1) */
+  readonly samples?: number | undefined
+  /** sampling temperature (default: the run's or env's eval temperature, else 1) */
+  readonly temperature?: number | undefined
+  /** seed of the problems and the sampling (default: the run's, else 0) */
+  readonly seed?: number | undefined
+  /** where to write eval.jsonl (default: the run folder with `from`, else `runs/eval-<env>-<time>`) */
+  readonly out?: string | undefined
+  /** "embedded" (default) or the URL of a Tinker-protocol service */
+  readonly backend?: string | undefined
+  /** embedded: folder of the base model (default: the one shipped with gyre) */
+  readonly model?: string | undefined
+  /** LoRA rank of the checkpoint (default 8) */
+  readonly loraRank?: number | undefined
+  /** http: folder with the remote model's tokenizer files */
+  readonly tokenizer?: string | undefined
+  /** sample requests in flight (default 8) */
+  readonly sampleConcurrency?: number | undefined
+}
+
+/** A component's mean over the scored rollouts, with a 95% interval. */
+export interface Interval {
+  readonly name: string
+  readonly n: number
+  readonly mean: number
+  readonly low: number
+  readonly high: number
+  /** `wilson` for scores that are all 0 or 1, else `normal` (mean ± 1.96 standard errors) */
+  readonly method: "wilson" | "normal"
+}
+
+/** What `gyre eval` returns. */
+export interface EvalSummary {
+  /** the eval.jsonl written */
+  readonly file: string
+  /** the checkpoint scored (`base` for the base model) */
+  readonly checkpoint: string
+  /** per split scored: its problems, rollouts and one interval per component (`reward/total` first) */
+  readonly splits: ReadonlyArray<{ readonly split: "heldout" | "train"; readonly problems: number; readonly rollouts: number; readonly intervals: ReadonlyArray<Interval> }>
+}
+
+const Z = 1.959963984540054
+
+/**
+ * A 95% interval for the mean of `values`: Wilson's score interval when every value is
+ * 0 or 1 (it stays inside [0, 1] and is not empty at 0 or 1 successes), else the normal
+ * approximation mean ± 1.96 · sd / √n (sd with n - 1).
+ */
+export const interval = (name: string, values: ReadonlyArray<number>): Interval => {
+  const n = values.length
+  if (n === 0) return { name, n, mean: Number.NaN, low: Number.NaN, high: Number.NaN, method: "normal" }
+  const mean = values.reduce((a, b) => a + b, 0) / n
+  if (values.every((v) => v === 0 || v === 1)) {
+    const z2 = Z * Z
+    const center = (mean + z2 / (2 * n)) / (1 + z2 / n)
+    const half = (Z / (1 + z2 / n)) * Math.sqrt((mean * (1 - mean)) / n + z2 / (4 * n * n))
+    return { name, n, mean, low: Math.max(0, center - half), high: Math.min(1, center + half), method: "wilson" }
+  }
+  const sd = n > 1 ? Math.sqrt(values.reduce((a, v) => a + (v - mean) ** 2, 0) / (n - 1)) : 0
+  const half = Z * sd / Math.sqrt(n)
+  return { name, n, mean, low: mean - half, high: mean + half, method: "normal" }
+}
+
+/** One interval per component over the groups' rollouts, the total first. Masked rollouts have no total. */
+export const intervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
+  const scores = groups.flatMap((g) => g.scores)
+  const names = [...new Set(scores.flatMap((s) => Object.keys(s.components)))].sort()
+  const total = scores.flatMap((s) => (s.masked === undefined && s.value !== undefined && Number.isFinite(s.value) ? [s.value] : []))
+  return [
+    interval("reward/total", total),
+    ...names.map((name) => interval(name, scores.flatMap((s) => { const v = s.components[name]; return v !== undefined && Number.isFinite(v) ? [v] : [] }))),
+  ]
+}
+
+/** The checkpoint file that `--from` names: `<run>` (newest) or `<run>/step-N`. */
+const checkpointOf = (from: string) =>
+  Effect.gen(function* () {
+    const stepMatch = /^(.*?)[\\/]+(step-\d+)(\.ckpt)?[\\/]*$/.exec(from)
+    const dir = stepMatch !== null && !Fs.existsSync(Path.join(from, "config.json")) ? stepMatch[1]! : from
+    const wanted = stepMatch !== null && dir !== from ? stepMatch[2]! : undefined
+    const files = RunLog.paths(dir)
+    const rows = yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `--from ${from}: ${e.message}` })))
+    const row = wanted === undefined ? rows[rows.length - 1] : rows.find((r) => r["name"] === wanted)
+    if (row === undefined) {
+      return yield* new RunError({
+        reason: "Resume",
+        message: `--from ${from}: ${wanted === undefined ? `${files.checkpoints} lists no checkpoint` : `no checkpoint ${wanted} in ${files.checkpoints} (there: ${rows.map((r) => String(r["name"])).join(", ") || "none"})`}`,
+      })
+    }
+    const recorded = String(row["path"])
+    const moved = Path.join(files.state, Path.basename(recorded))
+    const path = !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
+    return { dir, name: String(row["name"]), path }
+  })
+
+/** The env services of `source`, built in the current scope with the backend's sampler and tokenizer (as a run does). */
+const buildServices = Effect.fnUntraced(function* (source: Env.AnyEnv | Env.Mixture) {
+  const layers = Env.members(source).flatMap(([e]) => (e.services !== undefined ? [e.services] : []))
+  if (layers.length === 0) return Context.empty() as Context.Context<never>
+  const sampler = yield* Sampler
+  const tokenizer = yield* Tokenizer
+  return yield* Layer.build(Layer.mergeAll(layers[0]!, ...layers.slice(1))).pipe(
+    Effect.provideService(Sampler, sampler),
+    Effect.provideService(Tokenizer, tokenizer),
+    Effect.mapError((e) => new RunError({ reason: "Env", message: `building the env's services failed: ${(e as { message?: string }).message ?? String(e)}` })),
+  )
+})
+
+/** The problems of a split, for every member of `source` (a mixture splits `size` by weight). */
+const tasksOf = (source: Env.AnyEnv | Env.Mixture, split: "heldout" | "train", settings: RunSettings) =>
+  Effect.gen(function* () {
+    const diff = settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}
+    if (split === "train") {
+      return yield* Effect.forEach(Array.from({ length: settings.evalSize }, (_, i) => i), (index) =>
+        Env.taskAt(source, { seed: settings.seed, index, split: "train", ...diff }))
+    }
+    const members = Env.members(source)
+    const total = members.reduce((s, [, w]) => s + w, 0)
+    const out: Array<Env.Task<unknown> & { readonly envDef: Env.AnyEnv }> = []
+    for (const [env, w] of members) {
+      const tasks = yield* Env.evalSet(env, { seed: settings.seed, size: Math.max(1, Math.round((settings.evalSize * w) / total)), ...diff })
+      out.push(...tasks.map((t) => ({ ...t, envDef: env })))
+    }
+    return out
+  })
+
+const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")
+
+/** Scores a model on an env without training and writes eval.jsonl; see `EvalOptions`. */
+export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOptions, print = false) {
+  const say = (line: string) => (print ? Console.log(line) : Effect.logInfo(line))
+  const from = options.from !== undefined ? yield* checkpointOf(options.from) : undefined
+  const saved = from !== undefined ? yield* readSaved(from.dir) : undefined
+  const given = options.env ?? saved?.envSpec ?? saved?.env
+  if (given === undefined) {
+    return yield* new RunError({ reason: "Settings", message: `give an env, e.g. \`npx gyre eval math\` (available: ${availableEnvs().join(", ")}), or --from runs/<name>` })
+  }
+  const { source } = yield* resolveEnv(given)
+  const first = Env.members(source)[0]![0]
+  for (const [flag, v] of [["--size", options.size], ["--samples", options.samples], ["--sample-concurrency", options.sampleConcurrency]] as const) {
+    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return yield* new RunError({ reason: "Settings", message: `${flag} must be a whole number of at least 1, got ${v}` })
+  }
+  if (options.temperature !== undefined && !(options.temperature >= 0)) {
+    return yield* new RunError({ reason: "Settings", message: `--temperature must be 0 or more, got ${options.temperature}` })
+  }
+  const base = saved ?? defaults(source.name)
+  const settings: RunSettings = {
+    ...base,
+    env: source.name,
+    ...(options.seed !== undefined ? { seed: options.seed } : {}),
+    evalSize: options.size ?? (saved === undefined ? first.eval?.size : undefined) ?? base.evalSize,
+    evalTemperature: options.temperature ?? (saved === undefined ? first.eval?.temperature : undefined) ?? base.evalTemperature,
+    ...(options.sampleConcurrency !== undefined ? { sampleConcurrency: options.sampleConcurrency } : {}),
+  }
+  const split = options.split ?? "heldout"
+  const samples = options.samples ?? 1
+  const checkpoint = from?.name ?? "base"
+  const outDir = options.out ?? from?.dir ?? Path.join("runs", `eval-${source.name}-${new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19)}`)
+  const file = Path.join(outDir, "eval.jsonl")
+  const backend = options.backend ?? "embedded"
+  const layer = backendLayer({
+    backend,
+    seed: settings.seed,
+    // nothing is saved: a checkpoint is only read
+    stateDir: from !== undefined ? RunLog.paths(from.dir).state : Os.tmpdir(),
+    model: options.model,
+    loraRank: options.loraRank,
+    tokenizer: options.tokenizer,
+    workers: false,
+  })
+  yield* say(`gyre eval: ${checkpoint === "base" ? "the base model" : `${from!.dir} ${checkpoint}`} on ${source.name} | ${split} | ${samples} sample(s) per problem at temperature ${settings.evalTemperature} | backend ${backend}`)
+
+  const scored = yield* Effect.gen(function* () {
+    const trainer = yield* Trainer
+    if (from !== undefined) {
+      yield* trainer.loadState(from.path).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `cannot load checkpoint ${from.path} (${e.reason}): ${e.message}` })))
+    }
+    const published = yield* trainer.saveWeightsForSampler(`eval-${checkpoint}`).pipe(
+      Effect.mapError((e) => new RunError({ reason: "Backend", message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
+    )
+    const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
+    const services = yield* buildServices(source)
+    const runId = `eval-${source.name}-${settings.seed}`
+    const out: Array<{ readonly split: "heldout" | "train"; readonly groups: ReadonlyArray<Group> }> = []
+    for (const s of split === "all" ? (["heldout", "train"] as const) : [split]) {
+      const tasks = yield* tasksOf(source, s, settings).pipe(Effect.mapError((e) => new RunError({ reason: "Env", message: e.message })))
+      const groups = yield* Effect.forEach(
+        tasks,
+        (task, i) =>
+          sampleGroup(settings, runId, 0, i, published.version, task, {
+            split: s === "heldout" ? "eval" : "train",
+            numSamples: samples,
+            temperature: settings.evalTemperature,
+          }),
+        { concurrency: settings.sampleConcurrency },
+      ).pipe(
+        Effect.provideContext(services),
+        Effect.provideService(Reward.RewardPermits, undefined),
+        Effect.provideService(Reward.RewardCache, Reward.makeCache()),
+        Effect.provideService(ContextLength, info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER),
+      )
+      out.push({ split: s, groups })
+    }
+    return out
+  }).pipe(Effect.scoped, Effect.provide(Layer.fresh(layer)))
+
+  const rows = scored.flatMap(({ split: s, groups }) =>
+    groups.flatMap((g) =>
+      g.rollouts.map((r, si) => ({
+        split: s,
+        checkpoint,
+        env: g.task.env,
+        key: g.task.key,
+        problem: g.task.problem,
+        sample: si,
+        prompt: g.prompt,
+        completion: r.completion,
+        stopReason: r.stopReason,
+        reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
+        masked: g.scores[si]!.masked ?? null,
+        components: g.scores[si]!.components,
+        ...(r.turns !== undefined ? { turns: r.turns, episodeStop: g.episodes[si]!.stop } : {}),
+      }))
+    )
+  )
+  yield* Effect.try({
+    try: () => {
+      Fs.mkdirSync(outDir, { recursive: true })
+      Fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join("\n") + (rows.length > 0 ? "\n" : ""))
+    },
+    catch: (e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${(e as Error).message}; pick another --out` }),
+  })
+  const splits = scored.map(({ split: s, groups }) => ({
+    split: s,
+    problems: groups.length,
+    rollouts: groups.reduce((a, g) => a + g.rollouts.length, 0),
+    intervals: intervals(groups),
+  }))
+  for (const s of splits) {
+    yield* say(`${s.split}: ${s.problems} problems, ${s.rollouts} rollouts`)
+    for (const i of s.intervals) {
+      yield* say(`  ${i.name.padEnd(24)} ${fmt(i.mean)}  95% ${i.method === "wilson" ? "Wilson" : "normal"} interval [${fmt(i.low)}, ${fmt(i.high)}]  n=${i.n}`)
+    }
+  }
+  yield* say(`wrote ${file}`)
+  return { file, checkpoint, splits } satisfies EvalSummary
+})
+
+const opt = Flag.optional
+/** The `eval` command. */
+export const evalCommand = Command.make("eval", {
+  env: Argument.String("env").pipe(
+    Argument.withDescription(`an env (${availableEnvs().join(", ")}) or a path to your module with a default Env export (default: the env of --from)`),
+    Argument.optional,
+  ),
+  from: Flag.String("from").pipe(Flag.withDescription("a run folder (its newest checkpoint) or runs/<name>/step-N (default: the base model)"), opt),
+  split: Flag.Literals("split", ["heldout", "train", "all"]).pipe(Flag.withDescription("held-out problems (default), the first training problems, or both"), opt),
+  size: Flag.Int("size").pipe(Flag.withDescription("problems per split (default: the run's or env's eval size)"), opt),
+  samples: Flag.Int("samples").pipe(Flag.withDescription("completions per problem (default 1)"), opt),
+  temperature: Flag.Finite("temperature").pipe(Flag.withDescription("sampling temperature (default: the run's or env's eval temperature, else 1)"), opt),
+  seed: Flag.Int("seed").pipe(Flag.withDescription("seed of problems and sampling (default: the run's, else 0)"), opt),
+  out: Flag.String("out").pipe(Flag.withDescription("folder for eval.jsonl (default: the --from run folder, else runs/eval-<env>-<time>)"), opt),
+  backend: Flag.String("backend").pipe(Flag.withDescription("\"embedded\" (default) or the URL of a Tinker-protocol service"), Flag.withDefault("embedded")),
+  model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model (default: the one shipped with gyre)"), opt),
+  loraRank: Flag.Int("lora-rank").pipe(Flag.withDescription("LoRA rank of the checkpoint (default 8)"), opt),
+  tokenizer: Flag.String("tokenizer").pipe(Flag.withDescription("http: folder with the remote model's tokenizer files"), opt),
+  verbose: verboseFlag,
+}, (p) =>
+  evaluateModel({
+    env: Option.getOrUndefined(p.env),
+    from: Option.getOrUndefined(p.from),
+    split: Option.getOrUndefined(p.split),
+    size: Option.getOrUndefined(p.size),
+    samples: Option.getOrUndefined(p.samples),
+    temperature: Option.getOrUndefined(p.temperature),
+    seed: Option.getOrUndefined(p.seed),
+    out: Option.getOrUndefined(p.out),
+    backend: p.backend,
+    model: Option.getOrUndefined(p.model),
+    loraRank: Option.getOrUndefined(p.loraRank),
+    tokenizer: Option.getOrUndefined(p.tokenizer),
+  }, true).pipe(
+    Effect.asVoid,
+    Effect.catch((e) =>
+      Console.error(p.verbose ? failure(e) : `error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
+        process.exitCode = 1
+      })))
+    ),
+  )).pipe(
+  Command.withDescription("Score the base model or a run's checkpoint on an env's held-out set without training: mean and 95% interval per reward component, every rollout in eval.jsonl."),
+  Command.withExamples([
+    { command: "eval math", description: "the base model on math's held-out set" },
+    { command: "eval --from runs/quick", description: "a run's newest checkpoint on its env's held-out set" },
+    { command: "eval --from runs/quick/step-50 --split all --samples 4", description: "an older checkpoint, held-out and training problems, 4 samples each" },
+  ]),
+)

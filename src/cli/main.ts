@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+/**
+ * The `gyre` command: `gyre run`, `gyre eval`, `gyre serve`, `gyre report`;
+ * `gyre --help` and `gyre <command> --help` list every flag.
+ */
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Effect } from "effect"
+import { Command } from "effect/cli"
+import { evalCommand } from "./eval.ts"
+import { version } from "./paths.ts"
+import { reportCommand } from "./report.ts"
+import { cliPresenter, runCommand } from "./run.ts"
+import { serveCommand, withDefaultModel } from "./serve.ts"
+
+/** The `gyre` command and its subcommands. */
+export const gyreCommand = Command.make("gyre").pipe(
+  Command.withDescription("Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report)."),
+  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand]),
+)
+
+if (process.argv[2] === "serve") process.argv = [...process.argv.slice(0, 3), ...withDefaultModel(process.argv.slice(3))]
+
+gyreCommand.pipe(
+  Command.run({ version }),
+  Effect.provide(cliPresenter),
+  Effect.provide(NodeServices.layer),
+  NodeRuntime.runMain,
+)

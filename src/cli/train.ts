@@ -1,0 +1,296 @@
+/**
+ * A training run from a settings object: what `gyre run` does after parsing its flags,
+ * and what `gyre/runner` offers to code. One path for both.
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Console, Effect, Layer, Schema, SchemaIssue } from "effect"
+import type * as Advantage from "../Advantage.ts"
+import type { LossFn } from "../Contract.ts"
+import * as Env from "../Env.ts"
+import * as Metrics from "../Metrics.ts"
+import * as Runner from "../Runner.ts"
+import * as RunLog from "../RunLog.ts"
+import { backendLayer } from "./backend.ts"
+import { availableEnvs, isPath, loadEnv } from "./loadEnv.ts"
+import { terminalProgress } from "./progress.ts"
+
+/**
+ * Everything `gyre run` takes, as an object: each field is the flag of the same name
+ * (`groupSize` is `--group-size`); an absent field takes the env's, the resumed run's,
+ * or gyre's default.
+ */
+export interface RunOptions {
+  /** an env in gyre's envs/ by name, a path to a module with a default Env export, or an Env (or mixture) itself */
+  readonly env?: string | Env.AnyEnv | Env.Mixture | undefined
+  /** RL steps to run (default 2000) */
+  readonly steps?: number | undefined
+  /** problems per step (default 8) */
+  readonly groups?: number | undefined
+  /** completions sampled per problem (default 8) */
+  readonly groupSize?: number | undefined
+  /** loss function (default ppo) */
+  readonly loss?: LossFn | undefined
+  /** loss settings, e.g. `{ clip_low_threshold: 0.8 }` */
+  readonly lossConfig?: Readonly<Record<string, number | string>> | undefined
+  /** advantage normalization (default group_std) */
+  readonly advantage?: Advantage.Mode | undefined
+  /** Adam learning rate */
+  readonly lr?: number | undefined
+  /** decoupled weight decay */
+  readonly weightDecay?: number | undefined
+  /** clip the gradient's global norm (0 = off) */
+  readonly gradClip?: number | undefined
+  /** most tokens per completion */
+  readonly maxTokens?: number | undefined
+  /** sampling temperature */
+  readonly temperature?: number | undefined
+  /** nucleus sampling threshold in (0, 1] */
+  readonly topP?: number | undefined
+  /** sample from the k most likely tokens (0 = off) */
+  readonly topK?: number | undefined
+  /** seed for problems, sampling and initialization */
+  readonly seed?: number | undefined
+  /** the env's difficulty knob */
+  readonly difficulty?: number | undefined
+  /** datums per forward_backward call (0 = all at once) */
+  readonly microBatch?: number | undefined
+  /** reward evaluations in flight */
+  readonly rewardConcurrency?: number | undefined
+  /** sample requests in flight */
+  readonly sampleConcurrency?: number | undefined
+  /** score the held-out set every N steps (0 = never) */
+  readonly evalEvery?: number | undefined
+  /** held-out problems per evaluation */
+  readonly evalSize?: number | undefined
+  /** sampling temperature for evaluation */
+  readonly evalTemperature?: number | undefined
+  /** save a checkpoint every N steps; the last step is always saved */
+  readonly saveEvery?: number | undefined
+  /** supervised fine-tuning on the env's reference answers */
+  readonly sft?: boolean | undefined
+  /** sample step k+1 while step k trains */
+  readonly async?: boolean | undefined
+  /** embedded: sampler and trainer in worker threads */
+  readonly workers?: boolean | undefined
+  /** async: most policy versions a group may lag */
+  readonly maxLag?: number | undefined
+  /** async: what to do with groups older than maxLag */
+  readonly stale?: "requeue" | "drop" | undefined
+  /** run name; the run folder is `<out>/<name>` */
+  readonly name?: string | undefined
+  /** folder for run folders (default runs) */
+  readonly out?: string | undefined
+  /** a run folder to continue after its last checkpoint, with its saved settings */
+  readonly resume?: string | undefined
+  /** "embedded" (default) or the URL of a Tinker-protocol service */
+  readonly backend?: string | undefined
+  /** embedded: folder of the base model (default: the one shipped with gyre); http: base model name */
+  readonly model?: string | undefined
+  /** LoRA rank */
+  readonly loraRank?: number | undefined
+  /** http: folder with tokenizer.json and tokenizer_config.json of the remote model */
+  readonly tokenizer?: string | undefined
+  /** write every sample of every Nth step to rollouts.jsonl (0 = never) */
+  readonly logRolloutsEvery?: number | undefined
+  /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
+  readonly print?: boolean | undefined
+}
+
+/** What a finished run returns. */
+export interface RunSummary {
+  /** the run folder (config.json, metrics.jsonl, rollouts.jsonl, checkpoints.jsonl, report.html) */
+  readonly outDir: string
+  /** the settings the run used, as written to config.json */
+  readonly settings: Runner.RunSettings
+  /** one metrics record per step run by this call */
+  readonly metrics: ReadonlyArray<Metrics.MetricRecord>
+  /** the last held-out score (`held-out correct`, else `held-out reward`) and its step, when the run evaluated */
+  readonly heldOut: { readonly label: string; readonly value: number; readonly step: number } | undefined
+}
+
+/** `{ key: value }` when the value is given, else `{}`: spread over the settings it overrides. */
+const set = <K extends string, A>(key: K, value: A | undefined): { [P in K]?: A } =>
+  (value !== undefined ? { [key]: value } : {}) as { [P in K]?: A }
+
+/** Settings fields as the flags that set them, for error messages. */
+export const FLAG_OF: Record<string, string> = {
+  seed: "--seed", difficulty: "--difficulty",
+  steps: "--steps", groups: "--groups", groupSize: "--group-size", learning_rate: "--lr", weight_decay: "--weight-decay",
+  grad_clip_norm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
+  microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
+  evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
+  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
+}
+
+/** The flag that sets a settings path, e.g. `["adam", "learning_rate"]` -> `--lr`. */
+const flagOf = (path: ReadonlyArray<string>): string | undefined => {
+  if (path[0] === "lossConfig" && path.length > 1) return `--loss-config ${path.slice(1).join(".")}`
+  const last = path[path.length - 1]
+  return last !== undefined ? FLAG_OF[last] : undefined
+}
+
+/**
+ * Schema issues as one line each that names what was given: `--lr must be a value greater
+ * than or equal to 0, got -1`. `name` maps a settings path to what the user wrote (a
+ * flag, or a config.json field); paths it does not know are named `settings field a.b`.
+ */
+export const describeIssues = (
+  issue: SchemaIssue.Issue,
+  value: unknown,
+  name: (path: ReadonlyArray<string>) => string | undefined,
+): string =>
+  SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues.map((i) => {
+    const path = (i.path ?? []).map((k) => String(typeof k === "object" && k !== null ? k.key : k))
+    const given = path.reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), value)
+    const who = name(path) ?? (path.length > 0 ? `settings field ${path.join(".")}` : "settings")
+    const what = i.message.startsWith("Expected ") ? `must be ${i.message.slice("Expected ".length)}` : `: ${i.message}`
+    const got = given !== undefined && !/, got /.test(what) ? `, got ${typeof given === "number" ? String(given) : JSON.stringify(given)}` : ""
+    return `${who} ${what}${got}`.replace(/ :/, ":")
+  }).join("; ")
+
+/** Settings from defaults, the env, a resumed run's config and the options, in that order. */
+const settingsFrom = (
+  p: RunOptions,
+  source: Env.AnyEnv | Env.Mixture,
+  envSpec: string | undefined,
+  saved: Runner.RunSettings | undefined,
+  resumeDir: string | undefined,
+) =>
+  Effect.gen(function* () {
+    const envName = source.name
+    const first = Env.members(source)[0]![0]
+    const out = p.out ?? "runs"
+    const base = saved ?? Runner.defaults(envName, {
+      ...(p.name !== undefined ? { name: p.name, outDir: Path.join(out, p.name) } : {}),
+    })
+    const name = base.name
+    const outDir = resumeDir ?? Path.join(out, name)
+    const overrides = {
+      ...saved?.samplingOverrides,
+      ...set("maxTokens", p.maxTokens),
+      ...set("temperature", p.temperature),
+      ...set("topP", p.topP),
+      ...set("topK", p.topK),
+    }
+    const candidate = {
+      ...base,
+      name,
+      outDir,
+      env: envName,
+      ...(envSpec !== undefined ? { envSpec } : {}),
+      ...set("steps", p.steps),
+      ...set("groups", p.groups),
+      ...set("groupSize", p.groupSize),
+      ...set("loss", p.loss),
+      ...(p.lossConfig !== undefined
+        ? { lossConfig: Object.fromEntries(Object.entries(p.lossConfig).map(([k, v]) => [k, Number(v)])) }
+        : {}),
+      ...set("advantage", p.advantage),
+      adam: {
+        ...base.adam,
+        ...set("learning_rate", p.lr),
+        ...set("weight_decay", p.weightDecay),
+        ...set("grad_clip_norm", p.gradClip),
+      },
+      samplingOverrides: overrides,
+      ...(saved === undefined && first.eval?.size !== undefined ? { evalSize: first.eval.size } : {}),
+      ...(saved === undefined && first.eval?.temperature !== undefined ? { evalTemperature: first.eval.temperature } : {}),
+      ...set("seed", p.seed),
+      ...set("difficulty", p.difficulty),
+      ...set("microBatch", p.microBatch),
+      ...set("rewardConcurrency", p.rewardConcurrency),
+      ...set("sampleConcurrency", p.sampleConcurrency),
+      ...set("evalEvery", p.evalEvery),
+      ...set("evalSize", p.evalSize),
+      ...set("evalTemperature", p.evalTemperature),
+      ...set("saveEvery", p.saveEvery),
+      ...(p.sft === true ? { sft: true } : {}),
+      ...(p.async === true ? { async: true } : {}),
+      ...set("maxLag", p.maxLag),
+      ...set("staleGroups", p.stale),
+      ...set("logRolloutsEvery", p.logRolloutsEvery),
+    }
+    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
+      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
+    )
+  })
+
+/** Options that would change the data order of a resumed run. */
+const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty"] as const
+
+/** A run folder's config.json, decoded; failures name the file and what to do. */
+export const readSaved = (dir: string) =>
+  Effect.gen(function* () {
+    const file = Path.join(dir, "config.json")
+    if (!Fs.existsSync(file)) {
+      return yield* new Runner.RunError({ reason: "Resume", message: `${file} not found: give a run folder such as runs/math-2026-01-01T00-00-00` })
+    }
+    const json = yield* Effect.try({
+      try: () => JSON.parse(Fs.readFileSync(file, "utf8")) as unknown,
+      catch: (e) => new Runner.RunError({ reason: "Resume", message: `${file} is not valid JSON: ${(e as Error).message}` }),
+    })
+    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(json).pipe(
+      Effect.mapError((e) =>
+        new Runner.RunError({ reason: "Resume", message: `${file} is not a run's config: ${describeIssues(e.issue, json, (path) => `field ${path.join(".")}`)}` })
+      ),
+    )
+  })
+
+/** The env of `env` (a name, a path, or the env itself): loaded when it is a name or a path. */
+export const resolveEnv = (env: string | Env.AnyEnv | Env.Mixture) =>
+  typeof env === "string"
+    ? loadEnv(env).pipe(Effect.map((source) => ({ source, envSpec: isPath(env) ? Path.resolve(env) : env })))
+    : Env.isEnv(env) || Env.isMixture(env)
+    ? Effect.succeed({ source: env, envSpec: undefined as string | undefined })
+    : Effect.fail(new Env.EnvError({ env: String(env), reason: "InvalidDefinition", message: "env must be a name, a path, or a value made with Env.make({...}) or Env.mixture(...)" }))
+
+/**
+ * Runs a training (RL, or SFT with `sft: true`) and returns its summary. What `gyre run`
+ * does; errors carry one message that says what went wrong and what to do.
+ */
+export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
+  const print = options.print === true
+  const say = (line: string) => print ? Console.log(line) : Effect.logInfo(line)
+  const resumeDir = options.resume
+  const saved = resumeDir !== undefined ? yield* readSaved(resumeDir) : undefined
+  if (saved !== undefined) {
+    const changed = FIXED_ON_RESUME.filter((k) => options[k] !== undefined)
+    if (changed.length > 0) {
+      return yield* new Runner.RunError({
+        reason: "Resume",
+        message: `${changed.map((k) => FLAG_OF[k] ?? `--${k}`).join(", ")} cannot change on --resume (the data order depends on it); start a new run instead`,
+      })
+    }
+  }
+  const given = typeof options.env === "object" ? options.env : (saved?.envSpec ?? saved?.env ?? options.env)
+  if (given === undefined) {
+    return yield* new Runner.RunError({ reason: "Settings", message: `give an env, e.g. \`npx gyre run math\` (available: ${availableEnvs().join(", ")}), or --resume runs/<name>` })
+  }
+  const { envSpec, source } = yield* resolveEnv(given)
+  const settings = yield* settingsFrom(options, source, envSpec, saved, resumeDir)
+  const backend = options.backend ?? "embedded"
+  yield* say(
+    `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learning_rate} | backend ${backend} | run folder ${settings.outDir}`,
+  )
+  const layer = backendLayer({
+    backend,
+    seed: settings.seed,
+    stateDir: RunLog.paths(settings.outDir).state,
+    model: options.model,
+    loraRank: options.loraRank,
+    tokenizer: options.tokenizer,
+    workers: settings.async || options.workers === true,
+  })
+  const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
+    Effect.provide(Layer.fresh(layer)),
+    print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
+  )
+  const lastEval = [...metrics].reverse().find((m) => Metrics.heldOutScore(m) !== undefined)
+  const score = lastEval === undefined ? undefined : Metrics.heldOutScore(lastEval)
+  const heldOut = score === undefined ? undefined : { label: score.label, value: score.value, step: Number(lastEval!["step"]) }
+  yield* say(
+    `done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl)${heldOut !== undefined ? `; ${heldOut.label} ${heldOut.value.toFixed(3)} at step ${heldOut.step}` : ""}`,
+  )
+  return { outDir: settings.outDir, settings, metrics, heldOut } satisfies RunSummary
+})

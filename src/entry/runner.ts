@@ -1,0 +1,47 @@
+/**
+ * gyre/runner: run a training, or score a model, from code. The same code path as
+ * `gyre run` and `gyre eval`.
+ *
+ * @example
+ * import { runTraining } from "gyre/runner"
+ * import myEnv from "./envs/mine.ts"
+ *
+ * const summary = await runTraining({ env: myEnv, steps: 20, name: "try" })
+ * console.log(summary.outDir, summary.heldOut)
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import { evaluateModel, type EvalOptions, type EvalSummary } from "../cli/eval.ts"
+import { type RunOptions, type RunSummary, train } from "../cli/train.ts"
+
+export type {
+  /** Scores a model on an env: which checkpoint, which problems, how many samples. */
+  EvalOptions,
+  /** What an evaluation returns: the eval.jsonl written and an interval per component. */
+  EvalSummary,
+  /** A component's mean with its 95% interval (Wilson for 0/1 scores, else normal). */
+  Interval,
+  /** Which problems an evaluation scores: held-out, training, or both. */
+  EvalSplit,
+} from "../cli/eval.ts"
+export type {
+  /** Every `gyre run` flag as a field of an object, plus the env itself. */
+  RunOptions,
+  /** What a finished run returns: its folder, settings, metrics and last held-out score. */
+  RunSummary,
+} from "../cli/train.ts"
+/** Runs a training (RL, or SFT with `sft: true`) as an Effect; what `gyre run` does. */
+export { train } from "../cli/train.ts"
+/** Scores the base model or a run's checkpoint as an Effect; what `gyre eval` does. */
+export { evaluateModel } from "../cli/eval.ts"
+/** A 95% interval of a mean: Wilson's for 0/1 values, else the normal approximation. */
+export { interval } from "../cli/eval.ts"
+/** The settings a run is configured with (`config.json`), its defaults, its error, and the loop itself. */
+export { defaults, Progress, run, RunError, RunSettings } from "../Runner.ts"
+
+/** Runs a training and resolves to its summary; rejects with the run's error (its `message` says what to do). */
+export const runTraining = (options: RunOptions): Promise<RunSummary> => Effect.runPromise(train(options))
+
+/** Scores a model and resolves to the evaluation's summary; rejects with the error. */
+export const runEvaluation = (options: EvalOptions): Promise<EvalSummary> => Effect.runPromise(evaluateModel(options))
