@@ -49,6 +49,13 @@ export const RunSettings = Schema.Struct({
   saveEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   /** train on reference answers with cross_entropy instead of RL */
   sft: Schema.Boolean,
+  /**
+   * start a fresh run from another run's trainer weights (its LoRA adapter), with a fresh
+   * optimizer: a run folder (its newest checkpoint that loads), a run folder and step
+   * (`runs/<name>/step-30`) or a state file (`runs/<name>/state/step-30.ckpt`).
+   * config.json records the state file it resolved to.
+   */
+  initFrom: Schema.optional(Schema.String),
   async: Schema.Boolean,
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   staleGroups: Schema.Literals(["requeue", "drop"]),
