@@ -20,6 +20,7 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Effect, Layer, Option, Result, Schema } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { decode } from "../Decode.ts"
 import { type Message, type Prompt, TokenizeError, Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 
 /** Why a tokenizer folder could not be loaded. @since 0.1.0 @category errors */
@@ -68,11 +69,14 @@ const readJson = (file: string) =>
     return parsed.success
   })
 
-const decodeFile = <S extends Schema.Top>(schema: S, file: string) => (value: unknown) => {
-  const r = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<S["Type"], unknown>)(value)
-  return Result.isSuccess(r)
-    ? Effect.succeed(r.success)
-    : Effect.fail(new TokenizerLoadError({ reason: "Malformed", path: file, message: `${file}: ${r.failure.message.replace(/\n\s*/g, " ")}` }))
+const decodeFile = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, file: string) => {
+  const run = decode(schema)
+  return (value: unknown) => {
+    const r = run(value)
+    return Result.isSuccess(r)
+      ? Effect.succeed(r.success)
+      : Effect.fail(new TokenizerLoadError({ reason: "Malformed", path: file, message: `${file}: ${r.failure}` }))
+  }
 }
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e))
