@@ -1,0 +1,62 @@
+/**
+ * The Reference service: log-probs of token sequences under the reference policy, the
+ * base model with no adapter, for the KL penalty (`KlPenalty.ts`).
+ *
+ * - embedded backend (`Local.layer`, in-process or on worker threads): the frozen base
+ *   weights with the adapter off, computed like the sampler's `computeLogprobs`;
+ * - HTTP backend: a sampling session of the base model (`create_sampling_session` with
+ *   `base_model`) and `compute_logprobs` on it.
+ *
+ * `check` is cheap and says whether the backend can give reference log-probs at all: a
+ * run with a KL coefficient > 0 calls it before its first step, so that a server that
+ * refuses base-model sampling stops the run at once, saying why.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer, Result } from "effect"
+import { BackendError, type Datum, type ModelInput } from "./Contract.ts"
+import * as KlPenalty from "./KlPenalty.ts"
+
+/** @since 0.1.0 @category models */
+export interface ReferenceShape {
+  /** per input, log p_ref(x_i | x_<i) for every position (position 0 is 0) */
+  readonly logprobs: (inputs: ReadonlyArray<ModelInput>) => Effect.Effect<Array<Array<number>>, BackendError>
+  /** succeeds when `logprobs` can be served; else fails saying why (and what to do) */
+  readonly check: Effect.Effect<void, BackendError>
+}
+
+/** @since 0.1.0 @category services */
+export class Reference extends Context.Service<Reference, ReferenceShape>()("gyre/Reference") {}
+
+/**
+ * A Reference that cannot serve: `check` and `logprobs` fail with `why`.
+ * @since 0.1.0 @category constructors
+ */
+export const unavailable = (why: string, operation = "reference"): ReferenceShape => {
+  const error = new BackendError({ reason: "Unavailable", operation, message: why })
+  return { logprobs: () => Effect.fail(error), check: Effect.fail(error) }
+}
+
+/** @since 0.1.0 @category layers */
+export const layerUnavailable = (why: string): Layer.Layer<Reference> => Layer.succeed(Reference, unavailable(why))
+
+/**
+ * Fetches the reference log-probs of a step's Datums and folds the KL penalty into
+ * their advantages (`KlPenalty.apply`: tinker-cookbook's `kl_penalty_coef` rule). With
+ * `coef` 0 it returns the Datums as they are and asks nothing of the backend.
+ * @since 0.1.0 @category combinators
+ */
+export const penalize = Effect.fn("Reference.penalize")(function* (
+  data: ReadonlyArray<Datum>,
+  coef: number,
+  options: { readonly masks?: ReadonlyArray<ReadonlyArray<number>> | undefined } = {},
+) {
+  const bad = KlPenalty.checkCoef(coef, "coef")
+  if (bad) return yield* new BackendError({ reason: "InvalidInput", operation: "Reference.penalize", message: bad })
+  if (coef === 0 || data.length === 0) return { data: [...data], metrics: {} } satisfies KlPenalty.KlPenaltyResult
+  const reference = yield* Reference
+  const logprobs = yield* reference.logprobs(data.map((d) => d.modelInput))
+  const out = KlPenalty.apply({ data, reference: logprobs, coef, masks: options.masks })
+  if (Result.isFailure(out)) return yield* new BackendError({ reason: "Internal", operation: "Reference.penalize", message: out.failure })
+  return out.success
+})
