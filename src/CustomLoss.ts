@@ -137,9 +137,12 @@ const surrogate = (
   const grads: Array<Array<number>> = []
   let active = 0
   for (let d = 0; d < data.length; d++) {
-    const g: ReadonlyArray<number> = out.gradients[d]!
+    const raw: unknown = out.gradients[d]
     const L = lps[d]!.length
-    if (!Array.isArray(g)) return bad("Gradient", `data[${d}]: the gradient is ${String(g)}, not an array of ${L} numbers`)
+    if (!Array.isArray(raw) && !(raw instanceof Float32Array) && !(raw instanceof Float64Array)) {
+      return bad("Gradient", `data[${d}]: the gradient is ${String(raw)}, not an array of ${L} numbers`)
+    }
+    const g = raw as ArrayLike<number>
     if (g.length !== L) {
       return bad("Gradient", `data[${d}]: the gradient has length ${g.length}, but the datum has ${L} positions; gradients[d] must have the shape of logprobs[d] ([${L}])`)
     }
