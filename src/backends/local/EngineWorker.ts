@@ -49,6 +49,8 @@ export type TrainerOps = {
 export type SamplerOps = {
   readonly sample: (prompt: ReadonlyArray<number>, params: SamplingParams, options: SampleRequestOptions) => Promise<SampleResult>
   readonly computeLogprobs: (tokens: ReadonlyArray<number>) => Array<number>
+  /** per sequence, its log-probs under the base model with the adapter off (the KL reference) */
+  readonly referenceLogprobs: (seqs: ReadonlyArray<ReadonlyArray<number>>) => Array<Array<number>>
   /** installs a published adapter; returns the version served from now on */
   readonly setAdapter: (adapter: PublishedAdapter) => number
   readonly stats: () => SamplerStats
@@ -129,9 +131,16 @@ const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => 
       seed: seed + 2,
       ...(init.options.prefixCacheSize === undefined ? {} : { prefixCacheSize: init.options.prefixCacheSize }),
     })
+    // the KL reference: an engine on the same frozen base that never gets an adapter (its
+    // weights are the base tensors themselves, no copy; no prompt cache), built on first use
+    let reference: LocalSamplerEngine | undefined
     const ops: SamplerOps = {
       sample: (prompt, params, options) => engine.sample(prompt, params, options),
       computeLogprobs: (tokens) => engine.computeLogprobs(tokens),
+      referenceLogprobs: (seqs) => {
+        reference ??= new LocalSamplerEngine(model, { prefixCacheSize: 0 })
+        return seqs.map((tokens) => reference!.computeLogprobs(tokens))
+      },
       setAdapter: (adapter) => {
         engine.setAdapter(adapter)
         return engine.version

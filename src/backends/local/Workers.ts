@@ -3,8 +3,10 @@
  * own worker thread, with their own tfjs-wasm instance, so a 2-core machine trains and
  * samples at the same time (tfjs-wasm uses one thread per instance). The main thread
  * only validates requests and passes messages. `LocalWorkers.layer(options)` (or
- * `Local.layer({ ...options, workers: true })`) provides the same `Trainer`, `Sampler`
- * and `Tokenizer` services as `Local.layer`, with the same seeds and the same results.
+ * `Local.layer({ ...options, workers: true })`) provides the same `Trainer`, `Sampler`,
+ * `Tokenizer` and `Reference` services as `Local.layer`, with the same seeds and the same
+ * results. The reference log-probs (base model, adapter off) are computed on the sampler
+ * thread.
  *
  * - With `trainerThreads: n` (default 1), n trainer threads share every forward(-backward)
  *   call (data parallel, split by token count, pooled over the whole call); the first
@@ -46,6 +48,7 @@ import {
   type SamplingParams,
 } from "../../Contract.ts"
 import { validateLoss } from "../../Loss.ts"
+import { Reference, type ReferenceShape } from "../../Reference.ts"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
@@ -198,6 +201,8 @@ export interface WorkerServices {
   readonly trainer: TrainerShape
   readonly sampler: SamplerShape
   readonly tokenizer: TokenizerShape
+  /** log-probs under the base model with the adapter off, on the sampler thread */
+  readonly reference: ReferenceShape
   readonly threads: {
     /** the trainer thread that holds the optimizer state and publishes */
     readonly trainer: EngineThread<TrainerOps>
@@ -381,24 +386,40 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
     version: SubscriptionRef.get(published),
   })
 
+  const reference: ReferenceShape = Reference.of({
+    logprobs: Effect.fn("LocalWorkers.reference")(function* (inputs: ReadonlyArray<ModelInput>) {
+      const seqs = inputs.map(modelInputTokens)
+      for (let i = 0; i < seqs.length; i++) {
+        const bad = checkLogprobsInput(seqs[i]!, config)
+        if (bad) return yield* fail("LocalWorkers.reference", "InvalidInput", `inputs[${i}]: ${bad}`)
+      }
+      if (seqs.length === 0) return []
+      return yield* samplerThread.call("LocalWorkers.reference", "referenceLogprobs", [seqs])
+    }),
+    check: Effect.suspend(() =>
+      samplerThread.alive ? Effect.void : Effect.fail(fail("LocalWorkers.reference", "Unavailable", "the sampler worker, which computes the reference log-probs, is down"))
+    ),
+  })
+
   return {
     trainer,
     sampler,
     tokenizer: CharTokenizer.make(),
+    reference,
     threads: { trainer: trainerThread, trainers, sampler: samplerThread },
     samplerStats: samplerThread.call("LocalWorkers.samplerStats", "stats", []),
   } satisfies WorkerServices
 })
 
 /**
- * `Trainer`, `Sampler` and `Tokenizer` on the embedded model, trainer and sampler in
- * their own worker threads.
+ * `Trainer`, `Sampler`, `Tokenizer` and `Reference` on the embedded model, trainer and
+ * sampler in their own worker threads.
  * @since 0.1.0 @category layers
  */
-export const layer = (options: LocalOptions = {}): Layer.Layer<Trainer | Sampler | Tokenizer, BackendError> =>
+export const layer = (options: LocalOptions = {}): Layer.Layer<Trainer | Sampler | Tokenizer | Reference, BackendError> =>
   Layer.effectContext(
     Effect.map(make(options), (s) =>
-      Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Tokenizer, s.tokenizer)),
+      Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Tokenizer, s.tokenizer), Context.add(Reference, s.reference)),
     ),
   )
 

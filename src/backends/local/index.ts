@@ -28,6 +28,7 @@ import {
 } from "../../Contract.ts"
 import { validateLoss } from "../../Loss.ts"
 import { awaitVersion as awaitVersionOf, fail, internal } from "./Errors.ts"
+import { Reference, type ReferenceShape } from "../../Reference.ts"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
@@ -100,8 +101,38 @@ export interface LocalServices {
   readonly trainer: TrainerShape
   readonly sampler: SamplerShape
   readonly tokenizer: TokenizerShape
+  /** log-probs under the base model with the adapter off */
+  readonly reference: ReferenceShape
   readonly trainerEngine: LocalTrainerEngine
   readonly samplerEngine: LocalSamplerEngine
+}
+
+/**
+ * The reference policy of an embedded model: a sampler engine on the frozen base that is
+ * never given an adapter (its merged weights are the base tensors themselves, so it holds
+ * no copy of them, and it keeps no prompt cache). Built on first use.
+ * @since 0.1.0 @category constructors
+ */
+export const makeReference = (model: LocalModel, operation = "Local.reference"): ReferenceShape => {
+  let engine: LocalSamplerEngine | undefined
+  const config = model.config
+  return Reference.of({
+    logprobs: Effect.fn(operation)(function* (inputs: ReadonlyArray<ModelInput>) {
+      const seqs = inputs.map(modelInputTokens)
+      for (let i = 0; i < seqs.length; i++) {
+        const bad = checkLogprobsInput(seqs[i]!, config)
+        if (bad) return yield* fail(operation, "InvalidInput", `inputs[${i}]: ${bad}`)
+      }
+      return yield* Effect.try({
+        try: () => {
+          engine ??= new LocalSamplerEngine(model, { prefixCacheSize: 0 })
+          return seqs.map((tokens) => engine!.computeLogprobs(tokens))
+        },
+        catch: internal(operation),
+      })
+    }),
+    check: Effect.void,
+  })
 }
 
 /**
@@ -195,7 +226,8 @@ export const makeServices = Effect.fnUntraced(function* (
     version: Effect.sync(() => samplerEngine.version),
   })
 
-  return { trainer, sampler, tokenizer: CharTokenizer.make(), trainerEngine, samplerEngine } satisfies LocalServices
+  const reference = makeReference(trainerEngine.model)
+  return { trainer, sampler, tokenizer: CharTokenizer.make(), reference, trainerEngine, samplerEngine } satisfies LocalServices
 })
 
 /**
@@ -231,16 +263,17 @@ export const make = Effect.fn("Local.make")(function* (options: LocalOptions = {
 })
 
 /**
- * `Trainer`, `Sampler` and `Tokenizer` on the embedded model; with `workers: true` the
- * trainer and the sampler run in their own worker threads.
+ * `Trainer`, `Sampler`, `Tokenizer` and `Reference` on the embedded model; with
+ * `workers: true` the trainer and the sampler run in their own worker threads (the
+ * reference on the sampler's).
  * @since 0.1.0 @category layers
  */
-export const layer = (options: LocalOptions = {}): Layer.Layer<Trainer | Sampler | Tokenizer, BackendError> =>
+export const layer = (options: LocalOptions = {}): Layer.Layer<Trainer | Sampler | Tokenizer | Reference, BackendError> =>
   options.workers ? Workers.layer(options) : Layer.effectContext(
     Effect.map(make(options), (s) =>
-      Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Tokenizer, s.tokenizer)),
+      Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Tokenizer, s.tokenizer), Context.add(Reference, s.reference)),
     ),
   )
 
 /** @since 0.1.0 @category models */
-export const Local = { layer, make, makeServices, loadModel, initTf } as const
+export const Local = { layer, make, makeServices, makeReference, loadModel, initTf } as const
