@@ -106,6 +106,10 @@ const defaultExport = (mod: Record<string, unknown>): unknown => {
   return value
 }
 
+/** The first lines of a load failure (a syntax error's message and its location), without the stack. */
+const firstLines = (e: unknown) =>
+  (e instanceof Error ? e.message : String(e)).split("\n").map((l) => l.trim()).filter((l) => l.length > 0).slice(0, 2).join(" ")
+
 const describe = (value: unknown) =>
   value === undefined ? "no default export" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? `an object with keys ${Object.keys(value).slice(0, 5).join(", ") || "(none)"}` : typeof value
 
@@ -130,7 +134,7 @@ export const loadEnv = (spec: string) =>
         new Env.EnvError({
           env: spec,
           reason: "InvalidDefinition",
-          message: `${file} failed to load: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}${copies.length > 0 ? `; ${copies.join("; ")}` : ""}`,
+          message: `${file} failed to load: ${firstLines(e)}${copies.length > 0 ? `; ${copies.join("; ")}` : ""}`,
         }),
     })
     const value = defaultExport(mod)

@@ -1,0 +1,114 @@
+/**
+ * gyre as a dependency: packs this repo, installs the tarball into a fresh project from
+ * npm's cache (filled by this repo's own install), and in that project typechecks an env,
+ * a reward and a property test, runs the property test, and runs a 3-step `npx gyre run`
+ * under plain node.
+ */
+import { execFileSync, spawnSync } from "node:child_process"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+
+const ROOT = Path.resolve(import.meta.dirname, "../..")
+const lock = JSON.parse(Fs.readFileSync(Path.join(ROOT, "package-lock.json"), "utf8")) as { packages: Record<string, { version?: string }> }
+/** The versions this repo installed, so the project's install finds them in the cache. */
+const pinned = (name: string) => `${name}@${lock.packages[`node_modules/${name}`]!.version}`
+
+const files: Record<string, string> = {
+  "rewards/reversed.ts": `import { Reward } from "gyre"
+
+export interface Word { readonly word: string }
+
+/** 1 when the completion is the word reversed (surrounding spaces ignored), else 0. */
+export const reversed = Reward.make<Word>("reversed", (r) => (r.completion.trim() === [...r.problem.word].reverse().join("") ? 1 : 0))
+`,
+  "envs/word.ts": `import { Schema } from "effect"
+import { Env, Reward } from "gyre"
+import { maxLength } from "gyre/rewards"
+import { reversed } from "../rewards/reversed.ts"
+
+const WORDS = ["cat", "dog", "sun", "map", "pen", "cup", "hat", "box", "key", "bus"] as const
+
+export default Env.make({
+  name: "word",
+  problem: Schema.Struct({ word: Schema.String }),
+  source: Env.seeded(({ random }) => ({ word: random.pick(WORDS) })),
+  prompt: (p) => \`Reverse \${p.word}:\`,
+  reference: (p) => \` \${[...p.word].reverse().join("")}\`,
+  reward: Reward.weighted({ reversed: [reversed, 1], brief: [maxLength(8), 0] }),
+  sampling: { maxTokens: 6 },
+  eval: { heldOut: 0.2, size: 4 },
+})
+`,
+  "test/reversed.test.ts": `import { test } from "node:test"
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import { laws, score } from "gyre/testing"
+import { reversed } from "../rewards/reversed.ts"
+
+const problems = fc.record({ word: fc.string({ unit: fc.constantFrom(..."abcdefghijklmnopqrstuvwxyz"), minLength: 1, maxLength: 8 }) })
+
+test("reversed is bounded in [0, 1]", () => laws.wellBehaved(reversed, { min: 0, max: 1, problems }))
+test("reversed scores the reversed word 1", () =>
+  fc.assert(fc.asyncProperty(problems, async (p) => {
+    const s = await Effect.runPromise(score(reversed, p, \` \${[...p.word].reverse().join("")} \`))
+    if (s.value !== 1) throw new Error(\`got \${s.value} for \${JSON.stringify(p)}\`)
+  })))
+`,
+  "tsconfig.json": JSON.stringify({
+    compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, allowImportingTsExtensions: true, types: ["node"] },
+    include: ["envs", "rewards", "test"],
+  }),
+  // undici 8 (what @effect/platform-node asks for) declares Node >= 22.19; on Node 20 the project pins 7.x as gyre does
+  "package.json": JSON.stringify({ name: "user-project", version: "1.0.0", private: true, type: "module", overrides: { undici: pinned("undici").split("@")[1] } }),
+}
+
+const sh = (cmd: string, args: ReadonlyArray<string>, cwd: string) => {
+  const r = spawnSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false" } })
+  return { code: r.status, out: `${r.stdout ?? ""}${r.stderr ?? ""}` }
+}
+
+describe("a user project that depends on gyre", () => {
+  it("installs the packed tarball, typechecks, runs its property test and a 3-step gyre run", () => {
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-user-"))
+    try {
+      const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", dir], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })) as Array<{ filename: string; files: Array<{ path: string }> }>
+      const paths = packed[0]!.files.map((f) => f.path)
+      assert.isTrue(paths.includes("dist/src/cli/main.js"), "the tarball holds the compiled command")
+      assert.isTrue(paths.includes("dist/src/index.d.ts"), "the tarball holds type declarations")
+      assert.isTrue(paths.includes("models/base/weights.bin"), "the tarball holds the base model")
+      assert.deepStrictEqual(paths.filter((p) => /^(test|runs|tmp|src)\//.test(p) || p.endsWith(".test.js")), [], "no tests, runs or sources in the tarball")
+
+      for (const [file, text] of Object.entries(files)) {
+        Fs.mkdirSync(Path.dirname(Path.join(dir, file)), { recursive: true })
+        Fs.writeFileSync(Path.join(dir, file), text)
+      }
+      const install = sh("npm", ["install", "--offline", Path.join(dir, packed[0]!.filename), pinned("fast-check"), pinned("typescript"), pinned("@types/node")], dir)
+      assert.strictEqual(install.code, 0, install.out)
+
+      // the user's code typechecks with the user's settings, with no error from inside gyre
+      const tsc = sh(Path.join(dir, "node_modules/.bin/tsc"), ["--noEmit", "-p", "."], dir)
+      assert.strictEqual(tsc.code, 0, tsc.out)
+
+      const props = sh("node", ["--import", "tsx", "--test", "test/reversed.test.ts"], dir)
+      assert.strictEqual(props.code, 0, props.out)
+      assert.match(props.out, /# pass 2/)
+
+      const run = sh("npx", ["gyre", "run", "./envs/word.ts", "--steps", "3", "--groups", "2", "--group-size", "2", "--eval-every", "3", "--name", "try"], dir)
+      assert.strictEqual(run.code, 0, run.out)
+      assert.match(run.out, /step 3\/3/)
+      assert.match(run.out, /done: runs\/try/)
+      const metrics = Fs.readFileSync(Path.join(dir, "runs/try/metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>)
+      assert.deepStrictEqual(metrics.map((m) => m["step"]), [0, 1, 2, 3])
+      assert.isTrue(Fs.existsSync(Path.join(dir, "runs/try/state/step-3.ckpt")))
+
+      // a wrong path is one line naming the file, no stack
+      const bad = sh("npx", ["gyre", "run", "./envs/missing.ts"], dir)
+      assert.strictEqual(bad.code, 1)
+      assert.strictEqual(bad.out.trim(), `error: no such file: ${Path.join(Fs.realpathSync(dir), "envs/missing.ts")}`)
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 180_000)
+})
