@@ -50,7 +50,7 @@ import { Trainer } from "./Trainer.ts"
  */
 export interface CustomLossOutput {
   readonly loss: number
-  readonly gradients: ReadonlyArray<ReadonlyArray<number>>
+  readonly gradients: ReadonlyArray<ReadonlyArray<number> | Float32Array | Float64Array>
   readonly metrics?: Readonly<Record<string, number>>
 }
 
