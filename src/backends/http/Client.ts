@@ -1,12 +1,15 @@
 /**
- * A `Trainer` and a `Sampler` over the Tinker wire protocol (JSON), on undici.
+ * A `Trainer`, a `Sampler` and a `Reference` over the Tinker wire protocol (JSON), on
+ * undici.
  *
  * Building the layer opens a session (`create_session`, then a heartbeat every 10 s
  * while the layer lives) and creates the LoRA model (`create_model`). Every long
  * operation is a future (`Calls.ts`: idempotency keys, `seq_id` order, polling;
  * retries: `Retry.ts`, each logged at warning level with what is retried and until
  * when). The trainer is `ClientTrainer.ts`, the sampler `ClientSampler.ts` (a sample
- * pinned to a policy version waits at most `readyTimeout`).
+ * pinned to a policy version waits at most `readyTimeout`). The reference log-probs of
+ * the KL penalty come from a sampling session of the base model (`ClientReference.ts`),
+ * created on first use.
  *
  * - Sampling sends `X-Min-Policy-Version` (the version the caller pins) and
  *   `X-Affinity-Key`, and samples from the sampler weights last published by
@@ -25,10 +28,12 @@ import { NodeHttpClient } from "@effect/platform-node"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { HttpClient } from "effect/http"
 import { BackendError } from "../../Contract.ts"
+import { Reference } from "../../Reference.ts"
 import { Sampler } from "../../Sampler.ts"
 import { Trainer } from "../../Trainer.ts"
 import { DEFAULT_READY_TIMEOUT } from "../local/Errors.ts"
 import * as Calls from "./Calls.ts"
+import * as ClientReference from "./ClientReference.ts"
 import * as ClientSampler from "./ClientSampler.ts"
 import * as ClientTrainer from "./ClientTrainer.ts"
 import * as Retry from "./Retry.ts"
@@ -173,22 +178,28 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
     trainerVersion: firstInfo.policy_version ?? 0,
     published: undefined,
     samplerSeq: 0,
+    samplerIds: 0,
   }
   const trainer = ClientTrainer.make(calls, state)
   const sampler = ClientSampler.make(calls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
+  const reference = yield* ClientReference.make(calls, state, sessionId)
   yield* Effect.logDebug(`connected to ${where}: session ${sessionId}, model ${state.modelId} (${baseModel})`)
-  return { trainer, sampler, sessionId, modelId: state.modelId, baseModel }
+  return { trainer, sampler, reference, sessionId, modelId: state.modelId, baseModel }
 })
 
 /**
- * `Trainer | Sampler` over HTTP, given an `HttpClient`.
+ * `Trainer | Sampler | Reference` over HTTP, given an `HttpClient`.
  * @since 0.1.0 @category layers
  */
 export const layerNoDeps = (options: Options = {}) =>
-  Layer.effectContext(Effect.map(make(options), ({ trainer, sampler }) => Context.make(Trainer, trainer).pipe(Context.add(Sampler, sampler))))
+  Layer.effectContext(
+    Effect.map(make(options), ({ trainer, sampler, reference }) =>
+      Context.make(Trainer, trainer).pipe(Context.add(Sampler, sampler), Context.add(Reference, reference))
+    ),
+  )
 
 /**
- * `Trainer | Sampler` over HTTP on undici. The API key comes from `options.apiKey`,
+ * `Trainer | Sampler | Reference` over HTTP on undici. The API key comes from `options.apiKey`,
  * else `TINKER_API_KEY`, else `BASETEN_API_KEY`; the URL from `options.baseUrl`,
  * else `TINKER_BASE_URL`.
  *
@@ -196,7 +207,7 @@ export const layerNoDeps = (options: Options = {}) =>
  * ```ts
  * import * as Http from "./src/backends/http/index.ts"
  * const backend = Http.layer({ baseUrl: "http://127.0.0.1:8080" })
- * // => Layer<Trainer | Sampler, BackendError | ConfigError>
+ * // => Layer<Trainer | Sampler | Reference, BackendError | ConfigError>
  * ```
  * @since 0.1.0 @category layers
  */

@@ -22,6 +22,12 @@ export interface State {
   /** the sampler weights last published by `saveWeightsForSampler` */
   published: { readonly version: number; readonly samplingSessionId?: string | undefined; readonly modelPath?: string | undefined } | undefined
   samplerSeq: number
+  /**
+   * sampler ids (`sampling_session_seq_id`s) the server has given this session so far:
+   * one per published sampler it named with a `sampling_session_id`, one per sampling
+   * session created; the next sampling session takes this one
+   */
+  samplerIds: number
 }
 
 /** @since 0.1.0 @category constructors */
@@ -90,6 +96,7 @@ export const make = (calls: Calls, state: State): TrainerShape => {
       )
       const version = out.policy_version ?? state.trainerVersion
       state.published = { version, samplingSessionId: out.sampling_session_id ?? undefined, modelPath: out.path ?? undefined }
+      if (out.sampling_session_id !== undefined && out.sampling_session_id !== null) state.samplerIds++
       state.samplerSeq = 0
       return { version, path: out.path ?? out.sampling_session_id ?? name }
     }),

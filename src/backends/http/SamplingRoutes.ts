@@ -11,6 +11,14 @@
  * the version served; the wait holds no sampler resources, and it counts against the
  * server's bound on pending futures.
  *
+ * A sampling session of the base model (`create_sampling_session` with `base_model`, or
+ * with neither `base_model` nor `model_path`) serves the frozen base weights, which a KL
+ * penalty's reference log-probs come from. A server without a model factory trains its
+ * one adapter on the base model's own sampler, so it refuses such a session: once
+ * trained, that sampler no longer serves the base. A session's `sampling_session_seq_id`
+ * is taken from the session's sampler counter (the one named samplers are numbered by),
+ * and one already naming another sampler is refused (400).
+ *
  * @since 0.1.0
  */
 import { type Duration, Effect, Result, SubscriptionRef } from "effect"
@@ -44,6 +52,11 @@ export interface Context {
   readonly samplerPaths: Map<string, Published>
   /** samples served, by replica of the base sampler */
   readonly replicaRequests: Array<number>
+  /**
+   * why the base sampler cannot serve the base weights (it is the sampler of the one
+   * adapter this server trains), or undefined when it serves them
+   */
+  readonly baseNotServed: string | undefined
 }
 
 /** @since 0.1.0 @category constructors */
@@ -75,7 +88,7 @@ export const make = (ctx: Context) => {
     create_sampling_session: (body) =>
       Effect.gen(function* () {
         const req = yield* decodeOr400(Wire.CreateSamplingSessionRequest)(body)
-        yield* registry.getSession(req.session_id)
+        const session = yield* registry.getSession(req.session_id)
         let published: Published = { modelId: undefined, version: 0, modelPath: undefined }
         if (req.model_path !== undefined && req.model_path !== null) {
           const p = ctx.samplerPaths.get(req.model_path)
@@ -83,8 +96,18 @@ export const make = (ctx: Context) => {
           published = p
         } else if (req.base_model !== undefined && req.base_model !== null && req.base_model !== ctx.modelName) {
           return yield* badBaseModel(req.base_model)
+        } else if (ctx.baseNotServed !== undefined) {
+          return yield* bad(`a sampling session of the base model ${JSON.stringify(ctx.modelName)} cannot be served here: ${ctx.baseNotServed}`)
         }
         const id = `${req.session_id}:sample:${req.sampling_session_seq_id}`
+        const existing = ctx.samplingSessions.get(id)
+        if (existing !== undefined && (existing.modelId !== published.modelId || existing.version !== published.version || existing.modelPath !== published.modelPath)) {
+          return yield* bad(
+            `sampling_session_seq_id ${req.sampling_session_seq_id} of this session already names another sampler; use ${Math.max(session.samplers, req.sampling_session_seq_id + 1)}`,
+          )
+        }
+        // samplers published later without a seq id of their own are numbered after this one
+        session.samplers = Math.max(session.samplers, req.sampling_session_seq_id + 1)
         ctx.samplingSessions.set(id, published)
         return { type: "create_sampling_session", sampling_session_id: id }
       }),

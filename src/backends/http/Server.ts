@@ -200,6 +200,12 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     samplingSessions,
     samplerPaths,
     replicaRequests,
+    baseNotServed:
+      options.models === undefined
+        ? "this server trains one adapter on the base model's own sampler (it has no model factory: `serve --workers` runs that way), " +
+          "so once trained that sampler no longer serves the base weights. Start the server without --workers to serve base-model " +
+          "sampling sessions (a KL penalty needs them), or run with --kl-coef 0"
+        : undefined,
   })
 
   const retrieveFuture: TrainingRoutes.Handler = (body) =>
