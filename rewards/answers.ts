@@ -11,7 +11,7 @@
  */
 import { Effect } from "effect"
 import { Reward } from "gyre"
-import { lastTagContent } from "./format.ts"
+import { lastTagContent, tagContents } from "./format.ts"
 
 // ===== Numbers =====
 
@@ -24,9 +24,28 @@ const NUMBER =
 
 const WHOLE_NUMBER = new RegExp(`^(?:${NUMBER.source})$`)
 
-/** Rewrites the LaTeX and Unicode spellings of numbers into plain ones. */
+const ND = /^\p{Nd}$/u
+
+/**
+ * The value of a Unicode decimal digit (fullwidth `５`, Arabic-Indic `٥`, mathematical
+ * bold `𝟓`, ...): Unicode encodes every script's digits as contiguous runs 0..9, so the
+ * value is the count of digits just below it, modulo 10.
+ */
+const digitValue = (ch: string): string => {
+  const cp = ch.codePointAt(0)!
+  let k = 0
+  while (cp - 1 - k >= 0 && ND.test(String.fromCodePoint(cp - 1 - k))) k++
+  return String(k % 10)
+}
+
+/**
+ * Rewrites the LaTeX and Unicode spellings of numbers into plain ones. Digits of every
+ * script become ASCII digits, so a number is read as a reader sees it (`５７` is 57, not
+ * invisible); superscripts and circled digits are not decimal digits and stay as they are.
+ */
 const normalizeMath = (text: string): string =>
   text
+    .replace(/(?![0-9])\p{Nd}/gu, digitValue)
     .replace(/[\u2212\u2012\u2013\uFE63\uFF0D]/g, "-")
     .replace(/\\[dt]?frac\s*\{\s*([-+]?[\d.,]+)\s*\}\s*\{\s*([\d.,]+)\s*\}/g, "$1/$2")
     .replace(/\\[dt]?frac(\d)(\d)/g, "$1/$2")
@@ -54,13 +73,49 @@ const tokenValue = (m: RegExpMatchArray): number | undefined => {
  * extractNumbers("From 1,200 apples, -3/4 were sold for $2.50") // => [1200, -0.75, 2.5]
  * @since 0.1.0 @category utils
  */
-export const extractNumbers = (text: string): Array<number> => {
-  const out: Array<number> = []
-  for (const m of normalizeMath(text).matchAll(NUMBER)) {
+export const extractNumbers = (text: string): Array<number> => numberTokensOf(normalizeMath(text)).map((t) => t.value)
+
+/** A number found in a normalized text, with where it lies. */
+interface NumberToken {
+  readonly value: number
+  readonly start: number
+  readonly end: number
+}
+
+const numberTokensOf = (normalized: string): Array<NumberToken> => {
+  const out: Array<NumberToken> = []
+  for (const m of normalized.matchAll(NUMBER)) {
     const v = tokenValue(m)
-    if (v !== undefined) out.push(v)
+    if (v !== undefined) out.push({ value: v, start: m.index, end: m.index + m[0].length })
   }
   return out
+}
+
+/**
+ * What may stand between the numbers of a list of alternatives: whitespace, commas,
+ * semicolons, bars, brackets, and the words or, and, nor, either, maybe, perhaps,
+ * possibly, vs, versus (`55, 56, 57`, `12 or 56`, `12 (56)`, `55\n56`).
+ */
+const LIST_GAP = /^(?:[\s,;|()[\]]|\b(?:or|and|nor|either|maybe|perhaps|possibly|vs|versus)\b\.?)*$/i
+
+/**
+ * The number at one end of a text, or undefined when that number is one of a list of
+ * different alternatives (`12 or 56`, `55, 56, 57`): a list hedges, it does not answer.
+ * A list that repeats one number (`56, 56`) answers with it.
+ */
+const endNumber = (text: string, end: "first" | "last"): number | undefined => {
+  const normalized = normalizeMath(text)
+  const tokens = numberTokensOf(normalized)
+  if (tokens.length === 0) return undefined
+  const first = end === "last" ? tokens.length - 1 : 0
+  const step = end === "last" ? -1 : 1
+  const value = tokens[first]!.value
+  for (let i = first + step; i >= 0 && i < tokens.length; i += step) {
+    const [a, b] = step === -1 ? [tokens[i]!, tokens[i + 1]!] : [tokens[i - 1]!, tokens[i]!]
+    if (!LIST_GAP.test(normalized.slice(a.end, b.start))) break
+    if (tokens[i]!.value !== value) return undefined
+  }
+  return value
 }
 
 /**
@@ -79,40 +134,65 @@ export const parseNumber = (text: string): number | undefined => {
   return m === null ? undefined : tokenValue(m)
 }
 
-/** The content of the last `\boxed{...}` (or `\fbox{...}`), braces balanced, or undefined. */
-const lastBoxed = (text: string): string | undefined => {
+/** The contents of every closed `\boxed{...}` (or `\fbox{...}`), braces balanced. */
+const boxedContents = (text: string): Array<string> => {
   const re = /\\(?:boxed|fbox)\s*\{/g
-  let start: number | undefined
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) start = m.index + m[0].length
-  if (start === undefined) return undefined
-  let depth = 1
-  for (let i = start; i < text.length; i++) {
-    if (text[i] === "{") depth++
-    else if (text[i] === "}" && --depth === 0) return text.slice(start, i)
+  const out: Array<string> = []
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    const start = m.index + m[0].length
+    let depth = 1
+    for (let i = start; i < text.length; i++) {
+      if (text[i] === "{") depth++
+      else if (text[i] === "}" && --depth === 0) {
+        out.push(text.slice(start, i))
+        break
+      }
+    }
   }
-  return undefined
+  return out
 }
 
-/** The one number a delimited answer holds; none or several make it no answer. */
-const singleNumber = (content: string | undefined): number | undefined => {
-  if (content === undefined) return undefined
+/** No number (`none`), one, or several (`many`) in a delimited answer. */
+const blockNumber = (content: string): number | "none" | "many" => {
   const whole = parseNumber(content)
   if (whole !== undefined) return whole
   const all = extractNumbers(content)
-  return all.length === 1 ? all[0] : undefined
+  return all.length === 0 ? "none" : all.length === 1 ? all[0]! : "many"
+}
+
+/**
+ * The one number the answer blocks of a completion give. Blocks without a number (a
+ * restated format, `<answer>...</answer>`) are skipped; a block with several numbers, or
+ * blocks that give different numbers, make it no answer: several answers hedge.
+ */
+const blocksNumber = (blocks: ReadonlyArray<string>): number | undefined => {
+  let value: number | undefined
+  for (const b of blocks) {
+    const n = blockNumber(b)
+    if (n === "none") continue
+    if (n === "many" || (value !== undefined && n !== value)) return undefined
+    value = n
+  }
+  return value
 }
 
 /**
  * Where the answer is read from a completion:
  * - `"last"`: the last number in the text (the default);
  * - `"first"`: the first number;
- * - `"tagged"`: the number inside the last `<tag>...</tag>` block (tag "answer" by default);
- * - `"boxed"`: the number inside the last `\boxed{...}`;
+ * - `"tagged"`: the number inside the `<tag>...</tag>` blocks (tag "answer" by default);
+ * - `"boxed"`: the number inside the `\boxed{...}` blocks;
  * - `"auto"`: tagged if the completion has the tag, else boxed if it has a `\boxed{}`,
  *   else the number after a final `####` (GSM8K style), else the last number.
  *
- * In the tagged and boxed modes the block must hold exactly one number
- * (`<answer>x = 42</answer>` is 42; `<answer>3 or 4</answer>` is no answer).
+ * Hedging is no answer. In the last and first modes, a number that ends (or starts) a
+ * list of different alternatives is none (`12 or 56`, `55, 56, 57`, `12 (56)`: numbers
+ * separated only by whitespace, `,` `;` `|` brackets, or the words or, and, nor, either,
+ * maybe, perhaps, possibly, vs). In the tagged and boxed modes a block must hold exactly
+ * one number (`<answer>x = 42</answer>` is 42; `<answer>3 or 4</answer>` is no answer),
+ * and blocks that give different numbers are no answer (`\boxed{55} \boxed{56}`);
+ * blocks without a number (a restated format) are skipped. Digits of every script count
+ * (`５６` is 56).
  * @since 0.1.0 @category models
  */
 export type AnswerMode = "last" | "first" | "tagged" | "boxed" | "auto"
@@ -129,26 +209,21 @@ export type AnswerMode = "last" | "first" | "tagged" | "boxed" | "auto"
 export const extractAnswer = (text: string, mode: AnswerMode = "last", tag = "answer"): number | undefined => {
   switch (mode) {
     case "tagged":
-      return singleNumber(lastTagContent(text, tag))
+      return blocksNumber(tagContents(text, tag))
     case "boxed":
-      return singleNumber(lastBoxed(text))
+      return blocksNumber(boxedContents(text))
     case "first":
-      return extractNumbers(text)[0]
-    case "last": {
-      const all = extractNumbers(text)
-      return all[all.length - 1]
-    }
+      return endNumber(text, "first")
+    case "last":
+      return endNumber(text, "last")
     case "auto": {
-      const tagged = lastTagContent(text, tag)
-      if (tagged !== undefined) return singleNumber(tagged)
-      const boxed = lastBoxed(text)
-      if (boxed !== undefined) return singleNumber(boxed)
+      const tagged = tagContents(text, tag)
+      if (tagged.length > 0) return blocksNumber(tagged)
+      const boxed = boxedContents(text)
+      if (boxed.length > 0) return blocksNumber(boxed)
       const hashes = text.lastIndexOf("####")
-      if (hashes >= 0) {
-        const after = extractNumbers(text.slice(hashes + 4))[0]
-        if (after !== undefined) return after
-      }
-      return extractAnswer(text, "last")
+      if (hashes >= 0 && extractNumbers(text.slice(hashes + 4)).length > 0) return endNumber(text.slice(hashes + 4), "first")
+      return endNumber(text, "last")
     }
   }
 }
@@ -168,6 +243,18 @@ export const numbersEqual = (a: number, b: number, tolerance = 1e-9): boolean =>
   return Math.abs(a - b) <= tolerance * Math.max(1, Math.abs(b))
 }
 
+/**
+ * The completion without verbatim copies of its prompt (each message's text, at least 8
+ * characters long): numbers quoted from the question are not an answer to it, so echoing
+ * "What is 0 plus 8?" does not answer 8.
+ */
+const withoutPrompt = (completion: string, prompt: string | ReadonlyArray<{ readonly content: string }>): string => {
+  const texts = (typeof prompt === "string" ? [prompt] : prompt.map((m) => m.content)).map((t) => t.trim()).filter((t) => t.length >= 8)
+  let out = completion
+  for (const t of texts) out = out.split(t).join(" ")
+  return out
+}
+
 /** Options of `numericAnswer`. @since 0.1.0 @category models */
 export interface NumericAnswerOptions {
   /** component name (default "correct") */
@@ -183,7 +270,10 @@ export interface NumericAnswerOptions {
 }
 
 /**
- * 1 when the completion's answer equals the gold number, else 0.
+ * 1 when the completion's answer equals the gold number, else 0. Verbatim copies of the
+ * prompt in the completion are skipped (numbers quoted from the question do not answer
+ * it); hedges (`12 or 56`, several different boxed answers) are no answer; see
+ * `AnswerMode`.
  *
  * `gold` returns the answer as a number or as text (`"1,234"`, `"3/4"`); `undefined`
  * means the problem has no numeric answer, and the reward does not apply
@@ -213,7 +303,7 @@ export const numericAnswer = <P>(
     if (raw === undefined) return Effect.fail(new Reward.NotApplicable({ message: "the problem has no numeric answer" }))
     const want = typeof raw === "number" ? raw : parseNumber(raw)
     if (want === undefined || !Number.isFinite(want)) throw new TypeError(`the gold answer ${JSON.stringify(raw)} is not a finite number`)
-    const answer = extractAnswer(r.completion, mode, tag)
+    const answer = extractAnswer(withoutPrompt(r.completion, r.prompt), mode, tag)
     if (answer === undefined) return Effect.fail(new Reward.ModelFault({ penalty, message: noAnswer }))
     return numbersEqual(answer, want, tolerance) ? 1 : 0
   })

@@ -21,6 +21,20 @@ interface Sum {
 const sum = (p: Sum) => p.a + p.b
 const problems = fc.record({ a: fc.integer({ min: -1_000_000, max: 1_000_000 }), b: fc.integer({ min: -1_000_000, max: 1_000_000 }) })
 
+/**
+ * A plain completion: noise with distractor numbers, words that introduce the answer, the
+ * answer, then noise without numbers. (A distractor followed by the answer with only
+ * spaces or commas between them is a list of alternatives, which is no answer.)
+ */
+const plainAnswer = (answer: number | string | fc.Arbitrary<string>) =>
+  fc
+    .tuple(
+      arb.noise({ digits: true }),
+      fc.constantFrom(" so ", "\nthe answer is ", " = ", ": ", " which gives "),
+      arb.answerCompletion(answer, { distractors: false }),
+    )
+    .map((parts) => parts.join(""))
+
 describe("numbers", () => {
   it("parseNumber reads every format back", () =>
     fc.assert(fc.property(arb.number(), ({ text, value }) => assert.strictEqual(parseNumber(text), value))))
@@ -59,7 +73,7 @@ describe("numbers", () => {
 
 describe("extractAnswer", () => {
   const cases = (style: arb.AnswerStyle) =>
-    arb.number().chain((n) => fc.tuple(fc.constant(n), arb.answerCompletion(n.text, { style })))
+    arb.number().chain((n) => fc.tuple(fc.constant(n), style === "plain" ? plainAnswer(n.text) : arb.answerCompletion(n.text, { style })))
 
   const modes: ReadonlyArray<[AnswerMode, arb.AnswerStyle]> = [
     ["last", "plain"],
@@ -78,11 +92,13 @@ describe("extractAnswer", () => {
 
   it("first mode reads the first number", () =>
     fc.assert(fc.property(arb.number(), arb.noise({ digits: true }), (n, rest) => {
-      assert.strictEqual(extractAnswer(`${n.text} ${rest}`, "first"), n.value)
+      assert.strictEqual(extractAnswer(`${n.text} is it; ${rest}`, "first"), n.value)
     })))
 
-  it("tagged mode: the last block wins, and a block must hold exactly one number", () => {
-    assert.strictEqual(extractAnswer("<answer>1</answer> no, <answer>x = 2</answer>", "tagged"), 2)
+  it("tagged mode: blocks must agree, and a block must hold exactly one number", () => {
+    assert.isUndefined(extractAnswer("<answer>1</answer> no, <answer>x = 2</answer>", "tagged"))
+    assert.strictEqual(extractAnswer("format: <answer>...</answer>, so <answer>x = 2</answer>", "tagged"), 2)
+    assert.strictEqual(extractAnswer("<answer>2</answer> again <answer>2.0</answer>", "tagged"), 2)
     assert.strictEqual(extractAnswer("<Answer type=\"int\">7</Answer>", "tagged"), 7)
     assert.isUndefined(extractAnswer("<answer>3 or 4</answer>", "tagged"))
     assert.isUndefined(extractAnswer("<answer>42", "tagged"))
@@ -91,7 +107,8 @@ describe("extractAnswer", () => {
   })
 
   it("boxed mode balances braces", () => {
-    assert.strictEqual(extractAnswer("\\boxed{1} then \\boxed{\\frac{3}{4}}", "boxed"), 0.75)
+    assert.isUndefined(extractAnswer("\\boxed{1} then \\boxed{\\frac{3}{4}}", "boxed"))
+    assert.strictEqual(extractAnswer("\\boxed{\\frac{3}{4}} = \\boxed{0.75}", "boxed"), 0.75)
     assert.isUndefined(extractAnswer("\\boxed{2^{10}}", "boxed"))
     assert.isUndefined(extractAnswer("\\boxed{5", "boxed"))
   })
@@ -102,13 +119,54 @@ describe("extractAnswer", () => {
   })
 })
 
+describe("hedges are no answer", () => {
+  it("a trailing (or leading) list of different numbers", () => {
+    for (const text of ["12 or 56", "55, 56, 57", "55\n56", "it is 12 (56)", "maybe 12, maybe 56", "12 | 56", "either 12 or 56", "56 ５７"]) {
+      assert.isUndefined(extractAnswer(text, "last"), text)
+      assert.isUndefined(extractAnswer(text, "auto"), text)
+    }
+    assert.isUndefined(extractAnswer("56 or 12 it is", "first"))
+    assert.isUndefined(extractAnswer("#### 12 or 56", "auto"))
+    // not lists: work before the answer, a repeated answer, a thousands separator
+    assert.strictEqual(extractAnswer("2 + 2 = 4, so 4.", "last"), 4)
+    assert.strictEqual(extractAnswer("7 times 8 is 56", "last"), 56)
+    assert.strictEqual(extractAnswer("56, 56", "last"), 56)
+    assert.strictEqual(extractAnswer("it is 1,234", "last"), 1234)
+    assert.strictEqual(extractAnswer("x = 3 and y = 6", "last"), 6)
+  })
+
+  it("several boxed or tagged answers that differ", () => {
+    assert.isUndefined(extractAnswer("\\boxed{55} \\boxed{56}", "boxed"))
+    assert.isUndefined(extractAnswer("<answer>55</answer><answer>56</answer>", "tagged"))
+    assert.isUndefined(extractAnswer("<answer>55</answer><answer>56</answer>", "auto"))
+  })
+
+  it("digits of every script are digits: a final answer in fullwidth digits is read", () => {
+    assert.strictEqual(extractAnswer("so ５６", "last"), 56)
+    assert.strictEqual(extractAnswer("so ٥٦", "last"), 56)
+    assert.strictEqual(extractAnswer("so 𝟓𝟔", "last"), 56)
+    // superscripts and circled digits are not decimal digits
+    assert.deepStrictEqual(extractNumbers("2⁵ ⑤"), [2])
+  })
+
+  it.effect("a copy of the prompt is not an answer", () =>
+    Effect.gen(function* () {
+      const reward = numericAnswer((p: Sum) => p.a + p.b)
+      const p = { a: 0, b: 8 }
+      const echoed = yield* score(reward, p, "What is 0 plus 8?", { prompt: "What is 0 plus 8?" })
+      assert.strictEqual(echoed.value, 0)
+      const answered = yield* score(reward, p, "What is 0 plus 8? It is 8", { prompt: "What is 0 plus 8?" })
+      assert.strictEqual(answered.value, 1)
+    }))
+})
+
 describe("numericAnswer", () => {
   const reward = numericAnswer(sum)
 
   it("is bounded and deterministic on any completion", () => laws.wellBehaved(reward, { min: 0, max: 1, problems }))
 
   it("scores 1 on the gold answer in any spelling, with noise and distractors", () =>
-    laws.goldScoresMax(reward, { problems, gold: (p) => arb.answerCompletion(sum(p)) }))
+    laws.goldScoresMax(reward, { problems, gold: (p) => plainAnswer(sum(p)) }))
 
   it("scores 0 on a wrong answer", () =>
     laws.agrees(reward, {
