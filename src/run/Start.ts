@@ -1,6 +1,6 @@
 /**
  * Where a run starts: a fresh run folder, or a resumed one after its newest checkpoint
- * that loads.
+ * that loads; a fresh run may start from another run's trainer weights (`initFrom`).
  *
  * @since 0.1.0
  */
@@ -37,6 +37,13 @@ const removeTempFiles = (files: Files) =>
     if (removed.length > 0) yield* Effect.logDebug(`removed ${removed.length} temp file(s) left by an interrupted write: ${removed.join(", ")}`)
   })
 
+/** The state file of a `checkpoints.jsonl` row: a run folder that was moved still finds its state files. */
+const statePath = (files: Files, row: Record<string, unknown>) => {
+  const recorded = String(row["path"])
+  const moved = Path.join(files.state, Path.basename(recorded))
+  return !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
+}
+
 /**
  * Loads the newest checkpoint that loads, newest first. A checkpoint whose file is
  * missing or does not decode (a power loss can leave its row on disk without its bytes)
@@ -55,10 +62,7 @@ const loadNewest = (files: Files, settings: RunSettings) =>
     const skipped: Array<string> = []
     for (let i = checkpoints.length - 1; i >= 0; i--) {
       const row = checkpoints[i]!
-      // A run folder that was moved still finds its state files.
-      const recorded = String(row["path"])
-      const moved = Path.join(files.state, Path.basename(recorded))
-      const path = !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
+      const path = statePath(files, row)
       const step = Number(row["step"])
       const loaded = yield* trainer.loadState(path, { withOptimizer: true }).pipe(
         Effect.as(undefined),
@@ -81,10 +85,135 @@ const loadNewest = (files: Files, settings: RunSettings) =>
     })
   })
 
+// ===== initFrom =====
+
+/** What `initFrom` accepts, for error messages. */
+const INIT_FROM_FORMS =
+  "give a run folder (runs/<name>: its newest checkpoint that loads), a run folder and step (runs/<name>/step-30) or a state file (runs/<name>/state/step-30.ckpt)"
+
+/**
+ * The trainer a run trained, as `config.json` records it (`trainer`): an adapter fits only
+ * the base model and LoRA rank it was trained on. Embedded model folders are absolute.
+ */
+export interface TrainerRecord {
+  readonly model: string
+  readonly loraRank: number
+}
+
+const trainerRecord = (info: { readonly modelName: string; readonly loraRank: number }): TrainerRecord => ({
+  model: info.modelName.startsWith("local:") && info.modelName !== "local:random" ? `local:${Path.resolve(info.modelName.slice("local:".length))}` : info.modelName,
+  loraRank: info.loraRank,
+})
+
+/** The `trainer` record in a run folder's config.json; undefined when it has none (an older run) or none can be read. */
+const recordedTrainer = (dir: string): TrainerRecord | undefined => {
+  try {
+    const t = (JSON.parse(Fs.readFileSync(RunLog.paths(dir).config, "utf8")) as { trainer?: unknown }).trainer as Partial<TrainerRecord> | undefined
+    return typeof t?.model === "string" && typeof t.loraRank === "number" ? { model: t.model, loraRank: t.loraRank } : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/** The `--model` value that names a recorded model. */
+const modelFlag = (model: string) => (model.startsWith("local:") ? model.slice("local:".length) : model)
+
+/** State files that `initFrom` names, newest first, and the run folder they belong to (when known). */
+interface InitSource {
+  readonly dir: string | undefined
+  readonly candidates: ReadonlyArray<{ readonly step: number | undefined; readonly path: string }>
+}
+
+/**
+ * Resolves `initFrom`: a state file (or a backend's remote path), a run folder (every
+ * checkpoint, newest first), or `<run folder>/step-N` (that checkpoint). Reads the run
+ * folder and never changes it.
+ */
+const resolveInit = (given: string) =>
+  Effect.gen(function* () {
+    const bad = (what: string) => new RunError({ reason: "Settings", message: `--init-from ${given}: ${what}; ${INIT_FROM_FORMS}` })
+    if (given.includes("://")) return { dir: undefined, candidates: [{ step: undefined, path: given }] } satisfies InitSource
+    const stat = Fs.statSync(given, { throwIfNoEntry: false })
+    if (stat?.isFile()) {
+      // runs/<name>/state/step-N.ckpt belongs to runs/<name>
+      const dir = Path.basename(Path.dirname(given)) === "state" ? Path.dirname(Path.dirname(given)) : undefined
+      const step = /^step-(\d+)\.ckpt$/.exec(Path.basename(given))
+      return {
+        dir: dir !== undefined && Fs.existsSync(RunLog.paths(dir).config) ? dir : undefined,
+        candidates: [{ step: step ? Number(step[1]) : undefined, path: given }],
+      } satisfies InitSource
+    }
+    const stepOf = stat === undefined ? /^step-(\d+)$/.exec(Path.basename(given)) : null
+    const dir = stepOf ? Path.dirname(given) : given
+    if (!Fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return yield* bad("no such file or folder")
+    const files = RunLog.paths(dir)
+    if (!Fs.existsSync(files.checkpoints) && Fs.existsSync(Path.join(dir, "weights.bin"))) {
+      return yield* bad(`${dir} is not a run folder but a base model folder (weights.bin): give it as --model ${dir}, or SFT on it first`)
+    }
+    if (!Fs.existsSync(files.config) && !Fs.existsSync(files.checkpoints)) {
+      return yield* bad(`${dir} is not a run folder (it has no config.json or checkpoints.jsonl)`)
+    }
+    const rows = yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError(fail("Settings", undefined)))
+    if (rows.length === 0) {
+      return yield* bad(`run folder ${dir} holds no checkpoint (${files.checkpoints} has no rows): a run saves one at its last step and every --save-every steps; finish or --resume that run first`)
+    }
+    const all = rows.map((row) => ({ step: Number(row["step"]), path: statePath(files, row) }))
+    if (stepOf) {
+      const step = Number(stepOf[1])
+      const found = all.filter((c) => c.step === step)
+      if (found.length === 0) return yield* bad(`run folder ${dir} has no checkpoint at step ${step} (its checkpoints: steps ${[...new Set(all.map((c) => c.step))].join(", ")})`)
+      return { dir, candidates: [found[found.length - 1]!] } satisfies InitSource
+    }
+    return { dir, candidates: all.reverse() } satisfies InitSource
+  })
+
+/**
+ * Loads the trainer weights (the LoRA adapter) that `initFrom` names, without their
+ * optimizer state: the newest of a run folder's checkpoints that loads. Fails, naming the
+ * path, when there is none, or when the run that saved it trained another base model or
+ * LoRA rank. Returns the state file loaded.
+ */
+const loadInit = (given: string, current: TrainerRecord) =>
+  Effect.gen(function* () {
+    const trainer = yield* Trainer
+    const source: InitSource = yield* resolveInit(given)
+    const recorded = source.dir !== undefined ? recordedTrainer(source.dir) : undefined
+    if (recorded !== undefined && (recorded.model !== current.model || recorded.loraRank !== current.loraRank)) {
+      return yield* new RunError({
+        reason: "Settings",
+        message: `--init-from ${given}: run ${source.dir} trained ${recorded.model} with LoRA rank ${recorded.loraRank}, this run ${current.model} with LoRA rank ${current.loraRank}; ` +
+          `an adapter fits only the base model and rank it was trained on: run with --model ${modelFlag(recorded.model)} --lora-rank ${recorded.loraRank}`,
+      })
+    }
+    const skipped: Array<string> = []
+    for (const [i, c] of source.candidates.entries()) {
+      const loaded = yield* trainer.loadState(c.path, { withOptimizer: false }).pipe(
+        Effect.as(undefined),
+        Effect.catchIf(badCheckpoint, (e) => Effect.succeed(e.message)),
+        Effect.mapError((e) => new RunError({ reason: "Backend", message: `--init-from ${given}: cannot load ${c.path} (${e.reason}): ${e.message}` })),
+      )
+      if (loaded === undefined) {
+        const what = source.dir !== undefined && c.step !== undefined ? ` (step ${c.step} of ${source.dir})` : ""
+        yield* Effect.logInfo(`starting from ${c.path}${what}: its trainer weights, a fresh optimizer`)
+        return c.path
+      }
+      skipped.push(`${c.path}: ${loaded}`)
+      if (i < source.candidates.length - 1) yield* Effect.logWarning(`--init-from ${given}: ${c.path} cannot be loaded (${loaded}); trying the checkpoint before it`)
+    }
+    const shape = skipped.some((s) => /wrong size|LoRA/.test(s))
+      ? ` (this run's trainer: ${current.model}, LoRA rank ${current.loraRank}; give the --model and --lora-rank of the run that saved it)`
+      : ""
+    return yield* new RunError({
+      reason: "Settings",
+      message: `--init-from ${given}: no checkpoint loads${shape}: ${skipped.join("; ")}; ${INIT_FROM_FORMS}`,
+    })
+  })
+
 /** Where a run starts: fresh, or after its newest complete checkpoint. @since 0.1.0 @category running */
 export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: boolean) {
   const trainer = yield* Trainer
   const files = RunLog.paths(settings.outDir)
+  const current = trainerRecord(yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` }))))
   let start = 0
   if (!resume && Fs.existsSync(files.config)) {
     if (yield* holdsWork(files).pipe(Effect.mapError(fail("RunFolder", undefined)))) {
@@ -111,7 +240,11 @@ export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resum
       yield* RunLog.filterJsonl(file, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
     }
   }
-  yield* RunLog.writeAtomic(files.config, JSON.stringify(settings, null, 2) + "\n").pipe(Effect.mapError(fail("RunFolder", undefined)))
+  // A fresh run (or a resumed one with no checkpoint of its own yet) starts from initFrom's
+  // weights; config.json records the state file it resolved to, so a resume loads the same.
+  const initFrom = settings.initFrom !== undefined && start === 0 ? yield* loadInit(settings.initFrom, current) : settings.initFrom
+  const recorded = { ...settings, ...(initFrom !== undefined ? { initFrom } : {}), trainer: current }
+  yield* RunLog.writeAtomic(files.config, JSON.stringify(recorded, null, 2) + "\n").pipe(Effect.mapError(fail("RunFolder", undefined)))
   const published = yield* trainer.saveWeightsForSampler(`step-${start}`).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
   )
