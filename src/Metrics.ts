@@ -74,6 +74,47 @@ export const klSampleTrain = (pairs: LogprobPairs): MetricRecord => {
   }
 }
 
+/**
+ * The fixed bin edges of the sampler - trainer log-prob difference histogram
+ * (`divergence.jsonl`): bin 0 is `d < -1`, bin i is `edges[i-1] <= d < edges[i]`, the last
+ * bin is `d >= 1`. Symmetric and finer near 0, where an on-policy step's tokens fall
+ * (|d| < 0.001 is float noise).
+ * @since 0.1.0 @category models
+ */
+export const DIVERGENCE_EDGES: ReadonlyArray<number> = [-1, -0.5, -0.2, -0.1, -0.05, -0.02, -0.01, -0.001, 0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1]
+
+/**
+ * Counts of `sampler - trainer` per bin of {@link DIVERGENCE_EDGES} (one more count than
+ * edges). A NaN difference counts in no bin.
+ * @since 0.1.0 @category estimators
+ */
+export const divergenceHistogram = (pairs: LogprobPairs): Array<number> => {
+  const counts = new Array<number>(DIVERGENCE_EDGES.length + 1).fill(0)
+  for (let i = 0; i < pairs.sampler.length; i++) {
+    const d = pairs.sampler[i]! - pairs.trainer[i]!
+    if (Number.isNaN(d)) continue
+    let bin = 0
+    while (bin < DIVERGENCE_EDGES.length && d >= DIVERGENCE_EDGES[bin]!) bin++
+    counts[bin]!++
+  }
+  return counts
+}
+
+/**
+ * Indices of the `k` pairs with the largest `|sampler - trainer|`, largest first (ties:
+ * the earlier index first).
+ * @since 0.1.0 @category estimators
+ */
+export const worstDivergent = (pairs: LogprobPairs, k: number): Array<number> => {
+  const gap = (i: number) => {
+    const d = Math.abs(pairs.sampler[i]! - pairs.trainer[i]!)
+    return Number.isNaN(d) ? Infinity : d
+  }
+  return Array.from({ length: pairs.sampler.length }, (_, i) => i)
+    .sort((a, b) => gap(b) - gap(a) || a - b)
+    .slice(0, Math.max(0, k))
+}
+
 /** Mean of the defined values, or undefined. @since 0.1.0 @category estimators */
 export const mean = (values: ReadonlyArray<number | undefined>): number | undefined => {
   const xs = values.filter((v): v is number => v !== undefined && Number.isFinite(v))

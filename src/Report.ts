@@ -2,16 +2,32 @@
  * `runs/<name>/report.html`: one self-contained page (inline SVG, no scripts, no
  * network) with curves of the total reward and of each reward component (train and
  * held-out), masked samples, KL, group shapes, clipped tokens (for losses that clip),
- * policy lag and step time, and a table of recent rollouts with their mask reasons.
+ * policy lag and step time, the sampler/trainer divergence panel (a histogram of per-token
+ * log-prob differences for recent steps and the worst-divergent tokens, from
+ * `divergence.jsonl`), and a table of recent rollouts with their mask reasons.
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { Cause, Effect } from "effect"
 import * as Metrics from "./Metrics.ts"
 import * as RunLog from "./RunLog.ts"
 
 type Row = Record<string, unknown>
+
+/**
+ * A run folder's `divergence.jsonl`: one row per rollout-logging step, `{ step, edges,
+ * counts, tokens, worst }`, with the histogram of sampler - trainer log-prob differences
+ * of the trained tokens (`counts` per bin of `edges`, see `Metrics.DIVERGENCE_EDGES`) and
+ * the worst-divergent tokens (group, sample, problem key, position after the prompt,
+ * token id and text, sampler and trainer log-probs).
+ * @since 0.1.0 @category models
+ */
+export const divergencePath = (dir: string) => Path.join(dir, "divergence.jsonl")
+
+/** Logged steps the divergence panel pools. @since 0.1.0 @category models */
+export const DIVERGENCE_RECENT = 5
 
 const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
 
@@ -104,6 +120,64 @@ const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked", "problems", "tur
 
 const cell = (v: unknown, digits = 3) => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(digits) : "-")
 
+const num = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) ? v : undefined)
+
+/** A bin's label: `[-0.1, -0.05)`, `< -1`, `>= 1`. */
+const binLabel = (edges: ReadonlyArray<number>, i: number) =>
+  i === 0 ? `< ${edges[0]}` : i === edges.length ? `>= ${edges[edges.length - 1]}` : `[${edges[i - 1]}, ${edges[i]})`
+
+/**
+ * The divergence panel: the histogram of sampler - trainer log-prob differences of the
+ * trained tokens, pooled over the last {@link DIVERGENCE_RECENT} logged steps (bar heights
+ * on a log scale, counts printed), and a table of the worst-divergent tokens of those steps.
+ * @since 0.1.0 @category rendering
+ */
+export const divergencePanel = (rows: ReadonlyArray<Row>): string => {
+  const valid = rows.filter((r) => Array.isArray(r["edges"]) && Array.isArray(r["counts"]) && (r["counts"] as Array<unknown>).length === (r["edges"] as Array<unknown>).length + 1)
+  if (valid.length === 0) return ""
+  const recent = valid.slice(-DIVERGENCE_RECENT)
+  const edges = (recent[recent.length - 1]!["edges"] as Array<number>).map(Number)
+  const same = recent.filter((r) => JSON.stringify(r["edges"]) === JSON.stringify(edges))
+  const counts = edges.map(() => 0).concat(0)
+  for (const r of same) (r["counts"] as Array<unknown>).forEach((c, i) => (counts[i] = counts[i]! + (num(c) ?? 0)))
+  const tokens = counts.reduce((a, b) => a + b, 0)
+  const steps = same.map((r) => String(r["step"]))
+  const span = steps.length === 1 ? `step ${steps[0]}` : `steps ${steps[0]}–${steps[steps.length - 1]} (${steps.length} logged steps)`
+  const W = 720
+  const H = 240
+  const pad = { l: 40, r: 12, t: 40, b: 70 }
+  const bw = (W - pad.l - pad.r) / counts.length
+  const top = Math.log10(1 + Math.max(1, ...counts))
+  const bars = counts.map((c, i) => {
+    const h = (Math.log10(1 + c) / top) * (H - pad.t - pad.b)
+    const x = pad.l + i * bw
+    const y = H - pad.b - h
+    const label = binLabel(edges, i)
+    const center = i > 0 && i < edges.length && edges[i - 1]! < 0 && edges[i]! > 0
+    return `<rect x="${(x + 1).toFixed(1)}" y="${y.toFixed(1)}" width="${(bw - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="${center ? "#16a34a" : "#2563eb"}"><title>${esc(label)}: ${c}</title></rect>` +
+      `<text x="${(x + bw / 2).toFixed(1)}" y="${(y - 3).toFixed(1)}" font-size="9" text-anchor="middle">${c}</text>` +
+      `<text x="${(x + bw / 2).toFixed(1)}" y="${H - pad.b + 10}" font-size="9" text-anchor="end" transform="rotate(-45 ${(x + bw / 2).toFixed(1)} ${H - pad.b + 10})">${esc(label)}</text>`
+  })
+  const svg = `<figure class="chart"><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="sampler - trainer log-prob differences">
+<text x="${pad.l}" y="16" font-size="12" font-weight="600">${esc(`sampler − trainer log-prob per trained token, ${span}: ${tokens} tokens`)}</text>
+<text x="${pad.l}" y="32" font-size="10">bar height on a log scale; green: |difference| &lt; ${esc(String(edges.find((e) => e > 0) ?? ""))} (agreement up to float noise)</text>
+<line x1="${pad.l}" x2="${W - pad.r}" y1="${H - pad.b}" y2="${H - pad.b}" stroke="#9ca3af"/>
+${bars.join("\n")}
+</svg></figure>`
+  const worst = same
+    .flatMap((r) => (Array.isArray(r["worst"]) ? (r["worst"] as Array<Row>).map((w): Row => ({ step: r["step"], ...w })) : []))
+    .filter((w) => num(w["sampler"]) !== undefined && num(w["trainer"]) !== undefined)
+    .sort((a, b) => Math.abs(num(b["sampler"])! - num(b["trainer"])!) - Math.abs(num(a["sampler"])! - num(a["trainer"])!))
+    .slice(0, 20)
+  const table = worst.length === 0 ? "" : `<table><tr><th>step</th><th>problem</th><th>position</th><th>token</th><th>sampler logprob</th><th>trainer logprob</th><th>sampler − trainer</th></tr>
+${worst.map((w) => `<tr><td>${esc(String(w["step"]))}</td><td>${esc(String(w["key"] ?? ""))}</td><td>${esc(String(w["position"] ?? ""))}</td><td><code>${esc(JSON.stringify(String(w["text"] ?? "")))}</code></td><td>${cell(w["sampler"], 4)}</td><td>${cell(w["trainer"], 4)}</td><td>${cell(num(w["sampler"])! - num(w["trainer"])!, 4)}</td></tr>`).join("\n")}
+</table>`
+  return `<h2>Sampler/trainer divergence</h2>
+<p>Per trained token, the sampler's log-prob minus the trainer's (the v1, v2 and k3 curves above are means of these). On-policy they agree up to float noise; a wide spread or a tail names the tokens to look at.</p>
+${svg}
+${worst.length > 0 ? `<p>The worst-divergent tokens of ${esc(span)}:</p>` : ""}${table}`
+}
+
 /**
  * The whole page from parsed run files.
  *
@@ -119,6 +193,8 @@ export const render = (options: {
   readonly config: Row | undefined
   readonly metrics: ReadonlyArray<Row>
   readonly rollouts: ReadonlyArray<Row>
+  /** rows of `divergence.jsonl` (absent or empty: no divergence panel) */
+  readonly divergence?: ReadonlyArray<Row>
 }): string => {
   const { metrics, rollouts } = options
   const keys = new Set(metrics.flatMap((r) => Object.keys(r)))
@@ -190,6 +266,7 @@ ${clipKeys.length > 0 ? chart("clipped tokens (fraction, the loss's own clip)", 
 ${chart("policy lag", metrics, ["policy_version/lag_mean", "policy_version/lag_max", "async/stale_groups"])}
 ${chart("step time (s)", metrics, ["time/total", "time/sample", "time/train"], { smooth: win })}
 </div>
+${divergencePanel(options.divergence ?? [])}
 <h2>Recent rollouts</h2>
 <table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
 ${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${esc(JSON.stringify(r["components"] ?? {}))}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
@@ -210,7 +287,8 @@ const build = (dir: string) =>
         catch: () => undefined,
       }).pipe(Effect.orElseSucceed(() => undefined))
       : undefined
-    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000) })
+    const divergence = yield* RunLog.readJsonl(divergencePath(dir), { tailBytes: 1 << 18 })
+    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence })
     yield* RunLog.writeAtomic(files.report, html)
     return files.report
   })

@@ -32,9 +32,11 @@ import { Progress } from "./run/Progress.ts"
 import { fail, RunError, type RunSettings } from "./run/Settings.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { prepare } from "./run/Start.ts"
-import { train } from "./run/Train.ts"
+import { aggregationOf, train } from "./run/Train.ts"
 
-export { defaults, envDefaults, RunError, RunSettings } from "./run/Settings.ts"
+export { defaults, DynamicSampling, envDefaults, LossAggregation, LrSchedule, RunError, RunSettings } from "./run/Settings.ts"
+export { aggregationOf, learningRate } from "./run/Train.ts"
+export { divergencePath } from "./Report.ts"
 export { formatStep, Progress, type StepSummary } from "./run/Progress.ts"
 export { evaluate } from "./run/Evaluate.ts"
 
@@ -74,6 +76,19 @@ export const run = Effect.fn("Runner.run")(function* (
         "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
     })
   }
+  const schedule = settings.lrSchedule
+  if (schedule?.minLr !== undefined && schedule.kind !== "constant" && schedule.minLr > settings.adam.learning_rate) {
+    return yield* new RunError({
+      reason: "Settings",
+      message: `--min-lr ${schedule.minLr} is above --lr ${settings.adam.learning_rate}: the ${schedule.kind} schedule decays from --lr down to --min-lr; give a --min-lr of at most ${settings.adam.learning_rate}`,
+    })
+  }
+  if (settings.sft && settings.dynamicSampling !== undefined) {
+    return yield* new RunError({
+      reason: "Settings",
+      message: "--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other",
+    })
+  }
   const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
@@ -101,11 +116,18 @@ export const run = Effect.fn("Runner.run")(function* (
       if (weights[name] === undefined || weights[name] === 0) weights[name] = w
     }
   }
+  // Dr. GRPO's divisor, when not given: samples per step x the most tokens a sample may have
+  const maxTokens = Math.max(...members.map(([env]) => ({ ...settings.sampling, ...env.sampling, ...settings.samplingOverrides }).maxTokens))
+  const aggregation = aggregationOf(settings, maxTokens)
+  const resolved: RunSettings = settings.lossAggregation === undefined ? settings : { ...settings, lossAggregation: aggregation }
   const inForce: RunSettings = {
-    ...(members.length === 1 ? { ...settings, sampling: { ...settings.sampling, ...members[0]![0].sampling, ...settings.samplingOverrides } } : settings),
+    ...(members.length === 1 ? { ...resolved, sampling: { ...resolved.sampling, ...members[0]![0].sampling, ...resolved.samplingOverrides } } : resolved),
     ...(weights !== undefined ? { rewardWeights: weights } : {}),
   }
   let { start, version } = yield* prepare(inForce, options.resume ?? false)
+  // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
+  const divergenceFile = Report.divergencePath(settings.outDir)
+  if (options.resume === true) yield* RunLog.filterJsonl(divergenceFile, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
   let trainerVersion = version
   const lastMetrics: Array<Metrics.MetricRecord> = []
 
@@ -154,7 +176,12 @@ export const run = Effect.fn("Runner.run")(function* (
               (g) => withPermits(sampleGroup(settings, runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })),
               { concurrency: settings.sampleConcurrency },
             )
-            batch = { ...batch, groups: batch.groups.map((g) => fresh.find((f) => f.index === g.index) ?? g) }
+            const swap = (g: (typeof batch.groups)[number]) => fresh.find((f) => f.index === g.index) ?? g
+            batch = {
+              ...batch,
+              groups: batch.groups.map(swap),
+              ...(batch.dynamic !== undefined ? { dynamic: { ...batch.dynamic, drawn: batch.dynamic.drawn.map(swap) } } : {}),
+            }
           }
         }
         batch = { ...batch, staleGroups: stale.length }
@@ -172,15 +199,24 @@ export const run = Effect.fn("Runner.run")(function* (
         // Async: the next step's rollouts finish on the version they started from, so step s
         // always samples from version s - 1 exactly, whatever the timing (reproducible).
         const settle = pending === undefined ? Effect.void : Effect.asVoid(Fiber.await(pending))
-        const trained = yield* train(settings, batch, trainerVersion, settle)
+        const trained = yield* train(resolved, batch, trainerVersion, settle)
         trainerVersion = trained.version
         version = trained.version
 
         const metrics: Metrics.MetricRecord = { step: step + 1 }
-        Object.assign(metrics, scoreMetrics(batch.groups, ""))
-        Object.assign(metrics, Metrics.groupFractions(batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))))
+        // Dynamic sampling: reward and group-shape metrics are those of the step's first draw
+        // (what the run would train on without it), so they compare with a run without it.
+        const scored = batch.dynamic?.drawn ?? batch.groups
+        Object.assign(metrics, scoreMetrics(scored, ""))
+        Object.assign(metrics, Metrics.groupFractions(scored.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))))
         Object.assign(metrics, trained.metrics)
-        const sampledTokens = batch.groups.reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
+        if (batch.dynamic !== undefined) {
+          metrics["dynamic/dropped"] = batch.dynamic.dropped.length
+          metrics["dynamic/refilled"] = batch.dynamic.refilled
+          metrics["dynamic/rounds"] = batch.dynamic.rounds
+          metrics["dynamic/groups"] = batch.groups.length
+        }
+        const sampledTokens = [...batch.groups, ...(batch.dynamic?.dropped ?? [])].reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
         const lags = batch.groups.map((g) => versionBefore - g.version)
         metrics["policy_version/lag_max"] = Math.max(0, ...lags)
         metrics["policy_version/lag_mean"] = Metrics.mean(lags) ?? 0
@@ -196,7 +232,8 @@ export const run = Effect.fn("Runner.run")(function* (
 
         yield* RunLog.appendJsonl(files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
         if (settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
-          const rows = batch.groups.flatMap((g, gi) =>
+          const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
+          const rows = logged.flatMap(({ advantages, g }) =>
             g.rollouts.map((r, si) => ({
               step: step + 1,
               group: g.index,
@@ -211,7 +248,9 @@ export const run = Effect.fn("Runner.run")(function* (
               reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
               masked: g.scores[si]!.masked ?? null,
               components: g.scores[si]!.components,
-              advantage: trained.advantages[gi]?.[si] ?? 0,
+              advantage: advantages?.[si] ?? 0,
+              // dynamic sampling dropped the group (no signal): it did not train
+              ...(advantages === undefined ? { dropped: true } : {}),
               // an episode turn by turn: what the model wrote, and what the env answered
               ...(g.task.envDef.episode !== undefined
                 ? {
@@ -222,6 +261,12 @@ export const run = Effect.fn("Runner.run")(function* (
             }))
           )
           yield* RunLog.appendJsonl(files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
+          const d = trained.divergence
+          if (d !== undefined) {
+            yield* RunLog.appendJsonl(divergenceFile, [{ step: step + 1, edges: Metrics.DIVERGENCE_EDGES, counts: d.counts, tokens: d.tokens, worst: d.worst }]).pipe(
+              Effect.mapError(fail("RunFolder", step)),
+            )
+          }
         }
 
         completed = step + 1

@@ -29,11 +29,46 @@ export interface Group {
 /** One step's groups. @since 0.1.0 @category models */
 export interface Batch {
   readonly step: number
+  /** the groups that train */
   readonly groups: Array<Group>
   readonly sampleSeconds: number
   /** async: groups that were older than maxLag when this step trained */
   readonly staleGroups: number
+  /** dynamic sampling: what it dropped and refilled (absent when it is off) */
+  readonly dynamic?: Dynamic | undefined
 }
+
+/** What dynamic sampling did in one step. @since 0.1.0 @category models */
+export interface Dynamic {
+  /** the step's first `groups` problems as drawn, before any was dropped: the step's reward metrics */
+  readonly drawn: Array<Group>
+  /** every group dropped for having no signal (first draws and refills) */
+  readonly dropped: Array<Group>
+  /** refill groups kept */
+  readonly refilled: number
+  /** extra sampling rounds run */
+  readonly rounds: number
+}
+
+/**
+ * Whether a group carries a learning signal: at least two unmasked rewards, not all equal
+ * (relative tolerance 1e-9, as `Metrics.groupFractions` tells groups apart).
+ * @since 0.1.0 @category rollouts
+ */
+export const hasSignal = (group: Pick<Group, "scores">): boolean => {
+  const xs = group.scores.filter((s) => s.masked === undefined && s.value !== undefined && !Number.isNaN(s.value)).map((s) => s.value!)
+  if (xs.length < 2) return false
+  const lo = Math.min(...xs)
+  const hi = Math.max(...xs)
+  return !(lo === hi || Math.abs(hi - lo) <= 1e-9 * Math.max(1, Math.abs(lo), Math.abs(hi)))
+}
+
+/**
+ * The seed of step `step`'s refill problems: a stream of its own per step, so refills
+ * never take problems from (or shift) the main stream `step * groups + g`.
+ * @since 0.1.0 @category rollouts
+ */
+export const refillSeed = (seed: number, step: number) => Env.hash32(`refill/${seed}/${step}`)
 
 
 /** Samples one problem's completions and scores them. @since 0.1.0 @category rollouts */
@@ -119,18 +154,63 @@ export const collect = Effect.fnUntraced(function* (settings: RunSettings, sourc
       ...(settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}),
     }).pipe(Effect.mapError(fail("Env", step))))
   let done = 0
-  const groups = yield* Effect.forEach(
-    tasks,
-    (task, g) =>
-      sampleGroup(settings, runId, step, g, version, task, { split: "train", numSamples: settings.groupSize }).pipe(
-        Effect.tap(() => {
-          done++
-          return progress.onPhase({ step, steps: settings.steps, phase: "sample+score", done, total: tasks.length })
-        }),
-      ),
-    { concurrency: settings.sampleConcurrency },
-  )
-  const seconds = (performance.now() - start) / 1000
-  return { step, groups, sampleSeconds: seconds, staleGroups: 0 } satisfies Batch
+  let total = tasks.length
+  // group index g of task i: first draws are 0..groups-1, refills follow
+  const play = (list: ReadonlyArray<Env.Task<unknown> & { readonly envDef: Env.AnyEnv }>, first: number) =>
+    Effect.forEach(
+      list,
+      (task, i) =>
+        sampleGroup(settings, runId, step, first + i, version, task, { split: "train", numSamples: settings.groupSize }).pipe(
+          Effect.tap(() => {
+            done++
+            return progress.onPhase({ step, steps: settings.steps, phase: "sample+score", done, total })
+          }),
+        ),
+      { concurrency: settings.sampleConcurrency },
+    )
+  const groups = yield* play(tasks, 0)
+  const dynamicSampling = settings.sft ? undefined : settings.dynamicSampling
+  if (dynamicSampling === undefined) {
+    return { step, groups, sampleSeconds: (performance.now() - start) / 1000, staleGroups: 0 } satisfies Batch
+  }
+
+  // Dynamic sampling: keep the groups with signal, refill from this step's own stream.
+  const kept = groups.filter(hasSignal)
+  const dropped = groups.filter((g) => !hasSignal(g))
+  let refilled = 0
+  let rounds = 0
+  let drawnRefills = 0
+  while (kept.length < settings.groups && rounds < dynamicSampling.maxRounds) {
+    rounds++
+    const needed = settings.groups - kept.length
+    const refills = yield* Effect.forEach(Array.from({ length: needed }, (_, j) => drawnRefills + j), (j) =>
+      Env.taskAt(source, {
+        seed: refillSeed(settings.seed, step),
+        index: j,
+        split: "train",
+        ...(settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}),
+      }).pipe(Effect.mapError(fail("Env", step))))
+    total += needed
+    const played = yield* play(refills, settings.groups + drawnRefills)
+    drawnRefills += needed
+    for (const g of played) {
+      if (hasSignal(g)) {
+        kept.push(g)
+        refilled++
+      } else {
+        dropped.push(g)
+      }
+    }
+  }
+  if (dropped.length > 0) {
+    yield* Effect.logDebug(`step ${step + 1}: dynamic sampling dropped ${dropped.length} group(s) with no signal, refilled ${refilled} in ${rounds} round(s)`)
+  }
+  return {
+    step,
+    groups: kept,
+    sampleSeconds: (performance.now() - start) / 1000,
+    staleGroups: 0,
+    dynamic: { drawn: groups, dropped, refilled, rounds },
+  } satisfies Batch
 })
 

@@ -1,5 +1,6 @@
 /**
- * `forwardBackward` over micro-batches with the update of one call.
+ * `forwardBackward` over micro-batches with the update of one call, for any loss
+ * aggregation.
  *
  * Every backend reports a call's loss as the mean over that call's active tokens (the
  * Loops rule), and gradients of successive calls add up. Sent as k chunks, a step would
@@ -8,6 +9,19 @@
  * is linear in the advantage (and dro's penalty in `beta`), cross-entropy in its weights,
  * so the chunks' gradients sum to the gradient of the whole step as one call, on any
  * backend, in-process or over HTTP. The reported loss sums are scaled back.
+ *
+ * The same trick gives the other aggregations. A step's objective is
+ * `J = sum_d w_d * sum_{t active in d} l_t`, with one weight `w_d` per datum
+ * (`token_mean`: `1/N`; `sequence_mean`: `1/(S * n_seq)`; `constant`: `1/C`, see
+ * {@link aggregationWeights}). A call over datums `D_c` with `N_c` active tokens computes
+ * `(1/N_c) * sum_{d in D_c} sum_t l_t`; with each datum's advantages (or cross-entropy
+ * weights) multiplied by `k_d = w_d * N_c` it computes `sum_{d in D_c} w_d * sum_t l_t`
+ * exactly, because each per-token loss is `A` times a function of the log-probs
+ * (importance_sampling, cispo; ppo and dppo too, whose clip and mask depend on the sign
+ * of `A` only, which a positive `k_d` keeps), `w` times one (cross_entropy), or, for dro,
+ * linear in `A` and `beta` together: there `beta` (one per call) is scaled by `k_d`
+ * too, so a dro call only ever holds datums of one weight. Which positions are active
+ * does not change (`k_d > 0`). The calls' gradients add up to the gradient of `J`.
  *
  * @since 0.1.0
  */
@@ -20,8 +34,9 @@ import { Trainer } from "../Trainer.ts"
 export interface ChunkedResult {
   /** per-datum outputs, in the order of `data` */
   readonly lossFnOutputs: ForwardBackwardResult["lossFnOutputs"]
-  /** the step's token-mean loss, as one call would report it */
+  /** the step's loss as aggregated (token mean: as one call would report it) */
   readonly loss: number
+  /** `loss * activeTokens` (token mean: the sum of the per-token losses) */
   readonly lossSum: number
   readonly activeTokens: number
   /** the trainer's clip fraction pooled over tokens, when the loss has a clip (ppo, cispo, dppo) */
@@ -29,6 +44,17 @@ export interface ChunkedResult {
 }
 
 const scaled = (values: ReadonlyArray<number>, c: number) => float32(values.map((v) => v * c))
+
+/** One datum with its advantages (or cross-entropy weights) multiplied by `c`. */
+const scaleDatum = (d: Datum, lossFn: LossFn, c: number): Datum => {
+  if (c === 1) return d
+  if (lossFn === "cross_entropy") {
+    const w = d.lossFnInputs["weights"]?.data ?? modelInputTokens(d.modelInput).map(() => 1)
+    return { ...d, lossFnInputs: { ...d.lossFnInputs, weights: scaled(w, c) } }
+  }
+  const a = d.lossFnInputs["advantages"]
+  return a === undefined ? d : { ...d, lossFnInputs: { ...d.lossFnInputs, advantages: scaled(a.data, c) } }
+}
 
 /**
  * A chunk rewritten so that its call's token mean contributes `c` times as much:
@@ -42,21 +68,61 @@ export const scaleChunk = (
   c: number,
 ): { readonly data: ReadonlyArray<Datum>; readonly config: LossFnConfig } => {
   if (c === 1) return { data, config }
-  const out = data.map((d): Datum => {
-    if (lossFn === "cross_entropy") {
-      const w = d.lossFnInputs["weights"]?.data ?? modelInputTokens(d.modelInput).map(() => 1)
-      return { ...d, lossFnInputs: { ...d.lossFnInputs, weights: scaled(w, c) } }
-    }
-    const a = d.lossFnInputs["advantages"]
-    return a === undefined ? d : { ...d, lossFnInputs: { ...d.lossFnInputs, advantages: scaled(a.data, c) } }
-  })
   const beta = config["beta"]
-  return { data: out, config: lossFn === "dro" ? { ...config, beta: (beta ?? 0.05) * c } : config }
+  return { data: data.map((d) => scaleDatum(d, lossFn, c)), config: lossFn === "dro" ? { ...config, beta: (beta ?? 0.05) * c } : config }
+}
+
+/** How a step's per-token losses add up (see `RunSettings.lossAggregation`). @since 0.1.0 @category models */
+export type Aggregation =
+  | { readonly kind: "token_mean" }
+  | { readonly kind: "sequence_mean" }
+  | { readonly kind: "constant"; readonly constant: number }
+
+/**
+ * Each datum's weight `w_d` in the step's objective `sum_d w_d * sum_t l_t`, for an
+ * aggregation. `sequenceOf[d]` names the sample a datum was cut from (an episode cut into
+ * one datum per turn is one sample: its tokens are averaged together). Undefined for
+ * `token_mean`: {@link forwardBackwardChunked}'s default.
+ *
+ * - token_mean: `1/N`, N = the step's active tokens;
+ * - sequence_mean: `1/(S * n_s)`, n_s = the active tokens of the datum's sample, S = the
+ *   samples with at least one active token (a sample that trains nothing counts in no
+ *   denominator, as an inactive token counts in none under token_mean);
+ * - constant: `1/C`.
+ * @since 0.1.0 @category combinators
+ */
+export const aggregationWeights = (
+  data: ReadonlyArray<Datum>,
+  lossFn: LossFn,
+  aggregation: Aggregation,
+  sequenceOf: ReadonlyArray<string | number> = data.map((_, i) => i),
+): ReadonlyArray<number> | undefined => {
+  switch (aggregation.kind) {
+    case "token_mean":
+      return undefined
+    case "constant":
+      return data.map(() => 1 / aggregation.constant)
+    case "sequence_mean": {
+      const tokens = new Map<string | number, number>()
+      data.forEach((d, i) => {
+        const key = sequenceOf[i]!
+        tokens.set(key, (tokens.get(key) ?? 0) + activeCount([d], lossFn))
+      })
+      const samples = [...tokens.values()].filter((n) => n > 0).length
+      return data.map((_, i) => {
+        const n = tokens.get(sequenceOf[i]!)!
+        return n === 0 ? 0 : 1 / (samples * n)
+      })
+    }
+  }
 }
 
 /**
  * `forwardBackward` of `data` in calls of at most `chunk` datums (0 = one call), with
- * the same accumulated gradient as a single call. `onChunk` sees progress.
+ * the same accumulated gradient as a single call. `weights` (one per datum, see
+ * {@link aggregationWeights}) makes the gradient that of `sum_d weights[d] * sum_t l_t`;
+ * without them, of the token mean over all of `data`. The reported `loss` is that
+ * objective. `onChunk` sees progress.
  * @since 0.1.0 @category training
  */
 export const forwardBackwardChunked = Effect.fnUntraced(function* (
@@ -65,6 +131,7 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
   options: {
     readonly chunk: number
     readonly lossFnConfig?: LossFnConfig
+    readonly weights?: ReadonlyArray<number> | undefined
     readonly onChunk?: (done: number, total: number) => Effect.Effect<void>
   },
 ) {
@@ -72,38 +139,70 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
   const size = options.chunk <= 0 ? data.length : options.chunk
   const config = options.lossFnConfig ?? {}
   const total = activeCount(data, lossFn)
+  const weights = options.weights
+  if (weights !== undefined && weights.length !== data.length) {
+    return yield* new BackendError({
+      reason: "InvalidInput",
+      operation: "forwardBackwardChunked",
+      message: `weights has ${weights.length} entries for ${data.length} datums: give one per datum`,
+    })
+  }
+  // The calls: chunks of `size`; dro's beta is one per call, so a dro call holds datums of one weight.
+  const calls: Array<readonly [number, number]> = []
+  for (let i = 0; i < data.length; i += size) {
+    const end = Math.min(data.length, i + size)
+    if (lossFn !== "dro" || weights === undefined) {
+      calls.push([i, end])
+      continue
+    }
+    let from = i
+    for (let j = i + 1; j <= end; j++) {
+      if (j === end || weights[j] !== weights[from]) {
+        calls.push([from, j])
+        from = j
+      }
+    }
+  }
   const outputs: Array<ForwardBackwardResult["lossFnOutputs"][number]> = []
-  let lossSum = 0
+  let objective = 0
   let active = 0
   let clipped = 0
   let hasClip = false
-  for (let i = 0; i < data.length; i += size) {
-    const slice = data.slice(i, i + size)
+  for (const [from, to] of calls) {
+    const slice = data.slice(from, to)
     const own = activeCount(slice, lossFn)
-    const c = size >= data.length || own === 0 || total === 0 ? 1 : own / total
-    const chunk = scaleChunk(slice, lossFn, config, c)
+    // each datum's scale k_d: token mean, own / total for every datum; else w_d * own
+    const ks = slice.map((_, j) =>
+      own === 0 ? 1 : weights === undefined ? (calls.length === 1 || total === 0 ? 1 : own / total) : weights[from + j]! * own
+    )
+    const beta = config["beta"]
+    const chunk = {
+      data: slice.map((d, j) => scaleDatum(d, lossFn, ks[j]!)),
+      config: lossFn === "dro" && ks[0] !== 1 ? { ...config, beta: (beta ?? 0.05) * ks[0]! } : config,
+    }
     const out: ForwardBackwardResult = yield* trainer.forwardBackward(
       chunk.data,
       lossFn,
       Object.keys(chunk.config).length > 0 || options.lossFnConfig !== undefined ? { lossFnConfig: chunk.config } : {},
     ).pipe(
       // a chunk's datum index is its index in `data`
-      Effect.mapError((e) => (i === 0 ? e : new BackendError({ ...e, message: e.message.replace(/data\[(\d+)\]/g, (_, n) => `data[${Number(n) + i}]`) }))),
+      Effect.mapError((e) => (from === 0 ? e : new BackendError({ ...e, message: e.message.replace(/data\[(\d+)\]/g, (_, n) => `data[${Number(n) + from}]`) }))),
     )
     outputs.push(...out.lossFnOutputs)
-    lossSum += (out.metrics["loss:sum"] ?? 0) / c
     const chunkActive = out.metrics["active_tokens"] ?? own
+    // the call's token mean is its share of the objective
+    objective += chunkActive === 0 ? 0 : (out.metrics["loss:sum"] ?? 0) / chunkActive
     active += chunkActive
     if (out.metrics["clip_fraction"] !== undefined) {
       hasClip = true
       clipped += out.metrics["clip_fraction"] * chunkActive
     }
-    if (options.onChunk) yield* options.onChunk(Math.min(data.length, i + size), data.length)
+    if (options.onChunk) yield* options.onChunk(to, data.length)
   }
   return {
     lossFnOutputs: outputs,
-    loss: active === 0 ? 0 : lossSum / active,
-    lossSum,
+    loss: objective,
+    lossSum: objective * active,
     activeTokens: active,
     clipFraction: hasClip && active > 0 ? clipped / active : undefined,
   } satisfies ChunkedResult

@@ -9,6 +9,51 @@ import * as Advantage from "../Advantage.ts"
 import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts"
 import type { RunDefaults } from "../Env.ts"
 
+/**
+ * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learning_rate`
+ * as the peak `lr`: during the first `warmupSteps` steps it rises linearly,
+ * `lr * (s + 1) / warmupSteps`; after them, with `p = (s - warmupSteps) / (steps - warmupSteps)`
+ * in [0, 1), it is `lr` (constant), `minLr + (lr - minLr) * (1 - p)` (linear) or
+ * `minLr + (lr - minLr) * (1 + cos(pi * p)) / 2` (cosine). `minLr` defaults to 0. A pure
+ * function of the step, so a resumed run continues the schedule exactly.
+ * @since 0.1.0 @category models
+ */
+export const LrSchedule = Schema.Struct({
+  kind: Schema.Literals(["constant", "linear", "cosine"]),
+  warmupSteps: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  minLr: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+})
+export type LrSchedule = typeof LrSchedule.Type
+
+/**
+ * How a step's per-token losses are combined (active tokens only; `n_i` = the active
+ * tokens of sample i, `N` = all of the step's, `S` = the samples that train):
+ * - `token_mean`: `sum / N`, every token weighs the same (the Loops rule; the default);
+ * - `sequence_mean`: `mean over samples of (sum_i / n_i)`, every sample weighs the same
+ *   (GRPO's original);
+ * - `constant`: `sum / constant` (Dr. GRPO), `constant` defaulting to
+ *   samples per step x the sampling maxTokens, so no sample's length scales its tokens.
+ * @since 0.1.0 @category models
+ */
+export const LossAggregation = Schema.Struct({
+  kind: Schema.Literals(["token_mean", "sequence_mean", "constant"]),
+  /** `constant` only: the divisor (default: samples per step x maxTokens, recorded in config.json) */
+  constant: Schema.optional(Schema.Finite.check(Schema.isGreaterThan(0))),
+})
+export type LossAggregation = typeof LossAggregation.Type
+
+/**
+ * DAPO's dynamic sampling: groups whose unmasked rewards are all equal (no learning
+ * signal) are dropped and new problems are sampled to take their place, in at most
+ * `maxRounds` extra rounds per step (0 = drop only). Refill problems come from their own
+ * stream per step, so the problems of later steps do not move.
+ * @since 0.1.0 @category models
+ */
+export const DynamicSampling = Schema.Struct({
+  maxRounds: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+})
+export type DynamicSampling = typeof DynamicSampling.Type
+
 /** Everything a run is configured with; written to `config.json`. @since 0.1.0 @category models */
 export const RunSettings = Schema.Struct({
   name: Schema.String,
@@ -63,6 +108,12 @@ export const RunSettings = Schema.Struct({
   rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
   /** keep one rollouts.jsonl row per sample every N steps (0 = never) */
   logRolloutsEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  /** the learning rate of each step (`adam.learning_rate` is the peak); absent = constant */
+  lrSchedule: Schema.optional(LrSchedule),
+  /** how per-token losses add up to a step's loss; absent = token_mean */
+  lossAggregation: Schema.optional(LossAggregation),
+  /** DAPO dynamic sampling: drop groups whose rewards are all equal and refill the batch; absent = off */
+  dynamicSampling: Schema.optional(DynamicSampling),
 })
 export type RunSettings = typeof RunSettings.Type
 
@@ -105,6 +156,8 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     maxLag: 1,
     staleGroups: "requeue",
     logRolloutsEvery: 10,
+    lrSchedule: { kind: "constant", warmupSteps: 0 },
+    lossAggregation: { kind: "token_mean" },
     ...overrides,
   }
 }

@@ -6,13 +6,13 @@
  */
 import { Effect } from "effect"
 import * as Advantage from "../Advantage.ts"
-import type { Datum as DatumT } from "../Contract.ts"
+import { type Datum as DatumT, modelInputTokens } from "../Contract.ts"
 import * as Datum from "../Datum.ts"
 import * as Metrics from "../Metrics.ts"
 import { Tokenizer } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
 import type { Batch } from "./Collect.ts"
-import { forwardBackwardChunked } from "./MicroBatch.ts"
+import { type Aggregation, aggregationWeights, forwardBackwardChunked } from "./MicroBatch.ts"
 import { Progress } from "./Progress.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -21,6 +21,62 @@ export interface Trained {
   readonly metrics: Metrics.MetricRecord
   readonly version: number
   readonly advantages: Array<Array<number>>
+  /** sampler/trainer log-prob differences of the trained tokens (none for SFT or an empty step) */
+  readonly divergence: Divergence | undefined
+}
+
+/** One trained token where sampler and trainer disagree most. @since 0.1.0 @category models */
+export interface DivergentToken {
+  readonly group: number
+  readonly sample: number
+  /** the problem's key */
+  readonly key: string
+  /** the token's index after the prompt (observations of earlier turns count) */
+  readonly position: number
+  readonly token: number
+  readonly text: string
+  readonly sampler: number
+  readonly trainer: number
+}
+
+/** A step's sampler - trainer log-prob differences: a histogram with fixed bins and the worst tokens. @since 0.1.0 @category models */
+export interface Divergence {
+  /** counts per bin of `Metrics.DIVERGENCE_EDGES` */
+  readonly counts: ReadonlyArray<number>
+  readonly tokens: number
+  readonly worst: ReadonlyArray<DivergentToken>
+}
+
+/** The worst-divergent tokens kept per step. @since 0.1.0 @category models */
+export const WORST_TOKENS = 8
+
+/**
+ * The learning rate of step `step` (0-based) under `settings.lrSchedule`, with
+ * `settings.adam.learning_rate` as the peak (see `LrSchedule`). A pure function of the
+ * step and the settings: a resumed run continues the schedule exactly.
+ * @since 0.1.0 @category training
+ */
+export const learningRate = (settings: Pick<RunSettings, "adam" | "steps" | "lrSchedule">, step: number): number => {
+  const peak = settings.adam.learning_rate
+  const schedule = settings.lrSchedule ?? { kind: "constant", warmupSteps: 0 }
+  const warmup = schedule.warmupSteps
+  if (step < warmup) return (peak * (step + 1)) / warmup
+  if (schedule.kind === "constant") return peak
+  const min = schedule.minLr ?? 0
+  const p = Math.min(1, (step - warmup) / Math.max(1, settings.steps - warmup))
+  const f = schedule.kind === "linear" ? 1 - p : 0.5 * (1 + Math.cos(Math.PI * p))
+  return min + (peak - min) * f
+}
+
+/**
+ * The loss aggregation in force: `constant` without a constant divides by samples per
+ * step x `maxTokens` (Dr. GRPO's generation budget).
+ * @since 0.1.0 @category training
+ */
+export const aggregationOf = (settings: RunSettings, maxTokens: number = settings.sampling.maxTokens): Aggregation => {
+  const a = settings.lossAggregation ?? { kind: "token_mean" }
+  if (a.kind !== "constant") return { kind: a.kind }
+  return { kind: "constant", constant: a.constant ?? (settings.sft ? settings.groups : settings.groups * settings.groupSize) * maxTokens }
 }
 
 /** Turns a batch into Datums, runs forward_backward and optim_step, and publishes. @since 0.1.0 @category training */
@@ -73,10 +129,14 @@ export const train = Effect.fnUntraced(function* (
 
   const metrics: Metrics.MetricRecord = { "by_group/no_op": noOpGroups, "train/datums": data.length }
   let version = trainerVersion
+  let divergence: Divergence | undefined
+  const lr = learningRate(settings, batch.step)
   if (data.length > 0) {
     const lossFn = settings.sft ? "cross_entropy" : settings.loss
+    const weights = aggregationWeights(data, lossFn, aggregationOf(settings), settings.sft ? undefined : pairs.map((p) => `${p.group}/${p.sample}`))
     const out = yield* forwardBackwardChunked(data, lossFn, {
       chunk: settings.microBatch,
+      weights,
       ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
       onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
     }).pipe(Effect.mapError((e) => {
@@ -89,6 +149,8 @@ export const train = Effect.fnUntraced(function* (
     // sampler vs learner log-probs on the trained positions (advantage != 0)
     const sampler: Array<number> = []
     const learner: Array<number> = []
+    // where each pair is: datum and position
+    const at: Array<readonly [number, number]> = []
     if (!settings.sft) {
       out.lossFnOutputs.forEach((o, j) => {
         const inputs = data[j]!.lossFnInputs
@@ -98,10 +160,27 @@ export const train = Effect.fnUntraced(function* (
           if (adv[t] === 0) continue
           sampler.push(q[t]!)
           learner.push(o.logprobs[t]!)
+          at.push([j, t])
         }
       })
     }
-    const optim = yield* trainer.optimStep(settings.adam).pipe(
+    if (sampler.length > 0) {
+      const worst = Metrics.worstDivergent({ sampler, trainer: learner }, WORST_TOKENS).map((i): DivergentToken => {
+        const [j, t] = at[i]!
+        const pair = pairs[j]!
+        const g = batch.groups[pair.group]!
+        const token = modelInputTokens(data[j]!.modelInput)[t]!
+        let text: string
+        try {
+          text = tokenizer.decode([token])
+        } catch {
+          text = `<token ${token}>`
+        }
+        return { group: g.index, sample: pair.sample, key: g.task.key, position: t - g.promptTokens.length, token, text, sampler: sampler[i]!, trainer: learner[i]! }
+      })
+      divergence = { counts: Metrics.divergenceHistogram({ sampler, trainer: learner }), tokens: sampler.length, worst }
+    }
+    const optim = yield* trainer.optimStep({ ...settings.adam, learning_rate: lr }).pipe(
       Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
     )
     yield* beforePublish
@@ -117,7 +196,9 @@ export const train = Effect.fnUntraced(function* (
       ...Metrics.klSampleTrain({ sampler, trainer: learner }),
     })
   }
+  // the schedule's value for this step (the one the optimizer step used, when there was one)
+  metrics["optim/learning_rate"] = lr
   metrics["time/train"] = (performance.now() - start) / 1000
-  return { metrics, version, advantages } satisfies Trained
+  return { metrics, version, advantages, divergence } satisfies Trained
 })
 
