@@ -28,7 +28,7 @@ import { loadBaseModel } from "../src/backends/local/Checkpoint.ts"
 import { initTf } from "../src/backends/local/index.ts"
 import { defaultLora, forwardFlops, initBase, LocalModel, type ModelConfig } from "../src/backends/local/Model.ts"
 import { Rng } from "../src/backends/local/Rng.ts"
-import { LocalSamplerEngine, type SamplerEngineOptions } from "../src/backends/local/SamplerEngine.ts"
+import { LocalSamplerEngine, type SamplerEngineOptions, type SamplerStats } from "../src/backends/local/SamplerEngine.ts"
 import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
 
 const median = (xs: Array<number>) => {
@@ -169,9 +169,34 @@ const sampleRun = async (options: SamplerEngineOptions, concurrent: boolean, sal
 }
 const batched = await sampleRun({}, true, 0)
 const oneByOne = await sampleRun({ batchRequests: false }, true, 100)
+// what keeping finished rows' K/V costs where no turn continues them, in the single-turn RL
+// pattern (a publish before each step's 8 groups x 8 samples): both samplers alternately
+const keepCost = await (async () => {
+  const a = new LocalSamplerEngine(model, { seed: 3 })
+  const b = new LocalSamplerEngine(model, { seed: 3, turnReuse: false })
+  const ta: Array<number> = []
+  const tb: Array<number> = []
+  for (let rep = 0; rep < 24; rep++) {
+    const prompts = Array.from({ length: 8 }, (_, g) => promptOf(g, 300 + rep))
+    const adapter = trainer.publish()
+    a.setAdapter(adapter)
+    b.setAdapter(adapter)
+    for (const [s, into] of rep % 2 === 0 ? [[a, ta], [b, tb]] as const : [[b, tb], [a, ta]] as const) {
+      const t0 = performance.now()
+      await Promise.all(prompts.map((p) => s.sample(p, params, { numSamples: 8 })))
+      if (rep >= 4) into.push((performance.now() - t0) / 1000)
+    }
+  }
+  a.dispose()
+  b.dispose()
+  return { keep: median(ta), none: median(tb) }
+})()
 console.log(
   `sampling 8 groups x 8 samples x ${params.maxTokens} tokens: batched ${(batched.seconds * 1000).toFixed(0)} ms (${(batched.tokens / batched.seconds).toFixed(0)} tokens/s), ` +
     `one request at a time ${(oneByOne.seconds * 1000).toFixed(0)} ms (${(oneByOne.tokens / oneByOne.seconds).toFixed(0)} tokens/s); batching speedup ${(oneByOne.seconds / batched.seconds).toFixed(2)}x`,
+)
+console.log(
+  `  keeping finished rows' K/V for a next turn (publish, then 8 groups x 8 samples; single-turn, so nothing continues; interleaved): ${(keepCost.keep * 1000).toFixed(1)} ms vs ${(keepCost.none * 1000).toFixed(1)} ms without: ${(keepCost.keep / keepCost.none).toFixed(2)}x the time`,
 )
 
 // ---- prefix reuse: 8 samples of one prompt
@@ -272,45 +297,59 @@ console.log(
   reuse.dispose()
   whole.dispose()
 
-  // the runner's access pattern
+  // the runner's access pattern, several sampler configurations interleaved step by step
+  // (the machine may be shared: each step runs every configuration, in rotating order)
   const turnTrainer = new LocalTrainerEngine(turnModel, { lora: defaultLora, seed: 4 })
-  const collect = async (options: SamplerEngineOptions) => {
-    const s = new LocalSamplerEngine(turnModel, { seed: 13, ...options })
-    const times: Array<number> = []
+  const collect = async (configs: Record<string, SamplerEngineOptions>, groups: number, steps: number) => {
+    const names = Object.keys(configs)
+    const engines = names.map((n) => new LocalSamplerEngine(turnModel, { seed: 13, ...configs[n] }))
+    const times = names.map((): Array<number> => [])
     let turns3 = 0
-    for (let step = 0; step < 6; step++) {
-      s.setAdapter(turnTrainer.publish())
-      const t0 = performance.now()
-      await Promise.all(Array.from({ length: 8 }, async (_, g) => {
-        const k = 8 * step + g
+    const play = async (s: LocalSamplerEngine, step: number) => {
+      await Promise.all(Array.from({ length: groups }, async (_, g) => {
+        const k = groups * step + g
         const prompt = episodePrompt(k)
         const first = await s.sample(prompt, turnParams(prompt, k), { numSamples: 8 })
         await Promise.all(first.sequences.map(async (q, e) => {
           let input = [...prompt, ...q.tokens, ...observation(k + e)]
           for (let turn = 2; turn <= 3 && input.length < ctx; turn++) {
             const out = await s.sample(input, turnParams(input, 1000 * k + 10 * e + turn), { numSamples: 1 })
-            if (turn === 3) turns3++
+            if (turn === 3 && s === engines[0]) turns3++
             input = [...input, ...out.sequences[0]!.tokens, ...observation(k + e + turn)]
           }
         }))
       }))
-      times.push((performance.now() - t0) / 1000)
     }
-    const stats = { ...s.stats }
-    s.dispose()
-    // the first step warms up
-    return { seconds: median(times.slice(1)), stats, turns3: turns3 / 6 }
+    for (let step = 0; step < steps; step++) {
+      const adapter = turnTrainer.publish()
+      for (let i = 0; i < names.length; i++) {
+        const e = (i + step) % names.length
+        engines[e]!.setAdapter(adapter)
+        const t0 = performance.now()
+        await play(engines[e]!, step)
+        // the first step warms up
+        if (step > 0) times[e]!.push((performance.now() - t0) / 1000)
+      }
+    }
+    const runs: Record<string, { seconds: number; stats: SamplerStats }> = Object.fromEntries(
+      names.map((n, i) => [n, { seconds: median(times[i]!), stats: { ...engines[i]!.stats } }]),
+    )
+    engines.forEach((s) => s.dispose())
+    return { runs, turns3: turns3 / steps }
   }
-  const runWith = await collect({})
-  const runWhole = await collect({ prefixCacheSize: 0 })
-  const runSmall = await collect({ prefixCacheSize: 64 })
-  const hitLine = (r: typeof runWith) =>
+  const hitLine = (r: { stats: SamplerStats }) =>
     `${r.stats.prefixHits} whole-prompt hits, ${r.stats.partialHits} partial hits of ${r.stats.prefixMisses} prefills, ${r.stats.reusedTokens} prompt tokens reused vs ${r.stats.prefilledTokens} prefilled`
+  const narrow = await collect({ reuse: {}, whole: { prefixCacheSize: 0 } }, 8, 7)
   console.log(
-    `runner pattern (publish, then 8 groups x 8 episodes x 3 turns, ${runWith.turns3.toFixed(0)} third turns per step; 6 steps), default LRU (256 entries): ${hitLine(runWith)}; ` +
-      `step ${(runWith.seconds * 1000).toFixed(0)} ms vs ${(runWhole.seconds * 1000).toFixed(0)} ms with every prompt prefilled whole: ${(runWhole.seconds / runWith.seconds).toFixed(2)}x`,
+    `runner pattern (publish, then 8 groups x 8 episodes x 3 turns, ${narrow.turns3.toFixed(0)} third turns per step; 7 steps), default LRU (256 entries): ${hitLine(narrow.runs["reuse"]!)}; ` +
+      `step ${(narrow.runs["reuse"]!.seconds * 1000).toFixed(0)} ms vs ${(narrow.runs["whole"]!.seconds * 1000).toFixed(0)} ms with every prompt prefilled whole: ${(narrow.runs["whole"]!.seconds / narrow.runs["reuse"]!.seconds).toFixed(2)}x`,
   )
-  console.log(`  with a 64-entry LRU: ${hitLine(runSmall)}; step ${(runSmall.seconds * 1000).toFixed(0)} ms`)
+  // twice the episodes in flight: the LRU must hold about two entries per episode
+  const wide = await collect({ reuse: {}, small: { prefixCacheSize: 64 }, whole: { prefixCacheSize: 0 } }, 16, 5)
+  console.log(
+    `  16 groups x 8 episodes in flight (5 steps): default LRU ${hitLine(wide.runs["reuse"]!)}, step ${(wide.runs["reuse"]!.seconds * 1000).toFixed(0)} ms; ` +
+      `a 64-entry LRU ${hitLine(wide.runs["small"]!)}, step ${(wide.runs["small"]!.seconds * 1000).toFixed(0)} ms; every prompt prefilled whole ${(wide.runs["whole"]!.seconds * 1000).toFixed(0)} ms`,
+  )
   turnTrainer.dispose()
   turnModel.dispose()
 }

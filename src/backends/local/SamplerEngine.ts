@@ -61,6 +61,13 @@ export interface SamplerEngineOptions {
   readonly prefixCacheSize?: number
   /** false keeps only prompts' K/V, not finished rows' (no reuse across turns; for measurements) */
   readonly turnReuse?: boolean
+  /**
+   * what one more prefill call costs, in prompt tokens prefilled (default 24, measured on
+   * the wasm backend: a call's fixed cost is about that of 25 rows x tokens). Prompts of a batch
+   * that can reuse different lengths are prefilled in as few calls as pays: a prompt may
+   * reuse less than it could to share a call. 0: every distinct reused length gets its call.
+   */
+  readonly prefillCallCost?: number
   /** false decodes by re-running the whole sequence each step (for tests) */
   readonly useKvCache?: boolean
   /** false runs requests one by one (for measurements) */
@@ -131,6 +138,7 @@ export class LocalSamplerEngine {
   private readonly batchRequests: boolean
   private readonly prefixReuse: boolean
   private readonly turnReuse: boolean
+  private readonly prefillCallCost: number
   private readonly maxBatchRows: number
   private queue: Array<Pending> = []
   private scheduled = false
@@ -153,6 +161,7 @@ export class LocalSamplerEngine {
     this.rng = new Rng(options.seed ?? 0)
     this.lruSize = options.prefixCacheSize ?? 256
     this.turnReuse = options.turnReuse ?? true
+    this.prefillCallCost = options.prefillCallCost ?? 24
     this.useKvCache = options.useKvCache ?? true
     this.batchRequests = options.batchRequests ?? true
     this.prefixReuse = options.prefixReuse ?? true
@@ -311,15 +320,19 @@ export class LocalSamplerEngine {
         continue
       }
       const found = this.lruSize > 0 ? this.lookup(p) : undefined
-      this.stats.prefixMisses++
-      if (found) {
-        this.touch(found.key, found.entry)
-        this.stats.partialHits++
-        this.stats.reusedTokens += found.reuse
-      }
-      this.stats.prefilledTokens += P - (found?.reuse ?? 0)
+      if (found) this.touch(found.key, found.entry)
       plans.push({ key, p, src: found?.entry, reuse: found?.reuse ?? 0 })
     }
+    // as few calls as pay: each run of plans (by reusable length) starts from its smallest
+    plans.sort((a, b) => a.reuse - b.reuse)
+    const level = callLevels(plans.map((m) => m.reuse), P, this.prefillCallCost)
+    plans.forEach((m, i) => {
+      m.reuse = level[i]!
+      this.stats.prefixMisses++
+      if (m.reuse > 0) this.stats.partialHits++
+      this.stats.reusedTokens += m.reuse
+      this.stats.prefilledTokens += P - m.reuse
+    })
     const fresh: Array<[string, PrefixEntry]> = []
     // one chunked prefill per distinct reused length
     for (const r of [...new Set(plans.map((m) => m.reuse))]) {
@@ -385,26 +398,29 @@ export class LocalSamplerEngine {
     const C = cache.length
     let ks: Array<Float32Array> | undefined
     let vs: Array<Float32Array> | undefined
+    const { nLayers } = this.model.config
     rows.forEach((row, r) => {
-      const n = row.tokens.length
+      const sampled = row.tokens.length
       const prompt = prompts[rowReq[r]!]!
-      const T = prompt.length + n - 1
-      if (n < 2 || T > ctx - 2 || T > C || !row.next) return
-      const tokens = [...prompt, ...row.tokens.slice(0, n - 1)]
+      const T = prompt.length + sampled - 1
+      if (sampled < 2 || T > ctx - 2 || T > C || !row.next) return
+      const tokens = [...prompt, ...row.tokens.slice(0, sampled - 1)]
       const key = this.keyOf(tokens)
       if (this.lru.has(key)) return
-      ks ??= cache.k.map((t) => t.dataSync() as Float32Array)
-      vs ??= cache.v.map((t) => t.dataSync() as Float32Array)
-      const rowOf = (a: Float32Array) => {
-        const out = new Float32Array(H * T * dh)
-        copyPositions(a.subarray(r * H * C * dh, (r + 1) * H * C * dh), C, T, H, dh, out, 0)
-        return out
+      const ka = (ks ??= cache.k.map((t) => t.dataSync() as Float32Array))
+      const va = (vs ??= cache.v.map((t) => t.dataSync() as Float32Array))
+      // one allocation per row: [k of each layer, v of each layer], each [H, T, dh]
+      const n = H * T * dh
+      const buf = new Float32Array(2 * nLayers * n)
+      const rowOf = (a: Float32Array, i: number) => {
+        copyPositions(a.subarray(r * H * C * dh, (r + 1) * H * C * dh), C, T, H, dh, buf, i * n)
+        return buf.subarray(i * n, (i + 1) * n)
       }
       this.remember(key, {
         tokens,
-        k: ks.map(rowOf),
-        v: vs.map(rowOf),
-        logprobs: [...promptLogprobs[rowReq[r]!]!, ...row.modelLogprobs.slice(0, n - 1)],
+        k: ka.map((a, l) => rowOf(a, l)),
+        v: va.map((a, l) => rowOf(a, nLayers + l)),
+        logprobs: [...promptLogprobs[rowReq[r]!]!, ...row.modelLogprobs.slice(0, sampled - 1)],
         next: row.next,
       })
     })
@@ -486,6 +502,7 @@ export class LocalSamplerEngine {
       })
     }
 
+    const plain = group.map((g) => g.params.temperature === 1 && ((g.params.topK ?? 0) === 0 || g.params.topK! >= V) && (g.params.topP ?? 1) >= 1)
     const stopStrings = group.map((g) => (g.params.stop ?? []).filter((s): s is string => typeof s === "string"))
     const stopIds = group.map((g) => new Set((g.params.stop ?? []).filter((s): s is number => typeof s === "number")))
     try {
@@ -498,7 +515,8 @@ export class LocalSamplerEngine {
           const { token, logprob } = sampleRow(logits, r * V, V, g.params, g.rng)
           row.tokens.push(token)
           row.logprobs.push(logprob)
-          if (keep) row.modelLogprobs.push(logprobAt(logits, r * V, V, token))
+          // the model's log-prob (temperature 1): the sampled one where that is what was sampled from
+          if (keep) row.modelLogprobs.push(plain[j] ? logprob : logprobAt(logits, r * V, V, token))
           if (token === EOS || stopIds[j]!.has(token)) {
             row.done = true
             row.stop = "stop"
@@ -570,6 +588,30 @@ interface FinishedRow {
   readonly tokens: Array<number>
   readonly modelLogprobs: Array<number>
   next: Float32Array | undefined
+}
+
+/**
+ * Splits plans sorted by the length they could reuse into runs, one prefill call each,
+ * starting at the run's smallest length: minimises calls · `callCost` + tokens prefilled.
+ * Returns the length each plan reuses.
+ */
+const callLevels = (reuse: ReadonlyArray<number>, P: number, callCost: number): Array<number> => {
+  const n = reuse.length
+  const best = new Array<number>(n + 1).fill(Infinity)
+  const from = new Array<number>(n + 1).fill(0)
+  best[0] = 0
+  for (let b = 1; b <= n; b++) {
+    for (let a = 0; a < b; a++) {
+      const c = best[a]! + callCost + (b - a) * (P - reuse[a]!)
+      if (c < best[b]!) {
+        best[b] = c
+        from[b] = a
+      }
+    }
+  }
+  const out = new Array<number>(n)
+  for (let b = n; b > 0; b = from[b]!) for (let i = from[b]!; i < b; i++) out[i] = reuse[from[b]!]!
+  return out
 }
 
 /** Copies the first `len` positions of `src` ([H, srcLen, dh]) into `out` at `at` as [H, len, dh]. */

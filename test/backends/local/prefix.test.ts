@@ -144,31 +144,38 @@ describe("K/V reuse across turns", () => {
     dispose()
   })
 
-  it("requests batched together with different cached lengths (and one with none) each sample what a full prefill samples", async () => {
-    const { sampler, reference, dispose } = await setup(34)
-    const base = [1, 60, 61, 62, 63]
-    const prompts = [base, [1, 70, 71, 72], [1, 80, 81, 82, 83, 84, 85]]
-    const firsts = await Promise.all(prompts.map((q, i) => sampler.sample(q, { maxTokens: 4, temperature: 1, seed: 40 + i }, { numSamples: 2 })))
-    // second turns padded with observation tokens to one length, so that they are batched
-    const L = 20
-    const inputs: Array<Array<number>> = []
-    firsts.forEach((r, i) =>
-      r.sequences.forEach((s) => {
-        const head = [...prompts[i]!, ...s.tokens]
-        inputs.push([...head, ...Array.from({ length: L - head.length }, (_, k) => 30 + k)])
-      })
-    )
-    inputs.push([1, ...Array.from({ length: L - 1 }, (_, k) => 10 + k)]) // nothing cached
-    const before = { ...sampler.stats }
-    const outs = await Promise.all(inputs.map((q, i) => sampler.sample(q, params(50 + i), { numSamples: 2, includePromptLogprobs: true })))
-    assert.strictEqual(sampler.stats.batches - before.batches, 1, "all second turns were decoded as one batch")
-    const distinct = new Set(firsts.flatMap((r, i) => r.sequences.map((s) => prompts[i]!.length + s.tokens.length - 1)))
-    assert.isTrue(distinct.size >= 3, `cached lengths ${[...distinct]}`)
-    const refs = await Promise.all(inputs.map((q, i) => reference.sample(q, params(50 + i), { numSamples: 2, includePromptLogprobs: true })))
-    outs.forEach((o, i) => same(o, refs[i]!, `request ${i}`))
-    assert.strictEqual(sampler.stats.partialHits - before.partialHits, inputs.length - 1)
-    dispose()
-  })
+  for (const prefillCallCost of [0, undefined]) {
+    it(`requests batched together with different cached lengths (and one with none) each sample what a full prefill samples (prefillCallCost ${prefillCallCost ?? "default"})`, async () => {
+      const { sampler, reference, dispose } = await setup(34, prefillCallCost === undefined ? {} : { prefillCallCost })
+      const base = [1, 60, 61, 62, 63]
+      const prompts = [base, [1, 70, 71, 72], [1, 80, 81, 82, 83, 84, 85]]
+      const firsts = await Promise.all(prompts.map((q, i) => sampler.sample(q, { maxTokens: 4, temperature: 1, seed: 40 + i }, { numSamples: 2 })))
+      // second turns padded with observation tokens to one length, so that they are batched
+      const L = 20
+      const inputs: Array<Array<number>> = []
+      firsts.forEach((r, i) =>
+        r.sequences.forEach((s) => {
+          const head = [...prompts[i]!, ...s.tokens]
+          inputs.push([...head, ...Array.from({ length: L - head.length }, (_, k) => 30 + k)])
+        })
+      )
+      inputs.push([1, ...Array.from({ length: L - 1 }, (_, k) => 10 + k)]) // nothing cached
+      const before = { ...sampler.stats }
+      const outs = await Promise.all(inputs.map((q, i) => sampler.sample(q, params(50 + i), { numSamples: 2, includePromptLogprobs: true })))
+      assert.strictEqual(sampler.stats.batches - before.batches, 1, "all second turns were decoded as one batch")
+      const distinct = new Set(firsts.flatMap((r, i) => r.sequences.map((s) => prompts[i]!.length + s.tokens.length - 1)))
+      assert.isTrue(distinct.size >= 3, `cached lengths ${[...distinct]}`)
+      const refs = await Promise.all(inputs.map((q, i) => reference.sample(q, params(50 + i), { numSamples: 2, includePromptLogprobs: true })))
+      outs.forEach((o, i) => same(o, refs[i]!, `request ${i}`))
+      if (prefillCallCost === 0) {
+        // one call per distinct cached length: every prompt with a cached prefix reuses all of it
+        assert.strictEqual(sampler.stats.partialHits - before.partialHits, inputs.length - 1)
+        const cached = firsts.flatMap((r, i) => r.sequences.map((s) => prompts[i]!.length + s.tokens.length - 1))
+        assert.strictEqual(sampler.stats.reusedTokens - before.reusedTokens, cached.reduce((a, b) => a + b, 0))
+      }
+      dispose()
+    })
+  }
 
   it("property: random episodes (turn lengths, observations, edits, sampling settings) sample the same with and without reuse", async () => {
     const { sampler, reference, dispose } = await setup(35)
