@@ -99,6 +99,19 @@ const numberTokensOf = (normalized: string): Array<NumberToken> => {
 const LIST_GAP = /^(?:[\s,;|()[\]]|\b(?:or|and|nor|either|maybe|perhaps|possibly|vs|versus)\b\.?)*$/i
 
 /**
+ * Whether the text between two numbers makes them alternatives: `LIST_GAP`, after
+ * dropping the markup that repeats an answer slot (`</answer><answer>`, `} \boxed{`,
+ * `####`). Different slots (`</think><answer>`) are not a list.
+ */
+const isListGap = (gap: string): boolean =>
+  LIST_GAP.test(
+    gap
+      .replace(/<\/([A-Za-z_][\w.-]*)\s*>\s*<\1(?:\s[^>]*)?>/gi, " ")
+      .replace(/\}\s*\\(?:boxed|fbox)\s*\{/g, " ")
+      .replace(/####/g, " "),
+  )
+
+/**
  * The number at one end of a text, or undefined when that number is one of a list of
  * different alternatives (`12 or 56`, `55, 56, 57`): a list hedges, it does not answer.
  * A list that repeats one number (`56, 56`) answers with it.
@@ -112,7 +125,7 @@ const endNumber = (text: string, end: "first" | "last"): number | undefined => {
   const value = tokens[first]!.value
   for (let i = first + step; i >= 0 && i < tokens.length; i += step) {
     const [a, b] = step === -1 ? [tokens[i]!, tokens[i + 1]!] : [tokens[i - 1]!, tokens[i]!]
-    if (!LIST_GAP.test(normalized.slice(a.end, b.start))) break
+    if (!isListGap(normalized.slice(a.end, b.start))) break
     if (tokens[i]!.value !== value) return undefined
   }
   return value
@@ -221,8 +234,12 @@ export const extractAnswer = (text: string, mode: AnswerMode = "last", tag = "an
       if (tagged.length > 0) return blocksNumber(tagged)
       const boxed = boxedContents(text)
       if (boxed.length > 0) return blocksNumber(boxed)
-      const hashes = text.lastIndexOf("####")
-      if (hashes >= 0 && extractNumbers(text.slice(hashes + 4)).length > 0) return endNumber(text.slice(hashes + 4), "first")
+      // GSM8K style: the number after `####`; several `####` must agree
+      const marked = text.split("####").slice(1).filter((part) => extractNumbers(part).length > 0)
+      if (marked.length > 0) {
+        const values = marked.map((part) => endNumber(part, "first"))
+        return values.every((v) => v !== undefined && v === values[0]) ? values[0] : undefined
+      }
       return endNumber(text, "last")
     }
   }
@@ -365,7 +382,8 @@ export interface ExactMatchOptions {
  *
  * `gold` returning `undefined` means the reward does not apply (`NotApplicable`). A
  * completion with no answer (empty after normalization, or without the tag when one
- * is asked for) is the model's fault and scores `noAnswerPenalty`.
+ * is asked for), or with several tagged answers that differ (a hedge), is the model's
+ * fault and scores `noAnswerPenalty`.
  *
  * @example
  * exactMatch((p: { capital: string }) => p.capital) // 1 for " paris. " when the gold is "Paris"
@@ -383,6 +401,10 @@ export const exactMatch = <P>(
     const raw = gold(r.problem)
     if (raw === undefined) return Effect.fail(new Reward.NotApplicable({ message: "the problem has no gold text" }))
     const accepted = (typeof raw === "string" ? [raw] : raw).map((g) => normalizeText(g, normalize))
+    if (options.tag !== undefined) {
+      const given = new Set(tagContents(r.completion, options.tag).map((b) => normalizeText(b, normalize)).filter((b) => b.trim() !== ""))
+      if (given.size > 1) return Effect.fail(new Reward.ModelFault({ penalty, message: `several different <${options.tag}> answers` }))
+    }
     const text = options.tag === undefined ? r.completion : lastTagContent(r.completion, options.tag)
     const answer = text === undefined ? "" : normalizeText(text, normalize)
     if (answer.trim() === "") {

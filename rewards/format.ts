@@ -94,12 +94,19 @@ export const hasTag = <P = unknown>(tag: string, options: HasTagOptions = {}): R
 export interface TagSequenceOptions extends FormatOptions {
   /** nothing but whitespace may surround or separate the blocks (default true) */
   readonly strict?: boolean
+  /**
+   * blocks that must hold something other than whitespace: true (every block, the
+   * default), false (none), or the tags that must (e.g. `["answer"]` to allow an empty
+   * `<think></think>`)
+   */
+  readonly nonEmpty?: boolean | ReadonlyArray<string>
 }
 
 /**
  * 1 when the completion is made of the given tag blocks in order, else 0, as in the
  * `<think>...</think> <answer>...</answer>` format. Strict by default: only
- * whitespace may surround or separate the blocks.
+ * whitespace may surround or separate the blocks. Empty blocks do not count by default
+ * (`<think></think><answer></answer>` scores 0; see `nonEmpty`).
  *
  * @example
  * tagSequence(["think", "answer"]) // 1 for "<think>2+2</think>\n<answer>4</answer>"
@@ -109,7 +116,11 @@ export const tagSequence = <P = unknown>(tags: ReadonlyArray<string>, options: T
   if (tags.length === 0) throw new TypeError("tagSequence: give at least one tag")
   for (const tag of tags) checkTagName("tagSequence", tag)
   const gap = options.strict ?? true ? "\\s*" : "[\\s\\S]*?"
-  const blocks = tags.map((t) => `<${escapeRegExp(t)}(?:\\s[^>]*)?>[\\s\\S]*?</${escapeRegExp(t)}\\s*>`)
+  const nonEmpty = options.nonEmpty ?? true
+  const mustHold = (t: string) => nonEmpty === true || (Array.isArray(nonEmpty) && nonEmpty.some((n) => n.toLowerCase() === t.toLowerCase()))
+  // a block that must hold something has a non-whitespace character inside
+  const inside = (t: string) => (mustHold(t) ? `\\s*(?!</${escapeRegExp(t)}\\s*>)\\S[\\s\\S]*?` : "[\\s\\S]*?")
+  const blocks = tags.map((t) => `<${escapeRegExp(t)}(?:\\s[^>]*)?>${inside(t)}</${escapeRegExp(t)}\\s*>`)
   const regex = new RegExp(`^${gap}${blocks.join(gap)}${gap}$`, "i")
   return Reward.make<P>(options.name ?? "format", (r) => (regex.test(r.completion) ? 1 : 0))
 }

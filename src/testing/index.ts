@@ -7,7 +7,9 @@
  *   `invariant`, `monotone`, `agrees`, `orderIndependent`, `wellBehaved`), each a
  *   Promise that rejects with a counterexample;
  * - `transforms`: transformations of completions for `laws.invariant` / `laws.monotone`;
- * - `rollout`, `group`, `score`, `scoreGroup`: build rollouts and score them.
+ * - `rollout`, `group`, `score`, `scoreGroup`: build rollouts and score them;
+ * - `probes`: reward-hacking probes, known exploits run against a reward
+ *   (`probes.probe`, `probes.assertNoExploits`).
  *
  * @example
  * import { describe, it } from "@effect/vitest"
@@ -28,6 +30,7 @@
  */
 export * as arb from "./Arbitraries.ts"
 export * as laws from "./Laws.ts"
+export * as probes from "./Probes.ts"
 export * as transforms from "./Transforms.ts"
 export { fakeTokens, group, rollout, score, scoreGroup } from "./Rollouts.ts"
 export type { RolloutOverrides } from "./Rollouts.ts"

@@ -51,8 +51,9 @@ describe("hasTag", () => {
 
 describe("tagSequence", () => {
   const reward = tagSequence(["think", "answer"])
+  const filled = arb.noise({ digits: true }).filter((t) => t.trim() !== "")
   const wellFormed = fc
-    .tuple(arb.whitespace(), arb.noise({ digits: true }), arb.whitespace(), arb.noise({ digits: true }), arb.whitespace())
+    .tuple(arb.whitespace(), filled, arb.whitespace(), filled, arb.whitespace())
     .map(([a, think, b, answer, c]) => `${a}<think>${think}</think>${b}<answer>${answer}</answer>${c}`)
 
   it("is bounded and deterministic", () => laws.wellBehaved(reward, { min: 0, max: 1, problems: anyProblem }))
@@ -61,6 +62,15 @@ describe("tagSequence", () => {
 
   it("does not notice surrounding whitespace", () =>
     laws.invariant(reward, { problems: anyProblem, completions: fc.oneof(wellFormed, arb.completion()), transform: transforms.padWhitespace }))
+
+  it("scores 0 on empty blocks unless they are allowed", () =>
+    Effect.gen(function* () {
+      assert.strictEqual((yield* score(reward, null, "<think></think><answer>4</answer>")).value, 0)
+      assert.strictEqual((yield* score(reward, null, "<think>hm</think><answer> \n</answer>")).value, 0)
+      assert.strictEqual((yield* score(tagSequence(["think", "answer"], { nonEmpty: ["answer"] }), null, "<think></think><answer>4</answer>")).value, 1)
+      assert.strictEqual((yield* score(tagSequence(["think", "answer"], { nonEmpty: ["answer"] }), null, "<think>hm</think><answer></answer>")).value, 0)
+      assert.strictEqual((yield* score(tagSequence(["think", "answer"], { nonEmpty: false }), null, "<think></think><answer></answer>")).value, 1)
+    }))
 
   it("is strict about order and about text outside the blocks", () =>
     Effect.gen(function* () {
