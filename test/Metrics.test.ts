@@ -79,6 +79,35 @@ describe("Metrics.klSampleTrain", () => {
     }).pipe(Effect.provide(Layer.fresh(Local.layer({ seed: 3, stateDir: "/tmp/gyre-kl-test" })))))
 })
 
+describe("Metrics divergence histogram and worst tokens", () => {
+  it("counts sampler - trainer per fixed bin, by hand", () => {
+    const edges = Metrics.DIVERGENCE_EDGES
+    // d = s - p: -2 (bin 0), -0.3 ([-0.5, -0.2): bin 2), 0 and 0.0005 (the center bin [-0.001, 0.001)),
+    // 0.001 (exactly an edge: [0.001, 0.01)), 0.7 ([0.5, 1)), 1 and 5 (the last bin, >= 1), NaN (no bin)
+    const sampler = [-3, -1.3, -1, -1, -0.999, -0.3, 0, 4, NaN]
+    const trainer = [-1, -1, -1, -1.0005, -1, -1, -1, -1, -1]
+    const counts = Metrics.divergenceHistogram({ sampler, trainer })
+    assert.strictEqual(counts.length, edges.length + 1)
+    const expected = new Array(edges.length + 1).fill(0)
+    expected[0] = 1
+    expected[edges.indexOf(-0.2)] = 1
+    expected[edges.indexOf(0.001)] = 2
+    expected[edges.indexOf(0.01)] = 1
+    expected[edges.indexOf(1)] = 1
+    expected[edges.length] = 2
+    assert.deepStrictEqual(counts, expected)
+    assert.strictEqual(counts.reduce((a, b) => a + b, 0), sampler.length - 1)
+  })
+
+  it("names the k largest |sampler - trainer|, largest first", () => {
+    const pairs = { sampler: [-1, -2, -0.5, -3, -1], trainer: [-1.1, -1, -0.5, -1, -0.9] }
+    // |d| = 0.1, 1, 0, 2, 0.1
+    assert.deepStrictEqual(Metrics.worstDivergent(pairs, 3), [3, 1, 0])
+    assert.deepStrictEqual(Metrics.worstDivergent(pairs, 10), [3, 1, 0, 4, 2])
+    assert.deepStrictEqual(Metrics.worstDivergent(pairs, 0), [])
+  })
+})
+
 describe("Metrics.groupFractions", () => {
   const fractions = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>) => {
     const f = Metrics.groupFractions(groups)
