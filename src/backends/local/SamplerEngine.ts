@@ -19,14 +19,19 @@
  *     prefix (less one position when the entry ends beyond it, so that the logits of the
  *     first new token are computed) and prefills the rest; one that shares nothing is
  *     prefilled whole.
- *   Prompts of one batch with different reused lengths are prefilled in one chunked call
- *   per distinct length. Log-probs of reused prompt positions come from the entry (model
- *   log-softmax at temperature 1, as for a prefilled prompt). K/V depend on every
+ *   Prompts of one batch with different reused lengths are prefilled in as few chunked
+ *   calls as pays (`prefillCallCost`; a prompt may reuse less to share a call). Log-probs
+ *   of reused prompt positions come from the entry (model log-softmax at temperature 1,
+ *   as for a prefilled prompt). Reused K/V are those a full prefill computes, up to
+ *   float32 rounding (a decode step and a prefill sum in different orders): tokens are
+ *   the same, log-probs agree to ~1e-6, not bit for bit. K/V depend on every
  *   adapted layer (q, k, v and the MLPs all carry LoRA), so every published adapter
  *   empties the LRU: nothing cached under one version is valid under another. Bounded by
- *   entries (`prefixCacheSize`, default 256); an entry of T tokens holds
+ *   entries (`prefixCacheSize`, default `DEFAULT_PREFIX_CACHE_SIZE` = 256: about two per
+ *   episode in flight, a prompt and a finished turn); an entry of T tokens holds
  *   2 · nLayers · T · dModel float32 (at most 96 KiB for 2 layers, d_model 128, context 48:
- *   24 MiB for 256 entries), plus its tokens, their log-probs and one row of logits.
+ *   24 MiB for 256 entries), plus vocabSize float32 of logits, its tokens and their
+ *   log-probs. Entries are plain arrays, not tensors.
  * - Requests that are queued while a batch runs are batched: the next batch takes
  *   every queued request whose prompt has the same length and decodes them as one
  *   [rows, ...] batch. Each request keeps its own random stream, so its samples do
@@ -53,6 +58,9 @@ import { disposeCache, inferenceView, type KvCache, type LocalModel, type Tensor
 import { Rng } from "./Rng.ts"
 import type { PublishedAdapter } from "./TrainerEngine.ts"
 import { checkSample } from "./Validate.ts"
+
+/** K/V entries the sampler keeps by default. @since 0.1.0 @category constants */
+export const DEFAULT_PREFIX_CACHE_SIZE = 256
 
 /** @since 0.1.0 @category models */
 export interface SamplerEngineOptions {
@@ -159,7 +167,7 @@ export class LocalSamplerEngine {
     options: SamplerEngineOptions = {},
   ) {
     this.rng = new Rng(options.seed ?? 0)
-    this.lruSize = options.prefixCacheSize ?? 256
+    this.lruSize = options.prefixCacheSize ?? DEFAULT_PREFIX_CACHE_SIZE
     this.turnReuse = options.turnReuse ?? true
     this.prefillCallCost = options.prefillCallCost ?? 24
     this.useKvCache = options.useKvCache ?? true
