@@ -9,8 +9,11 @@
  * must give that gradient and report that loss, for ppo, dro (whose beta is per call) and
  * cross_entropy.
  */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
 import { Rng } from "../../src/backends/local/Rng.ts"
 import type { Datum, LossFn, LossFnConfig } from "../../src/Contract.ts"
@@ -18,9 +21,11 @@ import { activeCount } from "../../src/Datum.ts"
 import { resolveLoss } from "../../src/Loss.ts"
 import { type Aggregation, aggregationWeights, forwardBackwardChunked } from "../../src/run/MicroBatch.ts"
 import { aggregationOf } from "../../src/run/Train.ts"
+import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { Trainer } from "../../src/Trainer.ts"
 import { ceDatum, makeEngines, rlDatum } from "../backends/local/helpers.ts"
+import vowels, { toySettings } from "../envs/vowels.ts"
 
 type Grads = Record<string, Float32Array>
 
@@ -156,4 +161,49 @@ describe("loss aggregation", () => {
     assert.deepStrictEqual(aggregationOf({ ...s, lossAggregation: { kind: "constant", constant: 7 } }, 10), { kind: "constant", constant: 7 })
     assert.deepStrictEqual(aggregationOf(Runner.defaults("x")), { kind: "token_mean" })
   })
+
+  /** Test double: the embedded trainer, recording every datum it is sent. */
+  const recording = (dir: string, sent: Array<Datum>) =>
+    Layer.effect(
+      Trainer,
+      Effect.gen(function* () {
+        const inner = yield* Trainer
+        return Trainer.of({
+          ...inner,
+          forwardBackward: (data, lossFn, options) => Effect.sync(() => sent.push(...data)).pipe(Effect.andThen(inner.forwardBackward(data, lossFn, options))),
+        })
+      }),
+    ).pipe(
+      Layer.provideMerge(Layer.fresh(Local.layer({ config: { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))),
+    )
+  const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
+
+  for (const aggregation of [{ kind: "sequence_mean" }, { kind: "constant" }] as const) {
+    it.effect(`the runner: ${aggregation.kind} scales each sample's advantages by hand, and config.json shows it`, () =>
+      Effect.gen(function* () {
+        const dir = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-aggregation-")), "r")
+        const sent: Array<Datum> = []
+        // micro-batches of 3: the scale of a datum is w_d * (active tokens of its call)
+        const settings = toySettings(dir, { steps: 1, groups: 4, groupSize: 8, microBatch: 3, lossAggregation: aggregation })
+        yield* Runner.run(settings, vowels).pipe(Effect.provide(recording(dir, sent)), quiet)
+        const config = JSON.parse(Fs.readFileSync(RunLog.paths(dir).config, "utf8"))
+        // Dr. GRPO's default divisor: 4 groups x 8 samples x 3 tokens, recorded
+        assert.deepStrictEqual(config.lossAggregation, aggregation.kind === "constant" ? { kind: "constant", constant: 96 } : { kind: "sequence_mean" })
+        // the trained samples, in the order the runner cuts their datums
+        const rows = (yield* RunLog.readJsonl(RunLog.paths(dir).rollouts)).filter((r) => r["advantage"] !== 0)
+        assert.isAbove(rows.length, 3)
+        assert.strictEqual(sent.length, rows.length)
+        const n = sent.map((d) => activeCount([d], "ppo"))
+        const S = rows.length
+        for (let from = 0; from < sent.length; from += 3) {
+          const call = n.slice(from, from + 3).reduce((a, b) => a + b, 0)
+          for (let d = from; d < Math.min(sent.length, from + 3); d++) {
+            const w = aggregation.kind === "constant" ? 1 / 96 : 1 / (S * n[d]!)
+            const adv = sent[d]!.lossFnInputs["advantages"]!.data
+            const a = adv.find((x) => x !== 0)!
+            assert.closeTo(a / (rows[d]!["advantage"] as number), w * call, 1e-5 * w * call, `datum ${d}`)
+          }
+        }
+      }), 60_000)
+  }
 })
