@@ -13,7 +13,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import * as Advantage from "../../src/Advantage.ts"
 import { Local } from "../../src/backends/local/index.ts"
-import { adamParams, modelInputFromTokens } from "../../src/Contract.ts"
+import { adamParams, type Datum as DatumT, modelInputFromTokens } from "../../src/Contract.ts"
 import * as D from "../../src/Datum.ts"
 import * as KlPenalty from "../../src/KlPenalty.ts"
 import { Reference } from "../../src/Reference.ts"
@@ -50,8 +50,8 @@ const train = (coef: number) =>
         sampler.sample(modelInputFromTokens(prompt), { maxTokens: 3, temperature: 1, seed: 1000 * step + p }, { numSamples: GROUP }))
       const rewards = groups.map((g) => g.sequences.map((s) => (good(s.tokens[0]) ? 1 : 0)))
       const { advantages } = Advantage.compute(rewards, "group_std")
-      const data = []
-      const masks = []
+      const data: Array<DatumT> = []
+      const masks: Array<Array<number>> = []
       for (let p = 0; p < prompts.length; p++) {
         const prompt = prompts[p]!
         groups[p]!.sequences.forEach((s, i) => {

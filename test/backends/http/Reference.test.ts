@@ -80,7 +80,8 @@ describe("Reference over HTTP", () => {
         // no model factory: every model attaches to this one trainer, whose sampler is the base's
         const server = yield* Server.make({ vocabSize: tinyConfig.vocabSize }).pipe(Effect.provideService(Trainer, s.trainer), Effect.provideService(Sampler, s.sampler))
         const e = yield* Effect.flip(Effect.flatMap(Reference, (r) => r.check).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
-        assert.strictEqual(e.reason, "InvalidInput")
+        assert.strictEqual(e._tag, "BackendError")
+        assert.strictEqual(e._tag === "BackendError" ? e.reason : undefined, "InvalidInput")
         assert.include(e.message, "sampling session of the base model")
         assert.include(e.message, "without --workers")
         assert.include(e.message, "--kl-coef 0")
