@@ -144,6 +144,26 @@ describe("Reference.penalize", () => {
       assert.deepStrictEqual(out.data, [d1, d2])
     }).pipe(Effect.provide(Reference.layerUnavailable("must not be called"))))
 
+  it.effect("without a Reference in context: coef 0 runs, coef > 0 fails saying the backend has none", () =>
+    Effect.gen(function* () {
+      const off = yield* Reference.penalize([d1], 0)
+      assert.deepStrictEqual(off.data, [d1])
+      yield* Reference.ensure(0)
+      const e = yield* Effect.flip(Reference.ensure(0.2))
+      assert.include(e.message, "--kl-coef 0.2 needs the base model's log-probs")
+      assert.include(e.message, "provides no Reference service")
+      assert.include(e.message, "or --kl-coef 0")
+      const p = yield* Effect.flip(Reference.penalize([d1], 0.2))
+      assert.strictEqual(p.reason, "Unavailable")
+    }))
+
+  it.effect("ensure refuses a bad coefficient, naming the flag and the range", () =>
+    Effect.gen(function* () {
+      const e = yield* Effect.flip(Reference.ensure(-1))
+      assert.strictEqual(e.reason, "InvalidInput")
+      assert.strictEqual(e.message, "--kl-coef must be a finite number >= 0 (0 turns the KL penalty off), got -1")
+    }).pipe(Effect.provide(constantReference)))
+
   it.effect("a Reference that cannot serve fails with its reason", () =>
     Effect.gen(function* () {
       const e = yield* Effect.flip(Reference.penalize([d1], 0.1))

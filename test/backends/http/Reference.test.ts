@@ -17,7 +17,7 @@ import * as Server from "../../../src/backends/http/Server.ts"
 import { Local } from "../../../src/backends/local/index.ts"
 import { adamParams, modelInputFromTokens } from "../../../src/Contract.ts"
 import * as D from "../../../src/Datum.ts"
-import { Reference } from "../../../src/Reference.ts"
+import * as Reference from "../../../src/Reference.ts"
 import { Sampler } from "../../../src/Sampler.ts"
 import { Trainer } from "../../../src/Trainer.ts"
 
@@ -51,7 +51,7 @@ describe("Reference over HTTP", () => {
         yield* Effect.gen(function* () {
           const trainer = yield* Trainer
           const sampler = yield* Sampler
-          const reference = yield* Reference
+          const reference = yield* Reference.Reference
           // a sampler is published before the reference session exists: their ids must not collide
           yield* trainer.saveWeightsForSampler("step-0")
           yield* reference.check
@@ -79,9 +79,10 @@ describe("Reference over HTTP", () => {
         const s = yield* Local.make({ config: tinyConfig, lora: tinyLora, seed: 3, stateDir: stateDir() })
         // no model factory: every model attaches to this one trainer, whose sampler is the base's
         const server = yield* Server.make({ vocabSize: tinyConfig.vocabSize }).pipe(Effect.provideService(Trainer, s.trainer), Effect.provideService(Sampler, s.sampler))
-        const e = yield* Effect.flip(Effect.flatMap(Reference, (r) => r.check).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
+        const e = yield* Effect.flip(Reference.ensure(0.1).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
         assert.strictEqual(e._tag, "BackendError")
         assert.strictEqual(e._tag === "BackendError" ? e.reason : undefined, "InvalidInput")
+        assert.include(e.message, "--kl-coef 0.1 needs the base model's log-probs")
         assert.include(e.message, "sampling session of the base model")
         assert.include(e.message, "without --workers")
         assert.include(e.message, "--kl-coef 0")
