@@ -1,0 +1,280 @@
+/**
+ * Adapter export: a run's LoRA adapter in PEFT's layout, for tools that load PEFT
+ * adapters (`PeftModel.from_pretrained(base, dir)`, vLLM's `--lora-modules`, ...).
+ *
+ * `gyre export runs/<name> [--step N] --out DIR` writes two files:
+ * - `adapter_model.safetensors`: float32 tensors named as PEFT saves them,
+ *   `base_model.model.<module path>.lora_A.weight` of shape [r, in] and
+ *   `base_model.model.<module path>.lora_B.weight` of shape [out, r];
+ * - `adapter_config.json`: `peft_type` LORA, `task_type` CAUSAL_LM, `r`, `lora_alpha`,
+ *   `target_modules`, `base_model_name_or_path`.
+ *
+ * Module paths of the embedded model (a decoder-only transformer with separate q/k/v
+ * projections and a two-layer MLP), in the Llama-style naming most tools know:
+ *
+ * | gyre projection | module path |
+ * |---|---|
+ * | `l{i}.q` | `model.layers.{i}.self_attn.q_proj` |
+ * | `l{i}.k` | `model.layers.{i}.self_attn.k_proj` |
+ * | `l{i}.v` | `model.layers.{i}.self_attn.v_proj` |
+ * | `l{i}.o` | `model.layers.{i}.self_attn.o_proj` |
+ * | `l{i}.w1` (d -> mlp) | `model.layers.{i}.mlp.up_proj` |
+ * | `l{i}.w2` (mlp -> d) | `model.layers.{i}.mlp.down_proj` |
+ *
+ * gyre computes `y = x·W + (alpha/r)·(x·A)·B` with `A` [in, r] and `B` [r, out] (row
+ * vectors); PEFT computes `y = x·Wᵀ + (alpha/r)·x·lora_Aᵀ·lora_Bᵀ` with `lora_A` [r, in]
+ * and `lora_B` [out, r]. So the export transposes both: `lora_A = Aᵀ`, `lora_B = Bᵀ`,
+ * and the update `lora_B·lora_A = (A·B)ᵀ` is gyre's, in the [out, in] layout of a torch
+ * `Linear` weight.
+ *
+ * The adapter comes from a checkpoint of the run (`checkpoints.jsonl`): the last one, or
+ * the one of `--step`. A run over HTTP keeps its checkpoints on the server
+ * (`tinker://...`); see `ExportError` reason `Remote`.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Console, Effect, Option, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import * as Checkpoint from "./backends/local/Checkpoint.ts"
+import { LORA_TARGETS, type LoraTarget } from "./backends/local/Model.ts"
+import * as Env from "./Env.ts"
+import * as RunLog from "./RunLog.ts"
+
+// ===== Errors =====
+
+/**
+ * An export failed: the run has no checkpoint (`NoCheckpoint`), the folder or a file in
+ * it is not what a run writes (`RunFolder`, `State`), the checkpoint lives on a server
+ * (`Remote`), or the output could not be written (`Write`).
+ * @since 0.1.0 @category errors
+ */
+export class ExportError extends Schema.TaggedError<ExportError>()("ExportError", {
+  reason: Schema.Literals(["NoCheckpoint", "RunFolder", "State", "Remote", "Write"]),
+  message: Schema.String,
+}) {}
+
+// ===== PEFT layout =====
+
+/** A projection's module path in the export (see the table in the module doc). @since 0.1.0 @category constants */
+export const MODULE_NAMES: Record<LoraTarget, string> = {
+  q: "self_attn.q_proj",
+  k: "self_attn.k_proj",
+  v: "self_attn.v_proj",
+  o: "self_attn.o_proj",
+  w1: "mlp.up_proj",
+  w2: "mlp.down_proj",
+}
+
+/** The module path of layer `i`'s projection `target`. @since 0.1.0 @category combinators */
+export const modulePath = (layer: number, target: LoraTarget): string => `model.layers.${layer}.${MODULE_NAMES[target]}`
+
+/** A float32 tensor to write. @since 0.1.0 @category models */
+export interface Tensor {
+  readonly shape: ReadonlyArray<number>
+  readonly data: Float32Array
+}
+
+/**
+ * The safetensors encoding of float32 tensors: an 8-byte little-endian header length,
+ * a JSON header (`{ name: { dtype: "F32", shape, data_offsets } , __metadata__ }`)
+ * padded with spaces to a multiple of 8, then the data, little-endian, in name order.
+ * @since 0.1.0 @category combinators
+ */
+export const encodeSafetensors = (tensors: Readonly<Record<string, Tensor>>, metadata: Readonly<Record<string, string>> = {}): Uint8Array => {
+  const names = Object.keys(tensors).sort()
+  const header: Record<string, unknown> = {}
+  if (Object.keys(metadata).length > 0) header["__metadata__"] = metadata
+  let offset = 0
+  for (const name of names) {
+    const t = tensors[name]!
+    const n = t.shape.reduce((a, b) => a * b, 1)
+    if (n !== t.data.length) throw new Error(`tensor ${name}: shape ${JSON.stringify(t.shape)} does not hold ${t.data.length} values`)
+    header[name] = { dtype: "F32", shape: [...t.shape], data_offsets: [offset, offset + 4 * n] }
+    offset += 4 * n
+  }
+  let json = JSON.stringify(header)
+  const raw = Buffer.byteLength(json, "utf8")
+  json += " ".repeat((8 - ((8 + raw) % 8)) % 8)
+  const headerBytes = Buffer.from(json, "utf8")
+  const out = Buffer.alloc(8 + headerBytes.length + offset)
+  out.writeBigUInt64LE(BigInt(headerBytes.length), 0)
+  headerBytes.copy(out, 8)
+  const view = new DataView(out.buffer, out.byteOffset, out.byteLength)
+  let p = 8 + headerBytes.length
+  for (const name of names) {
+    for (const v of tensors[name]!.data) {
+      view.setFloat32(p, v, true)
+      p += 4
+    }
+  }
+  return out
+}
+
+const transpose = (data: Float32Array, rows: number, cols: number): Float32Array => {
+  const out = new Float32Array(data.length)
+  for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j * rows + i] = data[i * cols + j]!
+  return out
+}
+
+/** What a PEFT adapter folder holds. @since 0.1.0 @category models */
+export interface PeftAdapter {
+  readonly tensors: Record<string, Tensor>
+  readonly config: Record<string, unknown>
+}
+
+/**
+ * A trainer state file's adapter in PEFT's layout (names, transposed shapes, config).
+ * Fails with a message when the state holds no LoRA adapter.
+ * @since 0.1.0 @category combinators
+ */
+export const peftAdapter = (state: Checkpoint.CheckpointFile, baseModel: string): PeftAdapter | string => {
+  if (state.meta["kind"] !== "trainer-state") return `not a trainer state file (kind ${JSON.stringify(state.meta["kind"])})`
+  const lora = state.meta["lora"] as { rank?: unknown; alpha?: unknown; targets?: unknown } | null | undefined
+  if (state.meta["mode"] !== "lora" || lora === null || lora === undefined) {
+    return `holds ${String(state.meta["mode"])} weights, not a LoRA adapter: only LoRA runs can be exported as an adapter`
+  }
+  const r = Number(lora.rank)
+  const alpha = Number(lora.alpha)
+  const tensors: Record<string, Tensor> = {}
+  const targets = new Set<LoraTarget>()
+  for (const [key, data] of Object.entries(state.tensors)) {
+    const m = /^param\/l(\d+)\.(\w+)\.(A|B)$/.exec(key)
+    if (m === null) continue
+    const target = m[2] as LoraTarget
+    if (!LORA_TARGETS.includes(target)) return `unknown projection ${JSON.stringify(m[2])} in ${key}`
+    const shape = state.shapes[key]!
+    if (shape.length !== 2) return `${key} has shape ${JSON.stringify(shape)}; a LoRA matrix has two dimensions`
+    const [rows, cols] = shape as [number, number]
+    const peft = `base_model.model.${modulePath(Number(m[1]), target)}.lora_${m[3]}.weight`
+    // gyre A [in, r] -> lora_A [r, in]; gyre B [r, out] -> lora_B [out, r]
+    tensors[peft] = { shape: [cols, rows], data: transpose(data, rows, cols) }
+    targets.add(target)
+  }
+  if (Object.keys(tensors).length === 0) return "holds no LoRA matrices (param/l<i>.<proj>.A|B)"
+  const config = {
+    peft_type: "LORA",
+    task_type: "CAUSAL_LM",
+    r,
+    lora_alpha: alpha,
+    lora_dropout: 0,
+    bias: "none",
+    fan_in_fan_out: false,
+    target_modules: LORA_TARGETS.filter((t) => targets.has(t)).map((t) => MODULE_NAMES[t].split(".")[1]!),
+    base_model_name_or_path: baseModel,
+    inference_mode: true,
+    modules_to_save: null,
+    use_rslora: false,
+  }
+  return { tensors, config }
+}
+
+// ===== Export of a run =====
+
+/** Options of `exportRun`. @since 0.1.0 @category models */
+export interface ExportOptions {
+  /** the step whose checkpoint to export (default: the last checkpoint) */
+  readonly step?: number | undefined
+  /** the folder to write `adapter_model.safetensors` and `adapter_config.json` to */
+  readonly out: string
+  /** `base_model_name_or_path` (default: the run's env's base model, else gyre's embedded base model folder) */
+  readonly baseModel?: string | undefined
+}
+
+/** What `exportRun` wrote. @since 0.1.0 @category models */
+export interface ExportResult {
+  readonly step: number
+  readonly checkpoint: string
+  readonly files: ReadonlyArray<string>
+  readonly tensors: number
+}
+
+const fail = (reason: ExportError["reason"], message: string) => new ExportError({ reason, message })
+
+/** The run's base model, as its config names it or its env declares it. */
+const runBaseModel = (dir: string) =>
+  Effect.gen(function* () {
+    const file = Path.join(dir, "config.json")
+    const config = Fs.existsSync(file) ? (JSON.parse(Fs.readFileSync(file, "utf8")) as Record<string, unknown>) : {}
+    for (const key of ["baseModel", "model"]) if (typeof config[key] === "string") return config[key] as string
+    const spec = typeof config["envSpec"] === "string" ? config["envSpec"] : typeof config["env"] === "string" ? config["env"] : undefined
+    if (spec === undefined) return undefined
+    const { loadEnv } = yield* Effect.promise(() => import("./cli/loadEnv.ts"))
+    const source = yield* loadEnv(spec).pipe(Effect.option)
+    if (Option.isNone(source)) return undefined
+    return Env.members(source.value)[0]?.[0].baseModel
+  }).pipe(Effect.catchDefect(() => Effect.succeed(undefined)))
+
+/**
+ * Writes the LoRA adapter of a run's checkpoint (the last, or `step`'s) to `out` in PEFT
+ * layout. Fails with `ExportError`: no checkpoint (saying so), no such step (listing
+ * the saved ones), a checkpoint on a server, or a state file that is not a LoRA adapter.
+ * @since 0.1.0 @category exporting
+ */
+export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, options: ExportOptions) {
+  const files = RunLog.paths(dir)
+  if (!Fs.existsSync(dir) || !Fs.statSync(dir).isDirectory()) {
+    return yield* fail("RunFolder", `${dir} is not a folder: give a run folder, e.g. runs/math-2026-11-29T12-00-00`)
+  }
+  const rows = (yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError((e) => fail("RunFolder", e.message))))
+    .filter((r) => typeof r["step"] === "number" && typeof r["path"] === "string")
+  if (rows.length === 0) {
+    return yield* fail(
+      "NoCheckpoint",
+      `${dir} has no checkpoint (${Fs.existsSync(files.checkpoints) ? "checkpoints.jsonl lists none" : "no checkpoints.jsonl"}): ` +
+        "a run saves one every --save-every steps and at its last step; continue it with `run --resume " + dir + "` to save one",
+    )
+  }
+  const row = options.step === undefined ? rows[rows.length - 1]! : [...rows].reverse().find((r) => r["step"] === options.step)
+  if (row === undefined) {
+    return yield* fail("NoCheckpoint", `${dir} has no checkpoint of step ${options.step}; --step must be one of ${[...new Set(rows.map((r) => r["step"]))].join(", ")}`)
+  }
+  const step = row["step"] as number
+  const saved = row["path"] as string
+  if (saved.startsWith("tinker://")) {
+    return yield* fail(
+      "Remote",
+      `the checkpoint of step ${step} is on the training server (${saved}), and this server cannot hand out checkpoint files: ` +
+        "it needs GET /api/v1/training_runs/{model_id}/checkpoints/{checkpoint_id}/archive (Tinker's download route); export from an embedded run meanwhile",
+    )
+  }
+  const candidates = [saved, Path.join(files.state, `${String(row["name"] ?? `step-${step}`)}.ckpt`)]
+  const file = candidates.find((f) => Fs.existsSync(f))
+  if (file === undefined) return yield* fail("State", `the state file of step ${step} is missing (looked at ${[...new Set(candidates)].join(" and ")})`)
+  const state = yield* Effect.tryPromise({ try: () => Checkpoint.read(file), catch: (e) => fail("State", `${file}: ${e instanceof Error ? e.message : String(e)}`) })
+  const baseModel = options.baseModel ?? (yield* runBaseModel(dir)) ?? "gyre/models/base"
+  const adapter = peftAdapter(state, baseModel)
+  if (typeof adapter === "string") return yield* fail("State", `${file} ${adapter}`)
+  const safetensors = Path.join(options.out, "adapter_model.safetensors")
+  const config = Path.join(options.out, "adapter_config.json")
+  yield* Effect.try({ try: () => Fs.mkdirSync(options.out, { recursive: true }), catch: (e) => fail("Write", `${options.out}: ${(e as Error).message}`) })
+  const metadata = { format: "pt", "gyre.run": Path.basename(Path.resolve(dir)), "gyre.step": String(step) }
+  yield* RunLog.writeAtomic(safetensors, encodeSafetensors(adapter.tensors, metadata)).pipe(Effect.mapError((e) => fail("Write", e.message)))
+  yield* RunLog.writeAtomic(config, JSON.stringify(adapter.config, null, 2) + "\n").pipe(Effect.mapError((e) => fail("Write", e.message)))
+  return { step, checkpoint: file, files: [safetensors, config], tensors: Object.keys(adapter.tensors).length } satisfies ExportResult
+})
+
+// ===== Command =====
+
+/**
+ * `export <run-folder> [--step N] --out DIR [--base-model NAME]`.
+ * @since 0.1.0 @category commands
+ */
+export const exportCommand = Command.make(
+  "export",
+  {
+    dir: Argument.String("run-folder").pipe(Argument.withDescription("a run folder, e.g. runs/math-2026-11-29T12-00-00")),
+    step: Flag.Int("step").pipe(Flag.withDescription("the step whose checkpoint to export (default: the last checkpoint)"), Flag.optional),
+    out: Flag.String("out").pipe(Flag.withDescription("folder to write adapter_model.safetensors and adapter_config.json to")),
+    baseModel: Flag.String("base-model").pipe(Flag.withDescription("base_model_name_or_path in adapter_config.json (default: the run's base model)"), Flag.optional),
+  },
+  ({ baseModel, dir, out, step }) =>
+    exportRun(dir, { out, step: Option.getOrUndefined(step), baseModel: Option.getOrUndefined(baseModel) }).pipe(
+      Effect.flatMap((r) => Console.log(`wrote ${r.files.join(" and ")} (${r.tensors} tensors, step ${r.step})`)),
+      Effect.catchTag("ExportError", (e) =>
+        Console.error(`error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
+          process.exitCode = 1
+        })))),
+    ),
+).pipe(Command.withDescription("Write a run's LoRA adapter in PEFT layout (adapter_model.safetensors, adapter_config.json)"))
