@@ -44,7 +44,7 @@ export const make = (calls: Calls, state: State, sessionId: string): Effect.Effe
             new BackendError({
               reason: e.reason,
               operation: "reference",
-              message: `the server refused a sampling session of the base model ${JSON.stringify(state.baseModel)}, which the KL penalty's reference log-probs come from: ${e.message}`,
+              message: `the server refused a sampling session of the base model ${JSON.stringify(state.baseModel)} (the reference log-probs come from it): ${e.message}`,
             }),
         ),
       )

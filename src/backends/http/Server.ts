@@ -204,7 +204,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       options.models === undefined
         ? "this server trains one adapter on the base model's own sampler (it has no model factory: `serve --workers` runs that way), " +
           "so once trained that sampler no longer serves the base weights. Start the server without --workers to serve base-model " +
-          "sampling sessions (a KL penalty needs them), or run with --kl-coef 0"
+          "sampling sessions (a KL penalty's reference needs them)"
         : undefined,
   })
 
