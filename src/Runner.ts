@@ -83,6 +83,18 @@ export const run = Effect.fn("Runner.run")(function* (
       message: `--min-lr ${schedule.minLr} is above --lr ${settings.adam.learning_rate}: the ${schedule.kind} schedule decays from --lr down to --min-lr; give a --min-lr of at most ${settings.adam.learning_rate}`,
     })
   }
+  const aggregationGiven = settings.lossAggregation
+  if (aggregationGiven !== undefined && aggregationGiven.kind !== "constant" && aggregationGiven.constant !== undefined) {
+    return yield* new RunError({
+      reason: "Settings",
+      message: `--loss-constant ${aggregationGiven.constant} is only used by --loss-aggregation constant (this run has --loss-aggregation ${aggregationGiven.kind}): drop it, or use --loss-aggregation constant`,
+    })
+  }
+  if (settings.dynamicSampling !== undefined && !settings.sft && (settings.advantage === "batch_std" || settings.advantage === "none")) {
+    yield* Effect.logWarning(
+      `--dynamic-sampling drops groups whose rewards are all equal, but with --advantage ${settings.advantage} such a group still has non-zero advantages (they are not relative to the group): it drops groups that would have trained`,
+    )
+  }
   if (settings.sft && settings.dynamicSampling !== undefined) {
     return yield* new RunError({
       reason: "Settings",

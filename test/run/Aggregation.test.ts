@@ -206,4 +206,18 @@ describe("loss aggregation", () => {
         }
       }), 60_000)
   }
+
+  it.effect("a divisor given with another aggregation fails before any work, naming both flags", () =>
+    Effect.gen(function* () {
+      const dir = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-aggregation-")), "r")
+      const error = yield* Runner.run(toySettings(dir, { steps: 1, lossAggregation: { kind: "sequence_mean", constant: 10 } }), vowels).pipe(
+        Effect.provide(recording(dir, [])),
+        quiet,
+        Effect.flip,
+      )
+      assert.strictEqual(error.reason, "Settings")
+      assert.include(error.message, "--loss-constant 10")
+      assert.include(error.message, "--loss-aggregation sequence_mean")
+      assert.isFalse(Fs.existsSync(RunLog.paths(dir).config))
+    }))
 })
