@@ -3,16 +3,31 @@
  *
  * @since 0.1.0
  */
+/** Advantage normalization: group std with a zero-std guard, mean only, batch std, none. */
 export * as Advantage from "./Advantage.ts"
+/** The wire contract's Schemas: ModelInput, TensorData, Datum, SamplingParams, AdamParams, results. */
 export * as Contract from "./Contract.ts"
+/** Losses written as a loss and its gradient over log-probs, trained through a linear surrogate. */
+export * as CustomLoss from "./CustomLoss.ts"
+/** Rollouts and episodes to Datums (the Loops layout), and the one Datum validator. */
 export * as Datum from "./Datum.ts"
+/** Environments: problems, sources, prompts, rewards, held-out splits, mixtures, services. */
 export * as Env from "./Env.ts"
+/** Multi-turn episodes: state, a step from the model's turn to an observation or the end, limits. */
 export * as Episode from "./Episode.ts"
+/** Rewards: leaves, combinators, typed failures (not applicable, model fault, infra fault). */
 export * as Reward from "./Reward.ts"
+/** Tools: a name, an argument Schema and a handler; call syntaxes; tool episodes. */
 export * as Tool from "./Tool.ts"
+/** The one failure type of trainer and sampler services. */
 export { BackendError } from "./Contract.ts"
+/** The Sampler service: samples from the latest published policy version. */
 export { Sampler } from "./Sampler.ts"
+/** The Trainer service: forward_backward, forward, optim_step, publish, save and load state. */
 export { Trainer } from "./Trainer.ts"
+/** The Tokenizer service a backend provides (text <-> tokens, chat prompts). */
 export { Tokenizer } from "./Tokenizer.ts"
+/** A chat message, and a prompt as text or messages. */
 export type { Message, Prompt } from "./Tokenizer.ts"
+/** What a reward scores (a rollout), and what it returns (a score with its components). */
 export type { Rollout, Score } from "./Reward.ts"
