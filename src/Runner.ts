@@ -10,6 +10,12 @@
  * remembers the version it was sampled from, and groups more than `maxLag` versions
  * old are requeued (resampled) or dropped.
  *
+ * Knobs: a learning-rate schedule (a pure function of the step, so a resumed run continues
+ * it), the loss aggregation (token mean, sequence mean, or a sum over a constant, by scaling
+ * each datum's advantages before the call), and DAPO dynamic sampling (groups with no signal
+ * dropped and refilled from a per-step stream). At the rollout-logging cadence the run
+ * writes `divergence.jsonl` (sampler - trainer log-prob histogram and worst tokens).
+ *
  * The pieces live in `src/run/`: settings, progress, collection, training, evaluation,
  * and the start (or resume) of a run folder.
  *
