@@ -339,15 +339,17 @@ console.log(
   }
   const hitLine = (r: { stats: SamplerStats }) =>
     `${r.stats.prefixHits} whole-prompt hits, ${r.stats.partialHits} partial hits of ${r.stats.prefixMisses} prefills, ${r.stats.reusedTokens} prompt tokens reused vs ${r.stats.prefilledTokens} prefilled`
-  const narrow = await collect({ reuse: {}, whole: { prefixCacheSize: 0 } }, 8, 7)
+  const narrowSteps = 9
+  const narrow = await collect({ reuse: {}, whole: { prefixCacheSize: 0 } }, 8, narrowSteps)
   console.log(
-    `runner pattern (publish, then 8 groups x 8 episodes x 3 turns, ${narrow.turns3.toFixed(0)} third turns per step; 7 steps), default LRU (256 entries): ${hitLine(narrow.runs["reuse"]!)}; ` +
+    `runner pattern (publish, then 8 groups x 8 episodes x 3 turns, ${narrow.turns3.toFixed(0)} third turns per step; ${narrowSteps} steps, the first a warm-up), default LRU (256 entries): ${hitLine(narrow.runs["reuse"]!)}; ` +
       `step ${(narrow.runs["reuse"]!.seconds * 1000).toFixed(0)} ms vs ${(narrow.runs["whole"]!.seconds * 1000).toFixed(0)} ms with every prompt prefilled whole: ${(narrow.runs["whole"]!.seconds / narrow.runs["reuse"]!.seconds).toFixed(2)}x`,
   )
   // twice the episodes in flight: the LRU must hold about two entries per episode
-  const wide = await collect({ reuse: {}, small: { prefixCacheSize: 64 }, whole: { prefixCacheSize: 0 } }, 16, 5)
+  const wideSteps = 7
+  const wide = await collect({ reuse: {}, small: { prefixCacheSize: 64 }, whole: { prefixCacheSize: 0 } }, 16, wideSteps)
   console.log(
-    `  16 groups x 8 episodes in flight (5 steps): default LRU ${hitLine(wide.runs["reuse"]!)}, step ${(wide.runs["reuse"]!.seconds * 1000).toFixed(0)} ms; ` +
+    `  16 groups x 8 episodes in flight (${wideSteps} steps): default LRU ${hitLine(wide.runs["reuse"]!)}, step ${(wide.runs["reuse"]!.seconds * 1000).toFixed(0)} ms; ` +
       `a 64-entry LRU ${hitLine(wide.runs["small"]!)}, step ${(wide.runs["small"]!.seconds * 1000).toFixed(0)} ms; every prompt prefilled whole ${(wide.runs["whole"]!.seconds * 1000).toFixed(0)} ms`,
   )
   turnTrainer.dispose()
