@@ -26,6 +26,7 @@ import { Cause, Context, Effect, Exit, Fiber, Layer, type Scope, Semaphore } fro
 import * as Env from "./Env.ts"
 import * as Loss from "./Loss.ts"
 import * as Metrics from "./Metrics.ts"
+import * as Reference from "./Reference.ts"
 import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
 import * as RunLog from "./RunLog.ts"
@@ -106,6 +107,12 @@ export const run = Effect.fn("Runner.run")(function* (
       reason: "Settings",
       message: "--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other",
     })
+  }
+  // A KL penalty needs reference log-probs: a backend that cannot give them stops the run now.
+  if (!settings.sft) {
+    yield* Reference.ensure(settings.klCoef ?? 0).pipe(
+      Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message })),
+    )
   }
   const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)

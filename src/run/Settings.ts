@@ -104,6 +104,8 @@ export const RunSettings = Schema.Struct({
   async: Schema.Boolean,
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   staleGroups: Schema.Literals(["requeue", "drop"]),
+  /** KL penalty against the base model, folded into each sampled token's advantage (0 = off) */
+  klCoef: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
   /** each reward component's weight in the total (0 = metric only), recorded for the report */
   rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
   /** keep one rollouts.jsonl row per sample every N steps (0 = never) */

@@ -13,6 +13,7 @@ import { Tokenizer } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
 import type { Batch } from "./Collect.ts"
 import { type Aggregation, aggregationWeights, forwardBackwardChunked } from "./MicroBatch.ts"
+import * as Reference from "../Reference.ts"
 import { Progress } from "./Progress.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -103,8 +104,10 @@ export const train = Effect.fnUntraced(function* (
     })
   }
 
-  const data: Array<DatumT> = []
-  const pairs: Array<{ readonly group: number; readonly sample: number }> = []
+  let data: Array<DatumT> = []
+  let pairs: Array<{ readonly group: number; readonly sample: number }> = []
+  const klCoef = settings.sft ? 0 : settings.klCoef ?? 0
+  const klMetrics: Metrics.MetricRecord = {}
   if (settings.sft) {
     for (const g of batch.groups) {
       const reference = g.task.envDef.reference
@@ -115,19 +118,34 @@ export const train = Effect.fnUntraced(function* (
       data.push(Datum.sft({ prompt: g.promptTokens, completion: [...completion, tokenizer.eos] }))
     }
   } else {
+    // With a KL penalty every unmasked sample's tokens are penalized, zero-advantage groups
+    // too (as tinker-cookbook does); `masks` marks the sampled positions.
+    const masks: Array<ReadonlyArray<number>> = []
     batch.groups.forEach((g, gi) =>
       g.episodes.forEach((e, si) => {
         const a = advantages[gi]![si]!
-        if (a === 0) return
-        for (const d of Datum.episode(e.turns, a)) {
+        if (g.scores[si]!.masked !== undefined) return
+        if (a === 0 && klCoef === 0) return
+        const sampled = klCoef > 0 ? Datum.episode(e.turns, 1) : []
+        Datum.episode(e.turns, a).forEach((d, k) => {
           data.push(d)
           pairs.push({ group: gi, sample: si })
-        }
+          if (klCoef > 0) masks.push(sampled[k]!.lossFnInputs["advantages"]!.data)
+        })
       })
     )
+    if (klCoef > 0 && data.length > 0) {
+      const penalized = yield* Reference.penalize(data, klCoef, { masks }).pipe(
+        Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
+      )
+      const keep = penalized.data.map((d) => d.lossFnInputs["advantages"]!.data.some((x) => x !== 0))
+      data = penalized.data.filter((_, j) => keep[j])
+      pairs = pairs.filter((_, j) => keep[j])
+      Object.assign(klMetrics, penalized.metrics)
+    }
   }
 
-  const metrics: Metrics.MetricRecord = { "by_group/no_op": noOpGroups, "train/datums": data.length }
+  const metrics: Metrics.MetricRecord = { "by_group/no_op": noOpGroups, "train/datums": data.length, ...klMetrics }
   let version = trainerVersion
   let divergence: Divergence | undefined
   const lr = learningRate(settings, batch.step)
