@@ -24,7 +24,7 @@ type Row = Record<string, unknown>
  * token id and text, sampler and trainer log-probs).
  * @since 0.1.0 @category models
  */
-export const divergencePath = (dir: string) => Path.join(dir, "divergence.jsonl")
+export const divergencePath = (dir: string) => RunLog.paths(dir).divergence
 
 /** Logged steps the divergence panel pools. @since 0.1.0 @category models */
 export const DIVERGENCE_RECENT = 5

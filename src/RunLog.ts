@@ -176,4 +176,5 @@ export const paths = (dir: string) => ({
   checkpoints: Path.join(dir, "checkpoints.jsonl"),
   state: Path.join(dir, "state"),
   report: Path.join(dir, "report.html"),
+  divergence: Path.join(dir, "divergence.jsonl"),
 })
