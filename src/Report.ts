@@ -9,7 +9,6 @@
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { Cause, Effect } from "effect"
 import * as Metrics from "./Metrics.ts"
 import * as RunLog from "./RunLog.ts"
