@@ -2,12 +2,12 @@
  * `npx tsx serve [--port N] [--replicas N] [--help]`: the embedded trainer and
  * sampler behind the Tinker wire protocol.
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { version } from "./src/cli/paths.ts"
 import { serveCommand, withDefaultModel } from "./src/cli/serve.ts"
+import { runMain, Services } from "./src/platform/index.ts"
 
 process.argv = [...process.argv.slice(0, 2), ...withDefaultModel(process.argv.slice(2))]
 
-serveCommand.pipe(Command.run({ version }), Effect.provide(NodeServices.layer), NodeRuntime.runMain)
+serveCommand.pipe(Command.run({ version }), Effect.provide(Services.layer), runMain)

@@ -3,7 +3,6 @@
  * The `gyre` command: `gyre run`, `gyre eval`, `gyre serve`, `gyre report`;
  * `gyre --help` and `gyre <command> --help` list every flag.
  */
-import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { evalCommand } from "./eval.ts"
@@ -11,6 +10,7 @@ import { version } from "./paths.ts"
 import { reportCommand } from "./report.ts"
 import { cliPresenter, runCommand } from "./run.ts"
 import { serveCommand, withDefaultModel } from "./serve.ts"
+import { runMain, Services } from "../platform/index.ts"
 
 /** The `gyre` command and its subcommands. */
 export const gyreCommand = Command.make("gyre").pipe(
@@ -23,6 +23,6 @@ if (process.argv[2] === "serve") process.argv = [...process.argv.slice(0, 3), ..
 gyreCommand.pipe(
   Command.run({ version }),
   Effect.provide(cliPresenter),
-  Effect.provide(NodeServices.layer),
-  NodeRuntime.runMain,
+  Effect.provide(Services.layer),
+  runMain,
 )

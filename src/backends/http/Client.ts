@@ -24,7 +24,6 @@
  *
  * @since 0.1.0
  */
-import { NodeHttpClient } from "@effect/platform-node"
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { HttpClient } from "effect/http"
 import { BackendError } from "../../Contract.ts"
@@ -32,6 +31,7 @@ import { Reference } from "../../Reference.ts"
 import { Sampler } from "../../Sampler.ts"
 import { Trainer } from "../../Trainer.ts"
 import { DEFAULT_READY_TIMEOUT } from "../local/Errors.ts"
+import * as PlatformHttpClient from "../../platform/HttpClient.ts"
 import * as Calls from "./Calls.ts"
 import * as ClientReference from "./ClientReference.ts"
 import * as ClientSampler from "./ClientSampler.ts"
@@ -211,4 +211,4 @@ export const layerNoDeps = (options: Options = {}) =>
  * ```
  * @since 0.1.0 @category layers
  */
-export const layer = (options: Options = {}) => layerNoDeps(options).pipe(Layer.provide(NodeHttpClient.layerUndici))
+export const layer = (options: Options = {}) => layerNoDeps(options).pipe(Layer.provide(PlatformHttpClient.layer))

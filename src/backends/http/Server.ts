@@ -21,13 +21,12 @@
  *
  * @since 0.1.0
  */
-import { NodeHttpServer } from "@effect/platform-node"
 import { ByteSize, Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
 import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { timingSafeEqual } from "node:crypto"
-import { createServer } from "node:http"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Trainer } from "../../Trainer.ts"
+import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import { DEFAULT_READY_TIMEOUT } from "../local/Errors.ts"
 import * as Futures from "./Futures.ts"
 import * as Gather from "./Gather.ts"
@@ -320,7 +319,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     return HttpServerResponse.jsonUnsafe(reply.body, { status: reply.status, ...(reply.headers !== undefined ? { headers: reply.headers } : {}) })
   })
 
-  const server = yield* NodeHttpServer.make(() => createServer(), { port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
+  const server = yield* PlatformHttpServer.make({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
   yield* server.serve(app)
   const address = server.address
   const port = address._tag === "UnixPathAddress" ? 0 : address.port

@@ -1,0 +1,185 @@
+/**
+ * Effect's `HttpServer` on `node:http`. Each request becomes a web `Request` that the app
+ * handles through `HttpEffect.toWebHandlerWith` (so body limits, per-request scopes and
+ * response encoding are Effect's own), and the web `Response` is written back: a body of
+ * known length in one write, a stream chunk by chunk with back-pressure. A client that
+ * disconnects interrupts its request. When the scope closes the server stops accepting,
+ * lets requests in flight finish for up to `gracefulShutdown`, then interrupts the rest
+ * and closes every connection.
+ *
+ * @since 0.1.0
+ */
+import * as Http from "node:http"
+import type { AddressInfo } from "node:net"
+import { Readable } from "node:stream"
+import { pipeline } from "node:stream/promises"
+import { Duration, Effect, Result, type Scope } from "effect"
+import { HttpEffect, HttpServer, HttpServerError, type HttpServerRequest } from "effect/http"
+import * as NetAddress from "effect/net/NetAddress"
+
+/** @since 0.1.0 @category models */
+export interface Options {
+  /** the port; 0 (the default) picks a free one */
+  readonly port?: number | undefined
+  /** the interface to listen on (default 127.0.0.1) */
+  readonly host?: string | undefined
+  /** how long requests in flight may run on after the scope closes (default 20 s) */
+  readonly gracefulShutdown?: Duration.Input | undefined
+}
+
+/**
+ * The request body as a web stream, read only when the app reads it. Cancelling it (a
+ * body over the size limit) drains the rest instead of destroying the socket, so the
+ * client still gets the answer; so does an answer sent before the body was read.
+ */
+const bodyOf = (req: Http.IncomingMessage, res: Http.ServerResponse): ReadableStream<Uint8Array> => {
+  let started = false
+  let controller: ReadableStreamDefaultController<Uint8Array> | undefined
+  const onData = (chunk: Buffer) => {
+    controller?.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
+    if ((controller?.desiredSize ?? 0) <= 0) req.pause()
+  }
+  const drain = () => {
+    req.off("data", onData)
+    controller = undefined
+    req.resume()
+  }
+  res.once("finish", () => {
+    if (started && !req.complete) drain()
+  })
+  return new globalThis.ReadableStream<Uint8Array>({
+    pull(c) {
+      if (!started) {
+        started = true
+        controller = c
+        req.on("data", onData)
+        req.once("end", () => controller?.close())
+        req.once("error", (e) => controller?.error(e))
+      }
+      req.resume()
+    },
+    cancel: drain,
+  })
+}
+
+/** The node:http request as a web `Request`; `undefined` when its URL or headers cannot be one. */
+const toWebRequest = (req: Http.IncomingMessage, res: Http.ServerResponse, signal: AbortSignal): Request | undefined => {
+  const target = req.url ?? "/"
+  const url = Result.try(() => new URL(target.startsWith("/") ? `http://localhost${target}` : target))
+  if (Result.isFailure(url)) return undefined
+  const method = req.method ?? "GET"
+  const hasBody = method !== "GET" && method !== "HEAD"
+  const request = Result.try(() => {
+    const headers = new globalThis.Headers()
+    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!)
+    return new globalThis.Request(url.success, {
+      method,
+      headers,
+      signal,
+      ...(hasBody ? { body: bodyOf(req, res), duplex: "half" } : {}),
+    } as RequestInit)
+  })
+  return Result.isSuccess(request) ? request.success : undefined
+}
+
+/** Writes a web `Response` to the node:http response. */
+const writeWebResponse = async (web: Response, res: Http.ServerResponse) => {
+  const headers: Record<string, string | Array<string>> = {}
+  web.headers.forEach((value, name) => {
+    if (name !== "set-cookie") headers[name] = value
+  })
+  const cookies = web.headers.getSetCookie()
+  if (cookies.length > 0) headers["set-cookie"] = cookies
+  if (web.body === null) {
+    res.writeHead(web.status, headers)
+    res.end()
+  } else if (web.headers.has("content-length")) {
+    const bytes = new Uint8Array(await web.arrayBuffer())
+    res.writeHead(web.status, headers)
+    res.end(bytes)
+  } else {
+    res.writeHead(web.status, headers)
+    await pipeline(Readable.fromWeb(web.body as import("node:stream/web").ReadableStream<Uint8Array>), res)
+  }
+}
+
+const answer = (res: Http.ServerResponse, status: number, detail: string) => {
+  if (res.headersSent) return res.destroy()
+  res.writeHead(status, { "content-type": "application/json" })
+  res.end(JSON.stringify({ detail }))
+}
+
+/**
+ * Listens on `options.host:options.port` and returns the `HttpServer` service; the
+ * server closes with the scope.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fn("Platform.HttpServer.make")(function* (options: Options = {}) {
+  const host = options.host ?? "127.0.0.1"
+  const graceMillis = Duration.toMillis(Duration.fromInputUnsafe(options.gracefulShutdown ?? "20 seconds"))
+  const server = Http.createServer()
+  /** the abort controller of each request in flight */
+  const inFlight = new Set<AbortController>()
+
+  const shutdown = yield* Effect.cached(
+    Effect.callback<void>((resume) => {
+      if (!server.listening) return resume(Effect.void)
+      let done = false
+      const timer = setTimeout(() => {
+        for (const c of inFlight) c.abort(new Error("the server is shutting down"))
+        server.closeAllConnections()
+      }, graceMillis)
+      server.close(() => {
+        done = true
+        clearTimeout(timer)
+        resume(Effect.void)
+      })
+      // closes keep-alive connections that are idle now (node >= 19 does this too)
+      server.closeIdleConnections()
+      return Effect.sync(() => {
+        if (!done) clearTimeout(timer)
+      })
+    }),
+  )
+  yield* Effect.addFinalizer(() => shutdown)
+
+  yield* Effect.callback<void, HttpServerError.ServeError>((resume) => {
+    const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))
+    server.once("error", onError)
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", onError)
+      resume(Effect.void)
+    })
+  })
+  const bound = server.address() as AddressInfo
+  const address = yield* Effect.fromResult(NetAddress.inetAddressFromIpString(bound.address, bound.port)).pipe(
+    Effect.mapError((cause) => new HttpServerError.ServeError({ cause })),
+  )
+
+  return HttpServer.make({
+    address,
+    serve: (app, middleware) =>
+      Effect.gen(function* () {
+        const context = yield* Effect.context<never>()
+        const handle = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(context)(app, middleware)
+        const onRequest = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+          const controller = new AbortController()
+          inFlight.add(controller)
+          res.once("close", () => {
+            inFlight.delete(controller)
+            // the client went away before the answer was written: stop the work
+            if (!res.writableFinished) controller.abort(new Error("the client closed the connection"))
+          })
+          const request = toWebRequest(req, res, controller.signal)
+          if (request === undefined) return answer(res, 400, "the request URL or a header is malformed")
+          handle(request)
+            .then((web) => writeWebResponse(web, res))
+            .catch(() => answer(res, 500, "internal error"))
+        }
+        yield* Effect.acquireRelease(
+          Effect.sync(() => server.on("request", onRequest)),
+          () => Effect.ensuring(shutdown, Effect.sync(() => server.off("request", onRequest))),
+        )
+      }),
+  })
+})
