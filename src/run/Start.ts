@@ -94,6 +94,7 @@ const INIT_FROM_FORMS =
 /**
  * The trainer a run trained, as `config.json` records it (`trainer`): an adapter fits only
  * the base model and LoRA rank it was trained on. Embedded model folders are absolute.
+ * @since 0.1.0 @category models
  */
 export interface TrainerRecord {
   readonly model: string
@@ -209,7 +210,12 @@ const loadInit = (given: string, current: TrainerRecord) =>
     })
   })
 
-/** Where a run starts: fresh, or after its newest complete checkpoint. @since 0.1.0 @category running */
+/**
+ * Where a run starts: fresh (from `initFrom`'s trainer weights when it is set), or after
+ * its newest complete checkpoint. Writes `config.json`: the settings, `initFrom` as the
+ * state file it resolved to, and `trainer` (the base model and LoRA rank trained).
+ * @since 0.1.0 @category running
+ */
 export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: boolean) {
   const trainer = yield* Trainer
   const files = RunLog.paths(settings.outDir)
