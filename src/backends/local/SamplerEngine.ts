@@ -342,7 +342,7 @@ export class LocalSamplerEngine {
       this.stats.prefilledTokens += P - m.reuse
     })
     const fresh: Array<[string, PrefixEntry]> = []
-    // one chunked prefill per distinct reused length
+    // one chunked prefill per reused length
     for (const r of [...new Set(plans.map((m) => m.reuse))]) {
       const part = plans.filter((m) => m.reuse === r)
       const U = part.length
@@ -401,12 +401,12 @@ export class LocalSamplerEngine {
    * token (their entry is the prompt's) and rows that leave no room to continue are skipped.
    */
   private keepRows(prompts: ReadonlyArray<ReadonlyArray<number>>, promptLogprobs: ReadonlyArray<ReadonlyArray<number>>, rows: ReadonlyArray<FinishedRow>, rowReq: ReadonlyArray<number>, cache: KvCache) {
-    const { nHeads: H, contextLength: ctx } = this.model.config
+    const { nHeads: H, nLayers, contextLength: ctx } = this.model.config
     const dh = this.model.headDim
     const C = cache.length
+    // read back once, on the first row kept
     let ks: Array<Float32Array> | undefined
     let vs: Array<Float32Array> | undefined
-    const { nLayers } = this.model.config
     rows.forEach((row, r) => {
       const sampled = row.tokens.length
       const prompt = prompts[rowReq[r]!]!
