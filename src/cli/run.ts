@@ -77,6 +77,27 @@ const flags = {
     Flag.optional,
   ),
   logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 10; 0 = never)"),
+  lrSchedule: Flag.Literals("lr-schedule", ["constant", "linear", "cosine"]).pipe(
+    Flag.withDescription("learning-rate schedule after warmup: constant, or linear / cosine decay from --lr to --min-lr over the run's steps (default constant)"),
+    Flag.optional,
+  ),
+  warmupSteps: int("warmup-steps", "steps of linear warmup up to --lr (default 0)"),
+  minLr: num("min-lr", "the learning rate a linear or cosine schedule decays to (default 0)"),
+  lossAggregation: Flag.Literals("loss-aggregation", ["token_mean", "sequence_mean", "constant"]).pipe(
+    Flag.withDescription(
+      "how per-token losses add up: token_mean (each trained token weighs the same; default), sequence_mean (each trained sample weighs the same; GRPO), constant (sum / --loss-constant; Dr. GRPO)",
+    ),
+    Flag.optional,
+  ),
+  lossConstant: num("loss-constant", "divisor for --loss-aggregation constant (default groups x group-size x max-tokens)"),
+  dynamicSampling: int(
+    "dynamic-sampling",
+    "DAPO dynamic sampling: drop groups whose rewards are all equal and refill the batch with new problems, in at most N extra sampling rounds per step (0 = drop only; off by default)",
+  ),
+  klCoef: num(
+    "kl-coef",
+    "KL penalty against the base model (adapter off), folded into each sampled token's advantage as tinker-cookbook's kl_penalty_coef; 0 = off (default). Logs kl/policy_ref_v1 and _k3; 0.05-0.5 suits group_std advantages",
+  ),
   verbose: verboseFlag,
 }
 
@@ -107,6 +128,13 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   microBatch: get(p.microBatch),
   rewardConcurrency: get(p.rewardConcurrency),
   sampleConcurrency: get(p.sampleConcurrency),
+  lrSchedule: get(p.lrSchedule),
+  warmupSteps: get(p.warmupSteps),
+  minLr: get(p.minLr),
+  lossAggregation: get(p.lossAggregation),
+  lossConstant: get(p.lossConstant),
+  dynamicSampling: get(p.dynamicSampling),
+  klCoef: get(p.klCoef),
   evalEvery: get(p.evalEvery),
   evalSize: get(p.evalSize),
   evalTemperature: get(p.evalTemperature),

@@ -93,6 +93,20 @@ export interface RunOptions {
   readonly tokenizer?: string | undefined
   /** write every sample of every Nth step to rollouts.jsonl (0 = never) */
   readonly logRolloutsEvery?: number | undefined
+  /** learning-rate schedule after warmup (default constant) */
+  readonly lrSchedule?: "constant" | "linear" | "cosine" | undefined
+  /** steps of linear warmup up to lr (default 0) */
+  readonly warmupSteps?: number | undefined
+  /** the learning rate a linear or cosine schedule decays to (default 0) */
+  readonly minLr?: number | undefined
+  /** how per-token losses add up: token_mean (default), sequence_mean (GRPO), constant (Dr. GRPO) */
+  readonly lossAggregation?: "token_mean" | "sequence_mean" | "constant" | undefined
+  /** divisor for lossAggregation constant (default groups x groupSize x maxTokens) */
+  readonly lossConstant?: number | undefined
+  /** DAPO dynamic sampling: drop no-signal groups and refill in at most N extra rounds per step */
+  readonly dynamicSampling?: number | undefined
+  /** KL penalty against the base model, folded into the advantages (0 = off) */
+  readonly klCoef?: number | undefined
   /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
   readonly print?: boolean | undefined
 }
@@ -121,11 +135,22 @@ export const FLAG_OF: Record<string, string> = {
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
+  warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling",
+}
+
+/** Nested settings paths whose last segment is ambiguous. */
+const FLAG_OF_PATH: Record<string, string> = {
+  "lrSchedule.kind": "--lr-schedule",
+  "lossAggregation.kind": "--loss-aggregation",
+  "lossAggregation.constant": "--loss-constant",
+  "dynamicSampling.maxRounds": "--dynamic-sampling",
 }
 
 /** The flag that sets a settings path, e.g. `["adam", "learning_rate"]` -> `--lr`. */
 const flagOf = (path: ReadonlyArray<string>): string | undefined => {
   if (path[0] === "lossConfig" && path.length > 1) return `--loss-config ${path.slice(1).join(".")}`
+  const nested = FLAG_OF_PATH[path.join(".")]
+  if (nested !== undefined) return nested
   const last = path[path.length - 1]
   return last !== undefined ? FLAG_OF[last] : undefined
 }
@@ -161,9 +186,11 @@ const settingsFrom = (
     const envName = source.name
     const first = Env.members(source)[0]![0]
     const out = p.out ?? "runs"
-    const base = saved ?? Runner.defaults(envName, {
+    const runnerDefaults = Runner.defaults(envName, {
       ...(p.name !== undefined ? { name: p.name, outDir: Path.join(out, p.name) } : {}),
     })
+    // the env's suggested settings (Env.make({ defaults })) over the runner's; options over both
+    const base = saved ?? { ...runnerDefaults, ...(Env.isEnv(source) ? Runner.envDefaults(source, runnerDefaults) : {}) }
     const name = base.name
     const outDir = resumeDir ?? Path.join(out, name)
     const overrides = {
@@ -210,6 +237,20 @@ const settingsFrom = (
       ...set("maxLag", p.maxLag),
       ...set("staleGroups", p.stale),
       ...set("logRolloutsEvery", p.logRolloutsEvery),
+      ...(p.lrSchedule !== undefined || p.warmupSteps !== undefined || p.minLr !== undefined
+        ? {
+          lrSchedule: {
+            kind: p.lrSchedule ?? base.lrSchedule?.kind ?? "constant",
+            warmupSteps: p.warmupSteps ?? base.lrSchedule?.warmupSteps ?? 0,
+            ...((p.minLr ?? base.lrSchedule?.minLr) !== undefined ? { minLr: p.minLr ?? base.lrSchedule!.minLr! } : {}),
+          },
+        }
+        : {}),
+      ...(p.lossAggregation !== undefined || p.lossConstant !== undefined
+        ? { lossAggregation: { kind: p.lossAggregation ?? base.lossAggregation?.kind ?? "token_mean", ...(p.lossConstant !== undefined ? { constant: p.lossConstant } : {}) } }
+        : {}),
+      ...(p.dynamicSampling !== undefined ? { dynamicSampling: { maxRounds: p.dynamicSampling } } : {}),
+      ...set("klCoef", p.klCoef),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
@@ -217,7 +258,7 @@ const settingsFrom = (
   })
 
 /** Options that would change the data order of a resumed run. */
-const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty"] as const
+const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty", "dynamicSampling"] as const
 
 /** A run folder's config.json, decoded; failures name the file and what to do. */
 export const readSaved = (dir: string) =>
@@ -277,7 +318,8 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     backend,
     seed: settings.seed,
     stateDir: RunLog.paths(settings.outDir).state,
-    model: options.model,
+    // the env's own base model (Env.make({ baseModel })) unless --model names one
+    model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : undefined),
     loraRank: options.loraRank,
     tokenizer: options.tokenizer,
     workers: settings.async || options.workers === true,
