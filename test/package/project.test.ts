@@ -60,9 +60,17 @@ test("reversed scores the reversed word 1", () =>
     compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, allowImportingTsExtensions: true, types: ["node"] },
     include: ["envs", "rewards", "test"],
   }),
-  // undici 8 (what @effect/platform-node asks for) declares Node >= 22.19; on Node 20 the project pins 7.x as gyre does
-  "package.json": JSON.stringify({ name: "user-project", version: "1.0.0", private: true, type: "module", overrides: { undici: pinned("undici").split("@")[1] } }),
+  // no overrides: gyre's dependencies support the Node it names by themselves
+  "package.json": JSON.stringify({ name: "user-project", version: "1.0.0", private: true, type: "module" }),
 }
+
+interface Dependency {
+  readonly version?: string
+  readonly dependencies?: Record<string, Dependency>
+}
+/** Every version of `name` in an `npm ls --json` tree. */
+const versionsOf = (node: Dependency, name: string): Array<string> =>
+  Object.entries(node.dependencies ?? {}).flatMap(([n, d]) => [...(n === name && d.version !== undefined ? [d.version] : []), ...versionsOf(d, name)])
 
 const sh = (cmd: string, args: ReadonlyArray<string>, cwd: string) => {
   const r = spawnSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false" } })
@@ -86,6 +94,12 @@ describe("a user project that depends on gyre", () => {
       }
       const install = sh("npm", ["install", "--offline", Path.join(dir, packed[0]!.filename), pinned("fast-check"), pinned("typescript"), pinned("@types/node")], dir)
       assert.strictEqual(install.code, 0, install.out)
+      // every dependency supports the Node gyre names (package.json "engines"), with no override in the user's project
+      assert.notMatch(install.out, /EBADENGINE/, install.out)
+      const tree = JSON.parse(execFileSync("npm", ["ls", "undici", "--all", "--json"], { cwd: dir, encoding: "utf8" })) as Dependency
+      const undici = versionsOf(tree, "undici")
+      assert.isAbove(undici.length, 0, "gyre's HTTP client is on undici")
+      assert.deepStrictEqual(undici.filter((v) => Number(v.split(".")[0]) >= 8), [], "undici 8 and later need Node 22.19")
 
       // the user's code typechecks with the user's settings, with no error from inside gyre
       const tsc = sh(Path.join(dir, "node_modules/.bin/tsc"), ["--noEmit", "-p", "."], dir)
