@@ -15,6 +15,7 @@
  *
  * @since 0.1.0
  */
+import { DEFAULT_PREFIX_CACHE_SIZE } from "../local/SamplerEngine.ts"
 import { Context, Duration, Effect, Layer, Option, Redacted, Schema, type Scope } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as path from "node:path"
@@ -71,13 +72,14 @@ const MAX_RANK = 64
  * plus a full prompt cache.
  * @since 0.1.0 @category combinators
  */
-export const modelBytes = (config: ModelConfig, lora: LoraConfig, replicas: number, prefixCacheSize = 64): number => {
+export const modelBytes = (config: ModelConfig, lora: LoraConfig, replicas: number, prefixCacheSize = DEFAULT_PREFIX_CACHE_SIZE): number => {
   const count = (shapes: Record<string, ReadonlyArray<number>>) => Object.values(shapes).reduce((a, s) => a + s.reduce((x, y) => x * y, 1), 0)
   const adapter = count(loraShapes(config, lora))
   const base = baseShapes(config)
   let merged = 0
   for (let i = 0; i < config.nLayers; i++) for (const t of lora.targets) merged += (base[`l${i}.${t}`] ?? []).reduce((x, y) => x * y, 1)
-  const cache = prefixCacheSize * 2 * config.nLayers * config.contextLength * config.dModel
+  // each entry: K/V of every layer for up to the context, plus one row of logits
+  const cache = prefixCacheSize * (2 * config.nLayers * config.contextLength * config.dModel + config.vocabSize)
   return 4 * (4 * adapter + replicas * (merged + cache))
 }
 

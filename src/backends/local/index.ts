@@ -57,7 +57,7 @@ export interface LocalOptions {
   readonly seed?: number
   /** where `saveState` writes (default "runs/local-state") */
   readonly stateDir?: string
-  /** prompt K/V entries the sampler keeps (default 64; 0 disables) */
+  /** K/V entries the sampler keeps: prompts and finished turns (default 256; 0 disables) */
   readonly prefixCacheSize?: number
   /** `layer` only: run the trainer and the sampler in their own worker threads (see `Workers.ts`) */
   readonly workers?: boolean

@@ -352,7 +352,7 @@ describe("stop sequences and stop reasons", () => {
 })
 
 describe("prompt K/V reuse (what the sampler's prompt cache does and does not do)", () => {
-  it("a group's prompt is prefilled once; an identical prompt at the same version is reused; a longer prompt sharing its prefix is not", async () => {
+  it("a group's prompt is prefilled once; an identical prompt at the same version is reused; a prompt sharing all but its last token reuses the shared part", async () => {
     const { sampler, trainer, model } = await makeEngines({ seed: 9, randomB: true })
     sampler.setAdapter(trainer.publish())
     const p = [1, 30, 31, 32, 33, 34]
@@ -365,9 +365,10 @@ describe("prompt K/V reuse (what the sampler's prompt cache does and does not do
     // the same prompt again at the same version: from the cache
     await sampler.sample(p, { maxTokens: 3, temperature: 1 }, { numSamples: 2 })
     assert.deepStrictEqual([sampler.stats.prefixMisses, sampler.stats.prefixHits], [2, 1])
-    // keyed on the whole prompt: sharing all but the last token is a miss
+    // sharing all but the last token: a miss for the whole-prompt key, a partial hit for the prefix
     await sampler.sample([...p.slice(0, -1), 35], { maxTokens: 3, temperature: 1 }, { numSamples: 2 })
     assert.deepStrictEqual([sampler.stats.prefixMisses, sampler.stats.prefixHits], [3, 1])
+    assert.strictEqual(sampler.stats.partialHits, 1)
     sampler.dispose()
     trainer.dispose()
     model.dispose()
