@@ -1,7 +1,9 @@
 /**
  * `--backend`: the embedded model (default) or a Tinker-protocol service at a URL.
  */
+import * as Fs from "node:fs"
 import * as Os from "node:os"
+import * as Path from "node:path"
 import { Effect, Layer } from "effect"
 import * as Http from "../backends/http/Client.ts"
 import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
@@ -32,6 +34,17 @@ export interface BackendOptions {
 export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
   const lora = options.loraRank === undefined ? undefined : { rank: options.loraRank, alpha: 2 * options.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }
   if (options.backend === "embedded") {
+    // a run folder or a checkpoint is not a base model: say what to use instead
+    const model = options.model
+    if (model !== undefined && (model.endsWith(".ckpt") || Fs.existsSync(Path.join(model, "checkpoints.jsonl")) || Fs.existsSync(Path.join(model, "..", "checkpoints.jsonl")))) {
+      return Layer.effectContext(Effect.fail(
+        new BackendError({
+          reason: "InvalidInput",
+          operation: "--model",
+          message: `--model ${model} is a run folder (or a checkpoint), not a base model folder: start RL from it with --init-from ${model}`,
+        }),
+      ))
+    }
     return Local.layer({
       seed: options.seed,
       stateDir: options.stateDir,

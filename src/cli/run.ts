@@ -94,6 +94,12 @@ const flags = {
     "dynamic-sampling",
     "DAPO dynamic sampling: drop groups whose rewards are all equal and refill the batch with new problems, in at most N extra sampling rounds per step (0 = drop only; off by default)",
   ),
+  initFrom: Flag.String("init-from").pipe(
+    Flag.withDescription(
+      "start a new run from another run's trainer weights (its LoRA adapter), with a fresh optimizer: runs/<name> (its newest checkpoint that loads), runs/<name>/step-N, or a state file runs/<name>/state/step-N.ckpt",
+    ),
+    Flag.optional,
+  ),
   klCoef: num(
     "kl-coef",
     "KL penalty against the base model (adapter off), folded into each sampled token's advantage as tinker-cookbook's kl_penalty_coef; 0 = off (default). Logs kl/policy_ref_v1 and _k3; 0.05-0.5 suits group_std advantages",
@@ -135,6 +141,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   lossConstant: get(p.lossConstant),
   dynamicSampling: get(p.dynamicSampling),
   klCoef: get(p.klCoef),
+  initFrom: get(p.initFrom),
   evalEvery: get(p.evalEvery),
   evalSize: get(p.evalSize),
   evalTemperature: get(p.evalTemperature),

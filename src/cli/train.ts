@@ -107,6 +107,8 @@ export interface RunOptions {
   readonly dynamicSampling?: number | undefined
   /** KL penalty against the base model, folded into the advantages (0 = off) */
   readonly klCoef?: number | undefined
+  /** a run folder, runs/<name>/step-N or a state file to start from (weights only, fresh optimizer) */
+  readonly initFrom?: string | undefined
   /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
   readonly print?: boolean | undefined
 }
@@ -135,7 +137,7 @@ export const FLAG_OF: Record<string, string> = {
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
-  warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling",
+  warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
 }
 
 /** Nested settings paths whose last segment is ambiguous. */
@@ -251,6 +253,7 @@ const settingsFrom = (
         : {}),
       ...(p.dynamicSampling !== undefined ? { dynamicSampling: { maxRounds: p.dynamicSampling } } : {}),
       ...set("klCoef", p.klCoef),
+      ...set("initFrom", p.initFrom),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
@@ -295,6 +298,15 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const say = (line: string) => print ? Console.log(line) : Effect.logInfo(line)
   const resumeDir = options.resume
   const saved = resumeDir !== undefined ? yield* readSaved(resumeDir) : undefined
+  if (options.initFrom !== undefined && options.initFrom.trim() === "") {
+    return yield* new Runner.RunError({ reason: "Settings", message: `--init-from must name a run folder (runs/<name>), runs/<name>/step-N or a state file, got ""` })
+  }
+  if (saved !== undefined && options.initFrom !== undefined) {
+    return yield* new Runner.RunError({
+      reason: "Resume",
+      message: "--init-from cannot be given with --resume: a resumed run continues from its own checkpoints (config.json records where it started); start a new run with --init-from instead",
+    })
+  }
   if (saved !== undefined) {
     const changed = FIXED_ON_RESUME.filter((k) => options[k] !== undefined)
     if (changed.length > 0) {
