@@ -118,17 +118,13 @@ export const make = Effect.fn("Platform.HttpServer.make")(function* (options: Op
   const host = options.host ?? "127.0.0.1"
   const graceMillis = Duration.toMillis(Duration.fromInputUnsafe(options.gracefulShutdown ?? "20 seconds"))
   const server = Http.createServer()
-  /** the abort controller of each request in flight */
-  const inFlight = new Set<AbortController>()
 
   const shutdown = yield* Effect.cached(
     Effect.callback<void>((resume) => {
       if (!server.listening) return resume(Effect.void)
       let done = false
-      const timer = setTimeout(() => {
-        for (const c of inFlight) c.abort(new Error("the server is shutting down"))
-        server.closeAllConnections()
-      }, graceMillis)
+      // closing a connection interrupts its request (see "close" below)
+      const timer = setTimeout(() => server.closeAllConnections(), graceMillis)
       server.close(() => {
         done = true
         clearTimeout(timer)
@@ -164,9 +160,7 @@ export const make = Effect.fn("Platform.HttpServer.make")(function* (options: Op
         const handle = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(context)(app, middleware)
         const onRequest = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
           const controller = new AbortController()
-          inFlight.add(controller)
           res.once("close", () => {
-            inFlight.delete(controller)
             // the client went away before the answer was written: stop the work
             if (!res.writableFinished) controller.abort(new Error("the client closed the connection"))
           })
