@@ -22,7 +22,7 @@
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Cause, Context, Effect, Exit, Fiber, Layer, type Scope, Semaphore } from "effect"
+import { Cause, Effect, Exit, Fiber, Semaphore } from "effect"
 import * as Env from "./Env.ts"
 import * as Loss from "./Loss.ts"
 import * as Metrics from "./Metrics.ts"
@@ -30,14 +30,13 @@ import * as Reference from "./Reference.ts"
 import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
 import * as RunLog from "./RunLog.ts"
-import { Sampler } from "./Sampler.ts"
-import { Tokenizer } from "./Tokenizer.ts"
 import { Trainer } from "./Trainer.ts"
 import { type Batch, collect, sampleGroup } from "./run/Collect.ts"
 import { evaluate, scoreMetrics } from "./run/Evaluate.ts"
 import { Progress } from "./run/Progress.ts"
 import { fail, RunError, type RunSettings } from "./run/Settings.ts"
 import { ContextLength } from "./run/Rollout.ts"
+import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
 import { aggregationOf, train } from "./run/Train.ts"
 
@@ -326,23 +325,3 @@ export const run = Effect.fn("Runner.run")(function* (
   if (pending !== undefined) yield* Fiber.interrupt(pending)
   return lastMetrics
 }, Effect.scoped)
-
-
-/** Builds the services layers of the envs of `source` in the run's scope, with the run's own sampler and tokenizer. */
-const buildServices = Effect.fnUntraced(function* (source: Env.AnyEnv | Env.Mixture) {
-  const withServices = Env.members(source).filter(([e]) => e.services !== undefined)
-  if (withServices.length === 0) return Context.empty() as Context.Context<never>
-  const sampler = yield* Sampler
-  const tokenizer = yield* Tokenizer
-  const layers = withServices.map(([e]) => e.services!)
-  return yield* Layer.build(Layer.mergeAll(layers[0]!, ...layers.slice(1))).pipe(
-    Effect.provideService(Sampler, sampler),
-    Effect.provideService(Tokenizer, tokenizer),
-    Effect.mapError((e) =>
-      new RunError({
-        reason: "Env",
-        message: `cannot start the services of env ${withServices.map(([env]) => env.name).join(", ")}: ${e instanceof Error ? e.message : JSON.stringify(e)}`,
-      })
-    ),
-  ) as Effect.Effect<Context.Context<never>, RunError, Scope.Scope>
-})

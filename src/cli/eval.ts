@@ -6,16 +6,16 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { Console, Context, Effect, Layer, Option } from "effect"
+import { Console, Effect, Layer, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Env from "../Env.ts"
 import * as Reward from "../Reward.ts"
 import * as RunLog from "../RunLog.ts"
-import { type Group, sampleGroup } from "../run/Collect.ts"
+import type { Group } from "../run/Collect.ts"
+import { evaluateGroups } from "../run/Evaluate.ts"
+import { buildServices } from "../run/Services.ts"
 import { ContextLength } from "../run/Rollout.ts"
 import { RunError, type RunSettings, defaults } from "../run/Settings.ts"
-import { Sampler } from "../Sampler.ts"
-import { Tokenizer } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
 import { backendLayer } from "./backend.ts"
 import { availableEnvs } from "./loadEnv.ts"
@@ -130,37 +130,6 @@ const checkpointOf = (from: string) =>
     return { dir, name: String(row["name"]), path }
   })
 
-/** The env services of `source`, built in the current scope with the backend's sampler and tokenizer (as a run does). */
-const buildServices = Effect.fnUntraced(function* (source: Env.AnyEnv | Env.Mixture) {
-  const layers = Env.members(source).flatMap(([e]) => (e.services !== undefined ? [e.services] : []))
-  if (layers.length === 0) return Context.empty() as Context.Context<never>
-  const sampler = yield* Sampler
-  const tokenizer = yield* Tokenizer
-  return yield* Layer.build(Layer.mergeAll(layers[0]!, ...layers.slice(1))).pipe(
-    Effect.provideService(Sampler, sampler),
-    Effect.provideService(Tokenizer, tokenizer),
-    Effect.mapError((e) => new RunError({ reason: "Env", message: `building the env's services failed: ${(e as { message?: string }).message ?? String(e)}` })),
-  )
-})
-
-/** The problems of a split, for every member of `source` (a mixture splits `size` by weight). */
-const tasksOf = (source: Env.AnyEnv | Env.Mixture, split: "heldout" | "train", settings: RunSettings) =>
-  Effect.gen(function* () {
-    const diff = settings.difficulty !== undefined ? { difficulty: settings.difficulty } : {}
-    if (split === "train") {
-      return yield* Effect.forEach(Array.from({ length: settings.evalSize }, (_, i) => i), (index) =>
-        Env.taskAt(source, { seed: settings.seed, index, split: "train", ...diff }))
-    }
-    const members = Env.members(source)
-    const total = members.reduce((s, [, w]) => s + w, 0)
-    const out: Array<Env.Task<unknown> & { readonly envDef: Env.AnyEnv }> = []
-    for (const [env, w] of members) {
-      const tasks = yield* Env.evalSet(env, { seed: settings.seed, size: Math.max(1, Math.round((settings.evalSize * w) / total)), ...diff })
-      out.push(...tasks.map((t) => ({ ...t, envDef: env })))
-    }
-    return out
-  })
-
 const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")
 
 /** Scores a model on an env without training and writes eval.jsonl; see `EvalOptions`. */
@@ -200,7 +169,8 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     seed: settings.seed,
     // nothing is saved: a checkpoint is only read
     stateDir: from !== undefined ? RunLog.paths(from.dir).state : Os.tmpdir(),
-    model: options.model,
+    // the env's own base model (Env.make({ baseModel })) unless --model names one
+    model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : undefined),
     loraRank: options.loraRank,
     tokenizer: options.tokenizer,
     workers: false,
@@ -220,17 +190,8 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     const runId = `eval-${source.name}-${settings.seed}`
     const out: Array<{ readonly split: "heldout" | "train"; readonly groups: ReadonlyArray<Group> }> = []
     for (const s of split === "all" ? (["heldout", "train"] as const) : [split]) {
-      const tasks = yield* tasksOf(source, s, settings).pipe(Effect.mapError((e) => new RunError({ reason: "Env", message: e.message })))
-      const groups = yield* Effect.forEach(
-        tasks,
-        (task, i) =>
-          sampleGroup(settings, runId, 0, i, published.version, task, {
-            split: s === "heldout" ? "eval" : "train",
-            numSamples: samples,
-            temperature: settings.evalTemperature,
-          }),
-        { concurrency: settings.sampleConcurrency },
-      ).pipe(
+      // the runner's own evaluation: distinct problems of the split, `samples` each
+      const { groups } = yield* evaluateGroups(settings, source, runId, 0, published.version, { split: s === "heldout" ? "eval" : "train", samples }).pipe(
         Effect.provideContext(services),
         Effect.provideService(Reward.RewardPermits, undefined),
         Effect.provideService(Reward.RewardCache, Reward.makeCache()),
@@ -260,13 +221,9 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
       }))
     )
   )
-  yield* Effect.try({
-    try: () => {
-      Fs.mkdirSync(outDir, { recursive: true })
-      Fs.writeFileSync(file, rows.map((r) => JSON.stringify(r)).join("\n") + (rows.length > 0 ? "\n" : ""))
-    },
-    catch: (e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${(e as Error).message}; pick another --out` }),
-  })
+  yield* RunLog.writeAtomic(file, rows.map((r) => JSON.stringify(r)).join("\n") + (rows.length > 0 ? "\n" : "")).pipe(
+    Effect.mapError((e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${e.message}; pick another --out` })),
+  )
   const splits = scored.map(({ split: s, groups }) => ({
     split: s,
     problems: groups.length,
