@@ -13,9 +13,13 @@ const run = (mode: string, signal?: NodeJS.Signals) =>
   new Promise<{ code: number | null; out: string }>((resolve) => {
     const child = spawn(process.execPath, ["--import", "tsx", FIXTURE, mode], { stdio: ["ignore", "pipe", "pipe"] })
     let out = ""
+    let sent = false
     const collect = (d: Buffer) => {
       out += d
-      if (signal !== undefined && out.includes("ready") && child.exitCode === null) child.kill(signal)
+      if (signal !== undefined && !sent && out.includes("ready")) {
+        sent = true
+        child.kill(signal)
+      }
     }
     child.stdout.on("data", collect)
     child.stderr.on("data", collect)
