@@ -12,8 +12,6 @@
 export * as answers from "./answers.ts"
 /** Format rewards: patterns, tags, tag sequences, JSON objects. */
 export * as format from "./format.ts"
-/** A reward that asks a judge model, and the `Judge` service it needs. */
-export * as judge from "./judge.ts"
 /** Length limits and penalties in characters or tokens. */
 export * as length from "./length.ts"
 export {
@@ -43,6 +41,10 @@ export {
   notTruncated,
 } from "./length.ts"
 export {
+  /** A reward that asks a judge model a templated question and parses a score from its reply. */
+  judge,
   /** The judge model a `judge` reward asks (provide it with the env's `services`). */
   Judge,
+  /** The last number in a judge's reply (the default score parser). */
+  lastNumber,
 } from "./judge.ts"
