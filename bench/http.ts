@@ -80,7 +80,7 @@ const rlStep = (trainer: TrainerShape, sampler: SamplerShape, prompts: ReadonlyA
       })
     }
     yield* trainer.forwardBackward(data, "importance_sampling")
-    const opt = yield* trainer.optimStep(adamParams({ learning_rate: 1e-3 }))
+    const opt = yield* trainer.optimStep(adamParams({ learningRate: 1e-3 }))
     const t2 = performance.now()
     const pub = yield* trainer.saveWeightsForSampler(`bench-${step}`)
     const t3 = performance.now()

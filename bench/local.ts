@@ -108,7 +108,7 @@ const data: Array<Datum> = Array.from({ length: B }, () => {
 const trainer = new LocalTrainerEngine(model, { lora: defaultLora, seed: 1 })
 const ppo = resolveLoss("ppo", {})
 if (!ppo.ok) throw new Error(ppo.message)
-const adam = { learning_rate: 1e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0, grad_clip_norm: 0 }
+const adam = { learningRate: 1e-4, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0, gradClipNorm: 0 }
 const stepSeconds = time(() => {
   trainer.run(data, ppo.value, { backward: true })
   trainer.optimStep(adam)

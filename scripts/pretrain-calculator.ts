@@ -240,7 +240,7 @@ const main = async () => {
     const out = trainer.run(batch, ce.value, { backward: true })
     const decay = Math.max(0, Math.min(1, (1 - before) / settings.decayFraction))
     const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps) * decay
-    trainer.optimStep({ learning_rate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weight_decay: 0, grad_clip_norm: settings.gradClipNorm })
+    trainer.optimStep({ learningRate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weightDecay: 0, gradClipNorm: settings.gradClipNorm })
     trainSeconds += (performance.now() - ts) / 1000
     lossEma = step === 1 ? out.metrics["loss"]! : 0.95 * lossEma + 0.05 * out.metrics["loss"]!
     const f = "steps" in settings.budget ? step / settings.budget.steps : trainSeconds / settings.budget.trainSeconds

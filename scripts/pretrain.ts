@@ -247,7 +247,7 @@ const main = async () => {
     const ts = performance.now()
     const out = trainer.run(tasks.map((t) => toDatum(t.problem)), ce.value, { backward: true })
     const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps)
-    trainer.optimStep({ learning_rate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weight_decay: 0, grad_clip_norm: settings.gradClipNorm })
+    trainer.optimStep({ learningRate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weightDecay: 0, gradClipNorm: settings.gradClipNorm })
     trainSeconds += (performance.now() - ts) / 1000
     lossEma = step === 1 ? out.metrics["loss"]! : 0.9 * lossEma + 0.1 * out.metrics["loss"]!
     // once checkpoints are candidates, they are measured more often, to land near the target

@@ -91,25 +91,29 @@ export const ForwardBackwardResult = Schema.Struct({
 })
 export type ForwardBackwardResult = typeof ForwardBackwardResult.Type
 
-/** Adam with decoupled weight decay; `grad_clip_norm` 0 turns clipping off. @since 0.1.0 @category models */
+/**
+ * Adam with decoupled weight decay; `gradClipNorm` 0 turns clipping off. The HTTP
+ * backend sends it as Tinker's snake_case `adam_params` (`Wire.adamParamsToWire`).
+ * @since 0.1.0 @category models
+ */
 export const AdamParams = Schema.Struct({
-  learning_rate: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
+  learningRate: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
   beta1: Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 })),
   beta2: Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 })),
   eps: Schema.Finite.check(Schema.isGreaterThan(0)),
-  weight_decay: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
-  grad_clip_norm: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
+  weightDecay: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
+  gradClipNorm: Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)),
 })
 export type AdamParams = typeof AdamParams.Type
 
 /** Defaults matching Tinker's AdamParams. @since 0.1.0 @category constructors */
 export const adamParams = (overrides: Partial<AdamParams> = {}): AdamParams => ({
-  learning_rate: 1e-4,
+  learningRate: 1e-4,
   beta1: 0.9,
   beta2: 0.95,
   eps: 1e-12,
-  weight_decay: 0,
-  grad_clip_norm: 0,
+  weightDecay: 0,
+  gradClipNorm: 0,
   ...overrides,
 })
 

@@ -83,10 +83,10 @@ export const run = Effect.fn("Runner.run")(function* (
     })
   }
   const schedule = settings.lrSchedule
-  if (schedule?.minLr !== undefined && schedule.kind !== "constant" && schedule.minLr > settings.adam.learning_rate) {
+  if (schedule?.minLr !== undefined && schedule.kind !== "constant" && schedule.minLr > settings.adam.learningRate) {
     return yield* new RunError({
       reason: "Settings",
-      message: `--min-lr ${schedule.minLr} is above --lr ${settings.adam.learning_rate}: the ${schedule.kind} schedule decays from --lr down to --min-lr; give a --min-lr of at most ${settings.adam.learning_rate}`,
+      message: `--min-lr ${schedule.minLr} is above --lr ${settings.adam.learningRate}: the ${schedule.kind} schedule decays from --lr down to --min-lr; give a --min-lr of at most ${settings.adam.learningRate}`,
     })
   }
   const aggregationGiven = settings.lossAggregation

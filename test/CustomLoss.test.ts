@@ -69,7 +69,7 @@ const step = (backend: Backend, data: ReadonlyArray<Datum>, custom: boolean) => 
     const loss = custom
       ? (yield* CustomLoss.forwardBackward(data, handMadeIS)).metrics["loss"]!
       : (yield* trainer.forwardBackward(data, "importance_sampling")).metrics["loss"]!
-    const optim = yield* trainer.optimStep(adamParams({ learning_rate: 1e-2, grad_clip_norm: 0.5 }))
+    const optim = yield* trainer.optimStep(adamParams({ learningRate: 1e-2, gradClipNorm: 0.5 }))
     const saved = yield* trainer.saveState("after")
     const file = fs.existsSync(saved.path) ? saved.path : path.join(stateDir, "after.ckpt")
     const ck = yield* Effect.promise(() => Checkpoint.read(file))
@@ -108,7 +108,7 @@ describe("CustomLoss", () => {
         Effect.gen(function* () {
           const trainer = yield* Trainer
           yield* CustomLoss.forwardBackward(data, loss)
-          return (yield* trainer.optimStep(adamParams({ learning_rate: 0 }))).metrics["grad_norm"]!
+          return (yield* trainer.optimStep(adamParams({ learningRate: 0 }))).metrics["grad_norm"]!
         }).pipe(Effect.provide(backendLayer("in-process", path.join(stateRoot, `run-${runs++}`)) as Layer.Layer<Trainer | Sampler, unknown>), Effect.scoped)
       const one = yield* norm(handMadeIS)
       const two = yield* norm(twice)

@@ -33,7 +33,7 @@ const makeRun = (name: string) =>
     const rows: Array<string> = []
     for (const step of [1, 2]) {
       yield* trainer.forwardBackward(Array.from({ length: 4 }, () => rlDatum(rng, 3, 6)), "importance_sampling")
-      yield* trainer.optimStep(adamParams({ learning_rate: 1e-2 }))
+      yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
       const saved = yield* trainer.saveState(`step-${step}`)
       rows.push(JSON.stringify({ step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }))
     }

@@ -132,8 +132,8 @@ const set = <K extends string, A>(key: K, value: A | undefined): { [P in K]?: A 
 /** Settings fields as the flags that set them, for error messages. */
 export const FLAG_OF: Record<string, string> = {
   seed: "--seed", difficulty: "--difficulty",
-  steps: "--steps", groups: "--groups", groupSize: "--group-size", learning_rate: "--lr", weight_decay: "--weight-decay",
-  grad_clip_norm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
+  steps: "--steps", groups: "--groups", groupSize: "--group-size", learningRate: "--lr", weightDecay: "--weight-decay",
+  gradClipNorm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
@@ -148,7 +148,7 @@ const FLAG_OF_PATH: Record<string, string> = {
   "dynamicSampling.maxRounds": "--dynamic-sampling",
 }
 
-/** The flag that sets a settings path, e.g. `["adam", "learning_rate"]` -> `--lr`. */
+/** The flag that sets a settings path, e.g. `["adam", "learningRate"]` -> `--lr`. */
 const flagOf = (path: ReadonlyArray<string>): string | undefined => {
   if (path[0] === "lossConfig" && path.length > 1) return `--loss-config ${path.slice(1).join(".")}`
   const nested = FLAG_OF_PATH[path.join(".")]
@@ -218,9 +218,9 @@ const settingsFrom = (
       ...set("advantage", p.advantage),
       adam: {
         ...base.adam,
-        ...set("learning_rate", p.lr),
-        ...set("weight_decay", p.weightDecay),
-        ...set("grad_clip_norm", p.gradClip),
+        ...set("learningRate", p.lr),
+        ...set("weightDecay", p.weightDecay),
+        ...set("gradClipNorm", p.gradClip),
       },
       samplingOverrides: overrides,
       ...(saved === undefined && first.eval?.size !== undefined ? { evalSize: first.eval.size } : {}),
@@ -263,7 +263,32 @@ const settingsFrom = (
 /** Options that would change the data order of a resumed run. */
 const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty", "dynamicSampling"] as const
 
-/** A run folder's config.json, decoded; failures name the file and what to do. */
+/** Keys of `adam` a config.json written before AdamParams was camelCase has, and their names now. */
+const OLD_ADAM_KEYS: ReadonlyArray<readonly [string, string]> = [
+  ["learning_rate", "learningRate"],
+  ["weight_decay", "weightDecay"],
+  ["grad_clip_norm", "gradClipNorm"],
+]
+
+/**
+ * A config.json as this version reads it: an older run's snake_case `adam` keys
+ * (`learning_rate`, `weight_decay`, `grad_clip_norm`) become camelCase; a key already
+ * in camelCase wins over its old name.
+ */
+export const upgradeSaved = (json: unknown): unknown => {
+  if (typeof json !== "object" || json === null || !("adam" in json)) return json
+  const adam = (json as { adam: unknown }).adam
+  if (typeof adam !== "object" || adam === null || Array.isArray(adam)) return json
+  const renamed: Record<string, unknown> = { ...adam }
+  for (const [old, now] of OLD_ADAM_KEYS) {
+    if (!(old in renamed)) continue
+    if (!(now in renamed)) renamed[now] = renamed[old]
+    delete renamed[old]
+  }
+  return { ...json, adam: renamed }
+}
+
+/** A run folder's config.json, decoded (older runs' keys too: `upgradeSaved`); failures name the file and what to do. */
 export const readSaved = (dir: string) =>
   Effect.gen(function* () {
     const file = Path.join(dir, "config.json")
@@ -271,7 +296,7 @@ export const readSaved = (dir: string) =>
       return yield* new Runner.RunError({ reason: "Resume", message: `${file} not found: give a run folder such as runs/math-2026-01-01T00-00-00` })
     }
     const json = yield* Effect.try({
-      try: () => JSON.parse(Fs.readFileSync(file, "utf8")) as unknown,
+      try: () => upgradeSaved(JSON.parse(Fs.readFileSync(file, "utf8"))),
       catch: (e) => new Runner.RunError({ reason: "Resume", message: `${file} is not valid JSON: ${(e as Error).message}` }),
     })
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(json).pipe(
@@ -324,7 +349,7 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const settings = yield* settingsFrom(options, source, envSpec, saved, resumeDir)
   const backend = options.backend ?? "embedded"
   yield* say(
-    `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learning_rate} | backend ${backend} | run folder ${settings.outDir}`,
+    `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learningRate} | backend ${backend} | run folder ${settings.outDir}`,
   )
   const layer = backendLayer({
     backend,

@@ -10,7 +10,7 @@ import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts
 import type { RunDefaults } from "../Env.ts"
 
 /**
- * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learning_rate`
+ * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learningRate`
  * as the peak `lr`: during the first `warmupSteps` steps it rises linearly,
  * `lr * (s + 1) / warmupSteps`; after them, with `p = (s - warmupSteps) / (steps - warmupSteps)`
  * in [0, 1), it is `lr` (constant), `minLr + (lr - minLr) * (1 - p)` (linear) or
@@ -110,7 +110,7 @@ export const RunSettings = Schema.Struct({
   rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
   /** keep one rollouts.jsonl row per sample every N steps (0 = never) */
   logRolloutsEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
-  /** the learning rate of each step (`adam.learning_rate` is the peak); absent = constant */
+  /** the learning rate of each step (`adam.learningRate` is the peak); absent = constant */
   lrSchedule: Schema.optional(LrSchedule),
   /** how per-token losses add up to a step's loss; absent = token_mean */
   lossAggregation: Schema.optional(LossAggregation),
@@ -143,7 +143,7 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     loss: "ppo",
     lossConfig: {},
     advantage: "group_std",
-    adam: { learning_rate: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
+    adam: { learningRate: 1e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, gradClipNorm: 1 },
     sampling: { maxTokens: 16, temperature: 1 },
     seed: 0,
     microBatch: 0,
@@ -176,6 +176,6 @@ export const envDefaults = (env: { readonly defaults?: RunDefaults | undefined }
     ...(d.groupSize !== undefined ? { groupSize: d.groupSize } : {}),
     ...(d.evalEvery !== undefined ? { evalEvery: d.evalEvery } : {}),
     ...(d.saveEvery !== undefined ? { saveEvery: d.saveEvery } : {}),
-    ...(d.learningRate !== undefined ? { adam: { ...base.adam, learning_rate: d.learningRate } } : {}),
+    ...(d.learningRate !== undefined ? { adam: { ...base.adam, learningRate: d.learningRate } } : {}),
   }
 }

@@ -53,12 +53,12 @@ export const WORST_TOKENS = 8
 
 /**
  * The learning rate of step `step` (0-based) under `settings.lrSchedule`, with
- * `settings.adam.learning_rate` as the peak (see `LrSchedule`). A pure function of the
+ * `settings.adam.learningRate` as the peak (see `LrSchedule`). A pure function of the
  * step and the settings: a resumed run continues the schedule exactly.
  * @since 0.1.0 @category training
  */
 export const learningRate = (settings: Pick<RunSettings, "adam" | "steps" | "lrSchedule">, step: number): number => {
-  const peak = settings.adam.learning_rate
+  const peak = settings.adam.learningRate
   const schedule = settings.lrSchedule ?? { kind: "constant", warmupSteps: 0 }
   const warmup = schedule.warmupSteps
   if (step < warmup) return (peak * (step + 1)) / warmup
@@ -198,7 +198,7 @@ export const train = Effect.fnUntraced(function* (
       })
       divergence = { counts: Metrics.divergenceHistogram({ sampler, trainer: learner }), tokens: sampler.length, worst }
     }
-    const optim = yield* trainer.optimStep({ ...settings.adam, learning_rate: lr }).pipe(
+    const optim = yield* trainer.optimStep({ ...settings.adam, learningRate: lr }).pipe(
       Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
     )
     yield* beforePublish

@@ -27,7 +27,7 @@ export const toySettings = (dir: string, overrides: Partial<Runner.RunSettings> 
     steps: 30,
     groups: 4,
     groupSize: 8,
-    adam: { learning_rate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
+    adam: { learningRate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, gradClipNorm: 1 },
     sampling: { maxTokens: 3, temperature: 1 },
     evalEvery: 0,
     saveEvery: 10,

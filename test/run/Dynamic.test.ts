@@ -43,7 +43,7 @@ const settings = (dir: string, overrides: Partial<Runner.RunSettings> = {}) =>
     steps: 4,
     groups: 4,
     groupSize: 4,
-    adam: { learning_rate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0, grad_clip_norm: 1 },
+    adam: { learningRate: 2e-2, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, gradClipNorm: 1 },
     evalEvery: 0,
     saveEvery: 2,
     logRolloutsEvery: 1,

@@ -69,7 +69,7 @@ const train = (coef: number) =>
       const trained = out.data.filter((d) => d.lossFnInputs["advantages"]!.data.some((a) => a !== 0))
       if (trained.length === 0) continue
       yield* trainer.forwardBackward(trained, "importance_sampling")
-      yield* trainer.optimStep(adamParams({ learning_rate: 2e-2, grad_clip_norm: 1 }))
+      yield* trainer.optimStep(adamParams({ learningRate: 2e-2, gradClipNorm: 1 }))
       yield* trainer.saveWeightsForSampler(`step-${step + 1}`)
     }
     return trace

@@ -46,7 +46,7 @@ const step = (backend: Backend, data: ReadonlyArray<Datum>, lossFn: LossFn, chun
   return Effect.gen(function* () {
     const trainer = yield* Trainer
     const out = yield* forwardBackwardChunked(data, lossFn, { chunk, ...(lossFnConfig ? { lossFnConfig } : {}) })
-    const optim = yield* trainer.optimStep(adamParams({ learning_rate: 1e-2, grad_clip_norm: 1 }))
+    const optim = yield* trainer.optimStep(adamParams({ learningRate: 1e-2, gradClipNorm: 1 }))
     const saved = yield* trainer.saveState("after")
     const file = fs.existsSync(saved.path) ? saved.path : path.join(stateDir, "after.ckpt")
     const ck = yield* Effect.promise(() => Checkpoint.read(file))

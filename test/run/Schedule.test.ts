@@ -26,7 +26,7 @@ const recording = (dir: string, seen: Array<number>) =>
       const inner = yield* Trainer
       return Trainer.of({
         ...inner,
-        optimStep: (adam: AdamParams) => Effect.sync(() => seen.push(adam.learning_rate)).pipe(Effect.andThen(inner.optimStep(adam))),
+        optimStep: (adam: AdamParams) => Effect.sync(() => seen.push(adam.learningRate)).pipe(Effect.andThen(inner.optimStep(adam))),
       })
     }),
   ).pipe(
@@ -39,7 +39,7 @@ const close = (got: ReadonlyArray<number>, want: ReadonlyArray<number>) => {
 }
 
 const lrs = (schedule: Runner.LrSchedule, steps = 6, lr = 1) =>
-  Array.from({ length: steps }, (_, s) => Runner.learningRate({ adam: { ...Runner.defaults("x").adam, learning_rate: lr }, steps, lrSchedule: schedule }, s))
+  Array.from({ length: steps }, (_, s) => Runner.learningRate({ adam: { ...Runner.defaults("x").adam, learningRate: lr }, steps, lrSchedule: schedule }, s))
 
 describe("learning-rate schedules", () => {
   it("constant, linear and cosine with warmup, by hand", () => {

@@ -78,7 +78,7 @@ export const make = (calls: Calls, state: State): TrainerShape => {
     optimStep: Effect.fn("Http.optimStep")(function* (adam: AdamParams) {
       const out = yield* trainingCall(
         "/optim_step",
-        (seq) => ({ adam_params: adam, model_id: state.modelId, seq_id: seq, type: "optim_step" }),
+        (seq) => ({ adam_params: Wire.adamParamsToWire(adam), model_id: state.modelId, seq_id: seq, type: "optim_step" }),
         "OptimStep",
         Wire.OptimStepResponse,
         "optim_step",

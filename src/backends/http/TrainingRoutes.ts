@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Result, SubscriptionRef } from "effect"
-import { AdamParams as AdamParamsSchema, adamParams, type BackendError, type Datum } from "../../Contract.ts"
+import type { BackendError, Datum } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
 import { checkAll } from "../../Datum.ts"
 import * as Alignment from "./Alignment.ts"
@@ -149,8 +149,9 @@ export const make = (ctx: Context): Record<string, Handler> => {
     optim_step: (body) =>
       Effect.gen(function* () {
         const req = yield* decodeOr400(Wire.OptimStepRequest)(body)
-        const given = Object.fromEntries(Object.entries(req.adam_params).filter(([, v]) => v !== undefined))
-        const adam = yield* decodeOr400(AdamParamsSchema, "adam_params")(adamParams(given))
+        const decoded = Wire.adamParamsFromWire(req.adam_params)
+        if (Result.isFailure(decoded)) return yield* bad(decoded.failure)
+        const adam = decoded.success
         const model = yield* registry.getModel(req.model_id)
         return yield* trainingFuture(
           "OptimStep",

@@ -19,7 +19,9 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { type Result, Schema } from "effect"
+import * as Contract from "../../Contract.ts"
+import { decode } from "./Decode.ts"
 
 /** Every endpoint lives under this prefix. @since 0.1.0 @category constants */
 export const API_PREFIX = "/api/v1"
@@ -94,6 +96,39 @@ export const AdamParams = Schema.Struct({
   weight_decay: Schema.optional(Schema.Finite),
   grad_clip_norm: Schema.optional(Schema.Finite),
 })
+export type AdamParams = typeof AdamParams.Type
+
+/**
+ * gyre's `AdamParams` (camelCase) as the wire's `adam_params` (snake_case): the one
+ * mapping between the two. Decodes a wire object to gyre's, with the checks of
+ * `Contract.AdamParams`; a failure names the wire field (`learning_rate`).
+ * @since 0.1.0 @category models
+ */
+export const AdamParamsFromWire = Contract.AdamParams.pipe(
+  Schema.encodeKeys({ learningRate: "learning_rate", weightDecay: "weight_decay", gradClipNorm: "grad_clip_norm" }),
+)
+
+/** gyre's AdamParams -> the wire's `adam_params` (what the client sends). @since 0.1.0 @category combinators */
+export const adamParamsToWire = (a: Contract.AdamParams): AdamParams => ({
+  learning_rate: a.learningRate,
+  beta1: a.beta1,
+  beta2: a.beta2,
+  eps: a.eps,
+  weight_decay: a.weightDecay,
+  grad_clip_norm: a.gradClipNorm,
+})
+
+/**
+ * The wire's `adam_params` -> gyre's AdamParams (what the server decodes): absent fields
+ * take Tinker's defaults (`Contract.adamParams()`); a failure is one line naming
+ * `adam_params.<field>`.
+ * @since 0.1.0 @category combinators
+ */
+export const adamParamsFromWire = (w: AdamParams): Result.Result<Contract.AdamParams, string> =>
+  decode(AdamParamsFromWire, "adam_params")({
+    ...adamParamsToWire(Contract.adamParams()),
+    ...Object.fromEntries(Object.entries(w).filter(([, v]) => v !== undefined)),
+  })
 
 /** @since 0.1.0 @category models */
 export const StopSequences = Schema.Union([Schema.String, Schema.Array(Schema.String), Schema.Array(Schema.Int)])

@@ -44,9 +44,9 @@ export const globalNorm = (w: Weights): number => {
 export const adamStep = (params: Weights, grads: Weights, state: AdamState, hp: AdamParams): { readonly gradNorm: number } => {
   const gradNorm = globalNorm(grads)
   if (!Number.isFinite(gradNorm)) throw new NonFiniteError(`the gradient norm is ${gradNorm}; the optimizer step was not applied`)
-  const clip = hp.grad_clip_norm > 0 && gradNorm > hp.grad_clip_norm ? hp.grad_clip_norm / gradNorm : 1
+  const clip = hp.gradClipNorm > 0 && gradNorm > hp.gradClipNorm ? hp.gradClipNorm / gradNorm : 1
   const t = state.t + 1
-  const { beta1: b1, beta2: b2, eps, learning_rate: lr, weight_decay: wd } = hp
+  const { beta1: b1, beta2: b2, eps, learningRate: lr, weightDecay: wd } = hp
   const c1 = 1 - Math.pow(b1, t)
   const c2 = 1 - Math.pow(b2, t)
   const decay = 1 - lr * wd

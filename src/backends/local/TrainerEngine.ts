@@ -324,7 +324,7 @@ export class LocalTrainerEngine {
     this.invalidate()
     this.zeroGrad()
     this.version += 1
-    return { version: this.version, metrics: { grad_norm: gradNorm, learning_rate: hp.learning_rate, step: this.version } }
+    return { version: this.version, metrics: { grad_norm: gradNorm, learning_rate: hp.learningRate, step: this.version } }
   }
 
   /** A copy of the adapter for a sampler. */

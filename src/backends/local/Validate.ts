@@ -36,8 +36,8 @@ export interface Limits {
 export const checkAdam = (adam: AdamParams): string | undefined => {
   const bad = Object.entries(adam).find(([, v]) => typeof v !== "number" || !Number.isFinite(v))
   if (bad) return `adam ${bad[0]} must be a finite number`
-  if (adam.learning_rate < 0 || adam.eps <= 0 || adam.beta1 < 0 || adam.beta1 >= 1 || adam.beta2 < 0 || adam.beta2 >= 1 || adam.weight_decay < 0 || adam.grad_clip_norm < 0) {
-    return "adam params out of range: learning_rate >= 0, 0 <= beta1, beta2 < 1, eps > 0, weight_decay >= 0, grad_clip_norm >= 0"
+  if (adam.learningRate < 0 || adam.eps <= 0 || adam.beta1 < 0 || adam.beta1 >= 1 || adam.beta2 < 0 || adam.beta2 >= 1 || adam.weightDecay < 0 || adam.gradClipNorm < 0) {
+    return "adam params out of range: learningRate >= 0, 0 <= beta1, beta2 < 1, eps > 0, weightDecay >= 0, gradClipNorm >= 0"
   }
   return undefined
 }

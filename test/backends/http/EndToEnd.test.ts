@@ -105,12 +105,12 @@ describe("checkpoints over http", () => {
         const trainer = yield* Trainer
         const data = [D.rl({ prompt: [1, 2], completion: [3, 4, 5], samplerLogprobs: [-1, -1, -1], advantage: 1 })]
         yield* trainer.forwardBackward(data, "importance_sampling")
-        yield* trainer.optimStep(adamParams({ learning_rate: 0.5 }))
+        yield* trainer.optimStep(adamParams({ learningRate: 0.5 }))
         const saved = yield* trainer.saveState("ck-1")
         assert.match(saved.path, /^tinker:\/\/.+:train:0\/weights\/ck-1$/)
         const atSave = [...toy.weights()]
         yield* trainer.forwardBackward(data, "importance_sampling")
-        yield* trainer.optimStep(adamParams({ learning_rate: 0.5 }))
+        yield* trainer.optimStep(adamParams({ learningRate: 0.5 }))
         assert.notDeepEqual([...toy.weights()], atSave)
         assert.strictEqual((yield* trainer.info).version, 2)
         yield* trainer.loadState(saved.path, { withOptimizer: true })

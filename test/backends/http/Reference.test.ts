@@ -61,7 +61,7 @@ describe("Reference over HTTP", () => {
           const sampled = yield* sampler.sample(modelInputFromTokens(prompt), { maxTokens: 4, temperature: 1, seed: 9 }, { numSamples: 8 })
           const data = sampled.sequences.map((s, i) => D.rl({ prompt, completion: s.tokens, samplerLogprobs: s.logprobs, advantage: i % 2 === 0 ? 1 : -1 }))
           yield* trainer.forwardBackward(data, "importance_sampling")
-          yield* trainer.optimStep(adamParams({ learning_rate: 0.2 }))
+          yield* trainer.optimStep(adamParams({ learningRate: 0.2 }))
           yield* trainer.saveWeightsForSampler("step-1")
           const policy = yield* Effect.forEach(probes, (p) => sampler.computeLogprobs(modelInputFromTokens(p)))
           const ref1 = yield* reference.logprobs(probes.map(modelInputFromTokens))

@@ -89,7 +89,7 @@ describe("serve: the embedded backend with replicas", () => {
           const sampler = yield* Sampler
           const data = [D.rl({ prompt: [1, 40, 41], completion: [42, 43, 2], samplerLogprobs: [-4, -4, -4], advantage: 1 })]
           yield* trainer.forwardBackward(data, "importance_sampling")
-          const step = yield* trainer.optimStep(adamParams({ learning_rate: 0.05 }))
+          const step = yield* trainer.optimStep(adamParams({ learningRate: 0.05 }))
           const pub = yield* trainer.saveWeightsForSampler("v1")
           assert.strictEqual(pub.version, step.version)
           assert.strictEqual(yield* sampler.version, 1)
@@ -124,7 +124,7 @@ describe("serve --workers", () => {
           const trainer = yield* Trainer
           const sampler = yield* Sampler
           yield* trainer.forwardBackward([D.rl({ prompt: [1, 40, 41], completion: [42, 43, 2], samplerLogprobs: [-4, -4, -4], advantage: 1 })], "importance_sampling")
-          yield* trainer.optimStep(adamParams({ learning_rate: 0.05 }))
+          yield* trainer.optimStep(adamParams({ learningRate: 0.05 }))
           const pub = yield* trainer.saveWeightsForSampler("w1")
           const r = yield* sampler.sample(modelInputFromTokens([1, 40]), { maxTokens: 3, temperature: 1, seed: 1 }, { numSamples: 2, minPolicyVersion: pub.version })
           assert.strictEqual(r.policyVersion, 1)

@@ -72,7 +72,7 @@ export const rlSequence = (o: SequenceOptions) =>
       }
       const fb = yield* trainer.forwardBackward(data, "importance_sampling")
       losses.push(fb.metrics["loss"]!)
-      const opt = yield* trainer.optimStep(adamParams({ learning_rate: o.learningRate }))
+      const opt = yield* trainer.optimStep(adamParams({ learningRate: o.learningRate }))
       versions.push(opt.version)
       pub = yield* trainer.saveWeightsForSampler(`step-${step + 1}`)
     }

@@ -126,12 +126,12 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
         let norm = 0
         for (let k = 0; k < W.length; k++) {
           norm += grad[k]! * grad[k]!
-          W[k] -= adam.learning_rate * grad[k]!
+          W[k] -= adam.learningRate * grad[k]!
           grad[k] = 0
         }
         version++
         counters.optimSteps++
-        return { version, metrics: { grad_norm: Math.sqrt(norm), learning_rate: adam.learning_rate } }
+        return { version, metrics: { grad_norm: Math.sqrt(norm), learning_rate: adam.learningRate } }
       }),
     saveWeightsForSampler: (name) =>
       Effect.sync(() => {

@@ -255,7 +255,7 @@ describe("trainer", () => {
         }
       })
       trainer.run(data, resolved("ppo"), { backward: true })
-      trainer.optimStep({ ...adam, learning_rate: 3e-2 })
+      trainer.optimStep({ ...adam, learningRate: 3e-2 })
       sampler.setAdapter(trainer.publish())
     }
     const after = await meanReward(64)

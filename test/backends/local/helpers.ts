@@ -49,7 +49,7 @@ export const ceDatum = (rng: Rng, P: number, T: number, options: { weights?: boo
   return { modelInput: modelInputFromTokens(tokens), lossFnInputs: inputs }
 }
 
-export const adam = { learning_rate: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0, grad_clip_norm: 0 }
+export const adam = { learningRate: 1e-2, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0, gradClipNorm: 0 }
 
 export const maxAbsDiff = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => {
   if (a.length !== b.length) return Infinity

@@ -39,7 +39,7 @@ layer(Local.layer({ config: tinyConfig, lora: tinyLora, seed: 3, stateDir }))("L
       const tokens = [1, 50, 51, 52, 60, 61, 2]
       const fb = yield* trainer.forwardBackward([datum(tokens, { target_tokens: int64(tokens.map((t, i) => (i < 4 ? -100 : t))) })], "cross_entropy")
       assert.strictEqual(fb.metrics["active_tokens"], 3)
-      const step = yield* trainer.optimStep(adamParams({ learning_rate: 1e-2 }))
+      const step = yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
       assert.strictEqual(step.version, 1)
       assert.isTrue(step.metrics["grad_norm"]! > 0)
       assert.strictEqual((yield* trainer.info).version, 1)
@@ -56,7 +56,7 @@ layer(Local.layer({ config: tinyConfig, lora: tinyLora, seed: 3, stateDir }))("L
       const saved = yield* trainer.saveState("ckpt-1")
       assert.isTrue(fs.existsSync(saved.path))
       yield* trainer.forwardBackward([datum(tokens, {})], "cross_entropy")
-      yield* trainer.optimStep(adamParams({ learning_rate: 1e-2 }))
+      yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
       yield* trainer.loadState(saved.path, { withOptimizer: true })
       assert.strictEqual((yield* trainer.info).version, 1)
       const again = yield* trainer.forward([datum(tokens, {})], "cross_entropy")

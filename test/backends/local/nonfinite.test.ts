@@ -62,15 +62,15 @@ describe("non-finite values never reach the weights", () => {
     const params = { w: new Float32Array([1, 2, 3]) }
     const state = initAdam(params)
     const grads = { w: new Float32Array([0.1, Number.NaN, 0.2]) }
-    assert.throws(() => adamStep(params, grads, state, adamParams({ grad_clip_norm: 1 })), /gradient norm is NaN/)
+    assert.throws(() => adamStep(params, grads, state, adamParams({ gradClipNorm: 1 })), /gradient norm is NaN/)
     assert.deepStrictEqual([...params.w], [1, 2, 3])
     assert.strictEqual(state.t, 0)
     assert.deepStrictEqual([...state.m["w"]!], [0, 0, 0])
     // finite, but its square overflows the float32 second moment when nothing clips it
-    assert.throws(() => adamStep(params, { w: new Float32Array([1e20, 0, 0]) }, state, adamParams({ grad_clip_norm: 0 })), /overflows float32/)
+    assert.throws(() => adamStep(params, { w: new Float32Array([1e20, 0, 0]) }, state, adamParams({ gradClipNorm: 0 })), /overflows float32/)
     assert.deepStrictEqual([...params.w], [1, 2, 3])
     assert.deepStrictEqual([...state.v["w"]!], [0, 0, 0])
-    adamStep(params, { w: new Float32Array([1e20, 0, 0]) }, state, adamParams({ grad_clip_norm: 1 }))
+    adamStep(params, { w: new Float32Array([1e20, 0, 0]) }, state, adamParams({ gradClipNorm: 1 }))
     assert.strictEqual(state.t, 1)
     assert.isTrue([...params.w, ...state.v["w"]!].every(Number.isFinite))
   })
@@ -97,7 +97,7 @@ describe("the embedded services", () => {
         assert.strictEqual(e2.reason, "InvalidInput")
         assert.match(e2.message, /^data\[1\] position \d+: the importance_sampling loss is/)
         yield* trainer.forwardBackward([good], "ppo")
-        const step = yield* trainer.optimStep(adamParams({ learning_rate: 1e-2, grad_clip_norm: 1 }))
+        const step = yield* trainer.optimStep(adamParams({ learningRate: 1e-2, gradClipNorm: 1 }))
         assert.isTrue(Number.isFinite(step.metrics["grad_norm"]!))
         yield* trainer.saveWeightsForSampler("after")
         const out = yield* sampler.sample(modelInputFromTokens([1, 40, 41]), { maxTokens: 4, temperature: 1 }, { numSamples: 2 })

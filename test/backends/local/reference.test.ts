@@ -51,7 +51,7 @@ const program = Effect.gen(function* () {
   // one large update on sampled completions, published to the sampler
   const first = yield* sampler.sample(modelInputFromTokens(prompt), { maxTokens: 4, temperature: 1, seed: 5 }, { numSamples: 8 })
   yield* trainer.forwardBackward(first.sequences.map((s, i) => rlDatum(s.tokens, s.logprobs, i % 2 === 0 ? 1 : -1)), "importance_sampling")
-  const step = yield* trainer.optimStep(adamParams({ learning_rate: 0.2 }))
+  const step = yield* trainer.optimStep(adamParams({ learningRate: 0.2 }))
   yield* trainer.saveWeightsForSampler(`step-${step.version}`)
   const ref1 = yield* reference.logprobs(inputs)
   let moved = 0

@@ -385,7 +385,7 @@ describe("prompt K/V reuse (what the sampler's prompt cache does and does not do
     if (!ce.ok) throw new Error(ce.message)
     const rng = new Rng(3)
     trainer.run([ceDatum(rng, 4, 8), ceDatum(rng, 5, 6)], ce.value, { backward: true })
-    trainer.optimStep({ ...adam, learning_rate: 0.1 })
+    trainer.optimStep({ ...adam, learningRate: 0.1 })
     const adapter = trainer.publish()
     sampler.setAdapter(adapter)
     const hits = sampler.stats.prefixHits

@@ -39,7 +39,7 @@ layer(Layer.effect(Threads, LocalWorkers.make(options)))("LocalWorkers", (it) =>
       const first = yield* sampler.sample(modelInputFromTokens(prompt), { maxTokens: 6, temperature: 1, seed: 11 }, { numSamples: 4 })
       const data = first.sequences.map((s, i) => rlDatum(s.tokens, s.logprobs, i % 2 === 0 ? 1 : -1))
       yield* trainer.forwardBackward(data, "ppo")
-      const step = yield* trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
+      const step = yield* trainer.optimStep(adamParams({ learningRate: 5e-2 }))
       assert.strictEqual(step.version, before + 1)
       const published = yield* trainer.saveWeightsForSampler(`step-${step.version}`)
       assert.strictEqual(published.version, step.version)
@@ -71,7 +71,7 @@ layer(Layer.effect(Threads, LocalWorkers.make(options)))("LocalWorkers", (it) =>
       const scoring = yield* Effect.forkChild(sampler.computeLogprobs(modelInputFromTokens(prompt), { minPolicyVersion: next }))
       const tokens = [...prompt, 50, 51]
       yield* trainer.forwardBackward([datum(tokens, { target_tokens: int64(tokens.map((t, i) => (i < prompt.length ? -100 : t))) })], "cross_entropy")
-      yield* trainer.optimStep(adamParams({ learning_rate: 1e-2 }))
+      yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
       // several round trips to the workers later, the pinned calls still wait
       assert.isUndefined(pinned.pollUnsafe())
       assert.isUndefined(scoring.pollUnsafe())
@@ -124,7 +124,7 @@ layer(Layer.effect(Threads, LocalWorkers.make(options)))("LocalWorkers", (it) =>
       const version = (yield* trainer.info).version
       const fwd = yield* trainer.forward([datum(tokens, {})], "cross_entropy")
       yield* trainer.forwardBackward([datum(tokens, {})], "cross_entropy")
-      yield* trainer.optimStep(adamParams({ learning_rate: 1e-2 }))
+      yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
       yield* trainer.loadState("ckpt-w", { withOptimizer: true })
       assert.strictEqual((yield* trainer.info).version, version)
       const again = yield* trainer.forward([datum(tokens, {})], "cross_entropy")
@@ -161,8 +161,8 @@ describe("LocalWorkers lifecycle", () => {
         for (const key of ["loss", "loss:sum", "active_tokens", "clip_fraction"]) {
           assert.closeTo(b.metrics[key]!, a.metrics[key]!, 1e-5, key)
         }
-        const sa = yield* one.trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
-        const sb = yield* two.trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
+        const sa = yield* one.trainer.optimStep(adamParams({ learningRate: 5e-2 }))
+        const sb = yield* two.trainer.optimStep(adamParams({ learningRate: 5e-2 }))
         assert.strictEqual(sb.version, sa.version)
         assert.closeTo(sb.metrics["grad_norm"]!, sa.metrics["grad_norm"]!, 1e-5)
       }
@@ -177,7 +177,7 @@ describe("LocalWorkers lifecycle", () => {
       // loading a state reaches every trainer thread
       const saved = yield* two.trainer.saveState("two-threads")
       yield* two.trainer.forwardBackward(data, "ppo")
-      yield* two.trainer.optimStep(adamParams({ learning_rate: 5e-2 }))
+      yield* two.trainer.optimStep(adamParams({ learningRate: 5e-2 }))
       yield* two.trainer.loadState(saved.path)
       const again = yield* two.trainer.forward(data, "ppo")
       fb.lossFnOutputs.forEach((o, i) => assert.deepStrictEqual(again.lossFnOutputs[i]!.logprobs, o.logprobs))
