@@ -41,6 +41,7 @@ describe("npx tsx run", () => {
     assert.strictEqual(r.code, 1)
     assert.include(r.out, "--lr must be a value greater than or equal to 0, got -1")
     assert.notInclude(r.out, "learning_rate")
+    assert.notInclude(r.out, "learningRate")
   })
 
   it("answers an unknown flag with one line: the flag, the suggestion, and --help", () => {
