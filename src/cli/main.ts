@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 /**
- * The `gyre` command: `gyre run`, `gyre eval`, `gyre serve`, `gyre report`;
+ * The `gyre` command: `gyre run`, `gyre eval`, `gyre serve`, `gyre report`, `gyre export`;
  * `gyre --help` and `gyre <command> --help` list every flag.
  */
 import { Effect } from "effect"
 import { Command } from "effect/cli"
+import { exportCommand } from "../Export.ts"
 import { evalCommand } from "./eval.ts"
 import { version } from "./paths.ts"
 import { reportCommand } from "./report.ts"
@@ -14,8 +15,10 @@ import { runMain, Services } from "../platform/index.ts"
 
 /** The `gyre` command and its subcommands. */
 export const gyreCommand = Command.make("gyre").pipe(
-  Command.withDescription("Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report)."),
-  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand]),
+  Command.withDescription(
+    "Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report), export a LoRA adapter (export).",
+  ),
+  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand, exportCommand]),
 )
 
 if (process.argv[2] === "serve") process.argv = [...process.argv.slice(0, 3), ...withDefaultModel(process.argv.slice(3))]
