@@ -52,7 +52,10 @@ const flags = {
   evalSize: int("eval-size", "held-out problems per evaluation (default: the env's eval.size, else 300)"),
   evalTemperature: num("eval-temperature", "sampling temperature for evaluation (default: the env's eval.temperature, else 1)"),
   saveEvery: int("save-every", "save a checkpoint every N steps (default 500); the last step is always saved"),
-  sft: Flag.Boolean("sft").pipe(Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy)"), Flag.withDefault(false)),
+  sft: Flag.Boolean("sft").pipe(
+    Flag.withDescription("supervised fine-tuning on the env's reference answers (cross_entropy); to start RL from an SFT run, use --init-from"),
+    Flag.optional,
+  ),
   async: Flag.Boolean("async").pipe(Flag.withDescription("sample step k+1 while step k trains"), Flag.withDefault(false)),
   workers: Flag.Boolean("workers").pipe(
     Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (1.25-1.3x faster on 2 cores; always on with --async)"),
@@ -146,7 +149,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   evalSize: get(p.evalSize),
   evalTemperature: get(p.evalTemperature),
   saveEvery: get(p.saveEvery),
-  sft: p.sft,
+  sft: get(p.sft),
   async: p.async,
   workers: p.workers,
   maxLag: get(p.maxLag),

@@ -234,7 +234,7 @@ const settingsFrom = (
       ...set("evalSize", p.evalSize),
       ...set("evalTemperature", p.evalTemperature),
       ...set("saveEvery", p.saveEvery),
-      ...(p.sft === true ? { sft: true } : {}),
+      ...set("sft", p.sft),
       ...(p.async === true ? { async: true } : {}),
       ...set("maxLag", p.maxLag),
       ...set("staleGroups", p.stale),
@@ -330,6 +330,14 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     return yield* new Runner.RunError({
       reason: "Resume",
       message: "--init-from cannot be given with --resume: a resumed run continues from its own checkpoints (config.json records where it started); start a new run with --init-from instead",
+    })
+  }
+  if (saved !== undefined && options.sft !== undefined && options.sft !== saved.sft) {
+    return yield* new Runner.RunError({
+      reason: "Resume",
+      message: saved.sft
+        ? `--resume ${resumeDir} continues an SFT run; --sft=false cannot turn it into RL. Start RL from its weights with --init-from ${resumeDir}`
+        : `--resume ${resumeDir} continues an RL run; --sft cannot turn it into SFT. Start a new run instead`,
     })
   }
   if (saved !== undefined) {
