@@ -10,9 +10,9 @@
  *
  * or, in one turn, a direct guess " 62" (the base model guesses on most problems).
  */
-import * as Path from "node:path"
 import { Schema } from "effect"
 import { Env, Reward, Tool } from "gyre"
+import { shippedModel } from "gyre/embedded"
 
 const Op = Schema.Literals(["plus", "minus", "times"])
 const Problem = Schema.Struct({ a: Schema.Int, b: Schema.Int, op: Op })
@@ -53,7 +53,7 @@ export default Env.make({
   sampling: { maxTokens: 8, temperature: 1 },
   eval: { heldOut: 0.1, size: 400 },
   // pretrained on this format by scripts/pretrain-calculator.ts: calls the tool on ~1/4 of problems
-  baseModel: Path.join(import.meta.dirname, "../models/calculator"),
+  baseModel: shippedModel("calculator"),
   // RL learns to call the tool within ~100 steps; 300 leave room and end in minutes
   defaults: { steps: 300, evalEvery: 100, saveEvery: 100 },
 })

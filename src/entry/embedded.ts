@@ -5,7 +5,8 @@
  * @since 0.1.0
  */
 import * as Local from "../backends/local/index.ts"
-import { defaultModelDir } from "../cli/paths.ts"
+import * as Path from "node:path"
+import { defaultModelDir, packageRoot } from "../cli/paths.ts"
 
 export type {
   /** Options of the embedded backend: model folder or config, LoRA, seed, state folder, workers. */
@@ -19,6 +20,9 @@ export type {
 export { Local } from "../backends/local/index.ts"
 /** The folder of the base model shipped with gyre. */
 export { defaultModelDir } from "../cli/paths.ts"
+
+/** A model folder shipped with gyre, by name (`shippedModel("calculator")` is `<package>/models/calculator`). */
+export const shippedModel = (name: string): string => Path.join(packageRoot, "models", name)
 
 /** The embedded backend's layer, on gyre's shipped base model unless `modelDir` or `config` is given. */
 export const layer = (options: Local.LocalOptions = {}) =>
