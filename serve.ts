@@ -5,9 +5,7 @@
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { version } from "./src/cli/paths.ts"
-import { serveCommand, withDefaultModel } from "./src/cli/serve.ts"
+import { serveCommand } from "./src/cli/serve.ts"
 import { runMain, Services } from "./src/platform/index.ts"
-
-process.argv = [...process.argv.slice(0, 2), ...withDefaultModel(process.argv.slice(2))]
 
 serveCommand.pipe(Command.run({ version }), Effect.provide(Services.layer), runMain)

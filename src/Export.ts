@@ -29,17 +29,23 @@
  *
  * The adapter comes from a checkpoint of the run (`checkpoints.jsonl`): the last one, or
  * the one of `--step`. A run over HTTP keeps its checkpoints on the server
- * (`tinker://...`); see `ExportError` reason `Remote`.
+ * (`tinker://...`): export downloads the state file through the server's archive route
+ * (`GET /api/v1/training_runs/{model_id}/checkpoints/{checkpoint_id}/archive`), from the
+ * server that `--backend URL` names, else the run's `config.json` (`backend`), else
+ * `TINKER_BASE_URL`.
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { Console, Effect, Option, Schema } from "effect"
+import { Config, Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
+import * as Checkpoints from "./backends/http/ClientCheckpoints.ts"
+import type * as Retry from "./backends/http/Retry.ts"
 import * as Checkpoint from "./backends/local/Checkpoint.ts"
 import { LORA_TARGETS, type LoraTarget } from "./backends/local/Model.ts"
 import * as Env from "./Env.ts"
+import * as PlatformHttpClient from "./platform/HttpClient.ts"
 import * as RunLog from "./RunLog.ts"
 
 // ===== Errors =====
@@ -47,7 +53,8 @@ import * as RunLog from "./RunLog.ts"
 /**
  * An export failed: the run has no checkpoint (`NoCheckpoint`), the folder or a file in
  * it is not what a run writes (`RunFolder`, `State`), the checkpoint lives on a server
- * (`Remote`), or the output could not be written (`Write`).
+ * that is not named or cannot hand it out (`Remote`), or the output could not be
+ * written (`Write`).
  * @since 0.1.0 @category errors
  */
 export class ExportError extends Schema.TaggedError<ExportError>()("ExportError", {
@@ -180,6 +187,10 @@ export interface ExportOptions {
   readonly out: string
   /** `base_model_name_or_path` (default: the run's env's base model, else gyre's embedded base model folder) */
   readonly baseModel?: string | undefined
+  /** the server holding a run's `tinker://` checkpoints (default: config.json's `backend`, else `TINKER_BASE_URL`) */
+  readonly backend?: string | undefined
+  /** how the download retries (default `Retry.standard`) */
+  readonly retry?: Retry.Policy | undefined
 }
 
 /** What `exportRun` wrote. @since 0.1.0 @category models */
@@ -191,6 +202,60 @@ export interface ExportResult {
 }
 
 const fail = (reason: ExportError["reason"], message: string) => new ExportError({ reason, message })
+
+/** The state file of a checkpoint on this machine: the path the run recorded, else its name in the run's state folder. */
+const localState = (stateDir: string, row: Record<string, unknown>, step: number, saved: string) =>
+  Effect.gen(function* () {
+    const candidates = [saved, Path.join(stateDir, `${String(row["name"] ?? `step-${step}`)}.ckpt`)]
+    const file = candidates.find((f) => Fs.existsSync(f))
+    if (file === undefined) return yield* fail("State", `the state file of step ${step} is missing (looked at ${[...new Set(candidates)].join(" and ")})`)
+    const state = yield* Effect.tryPromise({ try: () => Checkpoint.read(file), catch: (e) => fail("State", `${file}: ${e instanceof Error ? e.message : String(e)}`) })
+    return { file, state }
+  })
+
+/** The run's config.json, or an empty record when it is missing or unreadable. */
+const readConfig = (dir: string): Record<string, unknown> => {
+  try {
+    const value = JSON.parse(Fs.readFileSync(Path.join(dir, "config.json"), "utf8")) as unknown
+    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : {}
+  } catch {
+    return {}
+  }
+}
+
+/** The server of a run's remote checkpoints: `--backend`, else config.json's `backend`, else `TINKER_BASE_URL`. */
+const serverOf = (dir: string, given: string | undefined) =>
+  Effect.gen(function* () {
+    if (given !== undefined) return Option.some({ url: given, from: "--backend" })
+    const recorded = readConfig(dir)["backend"]
+    if (typeof recorded === "string" && /^https?:\/\//.test(recorded)) return Option.some({ url: recorded, from: "config.json" })
+    const env = yield* Config.option(Config.String("TINKER_BASE_URL")).pipe(Effect.orElseSucceed(() => Option.none<string>()))
+    return Option.map(env, (url) => ({ url, from: "TINKER_BASE_URL" }))
+  })
+
+/** The state file of a `tinker://` checkpoint, downloaded from its server. */
+const downloadState = (dir: string, step: number, saved: string, backend: string | undefined, retry: Retry.Policy | undefined) =>
+  Effect.gen(function* () {
+    const server = yield* serverOf(dir, backend)
+    if (Option.isNone(server)) {
+      return yield* fail(
+        "Remote",
+        `the checkpoint of step ${step} is on the training server (${saved}), and neither --backend nor the run's config.json names that server: ` +
+          "give its URL, e.g. --backend http://127.0.0.1:8080",
+      )
+    }
+    const { from, url } = server.value
+    if (!/^https?:\/\//.test(url)) return yield* fail("Remote", `${from} must be an http(s):// URL of the training server, got ${JSON.stringify(url)}`)
+    const bytes = yield* Checkpoints.download(saved, { baseUrl: url, retry }).pipe(
+      Effect.provide(PlatformHttpClient.layer),
+      Effect.mapError((e) => fail("Remote", `the checkpoint of step ${step} (${saved}) could not be downloaded from ${url} (${from}): ${e.message}`)),
+    )
+    const state = yield* Effect.try({
+      try: () => Checkpoint.decode(bytes),
+      catch: (e) => fail("State", `${saved} from ${url} is not a gyre state file: ${e instanceof Error ? e.message : String(e)}`),
+    })
+    return { state, file: saved }
+  })
 
 /** The run's base model, as its config names it or its env declares it. */
 const runBaseModel = (dir: string) =>
@@ -232,17 +297,7 @@ export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, o
   }
   const step = row["step"] as number
   const saved = row["path"] as string
-  if (saved.startsWith("tinker://")) {
-    return yield* fail(
-      "Remote",
-      `the checkpoint of step ${step} is on the training server (${saved}), and this server cannot hand out checkpoint files: ` +
-        "it needs GET /api/v1/training_runs/{model_id}/checkpoints/{checkpoint_id}/archive (Tinker's download route); export from an embedded run meanwhile",
-    )
-  }
-  const candidates = [saved, Path.join(files.state, `${String(row["name"] ?? `step-${step}`)}.ckpt`)]
-  const file = candidates.find((f) => Fs.existsSync(f))
-  if (file === undefined) return yield* fail("State", `the state file of step ${step} is missing (looked at ${[...new Set(candidates)].join(" and ")})`)
-  const state = yield* Effect.tryPromise({ try: () => Checkpoint.read(file), catch: (e) => fail("State", `${file}: ${e instanceof Error ? e.message : String(e)}`) })
+  const { file, state } = saved.startsWith("tinker://") ? yield* downloadState(dir, step, saved, options.backend, options.retry) : yield* localState(files.state, row, step, saved)
   const baseModel = options.baseModel ?? (yield* runBaseModel(dir)) ?? "gyre/models/base"
   const adapter = peftAdapter(state, baseModel)
   if (typeof adapter === "string") return yield* fail("State", `${file} ${adapter}`)
@@ -258,7 +313,7 @@ export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, o
 // ===== Command =====
 
 /**
- * `export <run-folder> [--step N] --out DIR [--base-model NAME]`.
+ * `export <run-folder> [--step N] --out DIR [--base-model NAME] [--backend URL]`.
  * @since 0.1.0 @category commands
  */
 export const exportCommand = Command.make(
@@ -268,9 +323,13 @@ export const exportCommand = Command.make(
     step: Flag.Int("step").pipe(Flag.withDescription("the step whose checkpoint to export (default: the last checkpoint)"), Flag.optional),
     out: Flag.String("out").pipe(Flag.withDescription("folder to write adapter_model.safetensors and adapter_config.json to")),
     baseModel: Flag.String("base-model").pipe(Flag.withDescription("base_model_name_or_path in adapter_config.json (default: the run's base model)"), Flag.optional),
+    backend: Flag.String("backend").pipe(
+      Flag.withDescription("the training server of a run trained over HTTP, whose checkpoints (tinker://...) are downloaded from it (default: TINKER_BASE_URL)"),
+      Flag.optional,
+    ),
   },
-  ({ baseModel, dir, out, step }) =>
-    exportRun(dir, { out, step: Option.getOrUndefined(step), baseModel: Option.getOrUndefined(baseModel) }).pipe(
+  ({ backend, baseModel, dir, out, step }) =>
+    exportRun(dir, { out, step: Option.getOrUndefined(step), baseModel: Option.getOrUndefined(baseModel), backend: Option.getOrUndefined(backend) }).pipe(
       Effect.flatMap((r) => Console.log(`wrote ${r.files.join(" and ")} (${r.tensors} tensors, step ${r.step})`)),
       Effect.catchTag("ExportError", (e) =>
         Console.error(`error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {

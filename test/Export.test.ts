@@ -3,15 +3,17 @@
  * independent safetensors reader (`parseSafetensorsMetadata` of @huggingface/hub, which
  * parses the header and checks the offsets; values are read at those offsets), checked
  * against the saved state; and the failures a user meets (no checkpoint, no such step, a
- * checkpoint on a server).
+ * checkpoint on a server that is not named). A run trained over HTTP is exported from its
+ * server in test/backends/http/Archive.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { parseSafetensorsMetadata } from "@huggingface/hub"
-import { Effect } from "effect"
+import { ConfigProvider, Effect } from "effect"
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import * as Retry from "../src/backends/http/Retry.ts"
 import * as Checkpoint from "../src/backends/local/Checkpoint.ts"
 import { Local } from "../src/backends/local/index.ts"
 import { Rng } from "../src/backends/local/Rng.ts"
@@ -135,16 +137,27 @@ describe("Export", () => {
       assert.isFalse(fs.existsSync(path.join(root, "out-empty")))
     }))
 
-  it.effect("a step with no checkpoint lists the saved steps; a server's checkpoint says what the server lacks", () =>
+  it.live("a step with no checkpoint lists the saved steps; a server's checkpoint with no server named asks for --backend", () =>
     Effect.gen(function* () {
       const dir = path.join(root, "remote")
       fs.mkdirSync(dir, { recursive: true })
       fs.writeFileSync(path.join(dir, "checkpoints.jsonl"), JSON.stringify({ step: 5, name: "step-5", path: "tinker://m1/weights/step-5" }) + "\n")
       const missing = yield* Effect.flip(Export.exportRun(dir, { out: path.join(root, "x"), step: 3 }))
       assert.match(missing.message, /no checkpoint of step 3; --step must be one of 5/)
-      const remote = yield* Effect.flip(Export.exportRun(dir, { out: path.join(root, "x") }))
+      const noEnv = ConfigProvider.layer(ConfigProvider.fromUnknown({}))
+      const remote = yield* Effect.flip(Export.exportRun(dir, { out: path.join(root, "x") })).pipe(Effect.provide(noEnv))
       assert.strictEqual(remote.reason, "Remote")
-      assert.match(remote.message, /tinker:\/\/m1\/weights\/step-5.*checkpoints\/\{checkpoint_id\}\/archive/)
+      assert.match(remote.message, /tinker:\/\/m1\/weights\/step-5.*give its URL, e\.g\. --backend http/)
+      const bad = yield* Effect.flip(Export.exportRun(dir, { out: path.join(root, "x"), backend: "127.0.0.1:8080" }))
+      assert.match(bad.message, /--backend must be an http\(s\):\/\/ URL/)
+      // the server config.json names (a key a run may record) is used when --backend is not given
+      fs.writeFileSync(path.join(dir, "config.json"), JSON.stringify({ backend: "ftp://nowhere" }))
+      const recorded = yield* Effect.flip(Export.exportRun(dir, { out: path.join(root, "x") })).pipe(Effect.provide(noEnv))
+      assert.match(recorded.message, /give its URL/)
+      fs.writeFileSync(path.join(dir, "config.json"), JSON.stringify({ backend: "http://127.0.0.1:9" }))
+      const unreachable = yield* Effect.flip(Export.exportRun(dir, { out: path.join(root, "x"), retry: Retry.fast })).pipe(Effect.provide(noEnv))
+      assert.strictEqual(unreachable.reason, "Remote")
+      assert.match(unreachable.message, /could not be downloaded from http:\/\/127\.0\.0\.1:9 \(config\.json\)/)
     }))
 
   it("the command exits 1 with the message", () => {

@@ -10,7 +10,7 @@ import { evalCommand } from "./eval.ts"
 import { version } from "./paths.ts"
 import { reportCommand } from "./report.ts"
 import { cliPresenter, runCommand } from "./run.ts"
-import { serveCommand, withDefaultModel } from "./serve.ts"
+import { serveCommand } from "./serve.ts"
 import { runMain, Services } from "../platform/index.ts"
 
 /** The `gyre` command and its subcommands. */
@@ -20,8 +20,6 @@ export const gyreCommand = Command.make("gyre").pipe(
   ),
   Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand, exportCommand]),
 )
-
-if (process.argv[2] === "serve") process.argv = [...process.argv.slice(0, 3), ...withDefaultModel(process.argv.slice(3))]
 
 gyreCommand.pipe(
   Command.run({ version }),

@@ -8,8 +8,10 @@
 export { apiKeyConfig, baseUrlConfig, DEFAULT_BASE_URL, layer, layerNoDeps, make, type Options } from "../backends/http/index.ts"
 /** The Tinker-protocol server over a `Trainer | Sampler`. */
 export { Server } from "../backends/http/index.ts"
-/** The `serve` command and the embedded backend wiring behind it. */
-export { Serve } from "../backends/http/index.ts"
+/** The `serve` command's wiring: the embedded backend (with sampler replicas and one adapter per model) behind `Server`. */
+export * as Serve from "../cli/serve.ts"
+/** Downloading a checkpoint's file from a server (`Checkpoints.download(tinkerPath, { baseUrl })`, Tinker's archive route). */
+export { Checkpoints } from "../backends/http/index.ts"
 /** The wire schemas (snake_case JSON) of the protocol. */
 export { Wire } from "../backends/http/index.ts"
 /** How the client retries: which failures, how long. */

@@ -8,6 +8,7 @@
 import { Data, Effect, Result, type Schema } from "effect"
 import type { BackendError, SamplingParams } from "../../Contract.ts"
 import { decode } from "./Decode.ts"
+import type { FileReply } from "./Archives.ts"
 import type * as Wire from "./Wire.ts"
 
 /** A request the server refuses: the HTTP status and the `detail` it answers. @since 0.1.0 @category errors */
@@ -23,6 +24,8 @@ export interface Reply {
   readonly status: number
   readonly body: unknown
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /** a file sent as the body instead of `body` (a checkpoint download) */
+  readonly file?: FileReply | undefined
 }
 
 /** @since 0.1.0 @category constructors */

@@ -15,6 +15,8 @@
  * - Sessions and models (`Models.ts`): with `models` (a factory) each `create_model`
  *   gets its own adapter of the rank it asks for, within `memoryBudget`; idle sessions
  *   expire after `sessionIdleTimeout` and free their models.
+ * - Checkpoint downloads (`Archives.ts`): the archive route answers a download URL of a
+ *   training checkpoint saved by this server, whose file lies in `stateDir`.
  * - Policy versions: `optim_step`, `save_weights_for_sampler`, `asample`, `get_info` and
  *   `GET samplers/{id}` answer a `policy_version` field: the number of optimizer steps
  *   behind the weights.
@@ -28,6 +30,7 @@ import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Trainer } from "../../Trainer.ts"
 import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import { DEFAULT_READY_TIMEOUT } from "../local/Errors.ts"
+import * as Archives from "./Archives.ts"
 import * as Futures from "./Futures.ts"
 import * as Gather from "./Gather.ts"
 import * as Idempotency from "./Idempotency.ts"
@@ -88,6 +91,13 @@ export interface Options {
   /** sampling gather window: closes `sampleGatherQuiet` after the last arrival, at most `sampleGather` after the first (3 ms / 10 ms; 0 turns it off) */
   readonly sampleGather?: Duration.Input | undefined
   readonly sampleGatherQuiet?: Duration.Input | undefined
+  /**
+   * the folder the backend saves checkpoints under: the archive route hands out the files
+   * of training checkpoints saved through this server that lie inside it (without it, none)
+   */
+  readonly stateDir?: string | undefined
+  /** how long a checkpoint download URL works (default 15 min) */
+  readonly archiveTtl?: Duration.Input | undefined
 }
 
 /** Counters for tests and logs. @since 0.1.0 @category models */
@@ -169,6 +179,13 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const samplingSessions = new Map<string, SamplingRoutes.Published>()
   const samplerPaths = new Map<string, SamplingRoutes.Published>()
   const replicaRequests = replicas.map(() => 0)
+  const checkpoints = new Map<string, string>()
+  const archives = Archives.make({
+    stateDir: options.stateDir,
+    checkpoints,
+    now,
+    ttlMillis: options.archiveTtl === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(options.archiveTtl)),
+  })
 
   const training = TrainingRoutes.make({
     registry,
@@ -179,7 +196,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     maxLength,
     maxDatums: options.maxDatums ?? 4096,
     turnTimeout: options.turnTimeout ?? "10 minutes",
-    checkpoints: new Map(),
+    checkpoints,
     published: (model, samplingSessionId, uri, version) => {
       const p = { modelId: model.id, version, modelPath: uri }
       samplingSessions.set(samplingSessionId, p)
@@ -229,6 +246,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const sweep = Effect.gen(function* () {
     yield* futures.sweep
     yield* idempotency.sweep(futures.has)
+    yield* archives.sweep
     const expired = yield* registry.expire
     // what the expired sessions published goes with them
     for (const id of expired) {
@@ -281,6 +299,13 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     Effect.gen(function* () {
       if (!path.startsWith(`${Wire.API_PREFIX}/`)) return { status: 404, body: { detail: `no endpoint ${req.method} ${path.slice(0, 200)}` } }
       const name = path.slice(Wire.API_PREFIX.length + 1)
+      // a download URL carries its own credential (the token), as a signed URL does
+      if (req.method === "GET" && name.startsWith(`${Archives.FILES_ROUTE}/`)) {
+        return yield* archives.download(name.slice(Archives.FILES_ROUTE.length + 1)).pipe(
+          Effect.map((file): Reply => ({ status: 200, body: undefined, file })),
+          Effect.catchTag("Reject", (r) => Effect.succeed<Reply>({ status: r.status, body: { detail: r.message } })),
+        )
+      }
       if (name !== "healthz" && !authorized(req)) return { status: 401, body: { detail: "missing or wrong X-API-Key" } }
       if (req.method === "GET") {
         const g = get[name]
@@ -289,6 +314,12 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
           const id = Result.try(() => decodeURIComponent(name.slice("samplers/".length)))
           if (Result.isFailure(id)) return { status: 400, body: { detail: "the sampler id in the path is not valid percent-encoding" } }
           return yield* toReply(sampling.samplerInfo(id.success))
+        }
+        const archive = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name)
+        if (archive !== null) {
+          const host = req.headers["host"]
+          const origin = typeof host === "string" && /^[A-Za-z0-9.:[\]-]+$/.test(host) ? `http://${host}` : ""
+          return yield* toReply(archives.archive(archive[1]!, archive[2]!, origin))
         }
         return { status: post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
       }
@@ -316,6 +347,14 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       Effect.catchCause((cause) => Effect.as(Effect.logError(`${req.method} ${path.slice(0, 200)} failed`, cause), { status: 500, body: { detail: "internal error" } } as Reply)),
     )
     yield* Effect.logDebug(`${req.method} ${path.slice(0, 200)} ${reply.status} (${(yield* now) - started} ms)`)
+    if (reply.file !== undefined) {
+      return HttpServerResponse.stream(reply.file.stream, {
+        status: reply.status,
+        contentType: "application/octet-stream",
+        contentLength: reply.file.size,
+        headers: { "content-disposition": `attachment; filename="${reply.file.filename}"` },
+      })
+    }
     return HttpServerResponse.jsonUnsafe(reply.body, { status: reply.status, ...(reply.headers !== undefined ? { headers: reply.headers } : {}) })
   })
 

@@ -10,8 +10,8 @@
  * @since 0.1.0
  */
 export * as Alignment from "./Alignment.ts"
+export * as Checkpoints from "./ClientCheckpoints.ts"
 export { apiKeyConfig, baseUrlConfig, DEFAULT_BASE_URL, layer, layerNoDeps, make, type Options } from "./Client.ts"
 export * as Retry from "./Retry.ts"
-export * as Serve from "./Serve.ts"
 export * as Server from "./Server.ts"
 export * as Wire from "./Wire.ts"

@@ -1,0 +1,151 @@
+/**
+ * Downloading a checkpoint's file from a Tinker-protocol server: the archive route
+ * (`GET /api/v1/training_runs/{model_id}/checkpoints/{checkpoint_id}/archive`) answers
+ * a download URL, as JSON `{"url", "expires"}` or as a redirect (`Location`), and the URL
+ * gives the bytes. The API key goes to the archive route only, never to the download URL
+ * (which carries its own credential and may lie on another host). Failures are retried
+ * as submissions are (`Retry.ts`); a 4xx fails at once with the server's message.
+ *
+ * @since 0.1.0
+ */
+import { type Duration, Effect, Option, Redacted, Result, Schema } from "effect"
+import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { BackendError } from "../../Contract.ts"
+import { apiKeyConfig } from "./Client.ts"
+import * as Retry from "./Retry.ts"
+import { CLIENT_VERSION, headerValueProblem, redactor, toBackendError } from "./Transport.ts"
+import * as Wire from "./Wire.ts"
+
+/** A `tinker://<model_id>/<kind>/<name>` path, taken apart. @since 0.1.0 @category models */
+export interface TinkerPath {
+  readonly modelId: string
+  readonly kind: "weights" | "sampler_weights"
+  readonly name: string
+  /** `<kind>/<name>`, the protocol's `checkpoint_id` */
+  readonly checkpointId: string
+}
+
+/**
+ * Takes a `tinker://` checkpoint path apart (the SDK's rule: three parts after the
+ * scheme, the second `weights` or `sampler_weights`), or says what is wrong with it.
+ * @since 0.1.0 @category combinators
+ */
+export const parseTinkerPath = (path: string): Result.Result<TinkerPath, string> => {
+  const m = /^tinker:\/\/([^/]+)\/(weights|sampler_weights)\/([^/]+)$/.exec(path)
+  if (m === null) return Result.fail(`${JSON.stringify(path.slice(0, 200))} is not a checkpoint path: expected tinker://<model_id>/weights/<name>`)
+  const kind = m[2] as TinkerPath["kind"]
+  return Result.succeed({ modelId: m[1]!, kind, name: m[3]!, checkpointId: `${kind}/${m[3]!}` })
+}
+
+/** The archive route of a checkpoint, below the API prefix. @since 0.1.0 @category combinators */
+export const archivePath = (p: TinkerPath): string =>
+  `/training_runs/${encodeURIComponent(p.modelId)}/checkpoints/${p.kind}/${encodeURIComponent(p.name)}/archive`
+
+/** @since 0.1.0 @category models */
+export interface DownloadOptions {
+  /** the server, e.g. `http://127.0.0.1:8080` */
+  readonly baseUrl: string | URL
+  /** overrides `TINKER_API_KEY` / `BASETEN_API_KEY` */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** retry delays and limits (default `Retry.standard`) */
+  readonly retry?: Retry.Policy | undefined
+  /** timeout of each of the two requests (default 5 minutes) */
+  readonly timeout?: Duration.Input | undefined
+}
+
+/** The archive route's JSON answer. @since 0.1.0 @category responses */
+export const ArchiveResponse = Schema.Struct({
+  url: Schema.String,
+  expires: Schema.optional(Schema.NullOr(Schema.String)),
+})
+
+/** Codes of a server that cannot be reached at all (retried only for the policy's `maxUnreachable`). */
+const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_NONAME", "EHOSTUNREACH", "ENETUNREACH"])
+
+const unreachable = (cause: unknown): boolean => {
+  for (let c: unknown = cause, depth = 0; typeof c === "object" && c !== null && depth < 4; c = (c as { cause?: unknown }).cause, depth++) {
+    if ("code" in c && typeof c.code === "string" && UNREACHABLE.has(c.code)) return true
+  }
+  return false
+}
+
+const messageOf = (text: string): string => {
+  const json = Result.try(() => JSON.parse(text) as unknown)
+  const parsed = Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
+  const m = Option.isSome(parsed) ? (parsed.value.detail ?? parsed.value.error ?? parsed.value.message) : undefined
+  if (m !== undefined) return m.slice(0, 2000)
+  const t = text.trim()
+  return t.length === 0 ? "(empty body)" : t.slice(0, 500)
+}
+
+/**
+ * Downloads the file of a checkpoint (`tinker://<model_id>/weights/<name>`) from the
+ * server at `baseUrl`. Fails with `BackendError`: `InvalidInput` for a path that is not a
+ * checkpoint's or a checkpoint the server does not have (its message), `Unavailable` /
+ * `Transport` for a server that cannot be reached.
+ * @since 0.1.0 @category constructors
+ */
+export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPath: string, options: DownloadOptions) {
+  const operation = "download checkpoint"
+  const parsed = parseTinkerPath(tinkerPath)
+  if (Result.isFailure(parsed)) return yield* new BackendError({ reason: "InvalidInput", operation, message: parsed.failure })
+  const http = yield* HttpClient.HttpClient
+  const apiKey = options.apiKey !== undefined ? Option.some(options.apiKey) : yield* apiKeyConfig
+  const problem = Option.isSome(apiKey) ? headerValueProblem(Redacted.value(apiKey.value)) : undefined
+  if (problem !== undefined) return yield* new BackendError({ reason: "InvalidInput", operation, message: `the API key has ${problem}; an HTTP header cannot carry it` })
+  const redact = redactor(apiKey)
+  const base = new URL(String(options.baseUrl))
+  const where = `${base.origin}${base.pathname.replace(/\/+$/, "")}`
+  const archiveUrl = `${where}${Wire.API_PREFIX}${archivePath(parsed.success)}`
+  const timeout = options.timeout ?? "5 minutes"
+
+  /** One GET; a status of 300 and above is a failure of the kind `Retry.ts` gives it, unless `redirect` and a `Location` came with it. */
+  const get = (url: string, headers: Record<string, string>, redirect: boolean) =>
+    http.execute(HttpClientRequest.setHeaders(HttpClientRequest.get(url), { "user-agent": CLIENT_VERSION, ...headers })).pipe(
+      Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
+      Effect.timeoutOrElse({ duration: timeout, orElse: () => Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${url} in time` })) }),
+      Effect.catchTag("HttpClientError", (e) => {
+        const cause = e.reason._tag === "TransportError" ? e.reason.cause : undefined
+        const text = cause instanceof Error ? cause.message : e.reason._tag === "TransportError" ? (e.reason.description ?? e.reason._tag) : e.reason._tag
+        return Effect.fail(
+          unreachable(cause)
+            ? new Retry.HttpFailure({ kind: "Unreachable", message: redact(`nothing answers at ${new URL(url).origin}: ${text}; check the URL and that the server is running`) })
+            : new Retry.HttpFailure({ kind: "Transport", message: redact(`no answer from ${new URL(url).origin}: ${text}`) }),
+        )
+      }),
+      Effect.flatMap((res: HttpClientResponse.HttpClientResponse): Effect.Effect<{ readonly res: HttpClientResponse.HttpClientResponse; readonly location: string | undefined }, Retry.HttpFailure> => {
+        const location = res.headers["location"]
+        if (redirect && res.status >= 300 && res.status < 400 && typeof location === "string") return Effect.succeed({ res, location })
+        const kind = Retry.kindOfStatus(res.status)
+        if (kind === undefined) return Effect.succeed({ res, location: undefined })
+        return Effect.flatMap(Effect.orElseSucceed(res.text, () => ""), (text) => Effect.fail(new Retry.HttpFailure({ kind, status: res.status, message: redact(messageOf(text)) })))
+      }),
+    )
+
+  const retried = <A>(e: Effect.Effect<A, Retry.HttpFailure>) =>
+    e.pipe(Effect.retry(Retry.submission(options.retry ?? Retry.standard)), Effect.mapError((f) => toBackendError(operation, f)))
+
+  const url = yield* retried(
+    Effect.gen(function* () {
+      const { location, res } = yield* get(
+        archiveUrl,
+        { accept: "application/json", ...(Option.isSome(apiKey) ? { [Wire.Headers.apiKey]: Redacted.value(apiKey.value) } : {}) },
+        true,
+      )
+      if (location !== undefined) return location
+      const text = yield* Effect.orElseSucceed(res.text, () => "")
+      const body = Result.try(() => JSON.parse(text) as unknown)
+      const answer = Result.isSuccess(body) ? Schema.decodeUnknownOption(ArchiveResponse)(body.success) : Option.none()
+      if (Option.isNone(answer)) return yield* new Retry.HttpFailure({ kind: "Decode", message: `${archiveUrl} answered ${res.status} without a download URL ({"url", "expires"})` })
+      return answer.value.url
+    }),
+  )
+  const target = new URL(url, `${where}/`).toString()
+  return yield* retried(
+    Effect.gen(function* () {
+      const { res } = yield* get(target, { accept: "application/octet-stream" }, false)
+      const bytes = yield* res.arrayBuffer.pipe(Effect.mapError(() => new Retry.HttpFailure({ kind: "Transport", message: `the download of ${tinkerPath} broke off` })))
+      return new Uint8Array(bytes)
+    }),
+  )
+})
