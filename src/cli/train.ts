@@ -254,6 +254,7 @@ const settingsFrom = (
       ...(p.dynamicSampling !== undefined ? { dynamicSampling: { maxRounds: p.dynamicSampling } } : {}),
       ...set("klCoef", p.klCoef),
       ...set("initFrom", p.initFrom),
+      ...set("backend", p.backend),
     }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),

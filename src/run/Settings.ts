@@ -104,6 +104,8 @@ export const RunSettings = Schema.Struct({
   async: Schema.Boolean,
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   staleGroups: Schema.Literals(["requeue", "drop"]),
+  /** the backend the run trained on: "embedded" or a Tinker-protocol URL (where `gyre export` fetches remote checkpoints) */
+  backend: Schema.optional(Schema.String),
   /** KL penalty against the base model, folded into each sampled token's advantage (0 = off) */
   klCoef: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
   /** each reward component's weight in the total (0 = metric only), recorded for the report */
