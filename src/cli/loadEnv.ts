@@ -4,7 +4,7 @@
  * TypeScript or JavaScript, in an ESM or a CommonJS folder.
  */
 import * as Fs from "node:fs"
-import { createRequire } from "node:module"
+import Module, { createRequire } from "node:module"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
@@ -77,22 +77,60 @@ export const duplicateCopies = (file: string): Array<string> => {
   return out
 }
 
-let tsLoader: Promise<void> | undefined
+/** Whether a file is a CommonJS module: `.cts`/`.cjs`, or a `.ts`/`.js` whose nearest package.json is not `"type": "module"`. */
+const isCommonJs = (file: string): boolean => {
+  if (/\.(cts|cjs)$/.test(file)) return true
+  if (/\.(mts|mjs)$/.test(file)) return false
+  for (let dir = Path.dirname(file); ; dir = Path.dirname(dir)) {
+    const pj = Path.join(dir, "package.json")
+    if (Fs.existsSync(pj)) {
+      try {
+        return (JSON.parse(Fs.readFileSync(pj, "utf8")) as { type?: unknown }).type !== "module"
+      } catch {
+        return true
+      }
+    }
+    if (Path.dirname(dir) === dir) return true
+  }
+}
+
+let esmLoader: Promise<void> | undefined
 /**
- * Compiled gyre under plain node loads a TypeScript env with tsx's loader, registered
- * once for the whole process (ESM and CommonJS), so the env shares this process's
- * modules (one `effect`, one `gyre`). Source gyre already runs under tsx.
+ * Compiled gyre under plain node loads an ESM TypeScript env with tsx's ESM loader,
+ * registered once, so the env shares this process's modules (one `effect`, one `gyre`).
+ * Source gyre already runs under tsx.
  */
-const typescriptLoader = (): Promise<void> =>
-  (tsLoader ??= compiled
-    ? Promise.all([import("tsx/esm/api"), import("tsx/cjs/api")]).then(([esm, cjs]) => {
-      esm.register()
-      cjs.register()
-    })
-    : Promise.resolve())
+const typescriptEsmLoader = (): Promise<void> =>
+  (esmLoader ??= compiled ? import("tsx/esm/api").then((esm) => void esm.register()) : Promise.resolve())
+
+let cjsHook = false
+/**
+ * A CommonJS TypeScript env (and the `.ts` files it requires) is compiled with esbuild
+ * and run by node's own `require`, so its `require("effect")` and `require("gyre")` get
+ * the very modules this command runs on. (tsx's CommonJS loader would recompile those
+ * ES modules into second copies, whose Schemas and Envs do not mix with these.)
+ */
+const installCommonJsTypeScript = () => {
+  if (cjsHook) return
+  cjsHook = true
+  const require = createRequire(import.meta.url)
+  const esbuild = require(require.resolve("esbuild", { paths: [Path.dirname(require.resolve("tsx"))] })) as {
+    readonly transformSync: (code: string, options: Record<string, unknown>) => { readonly code: string }
+  }
+  const extensions = (Module as unknown as { _extensions: Record<string, (module: { _compile: (code: string, file: string) => void }, file: string) => void> })._extensions
+  const compile = (module: { _compile: (code: string, file: string) => void }, file: string) =>
+    module._compile(esbuild.transformSync(Fs.readFileSync(file, "utf8"), { loader: "ts", format: "cjs", sourcefile: file, target: "node20", sourcemap: "inline" }).code, file)
+  extensions[".ts"] = compile
+  extensions[".cts"] = compile
+}
 
 const importModule = async (file: string): Promise<Record<string, unknown>> => {
-  if (/\.(ts|mts|cts)$/.test(file)) await typescriptLoader()
+  if (/\.(ts|cts)$/.test(file) && compiled && isCommonJs(file)) {
+    installCommonJsTypeScript()
+    const exports = createRequire(file)(file) as unknown
+    return { default: exports }
+  }
+  if (/\.(ts|mts|cts)$/.test(file)) await typescriptEsmLoader()
   return import(pathToFileURL(file).href) as Promise<Record<string, unknown>>
 }
 

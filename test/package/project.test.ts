@@ -60,6 +60,32 @@ test("reversed scores the reversed word 1", () =>
     compilerOptions: { target: "ES2022", module: "NodeNext", moduleResolution: "NodeNext", strict: true, noEmit: true, allowImportingTsExtensions: true, types: ["node"] },
     include: ["envs", "rewards", "test"],
   }),
+  // a folder of CommonJS modules: a .js env with require, and a .ts env
+  "cjs/package.json": JSON.stringify({ type: "commonjs" }),
+  "cjs/echo.js": `const { Schema } = require("effect")
+const { Env, Reward } = require("gyre")
+
+module.exports = Env.make({
+  name: "echo-cjs",
+  problem: Schema.Struct({ n: Schema.Int }),
+  source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
+  prompt: (p) => "Say " + p.n + ":",
+  reward: Reward.make("said", (r) => (r.completion.includes(String(r.problem.n)) ? 1 : 0)),
+  sampling: { maxTokens: 3 },
+})
+`,
+  "cjs/echo-ts.ts": `import { Schema } from "effect"
+import { Env, Reward } from "gyre"
+
+export default Env.make({
+  name: "echo-cts",
+  problem: Schema.Struct({ n: Schema.Int }),
+  source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
+  prompt: (p) => \`Say \${p.n}:\`,
+  reward: Reward.make<{ readonly n: number }>("said", (r) => (r.completion.includes(String(r.problem.n)) ? 1 : 0)),
+  sampling: { maxTokens: 3 },
+})
+`,
   // no overrides: gyre's dependencies support the Node it names by themselves
   "package.json": JSON.stringify({ name: "user-project", version: "1.0.0", private: true, type: "module" }),
 }
@@ -116,6 +142,13 @@ describe("a user project that depends on gyre", () => {
       const metrics = Fs.readFileSync(Path.join(dir, "runs/try/metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>)
       assert.deepStrictEqual(metrics.map((m) => m["step"]), [0, 1, 2, 3])
       assert.isTrue(Fs.existsSync(Path.join(dir, "runs/try/state/step-3.ckpt")))
+
+      // env files in a CommonJS folder load with the same gyre and effect, .js and .ts alike
+      for (const env of ["./cjs/echo.js", "./cjs/echo-ts.ts"]) {
+        const cjs = sh("npx", ["gyre", "run", env, "--steps", "1", "--groups", "1", "--group-size", "2", "--eval-every", "0", "--name", Path.basename(env).replace(/\W/g, "-")], dir)
+        assert.strictEqual(cjs.code, 0, `${env}: ${cjs.out}`)
+        assert.match(cjs.out, /step 1\/1/, env)
+      }
 
       // a wrong path is one line naming the file, no stack
       const bad = sh("npx", ["gyre", "run", "./envs/missing.ts"], dir)
