@@ -37,7 +37,12 @@ export interface Turn<S> {
   readonly ended: boolean
   /** "stop" (a stop string, a stop token or EOS) or "length" (maxTokens) */
   readonly stopReason: "stop" | "length"
+  /** the run's tool-call format: `hermes` when the tokenizer's chat template renders tool calls, else `brackets` */
+  readonly toolCalls: ToolCallFormat
 }
+
+/** How the run's model writes tool calls (see `Tokenizer.toolCalls`). @since 0.1.0 @category models */
+export type ToolCallFormat = "brackets" | "hermes"
 
 /** The env's answer to a turn. @since 0.1.0 @category models */
 export type Next<S> =
@@ -106,6 +111,8 @@ export interface Episode<P, S = unknown, R = never> {
   readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
   /** strings that end a turn, added to the sampling `stop` of every turn */
   readonly stop: ReadonlyArray<string>
+  /** when the stop strings depend on the run's tool-call format, they come from here instead */
+  readonly stopFor?: ((format: ToolCallFormat) => ReadonlyArray<string>) | undefined
   readonly limits: Limits
 }
 
@@ -126,6 +133,7 @@ export const make = <P, S, R = never>(spec: {
   readonly initial: (problem: P) => S
   readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
   readonly stop?: ReadonlyArray<string>
+  readonly stopFor?: (format: ToolCallFormat) => ReadonlyArray<string>
   readonly limits?: Partial<Limits>
 }): Episode<P, S, R> => {
   const limits = { ...DEFAULT_LIMITS, ...spec.limits }
@@ -133,7 +141,7 @@ export const make = <P, S, R = never>(spec: {
     if (!Number.isInteger(limits[key]) || limits[key] < 1) throw new TypeError(`Episode.make: limits.${key} must be a positive integer, got ${limits[key]}`)
   }
   for (const s of spec.stop ?? []) if (typeof s !== "string" || s.length === 0) throw new TypeError("Episode.make: stop strings must be non-empty strings")
-  return { "~gyre/Episode": "~gyre/Episode", initial: spec.initial, step: spec.step, stop: spec.stop ?? [], limits }
+  return { "~gyre/Episode": "~gyre/Episode", initial: spec.initial, step: spec.step, stop: spec.stop ?? [], stopFor: spec.stopFor, limits }
 }
 
 /** The episode of a single-turn env: one turn, then the end. @since 0.1.0 @category constructors */

@@ -24,6 +24,11 @@ export interface TokenizerShape {
   readonly decode: (tokens: ReadonlyArray<number>) => string
   /** renders a prompt given as chat messages, or returns text prompts unchanged */
   readonly renderPrompt: (prompt: Prompt) => Effect.Effect<string, TokenizeError>
+  /**
+   * the tool-call format the model's chat template renders, when it has one (`hermes`:
+   * `<tool_call>` JSON, as Qwen3's); absent for models without one (gyre's char model)
+   */
+  readonly toolCalls?: "hermes" | undefined
 }
 
 /** A chat message. @since 0.1.0 @category models */

@@ -225,36 +225,42 @@ export interface ToolState {
  */
 export const episode = <R = never>(options: {
   readonly tools: ReadonlyArray<AnyTool<R>>
-  /** default `brackets` */
-  readonly syntax?: Syntax
+  /**
+   * how calls are written: `brackets`, `hermes`, or `"auto"` (default): the run's
+   * tokenizer decides, `hermes` when its chat template renders tool calls (`--tokenizer`
+   * with Qwen3's, say), `brackets` for the embedded character model
+   */
+  readonly syntax?: Syntax | "auto"
   /** a call that does not parse: `end` the episode (default) or `observe` the error */
   readonly onParseError?: "end" | "observe"
   readonly limits?: Partial<Episode.Limits>
 }): Episode.Episode<unknown, ToolState, R> => {
-  const syntax = options.syntax ?? brackets
+  const chosen = options.syntax ?? "auto"
+  const syntaxFor = (format: Episode.ToolCallFormat): Syntax => (chosen !== "auto" ? chosen : format === "hermes" ? hermes : brackets)
   const tools = options.tools
   if (tools.length === 0) throw new TypeError("Tool.episode: give at least one tool")
   const names = new Set(tools.map((t) => t.name))
   if (names.size !== tools.length) throw new TypeError("Tool.episode: tool names must be distinct")
   const limits = { ...Episode.DEFAULT_LIMITS, ...options.limits }
   const onParseError = options.onParseError ?? "end"
-  const malformed = (state: ToolState, message: string): Episode.Next<ToolState> =>
+  const malformed = (syntax: Syntax, state: ToolState, message: string): Episode.Next<ToolState> =>
     onParseError === "end"
       ? Episode.end(state, { reason: "parse_error", parseErrors: 1 })
       : Episode.observe(state, syntax.observation({ ok: false, error: message }), { parseErrors: 1 })
   return Episode.make<unknown, ToolState, R>({
     initial: () => ({ calls: 0 }),
-    stop: syntax.stop,
+    ...(chosen === "auto" ? { stopFor: (format: Episode.ToolCallFormat) => syntaxFor(format).stop } : { stop: chosen.stop }),
     limits,
     step: (turn) =>
       Effect.gen(function* () {
+        const syntax = syntaxFor(turn.toolCalls)
         const found = syntax.find(turn.text, tools)
         if (found._tag === "None") return Episode.end(turn.state)
-        if (found._tag === "Malformed") return malformed(turn.state, found.message)
+        if (found._tag === "Malformed") return malformed(syntax, turn.state, found.message)
         if (turn.state.calls >= limits.maxToolCalls) return Episode.end(turn.state, { reason: "max_tool_calls" })
         const tool = tools.find((t) => t.name === found.tool)!
         const args = Schema.decodeUnknownExit(tool.args)(found.args)
-        if (Exit.isFailure(args)) return malformed(turn.state, `bad arguments for ${tool.name}: ${Cause.squash(args.cause) instanceof Error ? (Cause.squash(args.cause) as Error).message : "rejected"}`)
+        if (Exit.isFailure(args)) return malformed(syntax, turn.state, `bad arguments for ${tool.name}: ${Cause.squash(args.cause) instanceof Error ? (Cause.squash(args.cause) as Error).message : "rejected"}`)
         const state = { calls: turn.state.calls + 1 }
         const result = yield* Effect.exit(tool.run(args.value))
         return Exit.isSuccess(result)

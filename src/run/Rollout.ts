@@ -65,7 +65,9 @@ export const playGroup = Effect.fnUntraced(function* (options: {
   const { env, task, promptTokens, step } = options
   const episode = (env.episode ?? Episode.singleTurn) as Episode.Episode<unknown, unknown, never>
   const limits = episode.limits
-  const stop = episode.stop.length > 0 ? [...(options.sampling.stop ?? []), ...episode.stop] : options.sampling.stop
+  const toolCalls: Episode.ToolCallFormat = tokenizer.toolCalls ?? "brackets"
+  const turnStops = episode.stopFor?.(toolCalls) ?? episode.stop
+  const stop = turnStops.length > 0 ? [...(options.sampling.stop ?? []), ...turnStops] : options.sampling.stop
   const params: SamplingParams = { ...options.sampling, ...(stop !== undefined ? { stop } : {}) }
   const P = promptTokens.length
   if (P >= context) {
@@ -104,7 +106,7 @@ export const playGroup = Effect.fnUntraced(function* (options: {
         const turn = record.turns[record.turns.length - 1]!
         const index = record.turns.length - 1
         const next = yield* episode.step(
-          { state, index, text: turn.text, ended: turn.sampled[turn.sampled.length - 1] === tokenizer.eos, stopReason: turn.stopReason },
+          { state, index, text: turn.text, ended: turn.sampled[turn.sampled.length - 1] === tokenizer.eos, stopReason: turn.stopReason, toolCalls },
           task.problem,
         ).pipe(
           Effect.catchDefect((d) => Effect.fail(new Episode.EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),

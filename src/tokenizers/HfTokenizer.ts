@@ -169,6 +169,8 @@ export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (d
     encode,
     decode: (tokens) => tokenizer.decode([...tokens], { skip_special_tokens: true }),
     renderPrompt: (prompt: Prompt) => (typeof prompt === "string" ? Effect.succeed(prompt) : renderChat(prompt)),
+    // a template that renders `<tool_call>` blocks: tool episodes use that format (Tool.hermes)
+    ...(templateText?.includes("<tool_call>") ? { toolCalls: "hermes" as const } : {}),
   } satisfies TokenizerShape
 })
 

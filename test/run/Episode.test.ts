@@ -27,19 +27,23 @@ const problem = { a: 47, b: 38, op: "plus" as const }
 const task = { key: "calculator/train/0/0", env: "calculator", problem }
 const prompt = [CharTokenizer.BOS, ...enc("What is 47 plus 38?")]
 
-const play = (env: Env.AnyEnv, reply: (text: string, i: number) => string, options: { readonly numSamples?: number; readonly context?: number } = {}) => {
+const play = (
+  env: Env.AnyEnv,
+  reply: (text: string, i: number) => string,
+  options: { readonly numSamples?: number; readonly context?: number; readonly toolCalls?: "hermes"; readonly maxTokens?: number } = {},
+) => {
   const double = scriptedSampler(reply)
   return playGroup({
     env,
     task: { ...task, env: env.name },
     promptTokens: prompt,
-    sampling: { maxTokens: 8, temperature: 1, seed: 1 },
+    sampling: { maxTokens: options.maxTokens ?? 8, temperature: 1, seed: 1 },
     numSamples: options.numSamples ?? 1,
     affinityKey: "k",
     version: 0,
     step: 0,
   }).pipe(
-    Effect.provideService(Tokenizer, tokenizer),
+    Effect.provideService(Tokenizer, options.toolCalls !== undefined ? { ...tokenizer, toolCalls: options.toolCalls } : tokenizer),
     Effect.provideService(Sampler, double.service),
     Effect.provideService(ContextLength, options.context ?? 48),
     Effect.map((out) => ({ ...out, calls: double.calls })),
@@ -161,6 +165,23 @@ describe("a tool episode", () => {
       assert.deepStrictEqual(episodes.map((e) => e.turnReward), [0.75, 0.75, 0.75, 0.75])
       // one request for the G first turns, then one per episode per turn
       assert.strictEqual(calls.length, 1 + 4)
+    }))
+})
+
+describe("the call format follows the tokenizer", () => {
+  it.effect("Tool.episode's default syntax is the chat template's (hermes) with such a tokenizer, brackets otherwise", () =>
+    Effect.gen(function* () {
+      const auto = Env.make({ ...calculator, name: "calc-auto", episode: Tool.episode({ tools: [calc] }) })
+      const call = `<tool_call>\n{"name": "calc", "arguments": {"a": 47, "op": "+", "b": 38}}\n</tool_call>`
+      const chat = yield* play(auto, (text) => (text.endsWith("assistant\n") ? " 85" : `${call} and more`), { context: 512, toolCalls: "hermes", maxTokens: 100 })
+      const e = chat.episodes[0]!
+      assert.strictEqual(e.toolCalls, 1)
+      // the turn stopped at </tool_call>, and the result came back as a tool turn
+      assert.strictEqual(e.turns[0]!.text, call)
+      assert.strictEqual(e.turns[0]!.observation, Tool.hermes.observation({ ok: true, text: "85" }))
+      assert.strictEqual(e.turns[1]!.text, " 85")
+      const plain = yield* play(auto, caller)
+      assert.deepStrictEqual(plain.episodes[0]!.turns.map((t) => t.observation), ["=85;", undefined])
     }))
 })
 

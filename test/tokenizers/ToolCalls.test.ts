@@ -25,9 +25,12 @@ describe("Tool.hermes against Qwen3's chat template", () => {
     Effect.gen(function* () {
       const user = { role: "user", content: "What is 47 plus 38?" }
       const args = { a: 47, op: "+", b: 38 }
-      const prompt = yield* Effect.gen(function* () {
-        return yield* (yield* Tokenizer).renderPrompt([{ role: "user", content: user.content }])
+      const { prompt, toolCalls } = yield* Effect.gen(function* () {
+        const tokenizer = yield* Tokenizer
+        return { prompt: yield* tokenizer.renderPrompt([{ role: "user", content: user.content }]), toolCalls: tokenizer.toolCalls }
       }).pipe(Effect.provide(Tokenizers.layer(dir)))
+      // a template that renders <tool_call> blocks: tool episodes default to that format
+      assert.strictEqual(toolCalls, "hermes")
       assert.strictEqual(prompt, template.render({ messages: [user], add_generation_prompt: true }))
       // what the model writes, as the template formats calls (the turn stops at </tool_call>)
       const call = `<tool_call>\n{"name": "calc", "arguments": {"a": 47, "op": "+", "b": 38}}\n</tool_call>`
