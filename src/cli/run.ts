@@ -178,7 +178,10 @@ export const runCommand = Command.make("run", flags, (p) =>
   )).pipe(
     Command.withDescription("Reinforcement learning on an environment: sample groups, score with the env's reward, train, publish, repeat."),
     Command.withExamples([
-      { command: "run math", description: "RL on the math env with the embedded model (about 4-5 minutes on 2 cores)" },
+      { command: "run math", description: "RL on the math env with the embedded model (about 3.5 minutes on 2 cores)" },
+      { command: "run calculator", description: "multi-turn RL with a calculator tool: held-out accuracy 0.27 -> 0.96 in about a minute" },
+      { command: "run words --sft --steps 200 --lr 3e-3 --name words-sft", description: "SFT on an env's reference answers ..." },
+      { command: "run words --init-from runs/words-sft --steps 200", description: "... then RL from that checkpoint's weights" },
       { command: "run math --steps 50 --lr 5e-4 --name quick", description: "a short run into runs/quick" },
       { command: "run ./my-env.ts --loss importance_sampling", description: "your own env module" },
       { command: "run --resume runs/quick", description: "continue after the last checkpoint, with the run's saved settings" },
