@@ -1,0 +1,142 @@
+/**
+ * The env definition: what a user writes (`EnvSpec`), what `Env.make` checks and returns
+ * (`Env`), the run settings an env may suggest, and the error every env operation fails
+ * with. Separate from the modules that draw problems from an env (`Tasks.ts`,
+ * `EvalSet.ts`, `Mixture.ts`), which all build on it.
+ *
+ * @since 0.1.0
+ */
+import { Layer, Schema } from "effect"
+import type { SamplingParams } from "../Contract.ts"
+import { type Episode, isEpisode } from "../Episode.ts"
+import { isReward, type Reward } from "../Reward.ts"
+import type { Sampler } from "../Sampler.ts"
+import type { Prompt, Tokenizer } from "../Tokenizer.ts"
+import type { Source } from "./Sources.ts"
+
+// ===== Errors =====
+
+/** A bad environment definition, row or generator. @since 0.1.0 @category errors */
+export class EnvError extends Schema.TaggedError<EnvError>()("EnvError", {
+  env: Schema.String,
+  reason: Schema.Literals(["InvalidDefinition", "InvalidRow", "GeneratorFailed", "ProblemSpaceTooSmall", "NotFound"]),
+  message: Schema.String,
+}) {}
+
+// ===== Env =====
+
+/** Evaluation settings. @since 0.1.0 @category models */
+export interface EvalSpec {
+  /** fraction of the problem space held out from training (default 0.1) */
+  readonly heldOut?: number
+  /** problems in the eval set (default 200) */
+  readonly size?: number
+  /** sampling temperature for evaluation (default: the env's) */
+  readonly temperature?: number
+}
+
+/** The fields an env definition and an env share. @since 0.1.0 @category models */
+export interface EnvFields<P, R = never> {
+  readonly name: string
+  readonly problem: Schema.Codec<P, unknown>
+  readonly source: Source<P>
+  readonly prompt: (problem: P) => Prompt
+  readonly reward: Reward<P, R>
+  /** a reference completion, for SFT and for pretraining the embedded base model */
+  readonly reference?: (problem: P) => string
+  readonly sampling?: Partial<SamplingParams>
+  /** default difficulty passed to the generator (default 1) */
+  readonly difficulty?: number
+  readonly eval?: EvalSpec
+  /**
+   * a multi-turn episode (`Episode.make`, or `Tool.episode` for tools); without one the
+   * env is single-turn: one completion, then the reward
+   */
+  readonly episode?: Episode<P, any, R>
+  /**
+   * the embedded base model folder this env is made for (e.g. a model pretrained on its
+   * format); the embedded backend uses it unless `--model` says otherwise
+   */
+  readonly baseModel?: string
+  /** run settings this env suggests instead of the runner's defaults; flags override them */
+  readonly defaults?: RunDefaults
+}
+
+/** Run settings an env may suggest (`Env.make({ defaults })`). @since 0.1.0 @category models */
+export interface RunDefaults {
+  readonly steps?: number
+  readonly groups?: number
+  readonly groupSize?: number
+  readonly learningRate?: number
+  readonly evalEvery?: number
+  readonly saveEvery?: number
+}
+
+/** The definition a user writes. @since 0.1.0 @category models */
+export interface EnvSpec<P, R = never> extends EnvFields<P, R> {
+  /**
+   * the services the reward and the episode's tools require (a judge client, a sandbox, a
+   * database), as a Layer the runner builds once per run and closes at its end (also on
+   * Ctrl-C and on failure). It may use the run's own `Sampler` and `Tokenizer`.
+   */
+  readonly services?: Layer.Layer<R, unknown, RunServices>
+}
+
+/** What an env's `services` layer may use: the run's own sampler and tokenizer. @since 0.1.0 @category models */
+export type RunServices = Sampler | Tokenizer
+
+/** @since 0.1.0 @category models */
+export interface Env<P, R = never> extends EnvFields<P, R> {
+  readonly "~gyre/Env": "~gyre/Env"
+  /** the layer that provides what the reward and tools require (the runner builds it once per run) */
+  readonly services?: Layer.Layer<any, unknown, RunServices>
+}
+
+/** Any env, for code that does not care about the problem type. @since 0.1.0 @category models */
+export type AnyEnv = Env<any, never>
+
+/**
+ * Defines an environment. Checks the definition at once.
+ *
+ * @example
+ * export default Env.make({
+ *   name: "math", problem: Problem, source: Env.seeded(({ random }) => ...),
+ *   prompt: (p) => `What is ${p.a} plus ${p.b}?`, reward: numericAnswer((p) => p.a + p.b),
+ * })
+ * @since 0.1.0 @category constructors
+ */
+export const make: {
+  <P>(spec: EnvSpec<P, never>): Env<P>
+  /** an env whose reward or tools need services: `services` must provide every one of them */
+  <P, R>(spec: EnvSpec<P, R> & { readonly services: Layer.Layer<R, unknown, RunServices> }): Env<P>
+} = (spec: any): Env<any> => makeEnv(spec)
+
+const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
+  const fail = (what: string) => {
+    throw new TypeError(`Env.make(${JSON.stringify(spec.name)}): ${what}`)
+  }
+  if (typeof spec.name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(spec.name)) fail("name must be letters, digits, '_', '-' or '.'")
+  if (!Schema.isSchema(spec.problem)) fail("problem must be a Schema")
+  if (spec.source === undefined || (spec.source._tag !== "Seeded" && spec.source._tag !== "Rows")) {
+    fail("source must be Env.seeded(...), Env.rows([...]) or Env.jsonl(path)")
+  }
+  if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
+  if (!isReward(spec.reward)) fail("reward must be a Reward (Reward.make, Reward.weighted, ...)")
+  if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
+  const heldOut = spec.eval?.heldOut ?? 0.1
+  if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
+  if (spec.services !== undefined && !Layer.isLayer(spec.services)) fail("services must be a Layer (Layer.effect, Layer.succeed, ...)")
+  for (const [key, value] of Object.entries(spec.defaults ?? {})) {
+    const ok = key === "learningRate" ? typeof value === "number" && value > 0 && Number.isFinite(value)
+      : key === "evalEvery" || key === "saveEvery" ? Number.isInteger(value) && value >= 0
+      : ["steps", "groups", "groupSize"].includes(key) ? Number.isInteger(value) && value >= 1
+      : fail(`defaults.${key} is not a run setting; use steps, groups, groupSize, learningRate, evalEvery or saveEvery`)
+    if (!ok) fail(`defaults.${key} must be ${key === "learningRate" ? "a positive number" : key.endsWith("Every") ? "an integer >= 0" : "an integer >= 1"}, got ${String(value)}`)
+  }
+  // The requirements are met by `services`, which the runner provides: from outside, the env needs nothing.
+  return { ...spec, "~gyre/Env": "~gyre/Env" } as unknown as Env<P>
+}
+
+/** @since 0.1.0 @category guards */
+export const isEnv = (u: unknown): u is AnyEnv =>
+  typeof u === "object" && u !== null && (u as { "~gyre/Env"?: unknown })["~gyre/Env"] === "~gyre/Env"
