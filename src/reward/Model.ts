@@ -1,0 +1,108 @@
+/**
+ * The reward tree and what it scores: a `Rollout`, the `Score` it gets, what a scorer
+ * may return, and the `Reward` itself, a named node (a leaf, a group leaf, a weighted
+ * sum, a gate or a map). Separate so that the constructors, the combinators and the
+ * evaluation can share the node type without it becoming part of `Reward.*`.
+ *
+ * @since 0.1.0
+ */
+import type { Effect } from "effect"
+import type { StopReason } from "../Contract.ts"
+import type { Prompt } from "../Tokenizer.ts"
+import type { RewardFailure } from "./Failures.ts"
+import type { LeafOptions, ScoreContext } from "./Leaf.ts"
+
+// ===== Models =====
+
+/** What a reward sees of one sampled completion. @since 0.1.0 @category models */
+export interface Rollout<P> {
+  readonly problem: P
+  readonly prompt: Prompt
+  /** the decoded completion, without the end-of-sequence token */
+  readonly completion: string
+  readonly tokens: ReadonlyArray<number>
+  readonly stopReason: StopReason
+  /** index of this completion within its group */
+  readonly index: number
+  /** the group's size G */
+  readonly groupSize: number
+  /**
+   * a multi-turn episode, turn by turn: what the model wrote and what the env answered
+   * (`completion` is the last turn); absent for single-turn envs
+   */
+  readonly turns?: ReadonlyArray<{ readonly text: string; readonly observation?: string }>
+}
+
+/**
+ * The score of one rollout: `value` is undefined when nothing applied; `masked` says why
+ * the sample must not be trained on; `components` holds each leaf's raw score.
+ * @since 0.1.0 @category models
+ */
+export interface Score {
+  readonly value: number | undefined
+  readonly masked: string | undefined
+  readonly components: Readonly<Record<string, number | undefined>>
+}
+
+/**
+ * What a scorer may return: a number, a Promise of one, or an Effect.
+ * @since 0.1.0 @category models
+ */
+export type ScoreResult<R> = number | PromiseLike<number> | Effect.Effect<number, RewardFailure, R>
+
+/**
+ * What a group scorer may return: one number per rollout, a Promise of them, or an Effect.
+ * @since 0.1.0 @category models
+ */
+export type GroupScoreResult<R> =
+  | ReadonlyArray<number>
+  | PromiseLike<ReadonlyArray<number>>
+  | Effect.Effect<ReadonlyArray<number>, RewardFailure, R>
+
+// The scorers are stored as the user gave them; what they return is checked when they run.
+export type Node<P, R> =
+  | {
+    readonly _tag: "Leaf"
+    readonly name: string
+    readonly score: (rollout: Rollout<P>, context: ScoreContext) => unknown
+    readonly options: LeafOptions
+  }
+  | {
+    readonly _tag: "GroupLeaf"
+    readonly name: string
+    readonly score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => unknown
+    readonly options: LeafOptions
+  }
+  | {
+    readonly _tag: "Weighted"
+    readonly members: ReadonlyArray<readonly [name: string, reward: Reward<P, R>, weight: number]>
+  }
+  | {
+    readonly _tag: "Gate"
+    readonly mode: "all" | "any"
+    readonly members: ReadonlyArray<Reward<P, R>>
+    readonly threshold: number
+  }
+  | {
+    readonly _tag: "Map"
+    readonly inner: Reward<P, R>
+    readonly f: (score: number) => number
+  }
+
+/**
+ * A reward over problems of type `P`, needing services `R`.
+ * @since 0.1.0 @category models
+ */
+export interface Reward<in P, out R = never> {
+  readonly "~gyre/Reward": "~gyre/Reward"
+  readonly name: string
+  /** @internal */
+  readonly node: Node<P, R>
+}
+
+/** Wraps a node as a reward (for the constructors and combinators). */
+export const make_ = <P, R>(name: string, node: Node<P, R>): Reward<P, R> => ({ "~gyre/Reward": "~gyre/Reward", name, node }) as Reward<P, R>
+
+/** @since 0.1.0 @category guards */
+export const isReward = (u: unknown): u is Reward<unknown, unknown> =>
+  typeof u === "object" && u !== null && (u as { "~gyre/Reward"?: unknown })["~gyre/Reward"] === "~gyre/Reward"
