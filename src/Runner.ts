@@ -31,7 +31,7 @@ import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
 import * as RunLog from "./RunLog.ts"
 import { Trainer } from "./Trainer.ts"
-import { type Batch, collect, sampleGroup } from "./run/Collect.ts"
+import { type Batch, collect, sampleGroup, sampleRows } from "./run/Collect.ts"
 import { evaluate, scoreMetrics } from "./run/Evaluate.ts"
 import { Progress } from "./run/Progress.ts"
 import { fail, RunError, type RunSettings } from "./run/Settings.ts"
@@ -258,30 +258,12 @@ export const run = Effect.fn("Runner.run")(function* (
         if (settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
           const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
           const rows = logged.flatMap(({ advantages, g }) =>
-            g.rollouts.map((r, si) => ({
+            sampleRows(g).map((row, si) => ({
               step: step + 1,
-              group: g.index,
-              sample: si,
-              env: g.task.env,
-              key: g.task.key,
-              version: g.version,
-              prompt: g.prompt,
-              completion: r.completion,
-              stopReason: r.stopReason,
-              // a masked sample has no total: its partial sum would read as a real reward
-              reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
-              masked: g.scores[si]!.masked ?? null,
-              components: g.scores[si]!.components,
+              ...row,
               advantage: advantages?.[si] ?? 0,
               // dynamic sampling dropped the group (no signal): it did not train
               ...(advantages === undefined ? { dropped: true } : {}),
-              // an episode turn by turn: what the model wrote, and what the env answered
-              ...(g.task.envDef.episode !== undefined
-                ? {
-                  turns: g.episodes[si]!.turns.map((t) => ({ sampled: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })),
-                  episodeStop: g.episodes[si]!.stop,
-                }
-                : {}),
             }))
           )
           yield* RunLog.appendJsonl(files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))

@@ -11,7 +11,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import * as Env from "../Env.ts"
 import * as Reward from "../Reward.ts"
 import * as RunLog from "../RunLog.ts"
-import type { Group } from "../run/Collect.ts"
+import { type Group, sampleRows } from "../run/Collect.ts"
 import { evaluateGroups } from "../run/Evaluate.ts"
 import { buildServices } from "../run/Services.ts"
 import { ContextLength } from "../run/Rollout.ts"
@@ -203,23 +203,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
   }).pipe(Effect.scoped, Effect.provide(Layer.fresh(layer)))
 
   const rows = scored.flatMap(({ split: s, groups }) =>
-    groups.flatMap((g) =>
-      g.rollouts.map((r, si) => ({
-        split: s,
-        checkpoint,
-        env: g.task.env,
-        key: g.task.key,
-        problem: g.task.problem,
-        sample: si,
-        prompt: g.prompt,
-        completion: r.completion,
-        stopReason: r.stopReason,
-        reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
-        masked: g.scores[si]!.masked ?? null,
-        components: g.scores[si]!.components,
-        ...(r.turns !== undefined ? { turns: r.turns, episodeStop: g.episodes[si]!.stop } : {}),
-      }))
-    )
+    groups.flatMap((g) => sampleRows(g).map((row) => ({ split: s, checkpoint, problem: g.task.problem, ...row })))
   )
   yield* RunLog.writeAtomic(file, rows.map((r) => JSON.stringify(r)).join("\n") + (rows.length > 0 ? "\n" : "")).pipe(
     Effect.mapError((e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${e.message}; pick another --out` })),

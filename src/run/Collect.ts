@@ -26,6 +26,34 @@ export interface Group {
   readonly scores: Array<Reward.Score>
 }
 
+/**
+ * One row per sample of a group, as `rollouts.jsonl` and `eval.jsonl` write them: the
+ * prompt and completion (for episodes every turn, what the model wrote and what the env
+ * answered, and why it ended), the reward (none when masked: a partial sum would read as
+ * a real total), the mask reason and the components.
+ * @since 0.1.0 @category rollouts
+ */
+export const sampleRows = (g: Group) =>
+  g.rollouts.map((r, si) => ({
+    group: g.index,
+    sample: si,
+    env: g.task.env,
+    key: g.task.key,
+    version: g.version,
+    prompt: g.prompt,
+    completion: r.completion,
+    stopReason: r.stopReason,
+    reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
+    masked: g.scores[si]!.masked ?? null,
+    components: g.scores[si]!.components,
+    ...(g.task.envDef.episode !== undefined
+      ? {
+        turns: g.episodes[si]!.turns.map((t) => ({ sampled: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })),
+        episodeStop: g.episodes[si]!.stop,
+      }
+      : {}),
+  }))
+
 /** One step's groups. @since 0.1.0 @category models */
 export interface Batch {
   readonly step: number
