@@ -21,6 +21,7 @@
  * set never trained on; checkpoints are chosen on it. The eval split (what the runner
  * reports as test/env/...) is measured once, after the choice, for the card.
  */
+import { failWith, parseFlags } from "./Flags.ts"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
@@ -69,38 +70,14 @@ end, for card.json.`
 
 // ===== Flags =====
 
-const fail = (message: string): never => {
-  console.error(`pretrain-calculator: ${message}\nRun with --help for the flags.`)
-  process.exit(2)
-}
+const fail = failWith("pretrain-calculator")
 
 const parseArgs = (argv: ReadonlyArray<string>) => {
-  const numeric = new Set(["seed", "seconds", "steps"])
   if (argv.includes("--seconds") && argv.includes("--steps")) fail("give --steps or --seconds, not both")
-  const text = new Set(["out"])
-  const values = new Map<string, string>()
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    if (arg === "--help" || arg === "-h") {
-      console.log(USAGE)
-      process.exit(0)
-    }
-    const name = arg.startsWith("--") ? arg.slice(2) : undefined
-    if (name === undefined || (!numeric.has(name) && !text.has(name))) fail(`unknown argument ${JSON.stringify(arg)}`)
-    const value = argv[i + 1]
-    if (value === undefined || value.startsWith("--")) fail(`--${name} needs a value`)
-    values.set(name!, value!)
-    i++
-  }
-  const num = (name: string, def: number | undefined, check: (x: number) => boolean, what: string) => {
-    const raw = values.get(name)
-    if (raw === undefined) return def
-    const x = Number(raw)
-    if (!Number.isFinite(x) || !check(x)) fail(`--${name} ${raw}: must be ${what}`)
-    return x
-  }
+  const flags = parseFlags({ script: "pretrain-calculator", usage: USAGE, numeric: ["seed", "seconds", "steps"], text: ["out"], argv })
+  const num = flags.num
   return {
-    out: values.get("out") ?? "models/calculator",
+    out: flags.text("out") ?? "models/calculator",
     seed: num("seed", 1, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0")!,
     seconds: num("seconds", undefined, (x) => x >= 10, "a number of seconds >= 10"),
     steps: num("steps", undefined, (x) => Number.isInteger(x) && x >= 50, "an integer >= 50"),

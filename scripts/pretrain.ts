@@ -19,6 +19,7 @@
  * The saved model is the candidate in [minAcc, maxAcc] closest to the target, so RL
  * starts weak but with signal on the problems it trains on.
  */
+import { failWith, parseFlags } from "./Flags.ts"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
@@ -64,42 +65,18 @@ the eval split (what \`run\` reports as test/env/...) is measured once, at the e
 
 // ===== Flags =====
 
-const fail = (message: string): never => {
-  console.error(`pretrain: ${message}\nRun with --help for the flags.`)
-  process.exit(2)
-}
+const fail = failWith("pretrain")
 
 const parseArgs = (argv: ReadonlyArray<string>) => {
-  const numeric = new Set(["seed", "difficulty", "batch", "lr", "max-steps", "eval-every", "candidate-from", "target", "probe"])
-  const text = new Set(["env", "out"])
-  const values = new Map<string, string>()
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!
-    if (arg === "--help" || arg === "-h") {
-      console.log(USAGE)
-      process.exit(0)
-    }
-    const name = arg.startsWith("--") ? arg.slice(2) : undefined
-    if (name === undefined || (!numeric.has(name) && !text.has(name))) fail(`unknown argument ${JSON.stringify(arg)}`)
-    const value = argv[i + 1]
-    if (value === undefined || value.startsWith("--")) fail(`--${name} needs a value`)
-    values.set(name!, value!)
-    i++
-  }
-  const num = (name: string, def: number, check: (x: number) => boolean, what: string) => {
-    const raw = values.get(name)
-    if (raw === undefined) return def
-    const x = Number(raw)
-    if (!Number.isFinite(x) || !check(x)) fail(`--${name} ${raw}: must be ${what}`)
-    return x
-  }
+  const flags = parseFlags({ script: "pretrain", usage: USAGE, numeric: ["seed", "difficulty", "batch", "lr", "max-steps", "eval-every", "candidate-from", "target", "probe"], text: ["env", "out"], argv })
+  const num = flags.num
   const posInt = (x: number) => Number.isInteger(x) && x > 0
   const frac = (x: number) => x >= 0 && x <= 1
   return {
-    env: values.get("env") ?? "math",
-    out: values.get("out"),
+    env: flags.text("env") ?? "math",
+    out: flags.text("out"),
     seed: num("seed", 1, (x) => Number.isInteger(x) && x >= 0, "an integer >= 0"),
-    difficulty: values.has("difficulty") ? num("difficulty", 1, posInt, "an integer >= 1") : undefined,
+    difficulty: flags.has("difficulty") ? num("difficulty", 1, posInt, "an integer >= 1") : undefined,
     batch: num("batch", 32, posInt, "an integer >= 1"),
     lr: num("lr", 2e-3, (x) => x > 0, "> 0"),
     maxSteps: num("max-steps", 3000, posInt, "an integer >= 1"),
