@@ -13,14 +13,12 @@ import * as Reward from "../src/Reward.ts"
 import * as RunLog from "../src/RunLog.ts"
 import * as Runner from "../src/Runner.ts"
 import { Sampler } from "../src/Sampler.ts"
-import vowels, { toySettings } from "./envs/vowels.ts"
+import vowels, { quiet, TINY, toySettings } from "./envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 
 
 const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-runner-"))
 const backend = (dir: string, seed = 0) => Layer.fresh(Local.layer({ config: TINY, seed, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 const settings = toySettings
 

@@ -2,7 +2,7 @@
  * A toy env for runner tests: a random-init tiny model learns to start its answer with a
  * vowel within a few dozen steps. Written against the public API, like a user's env.
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Env, Reward } from "gyre"
 import * as Runner from "../../src/Runner.ts"
 
@@ -34,3 +34,9 @@ export const toySettings = (dir: string, overrides: Partial<Runner.RunSettings> 
     logRolloutsEvery: 1,
     ...overrides,
   })
+
+/** A one-layer random-init model config for runner tests (the char tokenizer's vocabulary). */
+export const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
+
+/** No progress output: runner tests read the run folder instead. */
+export const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })

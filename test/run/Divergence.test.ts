@@ -15,12 +15,10 @@ import * as Metrics from "../../src/Metrics.ts"
 import * as Report from "../../src/Report.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import vowels, { toySettings } from "../envs/vowels.ts"
+import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 const backend = (dir: string) =>
   Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 const runDir = () => Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-divergence-")), "r")
 
 type Row = Record<string, unknown>

@@ -15,11 +15,10 @@ import * as Reward from "../../src/Reward.ts"
 import { hasSignal } from "../../src/run/Collect.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
+import { quiet, TINY } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 const backend = (dir: string) =>
   Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 /**
  * A toy env where half the problems carry no signal: for n < 5 every completion scores

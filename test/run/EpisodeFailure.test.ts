@@ -12,10 +12,8 @@ import * as Env from "../../src/Env.ts"
 import * as Episode from "../../src/Episode.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import vowels, { toySettings } from "../envs/vowels.ts"
+import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 describe("an env step that throws", () => {
   it.effect("stops the run naming the env, the turn and the problem, after a checkpoint of the last finished step", () =>

@@ -15,9 +15,8 @@ import { Local } from "../../src/backends/local/index.ts"
 import { initBase } from "../../src/backends/local/Model.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import vowels, { toySettings } from "../envs/vowels.ts"
+import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
 const lora = (rank: number) => ({ rank, alpha: 2 * rank, targets: ["q", "k", "v", "o", "w1", "w2"] as const })
 const backend = (dir: string, options: { readonly rank?: number; readonly modelDir?: string } = {}) =>
   Layer.fresh(Local.layer({
@@ -26,7 +25,6 @@ const backend = (dir: string, options: { readonly rank?: number; readonly modelD
     stateDir: RunLog.paths(dir).state,
     lora: lora(options.rank ?? 4),
   }))
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-init-"))
 

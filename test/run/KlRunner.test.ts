@@ -11,10 +11,8 @@ import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import vowels, { toySettings } from "../envs/vowels.ts"
+import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 const runWith = (klCoef: number) =>
   Effect.gen(function* () {

@@ -12,10 +12,8 @@ import * as Env from "../../src/Env.ts"
 import * as Reward from "../../src/Reward.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import { toySettings } from "../envs/vowels.ts"
+import { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 const huge = Env.make({
   name: "huge",

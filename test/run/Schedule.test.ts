@@ -13,10 +13,8 @@ import type { AdamParams } from "../../src/Contract.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { Trainer } from "../../src/Trainer.ts"
-import vowels, { toySettings } from "../envs/vowels.ts"
+import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 /** Test double: the embedded trainer, recording the learning rate of every optimizer step it is given. */
 const recording = (dir: string, seen: Array<number>) =>

@@ -18,11 +18,9 @@ import * as Runner from "../../src/Runner.ts"
 import { Sampler } from "../../src/Sampler.ts"
 import { Tokenizer } from "../../src/Tokenizer.ts"
 import { Judge, judge } from "../../rewards/judge.ts"
-import { toySettings } from "../envs/vowels.ts"
+import { toySettings, TINY, quiet } from "../envs/vowels.ts"
 import { scriptedSampler } from "./ScriptedSampler.ts"
 
-const TINY = { vocabSize: 98, contextLength: 32, nLayers: 1, dModel: 32, nHeads: 2, mlpRatio: 2 }
-const quiet = Effect.provideService(Runner.Progress, { onStep: () => Effect.void, onPhase: () => Effect.void })
 
 /** A service with a lifecycle the test can watch. */
 class Counter extends Context.Service<Counter, { readonly next: Effect.Effect<number> }>()("test/Counter") {}
