@@ -28,6 +28,7 @@
 import { Effect } from "effect"
 import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "../Contract.ts"
 import { activeCount } from "../Datum.ts"
+import { LOSS_CONFIG } from "../Loss.ts"
 import { Trainer } from "../Trainer.ts"
 
 /** What a chunked call adds up to. @since 0.1.0 @category models */
@@ -54,22 +55,6 @@ const scaleDatum = (d: Datum, lossFn: LossFn, c: number): Datum => {
   }
   const a = d.lossFnInputs["advantages"]
   return a === undefined ? d : { ...d, lossFnInputs: { ...d.lossFnInputs, advantages: scaled(a.data, c) } }
-}
-
-/**
- * A chunk rewritten so that its call's token mean contributes `c` times as much:
- * advantages (and dro's `beta`) or cross-entropy weights are multiplied by `c`.
- * @since 0.1.0 @category combinators
- */
-export const scaleChunk = (
-  data: ReadonlyArray<Datum>,
-  lossFn: LossFn,
-  config: LossFnConfig,
-  c: number,
-): { readonly data: ReadonlyArray<Datum>; readonly config: LossFnConfig } => {
-  if (c === 1) return { data, config }
-  const beta = config["beta"]
-  return { data: data.map((d) => scaleDatum(d, lossFn, c)), config: lossFn === "dro" ? { ...config, beta: (beta ?? 0.05) * c } : config }
 }
 
 /** How a step's per-token losses add up (see `RunSettings.lossAggregation`). @since 0.1.0 @category models */
@@ -175,10 +160,10 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
     const ks = slice.map((_, j) =>
       own === 0 ? 1 : weights === undefined ? (calls.length === 1 || total === 0 ? 1 : own / total) : weights[from + j]! * own
     )
-    const beta = config["beta"]
     const chunk = {
       data: slice.map((d, j) => scaleDatum(d, lossFn, ks[j]!)),
-      config: lossFn === "dro" && ks[0] !== 1 ? { ...config, beta: (beta ?? 0.05) * ks[0]! } : config,
+      // dro's penalty scales with beta (one per call: its datums share one k)
+      config: lossFn === "dro" && ks[0] !== 1 ? { ...config, beta: (config["beta"] ?? LOSS_CONFIG.dro["beta"]!.default) * ks[0]! } : config,
     }
     const out: ForwardBackwardResult = yield* trainer.forwardBackward(
       chunk.data,
