@@ -39,6 +39,12 @@ export interface TrainerShape {
     lossFn: LossFn,
     options?: ForwardOptions,
   ) => Effect.Effect<ForwardBackwardResult, BackendError>
+  /**
+   * applies the accumulated gradients and clears them. A step the backend refuses
+   * (reason `InvalidInput`: a non-finite gradient, an update that overflows float32)
+   * changes no weight and no optimizer state, and drops the accumulated gradient, so
+   * the next `forwardBackward` + `optimStep` trains
+   */
   readonly optimStep: (adam: AdamParams) => Effect.Effect<OptimStepResult, BackendError>
   /** publishes the current weights to the sampler; returns the version it will serve */
   readonly saveWeightsForSampler: (name: string) => Effect.Effect<{ readonly version: number; readonly path: string }, BackendError>

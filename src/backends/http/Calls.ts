@@ -8,7 +8,9 @@
  * - Submissions ask with `X-Gyre-Wait-Ms` for the result to come with the answer; a
  *   server that does so (gyre's) spares the poll, others are polled as usual.
  * - Training calls take consecutive `seq_id`s from 1 and are submitted strictly in
- *   that order (one submission at a time; the polls may overlap).
+ *   that order (one submission at a time; the polls may overlap). A submission the
+ *   server refuses for good (a 4xx that is not retried) used up its `seq_id`, on both
+ *   sides (`SeqOrder.ts`): the next call takes the next one, as the official SDK does.
  *
  * @since 0.1.0
  */
@@ -72,7 +74,7 @@ export const make = (
     const waitHeader: Record<string, string> = options.submitWaitMillis > 0 ? { [Wire.Headers.waitMillis]: String(options.submitWaitMillis) } : {}
 
     /** POSTs a submission (with retries); returns its request id and, if the server finished in time, its outcome. */
-    const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
+    const submitRaw = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
       send("POST", path, body, { [Wire.Headers.idempotencyKey]: key, ...waitHeader, ...extraHeaders }, options.requestTimeout).pipe(
         Effect.retry(logged(operation, Retry.submission(policy))),
         Effect.flatMap((x) => decodeAnswer(Wire.SubmitResponse, operation)(x.body)),
@@ -87,8 +89,10 @@ export const make = (
                 ),
               ),
         ),
-        Effect.mapError((f) => toBackendError(operation, f)),
       )
+
+    const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
+      submitRaw(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
 
     const pollUntilDone = (requestId: string, type: Wire.RequestType, operation: string) =>
       Effect.suspend(() => {
@@ -168,7 +172,15 @@ export const make = (
           Effect.gen(function* () {
             const seq = nextSeq
             const body = makeBody(seq)
-            const submitted = yield* submit(path, body, key, {}, operation)
+            const submitted = yield* submitRaw(path, body, key, {}, operation).pipe(
+              // a refusal for good (4xx, not retried) consumed the seq id on the server too
+              Effect.tapError((f) =>
+                Effect.sync(() => {
+                  if (f.kind === "Fatal" && f.status !== undefined) nextSeq = seq + 1
+                }),
+              ),
+              Effect.mapError((f) => toBackendError(operation, f)),
+            )
             nextSeq = seq + 1
             return { submitted, body }
           }),

@@ -8,9 +8,13 @@
  * float32 range, the inputs each loss reads) before any work starts, so a
  * bad datum gets a 400 naming the datum and field.
  *
+ * A training call refused for good (a 4xx the client does not retry) consumes its
+ * `seq_id` when its body names a model of this server and a `seq_id` (`SeqOrder.forfeit`),
+ * as the official SDK assumes when it numbers the next call.
+ *
  * @since 0.1.0
  */
-import { type Duration, Effect, Result, SubscriptionRef } from "effect"
+import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "effect"
 import type { BackendError, Datum } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
 import { checkAll } from "../../Datum.ts"
@@ -18,7 +22,8 @@ import * as Alignment from "./Alignment.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry } from "./Models.ts"
 import { bad, checkName, decodeOr400, Reject } from "./Requests.ts"
-import { claim, inTurn } from "./SeqOrder.ts"
+import { kindOfStatus } from "./Retry.ts"
+import { claim, forfeit, inTurn } from "./SeqOrder.ts"
 import * as Wire from "./Wire.ts"
 
 /** What the training endpoints share with the rest of the server. @since 0.1.0 @category models */
@@ -52,9 +57,29 @@ export const wireMessage = (message: string, at: string): string =>
     .replace(/\.lossFnInputs\./g, ".loss_fn_inputs.")
     .replace(/\.modelInput\b/g, ".model_input")
 
+/** The calls that take a model's `seq_id`. */
+const ORDERED = ["forward_backward", "forward", "optim_step", "save_weights", "save_weights_for_sampler", "load_weights"] as const
+
+/** The ids of a training call, read on their own: a body refused for its other fields still names them. */
+const SeqOf = Schema.Struct({ model_id: Schema.String, seq_id: Schema.Int })
+
 /** @since 0.1.0 @category constructors */
 export const make = (ctx: Context): Record<string, Handler> => {
   const { registry, futures } = ctx
+
+  /** A refusal the client does not retry consumes the call's seq_id (see `SeqOrder.ts`). */
+  const consumesSeq =
+    (handler: Handler): Handler =>
+    (body, headers) =>
+      Effect.tapError(handler(body, headers), (r) => {
+        if (kindOfStatus(r.status) !== "Fatal") return Effect.void
+        const ids = Schema.decodeUnknownOption(SeqOf)(body)
+        if (Option.isNone(ids)) return Effect.void
+        return registry.getModel(ids.value.model_id).pipe(
+          Effect.flatMap((m) => forfeit(m, ids.value.seq_id)),
+          Effect.ignore,
+        )
+      })
 
   const trainingFuture = (type: Wire.RequestType, model: Model, seq: number, work: Effect.Effect<unknown, BackendError>) =>
     Effect.gen(function* () {
@@ -96,7 +121,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
       return yield* trainingFuture(kind === "forward" ? "Forward" : "ForwardBackward", model, seq, work)
     })
 
-  return {
+  const routes: Record<string, Handler> = {
     create_session: (body) =>
       Effect.gen(function* () {
         yield* decodeOr400(Wire.CreateSessionRequest)(body)
@@ -220,4 +245,6 @@ export const make = (ctx: Context): Record<string, Handler> => {
         )
       }),
   }
+  for (const name of ORDERED) routes[name] = consumesSeq(routes[name]!)
+  return routes
 }

@@ -316,11 +316,22 @@ export class LocalTrainerEngine {
   }
 
   /**
-   * Applies the accumulated gradients, clears them and bumps the version. A non-finite
-   * gradient norm throws `NonFiniteError` and changes nothing (the buffer is kept).
+   * Applies the accumulated gradients, clears them and bumps the version.
+   *
+   * A refused step (a non-finite gradient norm, or an update that overflows float32)
+   * throws `NonFiniteError` and leaves weights, optimizer moments and version as they
+   * were, but drops the accumulated gradient: kept, it would refuse every later step
+   * too. The next `forward_backward` + `optim_step` trains on fresh gradients.
    */
   optimStep(hp: AdamParams): OptimStepResult {
-    const { gradNorm } = adamStep(this.params, this.grads, this.adam, hp)
+    let gradNorm: number
+    try {
+      gradNorm = adamStep(this.params, this.grads, this.adam, hp).gradNorm
+    } catch (e) {
+      if (!(e instanceof NonFiniteError)) throw e
+      this.zeroGrad()
+      throw new NonFiniteError(`${e.message}; the accumulated gradient was dropped, so the next forward_backward starts afresh`)
+    }
     this.invalidate()
     this.zeroGrad()
     this.version += 1

@@ -72,21 +72,30 @@ describe("serve conformance (independent JSON client)", () => {
         assert.strictEqual(refused.status, 400)
         assert.match(refused.body.detail, /forward_backward_input\.data\[0\]\.loss_fn_inputs\.advantages\.data\[1\]/)
         assert.match(refused.body.detail, /float32/)
-        const before = yield* forwardOf(base, model, 1, [1, 1, 1, 1, 1])
+        // the refusal used up seq_id 1 (as the SDK numbers its calls)
+        const before = yield* forwardOf(base, model, 2, [1, 1, 1, 1, 1])
         // in range as float32, but the gradient overflows: the call fails, and nothing is applied
-        const fb = yield* train(base, "forward_backward", { ...poisoned(3e38), seq_id: 2 })
-        const step = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 3 })
+        const fb = yield* train(base, "forward_backward", { ...poisoned(3e38), seq_id: 3 })
+        const step = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 4 })
         assert.isTrue(typeof fb.body.error === "string" || typeof step.body.error === "string", `${JSON.stringify(fb.body).slice(0, 300)} / ${JSON.stringify(step.body)}`)
-        assert.deepStrictEqual(yield* forwardOf(base, model, 4, [1, 1, 1, 1, 1]), before)
+        assert.deepStrictEqual(yield* forwardOf(base, model, 5, [1, 1, 1, 1, 1]), before)
         // a finite gradient whose Adam update overflows: the optimizer step fails (a failed future, not a result), nothing is applied
-        const fb2 = yield* train(base, "forward_backward", { ...poisoned(1e30), seq_id: 5 })
+        const fb2 = yield* train(base, "forward_backward", { ...poisoned(1e30), seq_id: 6 })
         assert.isUndefined(fb2.body.error)
-        const step2 = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 6 })
+        const step2 = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 7 })
         assert.isString(step2.body.error)
+        assert.match(step2.body.error, /accumulated gradient was dropped/)
         assert.isUndefined(step2.body.policy_version)
-        assert.deepStrictEqual(yield* forwardOf(base, model, 7, [1, 1, 1, 1, 1]), before)
+        assert.deepStrictEqual(yield* forwardOf(base, model, 8, [1, 1, 1, 1, 1]), before)
+        // the refused step took its gradient with it: the next forward_backward + optim_step trains
+        const fb3 = yield* train(base, "forward_backward", { ...poisoned(1), seq_id: 9 })
+        assert.isUndefined(fb3.body.error)
+        const step3 = yield* train(base, "optim_step", { adam_params: { learning_rate: 0.01 }, model_id: model, seq_id: 10 })
+        assert.isUndefined(step3.body.error, JSON.stringify(step3.body))
+        assert.strictEqual(step3.body.policy_version, 1)
+        assert.notDeepEqual(yield* forwardOf(base, model, 11, [1, 1, 1, 1, 1]), before)
         // the model still samples
-        const pub = yield* train(base, "save_weights_for_sampler", { model_id: model, seq_id: 8 })
+        const pub = yield* train(base, "save_weights_for_sampler", { model_id: model, seq_id: 12 })
         const sampled = yield* post(base, "asample", {
           prompt: { chunks: [{ type: "encoded_text", tokens: [1, 40] }] },
           sampling_params: { max_tokens: 4, temperature: 1, seed: 2 },

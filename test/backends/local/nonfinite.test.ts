@@ -1,7 +1,8 @@
 /**
  * A request can never poison the embedded model: float32 overflow is refused at the door,
  * a non-finite loss or gradient fails its call and changes nothing, and an optimizer step
- * never applies a non-finite gradient. Also: a sample pinned to a version that is never
+ * never applies a non-finite gradient (a refused step drops the accumulated gradient, so
+ * the next step trains). Also: a sample pinned to a version that is never
  * published fails after the ready timeout instead of waiting forever.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -58,6 +59,25 @@ describe("non-finite values never reach the weights", () => {
     assert.notDeepEqual([...Object.values(trainer.params)[0]!], [...Object.values(params)[0]!])
   })
 
+  it("a refused optimizer step drops the accumulated gradient, and the next forward_backward + optim_step trains", async () => {
+    const { trainer } = await makeEngines({ randomB: true })
+    const rng = new Rng(5)
+    const good = rlDatum(rng, 3, 5)
+    // finite everywhere, but unclipped its Adam update overflows the float32 moments
+    trainer.run([withAdvantage(good, 1e30)], is, { backward: true })
+    const params = cloneWeights(trainer.params)
+    assert.throws(() => trainer.optimStep(adam), /overflows float32.*the accumulated gradient was dropped/)
+    for (const [k, p] of Object.entries(trainer.params)) assert.deepStrictEqual([...p], [...params[k]!], k)
+    for (const g of Object.values(trainer.grads)) assert.isTrue(g.every((x) => x === 0))
+    assert.strictEqual(trainer.version, 0)
+    trainer.run([good], is, { backward: true })
+    const step = trainer.optimStep(adam)
+    assert.strictEqual(step.version, 1)
+    assert.isTrue(Number.isFinite(step.metrics["grad_norm"]!))
+    assert.notDeepEqual([...Object.values(trainer.params)[0]!], [...Object.values(params)[0]!])
+    for (const p of Object.values(trainer.params)) for (const v of p) assert.isTrue(Number.isFinite(v))
+  })
+
   it("Adam refuses a NaN gradient and changes nothing", () => {
     const params = { w: new Float32Array([1, 2, 3]) }
     const state = initAdam(params)
@@ -99,6 +119,16 @@ describe("the embedded services", () => {
         yield* trainer.forwardBackward([good], "ppo")
         const step = yield* trainer.optimStep(adamParams({ learningRate: 1e-2, gradClipNorm: 1 }))
         assert.isTrue(Number.isFinite(step.metrics["grad_norm"]!))
+        // an update that overflows float32 is refused; the gradient goes with it, so the model still trains
+        yield* trainer.forwardBackward([withAdvantage(good, 1e30)], "importance_sampling")
+        const refused = yield* Effect.flip(trainer.optimStep(adamParams({ learningRate: 1e-2 })))
+        assert.strictEqual(refused.reason, "InvalidInput")
+        assert.match(refused.message, /overflows float32.*the accumulated gradient was dropped/)
+        assert.strictEqual((yield* trainer.info).version, step.version)
+        yield* trainer.forwardBackward([good], "ppo")
+        const next = yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
+        assert.strictEqual(next.version, step.version + 1)
+        assert.isTrue(Number.isFinite(next.metrics["grad_norm"]!))
         yield* trainer.saveWeightsForSampler("after")
         const out = yield* sampler.sample(modelInputFromTokens([1, 40, 41]), { maxTokens: 4, temperature: 1 }, { numSamples: 2 })
         for (const s of out.sequences) for (const lp of s.logprobs) assert.isTrue(Number.isFinite(lp))
