@@ -49,6 +49,12 @@ export const DEFAULT_BASE_URL = "https://tinker.thinkingmachines.dev/services/ti
 export interface Options {
   /** the server, e.g. `http://127.0.0.1:8080`; default `TINKER_BASE_URL`, then Tinker's */
   readonly baseUrl?: string | URL | undefined
+  /**
+   * the sampler's server when it is not `baseUrl` (a Loops run's paired sampler has its
+   * own base URL): sampling, sampler versions and the reference's sampling session go
+   * there, everything else to `baseUrl`; default `baseUrl`
+   */
+  readonly samplerBaseUrl?: string | URL | undefined
   /** the base model to train; default the first model the server lists */
   readonly baseModel?: string | undefined
   /** LoRA rank; default the server's */
@@ -118,12 +124,16 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   const base = options.baseUrl !== undefined ? new URL(String(options.baseUrl)) : yield* baseUrlConfig
   const requestTimeout = options.requestTimeout ?? "60 seconds"
   const transport = Transport.make({ http, base, apiKey })
-  const calls = yield* Calls.make(transport, {
+  const callOptions = {
     policy,
     requestTimeout,
     pollTimeout: options.pollTimeout ?? "45 seconds",
     submitWaitMillis: Math.min(Duration.toMillis(Duration.fromInputUnsafe(options.submitWait ?? "20 seconds")), Duration.toMillis(Duration.fromInputUnsafe(requestTimeout)) / 2),
-  })
+  }
+  const calls = yield* Calls.make(transport, callOptions)
+  const samplerCalls = options.samplerBaseUrl === undefined
+    ? calls
+    : yield* Calls.make(Transport.make({ http, base: new URL(String(options.samplerBaseUrl)), apiKey }), callOptions)
   const { direct, futureCall } = calls
   const where = transport.where
 
@@ -181,8 +191,8 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
     samplerIds: 0,
   }
   const trainer = ClientTrainer.make(calls, state)
-  const sampler = ClientSampler.make(calls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
-  const reference = yield* ClientReference.make(calls, state, sessionId)
+  const sampler = ClientSampler.make(samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
+  const reference = yield* ClientReference.make(samplerCalls, state, sessionId)
   yield* Effect.logDebug(`connected to ${where}: session ${sessionId}, model ${state.modelId} (${baseModel})`)
   return { trainer, sampler, reference, sessionId, modelId: state.modelId, baseModel }
 })

@@ -1,0 +1,272 @@
+/**
+ * Schemas of the Loops control plane (`/v1/loops/*` on Baseten's management API), one
+ * per request and response of each route gyre uses, as the Loops API reference
+ * documents them (docs.baseten.co/reference/loops-api, OpenAPI "Baseten management API
+ * 1.0.0"; the component names below are the reference's).
+ *
+ * | route | request | response |
+ * |---|---|---|
+ * | `GET /v1/loops/capabilities` | - | `GetLoopsCapabilitiesResponseV1` |
+ * | `POST /v1/loops/sessions` | no body | `CreateLoopsSessionResponseV1` |
+ * | `GET /v1/loops/sessions/{session_id}` | - | `GetLoopsSessionResponseV1` |
+ * | `POST /v1/loops/runs` | `CreateLoopsRunRequestV1` | `CreateLoopsRunResponseV1` |
+ * | `GET /v1/loops/runs` | `run_id?`, `base_model?`, `scope?` | `ListLoopsRunsResponseV1` |
+ * | `GET /v1/loops/runs/{run_id}` | - | `GetLoopsRunResponseV1` |
+ * | `POST /v1/loops/runs/{run_id}/deactivate` | no body | `DeactivateLoopsRunResponseV1` |
+ * | `GET /v1/loops/deployments/{deployment_id}` | - | `GetLoopsDeploymentResponseV1` |
+ * | `GET /v1/loops/checkpoints` | exactly one of `run_id`, `base_model`, `checkpoint_path` | `ListLoopsCheckpointsResponseV1` |
+ * | `GET /v1/loops/checkpoints/{checkpoint_id}/files` | `page_size` (1000), `page_token` (0) | `LoopsCheckpointFilesResponseV1` |
+ *
+ * Requests carry only documented fields. Responses are decoded leniently in one way
+ * only: fields the API may add are ignored, and documented fields gyre never reads
+ * (`user`, `instance_type`, `lora_adapter_config`, ...) are optional here, so that a
+ * change to them cannot stop a run from being found or deactivated. Every field gyre
+ * reads is required with its documented type, and a failure names the route and field.
+ *
+ * Not used, so not modelled: trainer-only runs (`POST /v1/loops/trainers`), standalone
+ * samplers (`/v1/loops/samplers`), checkpoint validation and deployment
+ * (`/v1/loops/checkpoints/validate`, `/deploy`), deployment lists, logs and metrics,
+ * `user_config`, the team-scoped twins (`/v1/teams/{team_id}/loops/...`), and the newer
+ * reference's serverless `scope` field of run creation.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+
+const NonNegativeInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+const PositiveInt = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+/** `UserV1`: who owns a resource. @since 0.1.0 @category models */
+export const User = Schema.Struct({ email: Schema.optional(Schema.NullOr(Schema.String)) })
+
+// ---------------------------------------------------------------------------
+// capabilities
+
+/** `SupportedModelV1`. @since 0.1.0 @category models */
+export const SupportedModel = Schema.Struct({
+  model_name: Schema.String,
+  max_context_length: Schema.Int,
+  supports_vision_language: Schema.optional(Schema.Boolean),
+})
+export type SupportedModel = typeof SupportedModel.Type
+
+/** `GetLoopsCapabilitiesResponseV1`. @since 0.1.0 @category models */
+export const CapabilitiesResponse = Schema.Struct({ supported_models: Schema.Array(SupportedModel) })
+export type CapabilitiesResponse = typeof CapabilitiesResponse.Type
+
+// ---------------------------------------------------------------------------
+// sessions
+
+/** `LoopsSessionV1`. @since 0.1.0 @category models */
+export const Session = Schema.Struct({ id: Schema.String })
+export type Session = typeof Session.Type
+
+/** `CreateLoopsSessionResponseV1` and `GetLoopsSessionResponseV1`. @since 0.1.0 @category models */
+export const SessionResponse = Schema.Struct({ session: Session })
+
+// ---------------------------------------------------------------------------
+// runs and their samplers
+
+/** `DeploymentStatusV1`: a sampler's status. @since 0.1.0 @category models */
+export const SamplerStatusName = Schema.Literals([
+  "BUILDING",
+  "DEPLOYING",
+  "DEPLOY_FAILED",
+  "LOADING_MODEL",
+  "ACTIVE",
+  "UNHEALTHY",
+  "BUILD_FAILED",
+  "BUILD_STOPPED",
+  "DEACTIVATING",
+  "INACTIVE",
+  "FAILED",
+  "UPDATING",
+  "SCALED_TO_ZERO",
+  "WAKING_UP",
+])
+export type SamplerStatusName = typeof SamplerStatusName.Type
+
+/** `LoopsSamplerV1`: the sampler paired with a run. @since 0.1.0 @category models */
+export const Sampler = Schema.Struct({
+  id: Schema.String,
+  base_url: Schema.String,
+  base_model: Schema.String,
+  created_at: Schema.optional(Schema.String),
+  model_id: Schema.optional(Schema.String),
+  deployment_id: Schema.optional(Schema.String),
+  status: Schema.Struct({ name: SamplerStatusName }),
+  user: Schema.optional(User),
+  node_count: Schema.optional(Schema.Int),
+})
+export type Sampler = typeof Sampler.Type
+
+/** `LoopsRunStatusNameV1`: `ACTIVE` while the run is live, `INACTIVE` once replaced or shut down. @since 0.1.0 @category models */
+export const RunStatusName = Schema.Literals(["ACTIVE", "INACTIVE"])
+export type RunStatusName = typeof RunStatusName.Type
+
+/** `LoopsRunV1`: a trainer ("run") with its paired sampler. @since 0.1.0 @category models */
+export const Run = Schema.Struct({
+  id: Schema.String,
+  session_id: Schema.String,
+  deployment_id: Schema.optional(Schema.NullOr(Schema.String)),
+  name: Schema.optional(Schema.String),
+  base_model: Schema.String,
+  base_url: Schema.String,
+  created_at: Schema.String,
+  status: Schema.Struct({ name: RunStatusName }),
+  user: Schema.optional(User),
+  sampler: Schema.optional(Schema.NullOr(Sampler)),
+})
+export type Run = typeof Run.Type
+
+/** `CreateLoopsRunResponseV1` and `GetLoopsRunResponseV1`. @since 0.1.0 @category models */
+export const RunResponse = Schema.Struct({ run: Run })
+
+/** `ListLoopsRunsResponseV1`. @since 0.1.0 @category models */
+export const ListRunsResponse = Schema.Struct({ runs: Schema.Array(Run) })
+
+/** `V1AvailabilityModel`. @since 0.1.0 @category models */
+export const AvailabilityModel = Schema.Literals(["dedicated", "spot"])
+
+/**
+ * `CreateLoopsRunRequestV1`: `session_id` and `base_model` are required; the rest take
+ * the API's defaults when absent (`lora_rank` 64, `scale_down_delay_seconds` 3600,
+ * `availability_model` dedicated, `replicas` 1). `path` starts the trainer from a
+ * `bt://loops:<run_id>/weights/<name>` checkpoint.
+ * @since 0.1.0 @category models
+ */
+export const CreateRunRequest = Schema.Struct({
+  session_id: Schema.String,
+  base_model: Schema.String,
+  name: Schema.optional(Schema.String.check(Schema.isMinLength(1), Schema.isMaxLength(255))),
+  max_seq_len: Schema.optional(PositiveInt),
+  lora_rank: Schema.optional(PositiveInt),
+  seed: Schema.optional(Schema.Int),
+  scale_down_delay_seconds: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 3600 }))),
+  availability_model: Schema.optional(AvailabilityModel),
+  replicas: Schema.optional(PositiveInt),
+  path: Schema.optional(Schema.String),
+  reuse_from_run_id: Schema.optional(Schema.String),
+})
+export type CreateRunRequest = typeof CreateRunRequest.Type
+
+/** Query of `GET /v1/loops/runs`. @since 0.1.0 @category models */
+export const ListRunsQuery = Schema.Struct({
+  run_id: Schema.optional(Schema.String),
+  base_model: Schema.optional(Schema.String),
+  /** `org` lists every run of the organization; default the caller's own */
+  scope: Schema.optional(Schema.Literal("org")),
+})
+export type ListRunsQuery = typeof ListRunsQuery.Type
+
+/** `DeactivateLoopsRunResponseV1`. @since 0.1.0 @category models */
+export const DeactivateRunResponse = Schema.Struct({
+  id: Schema.String,
+  base_model: Schema.String,
+  user: Schema.optional(User),
+})
+export type DeactivateRunResponse = typeof DeactivateRunResponse.Type
+
+// ---------------------------------------------------------------------------
+// deployments (the trainer's provisioning state)
+
+/** `LoopsDeploymentStatus`: the trainer deployment's status. @since 0.1.0 @category models */
+export const DeploymentStatusName = Schema.Literals(["CREATED", "DEPLOYING", "RUNNING", "SCALED_TO_ZERO", "FAILED", "STOPPED", "PREEMPTED"])
+export type DeploymentStatusName = typeof DeploymentStatusName.Type
+
+/** `LoopsDeploymentV1` (the fields gyre reads). @since 0.1.0 @category models */
+export const Deployment = Schema.Struct({
+  id: Schema.String,
+  base_model: Schema.String,
+  base_url: Schema.optional(Schema.String),
+  status: Schema.Struct({ name: DeploymentStatusName }),
+  active_run_id: Schema.optional(Schema.NullOr(Schema.String)),
+  latest_run_id: Schema.optional(Schema.NullOr(Schema.String)),
+  created_at: Schema.optional(Schema.String),
+  availability_model: Schema.optional(AvailabilityModel),
+  node_count: Schema.optional(Schema.Int),
+  sampler: Schema.optional(Schema.NullOr(Sampler)),
+})
+export type Deployment = typeof Deployment.Type
+
+/** `GetLoopsDeploymentResponseV1`. @since 0.1.0 @category models */
+export const DeploymentResponse = Schema.Struct({ deployment: Deployment })
+
+// ---------------------------------------------------------------------------
+// checkpoints
+
+/** `TrainerCheckpointTarget`: `trainer` (`weights/`, resumable) or `sampler` (`sampler_weights/`, deployable). @since 0.1.0 @category models */
+export const CheckpointTarget = Schema.Literals(["sampler", "trainer"])
+
+/** `LoopsCheckpointV1`: `checkpoint_id` is the name (`step-3`), `id` the global id of the files route. @since 0.1.0 @category models */
+export const Checkpoint = Schema.Struct({
+  checkpoint_id: Schema.String,
+  created_at: Schema.String,
+  checkpoint_type: Schema.String,
+  base_model: Schema.optional(Schema.NullOr(Schema.String)),
+  lora_adapter_config: Schema.optional(Schema.NullOr(Schema.Record(Schema.String, Schema.Unknown))),
+  size_bytes: Schema.Int,
+  sync_status: Schema.optional(Schema.NullOr(Schema.String)),
+  id: Schema.String,
+  run_id: Schema.String,
+  target: CheckpointTarget,
+})
+export type Checkpoint = typeof Checkpoint.Type
+
+/** `ListLoopsCheckpointsResponseV1`. @since 0.1.0 @category models */
+export const ListCheckpointsResponse = Schema.Struct({ checkpoints: Schema.Array(Checkpoint) })
+
+/** Query of `GET /v1/loops/checkpoints`: exactly one filter. @since 0.1.0 @category models */
+export type CheckpointsQuery =
+  | { readonly run_id: string }
+  | { readonly base_model: string }
+  | { readonly checkpoint_path: string }
+
+/** `CheckpointFile`: one file of a checkpoint folder, at a presigned URL. @since 0.1.0 @category models */
+export const CheckpointFile = Schema.Struct({
+  url: Schema.String,
+  relative_file_name: Schema.String,
+  node_rank: NonNegativeInt,
+  size_bytes: NonNegativeInt,
+  last_modified: Schema.optional(Schema.String),
+})
+export type CheckpointFile = typeof CheckpointFile.Type
+
+/** `LoopsCheckpointFilesResponseV1`: one page; `next_page_token` is the next offset, null after the last page. @since 0.1.0 @category models */
+export const CheckpointFilesResponse = Schema.Struct({
+  presigned_urls: Schema.Array(CheckpointFile),
+  next_page_token: Schema.optional(Schema.NullOr(NonNegativeInt)),
+  total_count: NonNegativeInt,
+})
+export type CheckpointFilesResponse = typeof CheckpointFilesResponse.Type
+
+/** Query of the files route. @since 0.1.0 @category models */
+export interface FilesPage {
+  readonly page_size?: number | undefined
+  readonly page_token?: number | undefined
+}
+
+// ---------------------------------------------------------------------------
+// checkpoint URIs
+
+/** A parsed `bt://loops:<run_id>/(weights|sampler_weights)/<name>`. @since 0.1.0 @category models */
+export interface CheckpointUri {
+  readonly runId: string
+  readonly kind: "weights" | "sampler_weights"
+  readonly name: string
+}
+
+/**
+ * Parses a Loops checkpoint URI; `undefined` when `uri` is not one.
+ *
+ * @example
+ * ```ts
+ * parseCheckpointUri("bt://loops:k4q95w5/sampler_weights/step-100")
+ * // => { runId: "k4q95w5", kind: "sampler_weights", name: "step-100" }
+ * ```
+ * @since 0.1.0 @category combinators
+ */
+export const parseCheckpointUri = (uri: string): CheckpointUri | undefined => {
+  const m = /^bt:\/\/loops:([^/]+)\/(weights|sampler_weights)\/(.+)$/.exec(uri)
+  return m === null ? undefined : { runId: m[1]!, kind: m[2] as CheckpointUri["kind"], name: m[3]! }
+}

@@ -1,0 +1,90 @@
+/**
+ * `--backend loops`: a `Trainer`, `Sampler` and `Reference` on a Loops run that lives
+ * as long as the layer. Building the layer provisions (or, on `--resume`, finds) the
+ * run and waits for it to be ready (`Provision.ts`), then connects to its data plane
+ * (`DataPlane.ts`); closing it stops the data plane's session first and then
+ * deactivates the run, exactly once, whether training ended, failed or was interrupted.
+ *
+ * @since 0.1.0
+ */
+import { type Config, Context, Duration, Effect, Layer, Redacted } from "effect"
+import { BackendError } from "../../Contract.ts"
+import * as PlatformHttpClient from "../../platform/HttpClient.ts"
+import { Reference } from "../../Reference.ts"
+import { Sampler } from "../../Sampler.ts"
+import { Trainer } from "../../Trainer.ts"
+import type * as Retry from "../http/Retry.ts"
+import * as ControlPlane from "./ControlPlane.ts"
+import * as DataPlane from "./DataPlane.ts"
+import { LoopsError } from "./Errors.ts"
+import * as Provision from "./Provision.ts"
+
+/** @since 0.1.0 @category models */
+export interface Options extends Omit<Provision.Options, "baseModel"> {
+  /** the base model; without it the layer fails listing the models Loops supports */
+  readonly baseModel: string | undefined
+  /** the control plane (default `LOOPS_API_URL`, then Baseten's API) */
+  readonly url?: string | undefined
+  /** overrides `BASETEN_API_KEY` */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** retry policy of the control plane and the data plane */
+  readonly retry?: Retry.Policy | undefined
+}
+
+/** A run's services, with the control plane it was provisioned on, given an `HttpClient` and a `Scope`. */
+const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
+  const apiKey = options.apiKey ?? (yield* ControlPlane.apiKeyConfig.pipe(
+    Effect.mapError(() => new LoopsError({ reason: "Config", route: "BASETEN_API_KEY", message: "--backend loops needs BASETEN_API_KEY (a Baseten API key with Loops access)" })),
+  ))
+  const cp = yield* ControlPlane.make({ apiKey, url: options.url, retry: options.retry })
+  const baseModel = options.baseModel
+  if (baseModel === undefined) {
+    const models = yield* cp.capabilities.pipe(
+      Effect.map((c) => c.supported_models.map((m) => m.model_name).join(", ")),
+      Effect.orElseSucceed(() => "see GET /v1/loops/capabilities"),
+    )
+    return yield* new LoopsError({ reason: "InvalidInput", route: "--model", message: `--backend loops needs --model <base model>; Loops supports: ${models}` })
+  }
+  const run = yield* Provision.acquire({ ...options, baseModel }).pipe(Effect.provideService(ControlPlane.ControlPlane, cp))
+  const services = yield* DataPlane.make(run, {
+    apiKey,
+    loraRank: options.loraRank,
+    ...(options.retry !== undefined ? { retry: options.retry } : {}),
+    readyTimeout: options.readyTimeout ?? Provision.DEFAULT_READY_TIMEOUT,
+  })
+  yield* Effect.logInfo(`loops: training on run ${run.id}: trainer ${run.base_url}, sampler ${run.sampler?.base_url ?? run.base_url}`)
+  return services
+})
+
+/** A `LoopsError` as the `BackendError` the runner reports (its message unchanged). */
+const asBackendError = (e: LoopsError | BackendError | Config.ConfigError): BackendError =>
+  e._tag === "BackendError"
+    ? e
+    : e._tag !== "LoopsError"
+    ? new BackendError({ reason: "InvalidInput", operation: "loops", message: String(e) })
+    : new BackendError({
+      reason: e.reason === "NotReady" ? "Timeout" : e.reason === "Unavailable" ? "Unavailable" : e.reason === "InvalidInput" || e.reason === "Config" ? "InvalidInput" : "Rejected",
+      operation: `loops ${e.route}`,
+      message: e.message,
+    })
+
+/**
+ * `Trainer | Sampler | Reference` on a Loops run, on gyre's undici client.
+ *
+ * @example
+ * ```ts
+ * import * as Loops from "./src/backends/loops/Backend.ts"
+ * const backend = Loops.layer({ baseModel: "Qwen/Qwen3-8B", loraRank: 16, runDir: "runs/q", resume: false })
+ * // => Layer<Trainer | Sampler | Reference, BackendError>
+ * ```
+ * @since 0.1.0 @category layers
+ */
+export const layer = (options: Options): Layer.Layer<Trainer | Sampler | Reference, BackendError> =>
+  Layer.effectContext(
+    Effect.map(make(options), (s) => Context.make(Trainer, s.trainer).pipe(Context.add(Sampler, s.sampler), Context.add(Reference, s.reference))).pipe(
+      Effect.mapError(asBackendError),
+    ),
+  ).pipe(Layer.provide(PlatformHttpClient.layer))
+
+/** The ready timeout from `--loops-ready-timeout` seconds. @since 0.1.0 @category combinators */
+export const readyTimeoutOf = (seconds: number | undefined): Duration.Input => (seconds === undefined ? Provision.DEFAULT_READY_TIMEOUT : Duration.seconds(seconds))

@@ -1,0 +1,225 @@
+/**
+ * A Loops run for the length of a scope: found or created, waited for until ready, and
+ * deactivated when the scope closes (at the end, on failure, on interruption), exactly
+ * once, unless it is kept on purpose.
+ *
+ * - A new run: `POST /v1/loops/sessions`, then `POST /v1/loops/runs` (the run and its
+ *   paired sampler). The run is written to the run folder's `loops.json` before
+ *   anything else happens on it, so a crash at any later point leaves a trace.
+ * - Ready: the run is `ACTIVE`, its trainer deployment (`GET
+ *   /v1/loops/deployments/{id}`, when the run has one) is `RUNNING` and its sampler is
+ *   `ACTIVE` (`SCALED_TO_ZERO` counts as ready for both: it wakes on the first
+ *   request). A failed state (`FAILED`, `STOPPED`, `PREEMPTED`, `DEPLOY_FAILED`, ...,
+ *   or an `INACTIVE` run) fails at once; otherwise the run is polled (every 0.5 s at
+ *   first, then up to every 10 s), each change of state is logged, and a run not ready
+ *   within the ready timeout fails naming the run and the state it was in.
+ * - The record: a run of the folder that gyre did not deactivate is checked at the next
+ *   start. Still `ACTIVE`: `--resume` trains on it; a fresh start is refused, naming the
+ *   run and the command that stops it. No longer active: the record says so, and
+ *   `--resume` fails saying the run is gone and how to continue from the folder's last
+ *   checkpoint on a new run (`--loops-new-run`).
+ * - Release: `POST /v1/loops/runs/{run_id}/deactivate` (with retries), then the record
+ *   marks the run deactivated. A deactivation that fails is logged as an error with the
+ *   command to run; the record keeps the run live so that the next start reports it.
+ *   With `keepRun`, a run that became ready is left up and the log names it and the
+ *   command that stops it; a run that never became ready is deactivated all the same.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Exit, type Scope } from "effect"
+import type * as Api from "./Api.ts"
+import { ControlPlane } from "./ControlPlane.ts"
+import { LoopsError } from "./Errors.ts"
+import * as RunRecord from "./RunRecord.ts"
+
+/** @since 0.1.0 @category models */
+export interface Options {
+  /** the base model (a Hugging Face id that `GET /v1/loops/capabilities` lists) */
+  readonly baseModel: string
+  /** LoRA rank (default the API's, 64) */
+  readonly loraRank?: number | undefined
+  /** the run's display name (default the base model) */
+  readonly name?: string | undefined
+  /** the run folder, where `loops.json` records the run */
+  readonly runDir: string
+  /** a resumed run folder: train on its live run if it has one */
+  readonly resume: boolean
+  /** leave a run that became ready up when the scope closes */
+  readonly keepRun?: boolean | undefined
+  /** on resume, when the folder's run is gone, provision a new one */
+  readonly newRun?: boolean | undefined
+  /** how long provisioning may take (default 30 minutes) */
+  readonly readyTimeout?: Duration.Input | undefined
+  /** the longest wait between two status polls (default 10 s; the first ones are shorter) */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+/** The default ready timeout: cold starts take minutes. @since 0.1.0 @category constants */
+export const DEFAULT_READY_TIMEOUT: Duration.Input = "30 minutes"
+
+const TRAINER_READY: ReadonlySet<string> = new Set(["RUNNING", "SCALED_TO_ZERO"])
+const TRAINER_FAILED: ReadonlySet<string> = new Set(["FAILED", "STOPPED", "PREEMPTED"])
+const SAMPLER_READY: ReadonlySet<string> = new Set(["ACTIVE", "SCALED_TO_ZERO"])
+const SAMPLER_FAILED: ReadonlySet<string> = new Set(["DEPLOY_FAILED", "BUILD_FAILED", "BUILD_STOPPED", "DEACTIVATING", "INACTIVE", "FAILED"])
+
+/** Where provisioning stands: ready, still coming up, or failed; `state` says it in words. @since 0.1.0 @category models */
+export interface Phase {
+  readonly phase: "Ready" | "Waiting" | "Failed"
+  readonly state: string
+}
+
+/**
+ * The phase of a run from its status and its trainer deployment's.
+ * @since 0.1.0 @category combinators
+ */
+export const phaseOf = (run: Api.Run, deployment: Api.Deployment | undefined): Phase => {
+  const trainer = run.deployment_id === undefined || run.deployment_id === null ? "no deployment" : deployment?.status.name ?? "unknown"
+  const sampler = run.sampler?.status.name ?? "not created yet"
+  const state = `run ${run.status.name}, trainer ${trainer}, sampler ${sampler}`
+  if (run.status.name === "INACTIVE" || TRAINER_FAILED.has(trainer) || SAMPLER_FAILED.has(sampler)) return { phase: "Failed", state }
+  const trainerReady = trainer === "no deployment" || TRAINER_READY.has(trainer)
+  return { phase: trainerReady && SAMPLER_READY.has(sampler) ? "Ready" : "Waiting", state }
+}
+
+const now = () => new Date().toISOString()
+
+/** The run's status and its trainer deployment's, as one phase. */
+const poll = (cp: typeof ControlPlane.Service, runId: string) =>
+  Effect.gen(function* () {
+    const run = yield* cp.getRun(runId)
+    const deployment = run.deployment_id === undefined || run.deployment_id === null ? undefined : yield* cp.getDeployment(run.deployment_id)
+    return { run, ...phaseOf(run, deployment) }
+  })
+
+/**
+ * Waits until run `runId` is ready and returns it; fails with `NotReady` after the
+ * ready timeout, or `Failed` when provisioning fails, naming the run and its state.
+ * @since 0.1.0 @category constructors
+ */
+export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string, options: Pick<Options, "readyTimeout" | "pollInterval"> = {}) {
+  const cp = yield* ControlPlane
+  const timeout = Duration.fromInputUnsafe(options.readyTimeout ?? DEFAULT_READY_TIMEOUT)
+  const cap = Duration.toMillis(Duration.fromInputUnsafe(options.pollInterval ?? "10 seconds"))
+  const started = Date.now()
+  let last = "not polled yet"
+  const loop = Effect.gen(function* () {
+    for (let k = 0; ; k++) {
+      const p = yield* poll(cp, runId)
+      const waited = Duration.format(Duration.millis(Math.round((Date.now() - started) / 1000) * 1000))
+      if (p.phase === "Failed") return yield* new LoopsError({ reason: "Failed", route: "provision", message: `Loops run ${runId} failed while provisioning (${p.state})` })
+      if (p.phase === "Ready") {
+        yield* Effect.logInfo(`loops: run ${runId} is ready after ${waited} (${p.state})`)
+        return p.run
+      }
+      if (p.state !== last) yield* Effect.logInfo(`loops: waiting for run ${runId} (${waited} so far, ready timeout ${Duration.format(timeout)}): ${p.state}`)
+      last = p.state
+      yield* Effect.sleep(Duration.millis(Math.min(cap, 500 * 2 ** Math.min(k, 10))))
+    }
+  })
+  return yield* loop.pipe(
+    Effect.timeoutOrElse({
+      duration: timeout,
+      orElse: () =>
+        Effect.fail(
+          new LoopsError({
+            reason: "NotReady",
+            route: "provision",
+            message: `Loops run ${runId} was not ready after ${Duration.format(timeout)} (last state: ${last}); raise --loops-ready-timeout if cold starts take longer`,
+          }),
+        ),
+    }),
+  )
+})
+
+/** The command that stops a run. @since 0.1.0 @category constants */
+export const stopCommand = (runId: string) => `gyre loops deactivate ${runId}`
+
+/** Deactivates `run` (or keeps it), then updates the record; never fails. */
+const release = (cp: typeof ControlPlane.Service, run: Api.Run, options: Options, ready: () => boolean) =>
+  Effect.gen(function* () {
+    if (options.keepRun === true && ready()) {
+      yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, kept: true })).pipe(Effect.ignore)
+      return yield* Effect.logWarning(`loops: kept run ${run.id} up (--keep-run); it bills until deactivated. Stop it with: ${stopCommand(run.id)}`)
+    }
+    if (options.keepRun === true) yield* Effect.logWarning(`loops: run ${run.id} never became ready, so it is deactivated despite --keep-run`)
+    const done = yield* Effect.exit(cp.deactivateRun(run.id))
+    if (Exit.isFailure(done)) {
+      const e = done.cause
+      return yield* Effect.logError(`loops: could not deactivate run ${run.id}; it may still be billing. Stop it with: ${stopCommand(run.id)}`, e)
+    }
+    yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, deactivatedAt: now(), kept: false })).pipe(Effect.ignore)
+    yield* Effect.logInfo(`loops: deactivated run ${run.id} (its checkpoints remain: gyre loops checkpoints ${run.id})`)
+  })
+
+/** A session and a run, recorded in the run folder as soon as the run exists. */
+const create = (cp: typeof ControlPlane.Service, options: Options) =>
+  Effect.gen(function* () {
+    const session = yield* cp.createSession
+    const run = yield* cp.createRun({
+      session_id: session.id,
+      base_model: options.baseModel,
+      ...(options.loraRank !== undefined ? { lora_rank: options.loraRank } : {}),
+      ...(options.name !== undefined ? { name: options.name } : {}),
+    })
+    yield* RunRecord.add(options.runDir, cp.url, { id: run.id, sessionId: run.session_id, baseModel: run.base_model, createdAt: run.created_at, deactivatedAt: null }).pipe(
+      Effect.catch((e) => Effect.logError(`loops: run ${run.id} is up but could not be recorded in ${options.runDir}: ${e.message}`)),
+    )
+    yield* Effect.logInfo(`loops: created run ${run.id} (${run.base_model}) in session ${session.id} at ${cp.url}; waiting for it to be ready`)
+    return run
+  })
+
+/**
+ * The folder's live run to train on (`--resume`), or none when a new run is to be
+ * created; fails when the folder's run is still up on a fresh start, or gone on a
+ * resume without `newRun`.
+ */
+const recorded = (cp: typeof ControlPlane.Service, options: Options) =>
+  Effect.gen(function* () {
+    const record = yield* RunRecord.read(options.runDir)
+    let reuse: Api.Run | undefined = undefined
+    for (const r of RunRecord.live(record)) {
+      const run = yield* cp.getRun(r.id).pipe(Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(undefined)))
+      if (run !== undefined && run.status.name === "ACTIVE") {
+        if (!options.resume) {
+          return yield* new LoopsError({
+            reason: "Failed",
+            route: "provision",
+            message: `${options.runDir} records Loops run ${r.id} (${r.baseModel}), still ACTIVE and billing: an earlier start did not deactivate it (a crash, or --keep-run). ` +
+              `Continue on it with \`gyre run --resume ${options.runDir} --backend loops\`, or stop it with \`${stopCommand(r.id)}\``,
+          })
+        }
+        reuse = run
+        continue
+      }
+      yield* RunRecord.update(options.runDir, r.id, (x) => ({ ...x, deactivatedAt: now() }))
+      yield* Effect.logWarning(`loops: run ${r.id} recorded in ${options.runDir} is ${run === undefined ? "gone (not found)" : "INACTIVE"}: nothing of it bills any more`)
+      if (options.resume && options.newRun !== true && r === RunRecord.live(record).at(-1)) {
+        return yield* new LoopsError({
+          reason: "Gone",
+          route: "provision",
+          message: `Loops run ${r.id} of ${options.runDir} is gone (${run === undefined ? "not found" : "INACTIVE"}), so --resume cannot continue on it. Its checkpoints remain ` +
+            `(gyre loops checkpoints ${r.id}). To continue from the folder's last checkpoint on a new run (which bills until it ends): ` +
+            `gyre run --resume ${options.runDir} --backend loops --loops-new-run`,
+        })
+      }
+    }
+    return reuse
+  })
+
+/**
+ * A ready run for the length of the scope: the folder's live run on `--resume`, else a
+ * new one; deactivated when the scope closes (see the module doc).
+ * @since 0.1.0 @category constructors
+ */
+export const acquire = Effect.fn("Loops.acquire")(function* (options: Options): Effect.fn.Return<Api.Run, LoopsError, ControlPlane | Scope.Scope> {
+  const cp = yield* ControlPlane
+  const reuse = yield* recorded(cp, options)
+  let ready = false
+  const run = yield* Effect.acquireRelease(
+    reuse !== undefined ? Effect.as(Effect.logInfo(`loops: resuming on run ${reuse.id} (${reuse.base_model}), still ACTIVE`), reuse) : create(cp, options),
+    (run) => release(cp, run, options, () => ready),
+  )
+  const live = yield* awaitReady(run.id, options)
+  ready = true
+  return live
+})

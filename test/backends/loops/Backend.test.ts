@@ -1,0 +1,185 @@
+/**
+ * `--backend loops` end to end, in process: the fake control plane provisions a run
+ * whose trainer and sampler URLs forward to a gyre `serve`; the runner trains on it;
+ * the run is deactivated exactly once with no request after it, whether training ends,
+ * fails or is interrupted, and when the run never becomes ready. The API key appears
+ * in no log line and no error.
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect, Exit, Fiber, Layer, Redacted } from "effect"
+import * as CharTokenizer from "../../../src/backends/local/CharTokenizer.ts"
+import * as Retry from "../../../src/backends/http/Retry.ts"
+import * as Loops from "../../../src/backends/loops/Backend.ts"
+import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
+import * as RunLog from "../../../src/RunLog.ts"
+import * as Runner from "../../../src/Runner.ts"
+import { Tokenizer } from "../../../src/Tokenizer.ts"
+import vowels, { quiet, toySettings } from "../../envs/vowels.ts"
+import { capture, RANDOM_MODEL, startDataPlane } from "./DataPlane.ts"
+import { type Fake, type FakeOptions, startFake } from "./FakeControlPlane.ts"
+
+const KEY = "bt-secret-key-0123456789"
+
+let dataPlane: Awaited<ReturnType<typeof startDataPlane>>
+beforeAll(async () => {
+  dataPlane = await startDataPlane()
+})
+afterAll(async () => {
+  await dataPlane.close()
+})
+
+const fakeWith = (options: Partial<FakeOptions> = {}) =>
+  Effect.acquireRelease(
+    Effect.promise(() => startFake({ apiKey: KEY, dataPlane: dataPlane.url, models: [RANDOM_MODEL], ...options })),
+    (fake) => Effect.promise(() => fake.close()),
+  )
+
+const runDir = () => Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-")), "r")
+
+const backend = (fake: Fake, dir: string, options: Partial<Loops.Options> = {}) =>
+  Layer.merge(
+    Loops.layer({
+      baseModel: RANDOM_MODEL,
+      loraRank: 4,
+      runDir: dir,
+      resume: false,
+      url: fake.url,
+      apiKey: Redacted.make(KEY),
+      retry: Retry.fast,
+      pollInterval: "20 millis",
+      ...options,
+    }),
+    Layer.succeed(Tokenizer, CharTokenizer.make()),
+  )
+
+const train = (fake: Fake, dir: string, options: Partial<Loops.Options> = {}, steps = 3) =>
+  Runner.run(toySettings(dir, { steps, groups: 2, groupSize: 4, saveEvery: 2, logRolloutsEvery: 0 }), vowels, { resume: options.resume ?? false }).pipe(
+    Effect.provide(Layer.fresh(backend(fake, dir, options))),
+    quiet,
+  )
+
+/** The one run the fake created, deactivated exactly once, and nothing asked of it after that. */
+const assertDeactivatedOnce = (fake: Fake) => {
+  assert.strictEqual(fake.runs.size, 1, "one run provisioned")
+  const [run] = [...fake.runs.values()]
+  assert.strictEqual(fake.deactivations(run!.id), 1, "deactivated exactly once")
+  const entries = fake.entriesOf(run!.id)
+  const at = entries.findIndex((e) => e.path.endsWith("/deactivate"))
+  assert.strictEqual(at, entries.length - 1, `no request after the deactivation: ${entries.slice(at + 1).map((e) => `${e.method} ${e.path}`).join(", ")}`)
+  assert.isFalse(run!.active)
+  return run!
+}
+
+const assertNoKey = (texts: ReadonlyArray<string>) => {
+  for (const t of texts) assert.notInclude(t, KEY)
+}
+
+describe("loops backend", () => {
+  it.live("provisions, waits until ready, trains 3 steps on the run's trainer and sampler, and deactivates once", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ readyAfterPolls: 3 })
+      const dir = runDir()
+      const logs = capture()
+      const metrics = yield* train(fake, dir).pipe(Effect.provide(logs.layer))
+      assert.deepStrictEqual(metrics.map((m) => m["step"]), [1, 2, 3])
+      const run = assertDeactivatedOnce(fake)
+      const entries = fake.entriesOf(run.id)
+      assert.isTrue(entries.some((e) => e.kind === "trainer" && e.path.endsWith("/forward_backward")), "training went to the trainer URL")
+      assert.isTrue(entries.some((e) => e.kind === "sampler" && e.path.endsWith("/asample")), "sampling went to the sampler URL")
+      assert.isFalse(entries.some((e) => e.kind === "trainer" && e.path.endsWith("/asample")), "no sampling on the trainer URL")
+      const waiting = logs.lines.filter((l) => l.includes(`waiting for run ${run.id}`))
+      assert.isAtLeast(waiting.length, 1, logs.lines.join("\n"))
+      assert.isTrue(logs.lines.some((l) => l.includes(`run ${run.id} is ready`)))
+      const record = yield* RunRecord.read(dir)
+      assert.strictEqual(record?.controlPlane, fake.url)
+      assert.isNotNull(record?.runs[0]?.deactivatedAt)
+      assertNoKey(logs.lines)
+      // the data plane got the key; the control plane's answers never echo it
+      assert.isTrue(fake.log.filter((e) => e.kind === "control").every((e) => e.authorized))
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a failure mid-run deactivates the run", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({
+        fault: ({ kind, n, path }) => (kind === "trainer" && path.endsWith("/forward_backward") && n === 2 ? { status: 400, body: { detail: "injected failure" } } : undefined),
+      })
+      const dir = runDir()
+      const logs = capture()
+      const exit = yield* Effect.exit(train(fake, dir).pipe(Effect.provide(logs.layer)))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "injected failure")
+      assertDeactivatedOnce(fake)
+      assertNoKey([...logs.lines, String(exit)])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("an interruption mid-run deactivates the run", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith()
+      const dir = runDir()
+      const fiber = yield* Effect.forkChild(train(fake, dir, {}, 50))
+      const metrics = RunLog.paths(dir).metrics
+      while (!Fs.existsSync(metrics) || Fs.readFileSync(metrics, "utf8").split("\n").length < 3) yield* Effect.sleep("20 millis")
+      yield* Fiber.interrupt(fiber)
+      assertDeactivatedOnce(fake)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a run that never becomes ready fails naming the run and its state, and is deactivated", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ neverReady: true })
+      const dir = runDir()
+      const logs = capture()
+      const exit = yield* Effect.exit(train(fake, dir, { readyTimeout: "300 millis" }).pipe(Effect.provide(logs.layer)))
+      const run = assertDeactivatedOnce(fake)
+      assert.isTrue(Exit.isFailure(exit))
+      const text = String(exit)
+      assert.include(text, `Loops run ${run.id} was not ready after`)
+      assert.match(text, /last state: run ACTIVE, trainer DEPLOYING, sampler LOADING_MODEL/)
+      assert.isFalse(fake.entriesOf(run.id).some((e) => e.kind === "trainer" || e.kind === "sampler"), "no data-plane request")
+      assertNoKey([...logs.lines, text])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("--keep-run leaves the run up and names it; the next fresh start in the folder is refused; --resume trains on it", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith()
+      const dir = runDir()
+      const logs = capture()
+      yield* train(fake, dir, { keepRun: true }, 2).pipe(Effect.provide(logs.layer))
+      const [run] = [...fake.runs.values()]
+      assert.strictEqual(fake.deactivations(run!.id), 0)
+      assert.isTrue(logs.lines.some((l) => l.includes(`gyre loops deactivate ${run!.id}`)), logs.lines.join("\n"))
+      assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(dir)).map((r) => r.id), [run!.id])
+
+      const again = yield* Effect.exit(train(fake, dir))
+      assert.include(String(again), `records Loops run ${run!.id}`)
+      assert.include(String(again), "still ACTIVE and billing")
+      assert.strictEqual(fake.runs.size, 1, "no second run")
+
+      const resumed = yield* train(fake, dir, { resume: true }, 3)
+      assert.deepStrictEqual(resumed.map((m) => m["step"]), [3])
+      assert.strictEqual(fake.runs.size, 1, "the live run was reused")
+      assertDeactivatedOnce(fake)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("--resume of a folder whose run is gone says so and how to continue; --loops-new-run provisions a new one", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith()
+      const dir = runDir()
+      yield* train(fake, dir, { keepRun: true }, 2)
+      const [old] = [...fake.runs.values()]
+      old!.active = false
+      const gone = yield* Effect.exit(train(fake, dir, { resume: true }, 3))
+      const text = String(gone)
+      assert.include(text, `Loops run ${old!.id} of ${dir} is gone (INACTIVE)`)
+      assert.include(text, "--loops-new-run")
+      assert.strictEqual(fake.runs.size, 1)
+      const resumed = yield* train(fake, dir, { resume: true, newRun: true }, 3)
+      assert.deepStrictEqual(resumed.map((m) => m["step"]), [3])
+      assert.strictEqual(fake.runs.size, 2)
+      const fresh = [...fake.runs.values()].find((r) => r.id !== old!.id)!
+      assert.strictEqual(fake.deactivations(fresh.id), 1)
+      assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(dir)), [])
+    }).pipe(Effect.scoped), 60_000)
+})
