@@ -1,6 +1,6 @@
 /**
- * A `Trainer`, a `Sampler` and a `Reference` over the Tinker wire protocol (JSON), on
- * undici.
+ * A `Trainer`, a `Sampler` and a `Reference` over the Tinker wire protocol (JSON, and
+ * protobuf where the server takes it), on undici.
  *
  * Building the layer opens a session (`create_session`, then a heartbeat every 10 s
  * while the layer lives) and creates the LoRA model (`create_model`). Every long
@@ -16,6 +16,10 @@
  *   `saveWeightsForSampler`. The policy version of a result is the server's
  *   `policy_version` (an extension of this server); against a server without it, the
  *   client counts optimizer steps itself.
+ * - `forward_backward` and `forward` go as Tinker's protobuf when the server's client
+ *   config says it takes them (`ClientTrainer.negotiateWire`, option `wire`), JSON
+ *   otherwise; results of those and of `asample` are read as protobuf or JSON,
+ *   whichever the server answers (`Transport.ts`, `Proto.ts`).
  * - The API key (`TINKER_API_KEY`, else `BASETEN_API_KEY`) is sent as `X-API-Key`.
  *   It is never written to a log or an error: gyre's own texts never hold it, and
  *   any text from the server is redacted (`Transport.ts`) before gyre prints it. A key
@@ -79,6 +83,14 @@ export interface Options {
   readonly readyTimeout?: Duration.Input | undefined
   /** tags sent with `create_session` */
   readonly tags?: ReadonlyArray<string> | undefined
+  /**
+   * how training data travels: `auto` (default) asks the server's client config and
+   * sends protobuf where it says so, JSON otherwise; `protobuf` always (as the official
+   * SDK 0.25 does); `json` always, and results are asked for as JSON only. The client
+   * config (`POST /client/config`) is asked once, before the first `forward_backward`
+   * or `forward`
+   */
+  readonly wire?: "auto" | "protobuf" | "json" | undefined
 }
 
 /**
@@ -123,7 +135,8 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   }
   const base = options.baseUrl !== undefined ? new URL(String(options.baseUrl)) : yield* baseUrlConfig
   const requestTimeout = options.requestTimeout ?? "60 seconds"
-  const transport = Transport.make({ http, base, apiKey })
+  const protobufResults = options.wire !== "json"
+  const transport = Transport.make({ http, base, apiKey, protobufResults })
   const callOptions = {
     policy,
     requestTimeout,
@@ -133,7 +146,7 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   const calls = yield* Calls.make(transport, callOptions)
   const samplerCalls = options.samplerBaseUrl === undefined
     ? calls
-    : yield* Calls.make(Transport.make({ http, base: new URL(String(options.samplerBaseUrl)), apiKey }), callOptions)
+    : yield* Calls.make(Transport.make({ http, base: new URL(String(options.samplerBaseUrl)), apiKey, protobufResults }), callOptions)
   const { direct, futureCall } = calls
   const where = transport.where
 
@@ -190,7 +203,7 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
     samplerSeq: 0,
     samplerIds: 0,
   }
-  const trainer = ClientTrainer.make(calls, state)
+  const trainer = ClientTrainer.make(calls, state, { wire: options.wire ?? "auto" })
   const sampler = ClientSampler.make(samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
   const reference = yield* ClientReference.make(samplerCalls, state, sessionId)
   yield* Effect.logDebug(`connected to ${where}: session ${sessionId}, model ${state.modelId} (${baseModel})`)

@@ -11,11 +11,12 @@
  *
  * @since 0.1.0
  */
-import { Effect, Result } from "effect"
+import { Effect, Result, Schema } from "effect"
 import { BackendError, type ModelInput, modelInputTokens } from "../../Contract.ts"
 import { Reference, type ReferenceShape } from "../../Reference.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
+import { sampleResult } from "./ClientSampler.ts"
 import type { State } from "./ClientTrainer.ts"
 import * as Wire from "./Wire.ts"
 
@@ -63,7 +64,7 @@ export const make = (calls: Calls, state: State, sessionId: string): Effect.Effe
           prompt_logprobs: true,
           type: "sample",
         }
-        const r = yield* futureCall("/asample", body, "Sample", Wire.SampleResponse, "reference")
+        const r = yield* Effect.flatMap(futureCall("/asample", body, "Sample", Schema.Unknown, "reference"), (raw) => sampleResult(raw, "reference"))
         if (r.prompt_logprobs === undefined || r.prompt_logprobs === null) {
           return yield* new BackendError({ reason: "Internal", operation: "reference", message: `the server returned no prompt_logprobs for inputs[${index}] of the base model` })
         }

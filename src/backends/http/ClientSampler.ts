@@ -5,16 +5,35 @@
  * then fails with reason `Timeout` naming the version waited for and the version the
  * server serves; a server that answers `try_again` forever cannot hold it longer.
  *
+ * A result comes as JSON or as Tinker's protobuf `SampleResponse` (`Proto.ts`),
+ * whichever the server answers; protobuf has no field for the `policy_version`
+ * extension, which a gyre server then sends as the `X-Gyre-Policy-Version` header.
+ *
  * @since 0.1.0
  */
-import { Duration, Effect, Option, Result } from "effect"
+import { Duration, Effect, Option, Result, Schema } from "effect"
 import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../Contract.ts"
 import type { SamplerShape } from "../../Sampler.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import type { State } from "./ClientTrainer.ts"
-import { headerValueProblem } from "./Transport.ts"
+import * as Proto from "./Proto.ts"
+import { type Binary, decodeResult, headerValueProblem } from "./Transport.ts"
 import * as Wire from "./Wire.ts"
+
+/** A protobuf sample result as JSON, with the policy version its answer's header carries. */
+const sampleFromProto = (b: Binary) =>
+  Effect.map(Proto.decodeSampleResponse(b.bytes), (r) => {
+    const header = b.headers[Proto.POLICY_VERSION_HEADER]
+    const version = header === undefined ? Number.NaN : Number(header)
+    return Number.isSafeInteger(version) && version >= 0 ? { ...r, policy_version: version } : r
+  })
+
+/**
+ * An `asample` future's answer (JSON, or protobuf) as `Wire.SampleResponse`.
+ * @since 0.1.0 @category combinators
+ */
+export const sampleResult = (raw: unknown, operation: string) => decodeResult(raw, sampleFromProto, Wire.SampleResponse, operation)
 
 const samplingParamsToWire = (p: SamplingParams): Result.Result<Wire.SamplingParams, string> => {
   let stop: Wire.SamplingParams["stop"] = undefined
@@ -104,10 +123,10 @@ export const make = (calls: Calls, state: State, options: { readonly readyTimeou
       return pinned(
         operation,
         minPolicyVersion,
-        Effect.map(futureCall("/asample", body, "Sample", Wire.SampleResponse, operation, headers), (r) => ({
-          response: r,
-          version: r.policy_version ?? versionUsed ?? state.trainerVersion,
-        })),
+        futureCall("/asample", body, "Sample", Schema.Unknown, operation, headers).pipe(
+          Effect.flatMap((raw) => sampleResult(raw, operation)),
+          Effect.map((r) => ({ response: r, version: r.policy_version ?? versionUsed ?? state.trainerVersion })),
+        ),
       )
     })
 

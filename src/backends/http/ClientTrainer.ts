@@ -2,15 +2,65 @@
  * The client's `Trainer`: training calls as ordered futures (`Calls.ts`), datums
  * through `Alignment.ts` (gyre's full sequences <-> Tinker's shifted targets).
  *
+ * `forward_backward` and `forward` travel as JSON or as Tinker's protobuf
+ * `ForwardBackwardRequest` (`Proto.ts`), as the client-config handshake before the
+ * first of them decides (`negotiateWire`): with `proto_write_fwdbwd`, `forward_backward` goes as protobuf, and
+ * with `fwd_via_fwdbwd` too, `forward` goes to `/forward_backward` with `forward_only`
+ * (the flags the official SDK read up to 0.24.1; 0.25.0 always does both). A request
+ * that protobuf cannot carry (gyre's `top_k_logprobs`) goes as JSON. The body is never
+ * compressed (`proto_compress_fwdbwd` is a permission, and Node 20 has no zstd encoder).
+ * Results come as protobuf or JSON, whichever the server answers (`Transport.ts`).
+ *
  * @since 0.1.0
  */
-import { Effect, Result } from "effect"
+import { Effect, Option, Result, Schema } from "effect"
 import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
 import type { TrainerInfo, TrainerShape } from "../../Trainer.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
+import * as Proto from "./Proto.ts"
+import { Binary, CLIENT_VERSION, decodeResult } from "./Transport.ts"
 import * as Wire from "./Wire.ts"
+
+/** How `forward_backward` and `forward` travel. @since 0.1.0 @category models */
+export interface WireChoice {
+  /** `forward_backward` as a protobuf `ForwardBackwardRequest` */
+  readonly protobuf: boolean
+  /** `forward` as `forward_only` on `/forward_backward` (protobuf) instead of JSON `/forward` */
+  readonly forwardOnly: boolean
+}
+
+/** @since 0.1.0 @category constants */
+export const JSON_WIRE: WireChoice = { protobuf: false, forwardOnly: false }
+
+/** @since 0.1.0 @category constants */
+export const PROTOBUF_WIRE: WireChoice = { protobuf: true, forwardOnly: true }
+
+/** The client-config flags the client reads (the answer holds more; unknown ones are ignored). @since 0.1.0 @category models */
+export const ClientConfig = Schema.Struct({
+  proto_write_fwdbwd: Schema.optional(Schema.Boolean),
+  fwd_via_fwdbwd: Schema.optional(Schema.Boolean),
+  proto_compress_fwdbwd: Schema.optional(Schema.Boolean),
+})
+
+/**
+ * The wire of the training data: `json` and `protobuf` as said; `auto` asks the server
+ * (`POST /client/config`, as the SDK does first) and takes protobuf where its flags say
+ * so, JSON otherwise or when the server has no such route.
+ * @since 0.1.0 @category constructors
+ */
+export const negotiateWire = Effect.fn("Http.negotiateWire")(function* (calls: Calls, choice: "auto" | "protobuf" | "json") {
+  if (choice === "json") return JSON_WIRE
+  if (choice === "protobuf") return PROTOBUF_WIRE
+  const config = yield* calls.direct("POST", "/client/config", { sdk_version: CLIENT_VERSION }, ClientConfig, "client_config").pipe(Effect.option)
+  if (Option.isNone(config)) {
+    yield* Effect.logDebug("the server has no client config: forward_backward travels as JSON")
+    return JSON_WIRE
+  }
+  const protobuf = config.value.proto_write_fwdbwd === true
+  return { protobuf, forwardOnly: protobuf && config.value.fwd_via_fwdbwd === true } satisfies WireChoice
+})
 
 /** What the trainer and the sampler of one connection share. @since 0.1.0 @category models */
 export interface State {
@@ -31,10 +81,35 @@ export interface State {
 }
 
 /** @since 0.1.0 @category constructors */
-export const make = (calls: Calls, state: State): TrainerShape => {
+export const make = (calls: Calls, state: State, options: { readonly wire?: "auto" | "protobuf" | "json" | undefined } = {}): TrainerShape => {
   const { direct, trainingCall } = calls
   const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })
   const getInfo = direct("POST", "/get_info", { model_id: state.modelId, type: "get_info" }, Wire.GetInfoResponse, "get_info")
+
+  /**
+   * The protobuf body of a call (numbered by its `seq_id`), when the wire takes one and
+   * protobuf can carry the request; else none, and the call goes as JSON.
+   */
+  /** the wire of the training data, asked of the server once (concurrent first calls may both ask) */
+  let negotiated: WireChoice | undefined
+  const wireOf = Effect.suspend(() =>
+    negotiated !== undefined ? Effect.succeed(negotiated) : Effect.tap(negotiateWire(calls, options.wire ?? "auto"), (w) => Effect.sync(() => (negotiated = w))),
+  )
+
+  const protobufCall = (kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput) =>
+    Effect.gen(function* () {
+      const wire = yield* wireOf
+      if (!wire.protobuf || (kind === "forward" && !wire.forwardOnly)) return Option.none<(seq: number) => Binary>()
+      const request = (seq: number): Proto.ForwardBackwardRequest => ({ forward_backward_input: input, model_id: state.modelId, seq_id: seq, forward_only: kind === "forward" })
+      const first = Proto.forwardBackwardRequestBytes(request(0))
+      if (Result.isFailure(first)) {
+        if (first.failure.reason !== "Unsupported") return yield* invalid(kind, first.failure.message)
+        yield* Effect.logDebug(`${kind} goes as JSON: ${first.failure.message}`)
+        return Option.none<(seq: number) => Binary>()
+      }
+      // encoding again with another seq_id cannot fail: only the number changes
+      return Option.some((seq: number) => new Binary(Result.getOrElse(Proto.forwardBackwardRequestBytes(request(seq)), () => first.success)))
+    })
 
   const forwardLike = (kind: "forward_backward" | "forward") =>
     Effect.fn(kind === "forward" ? "Http.forward" : "Http.forwardBackward")(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, opts?: ForwardOptions) {
@@ -47,19 +122,18 @@ export const make = (calls: Calls, state: State): TrainerShape => {
         if (Result.isFailure(r)) return yield* invalid(kind, r.failure)
         wireData.push(r.success)
       }
-      const input = {
+      const input: Wire.ForwardBackwardInput = {
         data: wireData,
         loss_fn: lossFn,
         ...(opts?.lossFnConfig !== undefined ? { loss_fn_config: opts.lossFnConfig } : {}),
         ...(opts?.topKLogprobs !== undefined ? { top_k_logprobs: opts.topKLogprobs } : {}),
       }
-      const out = yield* trainingCall(
-        `/${kind}`,
-        (seq) => ({ [kind === "forward" ? "forward_input" : "forward_backward_input"]: input, model_id: state.modelId, seq_id: seq }),
-        kind === "forward" ? "Forward" : "ForwardBackward",
-        Wire.ForwardBackwardOutput,
-        kind,
-      )
+      const type = kind === "forward" ? "Forward" : "ForwardBackward"
+      const call = yield* protobufCall(kind, input)
+      const raw = Option.isSome(call)
+        ? yield* trainingCall("/forward_backward", call.value, type, Schema.Unknown, kind)
+        : yield* trainingCall(`/${kind}`, (seq) => ({ [kind === "forward" ? "forward_input" : "forward_backward_input"]: input, model_id: state.modelId, seq_id: seq }), type, Schema.Unknown, kind)
+      const out = yield* decodeResult(raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
       if (out.loss_fn_outputs.length !== data.length) {
         return yield* new BackendError({ reason: "Internal", operation: kind, message: `the server returned ${out.loss_fn_outputs.length} outputs for ${data.length} datums` })
       }

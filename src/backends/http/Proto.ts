@@ -42,6 +42,13 @@ export const PROTO_CONTENT_TYPE = "application/x-protobuf"
 export const isProtoContentType = (contentType: string | undefined): boolean =>
   contentType !== undefined && contentType.toLowerCase().includes(PROTO_CONTENT_TYPE)
 
+/**
+ * A protobuf `SampleResponse` has no field for gyre's `policy_version` extension; a gyre
+ * server may send it in this header of the `retrieve_future` answer instead.
+ * @since 0.1.0 @category constants
+ */
+export const POLICY_VERSION_HEADER = "x-gyre-policy-version"
+
 /** Decompressed bodies above this many bytes are refused (256 MiB). @since 0.1.0 @category constants */
 export const MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
 
@@ -97,14 +104,21 @@ export const decodeForwardBackwardRequest = Effect.fn("Proto.decodeForwardBackwa
 })
 
 /**
+ * `encodeForwardBackwardRequest` as a plain function, for a caller that builds request
+ * bodies synchronously (a client numbering each submission with its `seq_id`).
+ * @since 0.1.0 @category encoding
+ */
+export const forwardBackwardRequestBytes = (req: ForwardBackwardRequest): Result.Result<Uint8Array, ProtoError> =>
+  Result.map(requestToProto(req), (msg) => toBinary(Pb.ForwardBackwardRequestSchema, msg))
+
+/**
  * The JSON body of `forward_backward` (or `forward`, with `forward_only`) -> protobuf
  * bytes, as the SDK sends them. Fails `Unsupported` when the request uses
  * `top_k_logprobs` (JSON only).
  * @since 0.1.0 @category encoding
  */
 export const encodeForwardBackwardRequest = Effect.fn("Proto.encodeForwardBackwardRequest")(function* (req: ForwardBackwardRequest) {
-  const msg = yield* Effect.fromResult(requestToProto(req))
-  return toBinary(Pb.ForwardBackwardRequestSchema, msg)
+  return yield* Effect.fromResult(forwardBackwardRequestBytes(req))
 })
 
 

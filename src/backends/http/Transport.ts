@@ -3,23 +3,77 @@
  * that gyre prints (errors, logs) passes through `redact`, so a server that echoes the
  * request headers cannot make gyre print the API key.
  *
+ * Bodies are JSON, or protobuf both ways (`Binary`): a `Binary` request body goes as
+ * `application/x-protobuf`, and a 2xx answer of that content type comes back as a
+ * `Binary`. Polls of the futures whose results Tinker serves as protobuf
+ * (`forward_backward`, `forward`, `asample`) accept protobuf or JSON, as the official
+ * SDK asks (`lib/api_future_impl.py`), unless the transport is made JSON-only.
+ *
+ * The client names itself as gyre (`User-Agent: gyre/<version> (node <version>)`),
+ * never as the Python SDK.
+ *
  * @since 0.1.0
  */
 import { Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { BackendError } from "../../Contract.ts"
+import { decode } from "./Decode.ts"
+import { isProtoContentType, PROTO_CONTENT_TYPE, type ProtoError } from "./Proto.ts"
 import * as Retry from "./Retry.ts"
 import * as Wire from "./Wire.ts"
 
 /** @since 0.1.0 @category constants */
 export const CLIENT_VERSION = "gyre/0.1.0"
 
-/** A 2xx answer with its JSON body. @since 0.1.0 @category models */
+/** The `User-Agent` of every request: gyre and its runtime. @since 0.1.0 @category constants */
+export const USER_AGENT = `${CLIENT_VERSION} (node ${globalThis.process?.versions?.node ?? "unknown"})`
+
+/**
+ * A protobuf body: sent as `application/x-protobuf` when it is a request body, and what
+ * a 2xx protobuf answer comes back as (with the answer's headers).
+ * @since 0.1.0 @category models
+ */
+export class Binary {
+  readonly bytes: Uint8Array
+  readonly headers: Readonly<Record<string, string | undefined>>
+  constructor(bytes: Uint8Array, headers: Readonly<Record<string, string | undefined>> = {}) {
+    this.bytes = bytes
+    this.headers = headers
+  }
+}
+
+/**
+ * A future's result, JSON or protobuf (`Binary`, converted to JSON by `fromProto`),
+ * decoded with the wire Schema; a mismatch is a `BackendError` naming the operation.
+ * @since 0.1.0 @category combinators
+ */
+export const decodeResult = <S extends Schema.ConstraintDecoder<unknown>>(
+  value: unknown,
+  fromProto: (body: Binary) => Effect.Effect<unknown, ProtoError>,
+  schema: S,
+  operation: string,
+): Effect.Effect<S["Type"], BackendError> =>
+  Effect.gen(function* () {
+    const json = value instanceof Binary
+      ? yield* fromProto(value).pipe(Effect.mapError((e) => new BackendError({ reason: "Internal", operation, message: `the protobuf answer to ${operation} is not valid: ${e.message}` })))
+      : value
+    const decoded = decode(schema)(json)
+    if (Result.isFailure(decoded)) return yield* new BackendError({ reason: "Internal", operation, message: `the answer to ${operation} does not match the protocol: ${decoded.failure}` })
+    return decoded.success
+  })
+
+/** A 2xx answer with its body: parsed JSON, or a `Binary` for protobuf. @since 0.1.0 @category models */
 export interface Exchange {
   readonly status: number
   readonly headers: Readonly<Record<string, string | undefined>>
   readonly body: unknown
 }
+
+/** Futures whose results may come as protobuf (the SDK's `PROTO_SUPPORTED_TYPES`). @since 0.1.0 @category constants */
+export const PROTO_RESULTS: ReadonlySet<string> = new Set<Wire.RequestType>(["ForwardBackward", "Forward", "Sample"])
+
+/** `Accept` of a poll for a result that may come as protobuf. @since 0.1.0 @category constants */
+export const ACCEPT_PROTO = `${PROTO_CONTENT_TYPE}, application/json`
 
 /** @since 0.1.0 @category constants */
 export const REDACTED = "<redacted>"
@@ -107,7 +161,7 @@ export const toBackendError = (operation: string, f: Retry.HttpFailure): Backend
 
 /** @since 0.1.0 @category models */
 export interface Transport {
-  /** one exchange: a 2xx answer with its JSON body, or an HttpFailure (messages redacted) */
+  /** one exchange: a 2xx answer with its JSON (or `Binary`) body, or an HttpFailure (messages redacted); a `Binary` body goes as protobuf */
   readonly send: (method: "GET" | "POST", path: string, body: unknown, headers: Record<string, string>, timeout: Duration.Input) => Effect.Effect<Exchange, Retry.HttpFailure>
   /** removes the API key from a text */
   readonly redact: (text: string) => string
@@ -124,6 +178,8 @@ export const make = (options: {
   readonly http: HttpClient.HttpClient
   readonly base: URL
   readonly apiKey: Option.Option<Redacted.Redacted<string>>
+  /** ask for protobuf results where Tinker serves them (default true) */
+  readonly protobufResults?: boolean | undefined
 }): Transport => {
   const where = `${options.base.origin}${options.base.pathname.replace(/\/+$/, "")}`
   const root = `${where}${Wire.API_PREFIX}`
@@ -146,16 +202,22 @@ export const make = (options: {
     return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path}: ${text}` })
   }
 
+  /** JSON, unless this is a poll for a result that may come as protobuf */
+  const acceptOf = (path: string, headers: Record<string, string>) =>
+    options.protobufResults !== false && path === "/retrieve_future" && PROTO_RESULTS.has(headers[Wire.Headers.requestType] ?? "") ? ACCEPT_PROTO : "application/json"
+
   const send: Transport["send"] = (method, path, body, headers, timeout) =>
     Effect.gen(function* () {
       const url = `${root}${path}`
       let req = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
-      req = HttpClientRequest.setHeaders(req, { accept: "application/json", "user-agent": CLIENT_VERSION, ...headers })
-      if (method === "POST") req = HttpClientRequest.bodyText(req, JSON.stringify(body), "application/json")
+      req = HttpClientRequest.setHeaders(req, { accept: acceptOf(path, headers), "user-agent": USER_AGENT, ...headers })
+      if (method === "POST") {
+        req = body instanceof Binary ? HttpClientRequest.bodyUint8Array(req, body.bytes, PROTO_CONTENT_TYPE) : HttpClientRequest.bodyText(req, JSON.stringify(body), "application/json")
+      }
       const res = yield* options.http.execute(withAuth(req)).pipe(
         // one span per operation (Effect.fn) is enough; a span per HTTP exchange costs more than it tells
         Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
-        Effect.flatMap((r) => Effect.map(r.text, (text) => ({ status: r.status, headers: r.headers as Record<string, string | undefined>, text }))),
+        Effect.flatMap((r) => Effect.map(r.arrayBuffer, (buffer) => ({ status: r.status, headers: r.headers as Record<string, string | undefined>, bytes: new Uint8Array(buffer) }))),
         Effect.timeoutOrElse({
           duration: timeout,
           orElse: () =>
@@ -167,16 +229,18 @@ export const make = (options: {
       )
       answered = true
       const kind = Retry.kindOfStatus(res.status)
+      const text = () => new TextDecoder().decode(res.bytes)
       if (kind !== undefined) {
         const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
         return yield* new Retry.HttpFailure({
           kind,
           status: res.status,
-          message: redact(messageOf(res.text)),
+          message: redact(messageOf(text())),
           retryAfterMillis: res.status === 429 || res.status === 503 ? Retry.parseRetryAfter(res.headers, Number(now)) : undefined,
         })
       }
-      const parsed = Result.try(() => (res.text.length === 0 ? {} : (JSON.parse(res.text) as unknown)))
+      if (isProtoContentType(res.headers["content-type"])) return { status: res.status, headers: res.headers, body: new Binary(res.bytes, res.headers) }
+      const parsed = Result.try(() => (res.bytes.length === 0 ? {} : (JSON.parse(text()) as unknown)))
       if (Result.isFailure(parsed)) {
         return yield* new Retry.HttpFailure({ kind: "Decode", status: res.status, message: `${path} answered ${res.status} with a body that is not JSON` })
       }
