@@ -14,7 +14,9 @@
  * `--lora-rank`), with its own optimizer state and sampler, over the one frozen base;
  * the models share `--memory-budget-mb` (`modelBytes` says what one costs). With
  * `--workers` the server trains one adapter, in worker threads. Checkpoints that
- * `save_weights` writes under `--state-dir` can be downloaded through the archive route.
+ * `save_weights` writes under `--state-dir` are recorded in its checkpoint index, so a
+ * server restarted on the same folder still loads them, and can be downloaded through the
+ * archive route.
  *
  * @since 0.1.0
  */
@@ -212,7 +214,7 @@ const flags = {
   ),
   loraRank: Flag.Int("lora-rank").pipe(Flag.withSchema(Positive), Flag.withDescription("LoRA rank of the trained adapter (default 8)"), Flag.optional),
   seed: Flag.Int("seed").pipe(Flag.withDescription("seed of the adapter init and the samplers"), Flag.withDefault(0)),
-  stateDir: Flag.String("state-dir").pipe(Flag.withDescription("where save_weights writes checkpoints (the archive route hands out files from this folder only)"), Flag.withDefault("runs/serve-state")),
+  stateDir: Flag.String("state-dir").pipe(Flag.withDescription("where save_weights writes checkpoints, with the index that keeps them across restarts (the archive route hands out files from this folder only)"), Flag.withDefault("runs/serve-state")),
   workers: Flag.Boolean("workers").pipe(
     Flag.withDescription("run the trainer and the sampler in their own worker threads (one sampler replica)"),
     Flag.withDefault(false),

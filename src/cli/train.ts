@@ -11,6 +11,7 @@ import * as Env from "../Env.ts"
 import * as Metrics from "../Metrics.ts"
 import * as Runner from "../Runner.ts"
 import * as RunLog from "../RunLog.ts"
+import { resumeBackend } from "../run/Start.ts"
 import { backendLayer } from "./backend.ts"
 import { availableEnvs, isPath, loadEnv } from "./loadEnv.ts"
 import { terminalProgress } from "./progress.ts"
@@ -83,7 +84,7 @@ export interface RunOptions {
   readonly out?: string | undefined
   /** a run folder to continue after its last checkpoint, with its saved settings */
   readonly resume?: string | undefined
-  /** "embedded" (default) or the URL of a Tinker-protocol service */
+  /** "embedded" (default) or the URL of a Tinker-protocol service; a resumed run's default is the one it trained on */
   readonly backend?: string | undefined
   /** embedded: folder of the base model (default: the one shipped with gyre); http: base model name */
   readonly model?: string | undefined
@@ -354,9 +355,9 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   if (given === undefined) {
     return yield* new Runner.RunError({ reason: "Settings", message: `give an env, e.g. \`npx gyre run math\` (available: ${availableEnvs().join(", ")}), or --resume runs/<name>` })
   }
+  const backend = yield* resumeBackend(options.backend, saved, resumeDir)
   const { envSpec, source } = yield* resolveEnv(given)
-  const settings = yield* settingsFrom(options, source, envSpec, saved, resumeDir)
-  const backend = options.backend ?? "embedded"
+  const settings = yield* settingsFrom({ ...options, backend }, source, envSpec, saved, resumeDir)
   yield* say(
     `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learningRate} | backend ${backend} | run folder ${settings.outDir}`,
   )

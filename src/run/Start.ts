@@ -85,6 +85,32 @@ const loadNewest = (files: Files, settings: RunSettings) =>
     })
   })
 
+// ===== backend =====
+
+/**
+ * The backend a run trains on: `given` (`--backend`), else the one a resumed run's
+ * `config.json` records, else the embedded model. A resumed run's checkpoints live on the
+ * backend it trained on (the run folder's state files, or a server's `tinker://` paths),
+ * so `--resume` with another `--backend` is refused, naming both; a server that now
+ * answers at another address is given by editing `backend` in `config.json`.
+ * @since 0.1.0 @category running
+ */
+export const resumeBackend = (given: string | undefined, saved: { readonly backend?: string | undefined } | undefined, resumeDir: string | undefined) =>
+  Effect.gen(function* () {
+    if (saved === undefined) return given ?? "embedded"
+    const recorded = saved.backend ?? "embedded"
+    if (given === undefined || given === recorded) return recorded
+    const url = (b: string) => /^https?:\/\//.test(b)
+    const where = recorded === "embedded" ? "the run folder's state files" : url(recorded) ? `tinker:// paths on ${recorded}` : `kept by the ${recorded} backend`
+    return yield* new RunError({
+      reason: "Resume",
+      message:
+        `--resume ${resumeDir}: the run trained on backend ${recorded} (its config.json) and its checkpoints are ${where}, but --backend ${given} was given; ` +
+        `leave --backend out to continue on ${recorded}` +
+        (!url(recorded) || !url(given) ? "" : ` (if that server now answers at ${given}, set "backend" in ${Path.join(resumeDir ?? ".", "config.json")} to it)`),
+    })
+  })
+
 // ===== initFrom =====
 
 /** What `initFrom` accepts, for error messages. */

@@ -15,9 +15,12 @@ const ROOT = Path.resolve(import.meta.dirname, "../..")
  * acknowledge the signal within about 60 ms (a busy training step), so the program's own
  * Ctrl-C handling could not be tested through it.
  */
-export const start = (args: ReadonlyArray<string>) => {
+export const start = (args: ReadonlyArray<string>) => startScript("run.ts", args)
+
+/** As `start`, for another of gyre's entry points (`serve.ts`, `eval.ts`, ...). */
+export const startScript = (script: string, args: ReadonlyArray<string>) => {
   // Its own process group, so a signal can reach the whole group as a terminal's Ctrl-C does.
-  const child = spawn(process.execPath, ["--import", "tsx", "run.ts", ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
+  const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
   let output = ""
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))

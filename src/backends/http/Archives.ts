@@ -9,7 +9,8 @@
  *   (`application/octet-stream`, streamed). The unguessable token is the credential, as a
  *   signed URL's signature is, so this route takes no API key.
  *
- * Only training checkpoints that this server process saved (`save_weights`) are handed
+ * Only training checkpoints that this server saved (`save_weights`, recorded in its
+ * checkpoint index, so also those of its earlier runs on the same `stateDir`) are handed
  * out, and only when their file lies inside `stateDir` (symbolic links resolved): a
  * client never names a file on this machine.
  *
@@ -59,7 +60,7 @@ const inside = (root: string, file: string) => {
 export const make = (options: {
   /** the folder checkpoint files must lie in; without it no checkpoint is handed out */
   readonly stateDir: string | undefined
-  /** tinker:// training checkpoint -> the backend's file, as `save_weights` recorded it */
+  /** tinker:// training checkpoint -> its file, as the checkpoint index records it */
   readonly checkpoints: ReadonlyMap<string, string>
   readonly now: Effect.Effect<number>
   readonly ttlMillis?: number | undefined
@@ -99,7 +100,7 @@ export const make = (options: {
       const uri = `tinker://${modelId}/${checkpointId}`
       const saved = options.checkpoints.get(uri)
       if (saved === undefined) {
-        return yield* notFound(`no checkpoint ${uri.slice(0, 300)} on this server: only checkpoints saved (save_weights) by this server since it started can be downloaded`)
+        return yield* notFound(`no checkpoint ${uri.slice(0, 300)} on this server: only training checkpoints this server saved (save_weights) can be downloaded`)
       }
       const file = yield* resolve(uri, saved)
       const token = globalThis.crypto.randomUUID().replace(/-/g, "") + globalThis.crypto.randomUUID().replace(/-/g, "")

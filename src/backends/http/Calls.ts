@@ -91,8 +91,25 @@ export const make = (
         ),
       )
 
+    /**
+     * A submission's failure once retrying is over. A 404 names a session, model or
+     * sampling session the server no longer knows: it restarted, or the session expired.
+     * Its training state since the last saved checkpoint is gone with it, so the call
+     * fails at once, saying how a run goes on.
+     */
+    const submissionError = (operation: string, f: Retry.HttpFailure): BackendError =>
+      f.kind === "Fatal" && f.status === 404
+        ? new BackendError({
+            reason: "Unavailable",
+            operation,
+            message:
+              `HTTP 404: ${f.message}. The server no longer knows this client's session or model (it restarted, or the session expired), ` +
+              "and the model's training state since its last saved checkpoint is gone with it: continue a run from that checkpoint with `gyre run --resume <run folder>`",
+          })
+        : toBackendError(operation, f)
+
     const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
-      submitRaw(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => toBackendError(operation, f)))
+      submitRaw(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => submissionError(operation, f)))
 
     const pollUntilDone = (requestId: string, type: Wire.RequestType, operation: string) =>
       Effect.suspend(() => {
@@ -179,7 +196,7 @@ export const make = (
                   if (f.kind === "Fatal" && f.status !== undefined) nextSeq = seq + 1
                 }),
               ),
-              Effect.mapError((f) => toBackendError(operation, f)),
+              Effect.mapError((f) => submissionError(operation, f)),
             )
             nextSeq = seq + 1
             return { submitted, body }

@@ -15,8 +15,10 @@
  * - Sessions and models (`Models.ts`): with `models` (a factory) each `create_model`
  *   gets its own adapter of the rank it asks for, within `memoryBudget`; idle sessions
  *   expire after `sessionIdleTimeout` and free their models.
- * - Checkpoint downloads (`Archives.ts`): the archive route answers a download URL of a
- *   training checkpoint saved by this server, whose file lies in `stateDir`.
+ * - Checkpoints (`CheckpointIndex.ts`): every checkpoint saved is recorded in
+ *   `stateDir`'s durable index, read at start, so a restarted server still loads and
+ *   hands out the checkpoints of its earlier runs. Downloads (`Archives.ts`): the archive
+ *   route answers a download URL of a training checkpoint, whose file lies in `stateDir`.
  * - Policy versions: `optim_step`, `save_weights_for_sampler`, `asample`, `get_info` and
  *   `GET samplers/{id}` answer a `policy_version` field: the number of optimizer steps
  *   behind the weights.
@@ -31,6 +33,7 @@ import { Trainer } from "../../Trainer.ts"
 import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import { DEFAULT_READY_TIMEOUT } from "../local/Errors.ts"
 import * as Archives from "./Archives.ts"
+import * as CheckpointIndex from "./CheckpointIndex.ts"
 import * as Futures from "./Futures.ts"
 import * as Gather from "./Gather.ts"
 import * as Idempotency from "./Idempotency.ts"
@@ -92,8 +95,9 @@ export interface Options {
   readonly sampleGather?: Duration.Input | undefined
   readonly sampleGatherQuiet?: Duration.Input | undefined
   /**
-   * the folder the backend saves checkpoints under: the archive route hands out the files
-   * of training checkpoints saved through this server that lie inside it (without it, none)
+   * the folder the backend saves checkpoints under; it holds the index of the checkpoints
+   * saved through this server (`CheckpointIndex.ts`), kept across restarts, and the archive
+   * route hands out the files of those that lie inside it (without it: an index in memory, no downloads)
    */
   readonly stateDir?: string | undefined
   /** how long a checkpoint download URL works (default 15 min) */
@@ -179,10 +183,10 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const samplingSessions = new Map<string, SamplingRoutes.Published>()
   const samplerPaths = new Map<string, SamplingRoutes.Published>()
   const replicaRequests = replicas.map(() => 0)
-  const checkpoints = new Map<string, string>()
+  const checkpoints = yield* CheckpointIndex.open(options.stateDir, now)
   const archives = Archives.make({
     stateDir: options.stateDir,
-    checkpoints,
+    checkpoints: checkpoints.files,
     now,
     ttlMillis: options.archiveTtl === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(options.archiveTtl)),
   })

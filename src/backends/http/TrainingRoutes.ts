@@ -19,6 +19,7 @@ import type { BackendError, Datum } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
 import { checkAll } from "../../Datum.ts"
 import * as Alignment from "./Alignment.ts"
+import type { CheckpointIndex } from "./CheckpointIndex.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry } from "./Models.ts"
 import { bad, checkName, decodeOr400, Reject } from "./Requests.ts"
@@ -36,8 +37,8 @@ export interface Context {
   readonly maxLength: number
   readonly maxDatums: number
   readonly turnTimeout: Duration.Input
-  /** tinker:// training checkpoint -> the backend's path */
-  readonly checkpoints: Map<string, string>
+  /** the checkpoints saved through this server, kept across restarts */
+  readonly checkpoints: CheckpointIndex
   /** publishes a model's sampler version under a sampling session and a path */
   readonly published: (model: Model, samplingSessionId: string, uri: string, version: number) => void
 }
@@ -196,8 +197,10 @@ export const make = (ctx: Context): Record<string, Handler> => {
           "SaveWeights",
           model,
           req.seq_id,
-          Effect.map(model.trainer.saveState(name), (r) => {
-            ctx.checkpoints.set(uri, r.path)
+          Effect.gen(function* () {
+            const r = yield* model.trainer.saveState(name)
+            const info = yield* model.trainer.info
+            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: info.version })
             return { type: "save_weights", path: uri }
           }),
         )
@@ -218,6 +221,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
             const r = yield* model.trainer.saveWeightsForSampler(name)
             const n = req.sampling_session_seq_id ?? session.samplers++
             const samplingSessionId = `${model.sessionId}:sample:${n}`
+            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: r.version })
             ctx.published(model, samplingSessionId, uri, r.version)
             yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
             return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }
@@ -235,8 +239,8 @@ export const make = (ctx: Context): Record<string, Handler> => {
         if (parsed === null) return yield* bad(`path ${JSON.stringify(req.path.slice(0, 200))} is not a training checkpoint: expected tinker://<model_id>/weights/<name>`)
         yield* checkName(parsed[2]!, "path's checkpoint name")
         const model = yield* registry.getModel(req.model_id)
-        // a checkpoint saved by this server process, else the backend looks the name up (e.g. after a restart)
-        const target = ctx.checkpoints.get(req.path) ?? parsed[2]!
+        // a checkpoint this server saved (in this run or an earlier one), else the backend looks the name up
+        const target = ctx.checkpoints.files.get(req.path) ?? parsed[2]!
         return yield* trainingFuture(
           "LoadWeights",
           model,

@@ -1,0 +1,132 @@
+/**
+ * The server's durable record of the checkpoints it saved, so that a restarted server
+ * still finds them: `<stateDir>/checkpoint-index.jsonl`, one JSON object per line
+ * (`Entry`), appended and synced to disk (`RunLog.appendJsonl`) before the save that
+ * made it answers. A client therefore never holds a `tinker://` path the index lacks,
+ * also after a power loss.
+ *
+ * - Read when the server starts: a later row for the same `tinker_path` replaces an
+ *   earlier one (a name saved again). A line torn by a crash is dropped, and the file
+ *   rewritten without it (atomically) before anything is appended, so no new row is
+ *   glued to a torn one.
+ * - A training checkpoint's row names its state file relative to the state folder (so
+ *   the folder may move), or absolute when the backend wrote it elsewhere. A sampler
+ *   checkpoint's row names its model, version and the trainer state file that holds its
+ *   weights, when one was written.
+ * - Without a state folder the index lives in memory only.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Effect, Option, Schema } from "effect"
+import { BackendError } from "../../Contract.ts"
+import * as RunLog from "../../RunLog.ts"
+
+/** The index's file name, inside the state folder. @since 0.1.0 @category constants */
+export const FILE = "checkpoint-index.jsonl"
+
+/** One saved checkpoint. @since 0.1.0 @category models */
+export const Entry = Schema.Struct({
+  /** `tinker://<model_id>/<kind>/<name>` */
+  tinker_path: Schema.String,
+  kind: Schema.Literals(["weights", "sampler_weights"]),
+  model_id: Schema.String,
+  name: Schema.String,
+  /** the state file: relative to the state folder when inside it */
+  file: Schema.optional(Schema.String),
+  base_model: Schema.String,
+  lora_rank: Schema.Int,
+  policy_version: Schema.optional(Schema.Int),
+  /** ISO time of the save */
+  created_at: Schema.String,
+  size_bytes: Schema.optional(Schema.Int),
+})
+/** @since 0.1.0 @category models */
+export type Entry = typeof Entry.Type
+
+const decodeEntry = Schema.decodeUnknownOption(Entry)
+
+/** @since 0.1.0 @category models */
+export interface CheckpointIndex {
+  /** the index file, or undefined when it is kept in memory only */
+  readonly path: string | undefined
+  /** tinker path -> the checkpoint's state file (resolved), for training checkpoints with one */
+  readonly files: ReadonlyMap<string, string>
+  readonly get: (tinkerPath: string) => Entry | undefined
+  /** every entry, oldest first; of one model when `modelId` is given */
+  readonly list: (modelId?: string) => ReadonlyArray<Entry>
+  /** records a checkpoint: appended and synced before it returns; `file` as the backend returned it */
+  readonly record: (entry: Omit<Entry, "file" | "created_at" | "size_bytes"> & { readonly file?: string | undefined }) => Effect.Effect<Entry, BackendError>
+}
+
+/** `file` as the index keeps it: relative to `stateDir` when inside it. */
+const relativeTo = (stateDir: string, file: string) => {
+  const rel = Path.relative(Path.resolve(stateDir), Path.resolve(file))
+  return rel !== "" && !rel.startsWith("..") && !Path.isAbsolute(rel) ? rel : Path.resolve(file)
+}
+
+const failure = (operation: string, path: string) => (e: { readonly message: string }) =>
+  new BackendError({ reason: "Internal", operation, message: `checkpoint index ${path}: ${e.message}` })
+
+/**
+ * Opens the index of `stateDir` (reading what earlier runs of the server recorded), or
+ * an index in memory when `stateDir` is undefined.
+ * @since 0.1.0 @category constructors
+ */
+export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: string | undefined, now: Effect.Effect<number>) {
+  const path = stateDir === undefined ? undefined : Path.join(stateDir, FILE)
+  const entries = new Map<string, Entry>()
+  const files = new Map<string, string>()
+  const resolve = (file: string) => (stateDir === undefined || Path.isAbsolute(file) ? file : Path.join(stateDir, file))
+  const remember = (e: Entry) => {
+    entries.delete(e.tinker_path)
+    entries.set(e.tinker_path, e)
+    if (e.kind === "weights" && e.file !== undefined) files.set(e.tinker_path, resolve(e.file))
+    else files.delete(e.tinker_path)
+  }
+  if (path !== undefined && Fs.existsSync(path)) {
+    const rows = yield* RunLog.readJsonl(path).pipe(Effect.mapError(failure("serve", path)))
+    for (const row of rows) {
+      const e = decodeEntry(row)
+      if (Option.isSome(e)) remember(e.value)
+    }
+    const text = yield* Effect.try({ try: () => Fs.readFileSync(path, "utf8"), catch: (e) => failure("serve", path)(e as Error) })
+    // a torn line (a crash mid-append) goes before the next append could glue a row to it
+    if (rows.length !== text.split("\n").filter((l) => l.trim() !== "").length || (text.length > 0 && !text.endsWith("\n"))) {
+      yield* RunLog.writeAtomic(path, rows.map((r) => JSON.stringify(r) + "\n").join("")).pipe(Effect.mapError(failure("serve", path)))
+      yield* Effect.logWarning(`checkpoint index ${path}: dropped a line left unfinished by an interrupted write`)
+    }
+    yield* Effect.logInfo(`checkpoint index ${path}: ${entries.size} checkpoint(s) saved by earlier runs of this server`)
+  }
+
+  const record: CheckpointIndex["record"] = (given) =>
+    Effect.gen(function* () {
+      const operation = given.kind === "weights" ? "save_weights" : "save_weights_for_sampler"
+      const size = given.file === undefined ? undefined : yield* Effect.sync(() => Fs.statSync(given.file!, { throwIfNoEntry: false })?.size)
+      const entry: Entry = {
+        tinker_path: given.tinker_path,
+        kind: given.kind,
+        model_id: given.model_id,
+        name: given.name,
+        ...(given.file !== undefined ? { file: stateDir === undefined ? Path.resolve(given.file) : relativeTo(stateDir, given.file) } : {}),
+        base_model: given.base_model,
+        lora_rank: given.lora_rank,
+        ...(given.policy_version !== undefined ? { policy_version: given.policy_version } : {}),
+        created_at: new Date(yield* now).toISOString(),
+        ...(size !== undefined ? { size_bytes: size } : {}),
+      }
+      if (path !== undefined) yield* RunLog.appendJsonl(path, [entry]).pipe(Effect.mapError(failure(operation, path)))
+      remember(entry)
+      return entry
+    })
+
+  const index: CheckpointIndex = {
+    path,
+    files,
+    get: (p) => entries.get(p),
+    list: (modelId) => [...entries.values()].filter((e) => modelId === undefined || e.model_id === modelId),
+    record,
+  }
+  return index
+})

@@ -1,0 +1,101 @@
+/**
+ * A restarted server loses no checkpoint: `serve`'s wiring on a state folder saves
+ * checkpoints, stops, and a new server on the same folder loads them (with and without
+ * the optimizer state), hands them out through the archive route and lists them in its
+ * index; a line torn by a crash mid-append is dropped without losing the rows after it.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import * as CheckpointIndex from "../../../src/backends/http/CheckpointIndex.ts"
+import * as Server from "../../../src/backends/http/Server.ts"
+import * as Serve from "../../../src/cli/serve.ts"
+import { tinyConfig, tinyLora } from "../local/helpers.ts"
+import { call, createModel, session, train, wireDatum } from "./JsonClient.ts"
+
+const root = fs.mkdtempSync(path.join(os.tmpdir(), "gyre-index-"))
+
+/** A `serve` on `stateDir` in its own scope, so the test can stop it as a crash would end it. */
+const serve = (stateDir: string) =>
+  Effect.gen(function* () {
+    const scope = yield* Scope.make()
+    const ctx = yield* Layer.buildWithScope(Serve.layer({ config: tinyConfig, lora: tinyLora, seed: 5, stateDir, sampleGather: 0 }), scope)
+    return { base: Context.get(ctx, Server.Running).url, stop: Scope.close(scope, Exit.void) }
+  })
+
+const full = [1, 40, 41, 42, 43, 44]
+const datum = wireDatum(full, { logprobs: [-4, -4, -4, -4, -4], advantages: [0, 1, 1, 1, 1] })
+
+/** A fresh model on `base`: its id. */
+const model = (base: string) => Effect.map(Effect.flatMap(session(base), (s) => createModel(base, s, "local:random")), (a) => a.body.model_id as string)
+
+/** The learner log-probs of `datum` (a forward, no gradient). */
+const logprobs = (base: string, id: string, seq: number) =>
+  Effect.map(train(base, "forward", { forward_input: { data: [datum], loss_fn: "importance_sampling" }, model_id: id, seq_id: seq }), (a) => a.body.loss_fn_outputs[0].logprobs.data as Array<number>)
+
+describe("the checkpoint index", () => {
+  it.live("a restarted server loads, hands out and lists the checkpoints of its earlier run", () =>
+    Effect.gen(function* () {
+      const stateDir = path.join(root, "restart")
+      const first = yield* serve(stateDir)
+      const a = yield* model(first.base)
+      let seq = 1
+      for (const step of [1, 2]) {
+        yield* train(first.base, "forward_backward", { forward_backward_input: { data: [datum], loss_fn: "importance_sampling" }, model_id: a, seq_id: seq++ })
+        yield* train(first.base, "optim_step", { adam_params: { learning_rate: 0.05 }, model_id: a, seq_id: seq++ })
+        const saved = yield* train(first.base, "save_weights", { model_id: a, path: `step-${step}`, seq_id: seq++ })
+        assert.strictEqual(saved.body.path, `tinker://${a}/weights/step-${step}`)
+      }
+      const sampler = yield* train(first.base, "save_weights_for_sampler", { model_id: a, path: "s-2", seq_id: seq++ })
+      assert.strictEqual(sampler.body.path, `tinker://${a}/sampler_weights/s-2`)
+      const trained = yield* logprobs(first.base, a, seq++)
+      yield* first.stop
+
+      const second = yield* serve(stateDir)
+      const b = yield* model(second.base)
+      assert.notStrictEqual(b, a)
+      const fresh = yield* logprobs(second.base, b, 1)
+      assert.notDeepEqual(fresh, trained)
+      const loaded = yield* train(second.base, "load_weights", { model_id: b, path: `tinker://${a}/weights/step-2`, optimizer: true, seq_id: 2 })
+      assert.isUndefined(loaded.body.error, JSON.stringify(loaded.body))
+      assert.deepStrictEqual(yield* logprobs(second.base, b, 3), trained)
+      // weights only, from the older checkpoint
+      const older = yield* train(second.base, "load_weights", { model_id: b, path: `tinker://${a}/weights/step-1`, seq_id: 4 })
+      assert.isUndefined(older.body.error, JSON.stringify(older.body))
+      assert.notDeepEqual(yield* logprobs(second.base, b, 5), trained)
+
+      // the archive route of the earlier run's checkpoint
+      const archive = yield* call(second.base, "GET", `training_runs/${encodeURIComponent(a)}/checkpoints/weights/step-2/archive`)
+      assert.strictEqual(archive.status, 200, JSON.stringify(archive.body))
+      const file = yield* Effect.promise(() => fetch(archive.body.url).then((r) => r.arrayBuffer()))
+      const index = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
+      const entry = index.get(`tinker://${a}/weights/step-2`)!
+      assert.deepStrictEqual(Buffer.from(file), fs.readFileSync(path.join(stateDir, entry.file!)))
+      assert.deepStrictEqual(
+        index.list(a).map((e) => [e.kind, e.name, e.policy_version, e.lora_rank, e.base_model]),
+        [["weights", "step-1", 1, tinyLora.rank, "local:random"], ["weights", "step-2", 2, tinyLora.rank, "local:random"], ["sampler_weights", "s-2", 2, tinyLora.rank, "local:random"]],
+      )
+      assert.strictEqual(entry.size_bytes, file.byteLength)
+      yield* second.stop
+    }).pipe(Effect.scoped), 60_000)
+
+  it.effect("a line torn by a crash is dropped before the next append, and the rows around it stay", () =>
+    Effect.gen(function* () {
+      const stateDir = path.join(root, "torn")
+      const first = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
+      const row = (name: string) => ({ tinker_path: `tinker://m/weights/${name}`, kind: "weights" as const, model_id: "m", name, base_model: "b", lora_rank: 4 })
+      yield* first.record(row("one"))
+      fs.appendFileSync(path.join(stateDir, CheckpointIndex.FILE), '{"tinker_path":"tinker://m/wei')
+      const second = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
+      yield* second.record(row("two"))
+      const third = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
+      assert.deepStrictEqual(third.list().map((e) => e.name), ["one", "two"])
+      assert.isUndefined(third.files.get("tinker://m/weights/one"))
+      // a name saved again: the later row wins
+      yield* third.record({ ...row("one"), lora_rank: 8 })
+      const fourth = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
+      assert.deepStrictEqual(fourth.list().map((e) => [e.name, e.lora_rank]), [["two", 4], ["one", 8]])
+    }))
+})
