@@ -11,8 +11,9 @@
  *   glued to a torn one.
  * - A training checkpoint's row names its state file relative to the state folder (so
  *   the folder may move), or absolute when the backend wrote it elsewhere. A sampler
- *   checkpoint's row names its model, version and the trainer state file that holds its
- *   weights, when one was written.
+ *   checkpoint's row has no file (sampler weights are not written to disk): it names its
+ *   model and weights (`policy_version`, `loads`), which a training checkpoint of the same
+ *   weights may hold (`RestoredSamplers.ts`).
  * - Without a state folder the index lives in memory only.
  *
  * @since 0.1.0
@@ -38,6 +39,13 @@ export const Entry = Schema.Struct({
   base_model: Schema.String,
   lora_rank: Schema.Int,
   policy_version: Schema.optional(Schema.Int),
+  /**
+   * how many `load_weights` the model had applied before this save: with `model_id` and
+   * `policy_version` it names the weights exactly (only `optim_step` and `load_weights`
+   * change them), so a sampler checkpoint can be served again from a training checkpoint
+   * of the same weights
+   */
+  loads: Schema.optional(Schema.Int),
   /** ISO time of the save */
   created_at: Schema.String,
   size_bytes: Schema.optional(Schema.Int),
@@ -113,6 +121,7 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
         base_model: given.base_model,
         lora_rank: given.lora_rank,
         ...(given.policy_version !== undefined ? { policy_version: given.policy_version } : {}),
+        ...(given.loads !== undefined ? { loads: given.loads } : {}),
         created_at: new Date(yield* now).toISOString(),
         ...(size !== undefined ? { size_bytes: size } : {}),
       }

@@ -50,6 +50,8 @@ export interface Context {
   readonly gather: (key: string) => Effect.Effect<void>
   readonly samplingSessions: Map<string, Published>
   readonly samplerPaths: Map<string, Published>
+  /** the sampler a `model_path` names: `samplerPaths`, else one restored from an earlier run of the server (`RestoredSamplers.ts`) */
+  readonly samplerPath: (modelPath: string) => Effect.Effect<Published | undefined, Reject>
   /** samples served, by replica of the base sampler */
   readonly replicaRequests: Array<number>
   /**
@@ -91,7 +93,7 @@ export const make = (ctx: Context) => {
         const session = yield* registry.getSession(req.session_id)
         let published: Published = { modelId: undefined, version: 0, modelPath: undefined }
         if (req.model_path !== undefined && req.model_path !== null) {
-          const p = ctx.samplerPaths.get(req.model_path)
+          const p = yield* ctx.samplerPath(req.model_path)
           if (p === undefined) return yield* notFound(`model_path ${JSON.stringify(req.model_path)} is not a sampler checkpoint of this server`)
           published = p
         } else if (req.base_model !== undefined && req.base_model !== null && req.base_model !== ctx.modelName) {
@@ -134,7 +136,7 @@ export const make = (ctx: Context) => {
           if (p === undefined) return yield* notFound(`sampling_session_id ${JSON.stringify(req.sampling_session_id)} is unknown`)
           published = p
         } else if (req.model_path !== undefined && req.model_path !== null) {
-          const p = ctx.samplerPaths.get(req.model_path)
+          const p = yield* ctx.samplerPath(req.model_path)
           if (p === undefined) return yield* notFound(`model_path ${JSON.stringify(req.model_path)} is not a sampler checkpoint of this server`)
           published = p
         } else if (req.base_model !== undefined && req.base_model !== null) {

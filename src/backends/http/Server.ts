@@ -17,7 +17,8 @@
  *   expire after `sessionIdleTimeout` and free their models.
  * - Checkpoints (`CheckpointIndex.ts`): every checkpoint saved is recorded in
  *   `stateDir`'s durable index, read at start, so a restarted server still loads and
- *   hands out the checkpoints of its earlier runs. Downloads (`Archives.ts`): the archive
+ *   hands out the checkpoints of its earlier runs, and serves their sampler paths again
+ *   (`RestoredSamplers.ts`). Downloads (`Archives.ts`): the archive
  *   route answers a download URL of a training checkpoint, whose file lies in `stateDir`.
  * - Policy versions: `optim_step`, `save_weights_for_sampler`, `asample`, `get_info` and
  *   `GET samplers/{id}` answer a `policy_version` field: the number of optimizer steps
@@ -38,6 +39,7 @@ import * as Futures from "./Futures.ts"
 import * as Gather from "./Gather.ts"
 import * as Idempotency from "./Idempotency.ts"
 import * as Models from "./Models.ts"
+import * as RestoredSamplers from "./RestoredSamplers.ts"
 import { bad, decodeOr400, Reject, type Reply } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
 import * as TrainingRoutes from "./TrainingRoutes.ts"
@@ -184,6 +186,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const samplerPaths = new Map<string, SamplingRoutes.Published>()
   const replicaRequests = replicas.map(() => 0)
   const checkpoints = yield* CheckpointIndex.open(options.stateDir, now)
+  const restoredSamplers = RestoredSamplers.make({ registry, checkpoints, samplerPaths, canBuild: options.models !== undefined })
   const archives = Archives.make({
     stateDir: options.stateDir,
     checkpoints: checkpoints.files,
@@ -219,6 +222,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     gather,
     samplingSessions,
     samplerPaths,
+    samplerPath: restoredSamplers.lookup,
     replicaRequests,
     baseNotServed:
       options.models === undefined

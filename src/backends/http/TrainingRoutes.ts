@@ -67,6 +67,8 @@ const SeqOf = Schema.Struct({ model_id: Schema.String, seq_id: Schema.Int })
 /** @since 0.1.0 @category constructors */
 export const make = (ctx: Context): Record<string, Handler> => {
   const { registry, futures } = ctx
+  /** `load_weights` applied per model: with the policy version it names a model's weights (`CheckpointIndex.Entry.loads`) */
+  const loads = new Map<string, number>()
 
   /** A refusal the client does not retry consumes the call's seq_id (see `SeqOrder.ts`). */
   const consumesSeq =
@@ -200,7 +202,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
           Effect.gen(function* () {
             const r = yield* model.trainer.saveState(name)
             const info = yield* model.trainer.info
-            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: info.version })
+            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: info.version, loads: loads.get(model.id) ?? 0 })
             return { type: "save_weights", path: uri }
           }),
         )
@@ -221,7 +223,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
             const r = yield* model.trainer.saveWeightsForSampler(name)
             const n = req.sampling_session_seq_id ?? session.samplers++
             const samplingSessionId = `${model.sessionId}:sample:${n}`
-            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: r.version })
+            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: r.version, loads: loads.get(model.id) ?? 0 })
             ctx.published(model, samplingSessionId, uri, r.version)
             yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
             return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }
@@ -245,7 +247,11 @@ export const make = (ctx: Context): Record<string, Handler> => {
           "LoadWeights",
           model,
           req.seq_id,
-          Effect.as(model.trainer.loadState(target, { withOptimizer: req.optimizer ?? false }), { type: "load_weights", path: req.path, model_id: model.id }),
+          model.trainer.loadState(target, { withOptimizer: req.optimizer ?? false }).pipe(
+            // counted also when it fails: a load that broke off may have changed some weights
+            Effect.ensuring(Effect.sync(() => loads.set(model.id, (loads.get(model.id) ?? 0) + 1))),
+            Effect.as({ type: "load_weights", path: req.path, model_id: model.id }),
+          ),
         )
       }),
   }

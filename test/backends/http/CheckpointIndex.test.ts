@@ -1,8 +1,10 @@
 /**
  * A restarted server loses no checkpoint: `serve`'s wiring on a state folder saves
  * checkpoints, stops, and a new server on the same folder loads them (with and without
- * the optimizer state), hands them out through the archive route and lists them in its
- * index; a line torn by a crash mid-append is dropped without losing the rows after it.
+ * the optimizer state), hands them out through the archive route, lists them in its
+ * index and samples from a sampler path of the earlier run (from the training checkpoint
+ * of the same weights; one no training checkpoint backs gets 404 saying so); a line torn
+ * by a crash mid-append is dropped without losing the rows after it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
@@ -13,7 +15,7 @@ import * as CheckpointIndex from "../../../src/backends/http/CheckpointIndex.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
 import * as Serve from "../../../src/cli/serve.ts"
 import { tinyConfig, tinyLora } from "../local/helpers.ts"
-import { call, createModel, session, train, wireDatum } from "./JsonClient.ts"
+import { call, createModel, post, result, session, train, wireDatum } from "./JsonClient.ts"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "gyre-index-"))
 
@@ -35,6 +37,16 @@ const model = (base: string) => Effect.map(Effect.flatMap(session(base), (s) => 
 const logprobs = (base: string, id: string, seq: number) =>
   Effect.map(train(base, "forward", { forward_input: { data: [datum], loss_fn: "importance_sampling" }, model_id: id, seq_id: seq }), (a) => a.body.loss_fn_outputs[0].logprobs.data as Array<number>)
 
+const sampleBody = { prompt: { chunks: [{ type: "encoded_text", tokens: [1, 40, 41] }] }, sampling_params: { max_tokens: 6, temperature: 1, seed: 7 }, num_samples: 3, type: "sample" }
+
+/** Samples from a sampler path (seeded): the result's body. */
+const sample = (base: string, modelPath: string) =>
+  Effect.gen(function* () {
+    const submitted = yield* post(base, "asample", { ...sampleBody, model_path: modelPath })
+    assert.strictEqual(submitted.status, 200, JSON.stringify(submitted.body))
+    return (yield* result(base, submitted.body.request_id)).body
+  })
+
 describe("the checkpoint index", () => {
   it.live("a restarted server loads, hands out and lists the checkpoints of its earlier run", () =>
     Effect.gen(function* () {
@@ -51,6 +63,11 @@ describe("the checkpoint index", () => {
       const sampler = yield* train(first.base, "save_weights_for_sampler", { model_id: a, path: "s-2", seq_id: seq++ })
       assert.strictEqual(sampler.body.path, `tinker://${a}/sampler_weights/s-2`)
       const trained = yield* logprobs(first.base, a, seq++)
+      const sampledBefore = yield* sample(first.base, sampler.body.path)
+      // a sampler checkpoint whose weights no training checkpoint holds (one more step, no save_state)
+      yield* train(first.base, "forward_backward", { forward_backward_input: { data: [datum], loss_fn: "importance_sampling" }, model_id: a, seq_id: seq++ })
+      yield* train(first.base, "optim_step", { adam_params: { learning_rate: 0.05 }, model_id: a, seq_id: seq++ })
+      const unbacked = yield* train(first.base, "save_weights_for_sampler", { model_id: a, path: "s-3", seq_id: seq++ })
       yield* first.stop
 
       const second = yield* serve(stateDir)
@@ -75,9 +92,19 @@ describe("the checkpoint index", () => {
       assert.deepStrictEqual(Buffer.from(file), fs.readFileSync(path.join(stateDir, entry.file!)))
       assert.deepStrictEqual(
         index.list(a).map((e) => [e.kind, e.name, e.policy_version, e.lora_rank, e.base_model]),
-        [["weights", "step-1", 1, tinyLora.rank, "local:random"], ["weights", "step-2", 2, tinyLora.rank, "local:random"], ["sampler_weights", "s-2", 2, tinyLora.rank, "local:random"]],
+        [["weights", "step-1", 1, tinyLora.rank, "local:random"], ["weights", "step-2", 2, tinyLora.rank, "local:random"], ["sampler_weights", "s-2", 2, tinyLora.rank, "local:random"], ["sampler_weights", "s-3", 3, tinyLora.rank, "local:random"]],
       )
       assert.strictEqual(entry.size_bytes, file.byteLength)
+
+      // the sampler path is served again, from the training checkpoint of the same weights
+      const sampledAfter = yield* sample(second.base, sampler.body.path)
+      assert.deepStrictEqual(sampledAfter.sequences, sampledBefore.sequences)
+      assert.strictEqual(sampledAfter.policy_version, 2)
+      const viaSession = yield* post(second.base, "create_sampling_session", { session_id: yield* session(second.base), sampling_session_seq_id: 0, model_path: sampler.body.path })
+      assert.strictEqual(viaSession.status, 200, JSON.stringify(viaSession.body))
+      const missing = yield* post(second.base, "asample", { ...sampleBody, model_path: unbacked.body.path })
+      assert.strictEqual(missing.status, 404)
+      assert.match(missing.body.detail, /earlier run of this server.*no training checkpoint of the same weights/)
       yield* second.stop
     }).pipe(Effect.scoped), 60_000)
 
