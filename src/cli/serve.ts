@@ -239,6 +239,10 @@ const flags = {
     Flag.withDescription("requests in progress at once; beyond it submissions get 429"),
     Flag.withDefault(Server.DEFAULT_MAX_PENDING_FUTURES),
   ),
+  zstd: Flag.Boolean("zstd").pipe(
+    Flag.withDescription("ask clients to zstd-compress their protobuf forward_backward bodies (smaller on a network, more CPU on both sides)"),
+    Flag.withDefault(false),
+  ),
   requireApiKey: Flag.Boolean("require-api-key").pipe(
     Flag.withDescription("reject requests whose X-API-Key differs from TINKER_API_KEY (or BASETEN_API_KEY)"),
     Flag.withDefault(false),
@@ -278,12 +282,13 @@ export const serveCommand = Command.make(
       readyTimeout: Duration.seconds(f.readyTimeout),
       maxPendingFutures: f.maxPending,
       stateDir: backend.stateDir,
+      compressForwardBackward: f.zstd,
       ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}),
     }).pipe(Effect.provideService(Trainer, backend.trainer), Effect.provideService(Sampler, backend.sampler))
     yield* Effect.logInfo(`ready: npx tsx run <env> --backend ${server.url}`)
     return yield* Effect.never
   }, Effect.scoped),
-).pipe(Command.withDescription("Serve the embedded trainer and sampler over the Tinker wire protocol (JSON over HTTP)"))
+).pipe(Command.withDescription("Serve the embedded trainer and sampler over the Tinker wire protocol (JSON, and protobuf for forward_backward and results, as the official SDK speaks it)"))
 
 /** For tests: the layer a `serve` process runs (one adapter per `create_model`, unless `models` says otherwise). @since 0.1.0 @category layers */
 export const layer = (options: EmbeddedOptions & Server.Options = {}) =>

@@ -254,6 +254,8 @@ export const make = (options: {
     used: () => used,
     sessions: () => sessions.size,
     models: () => models.size,
+    /** the models alive now */
+    list: (): ReadonlyArray<Model> => [...models.values()],
   }
 }
 

@@ -26,6 +26,8 @@ export interface Reply {
   readonly headers?: Readonly<Record<string, string>> | undefined
   /** a file sent as the body instead of `body` (a checkpoint download) */
   readonly file?: FileReply | undefined
+  /** bytes sent as the body instead of `body` (a protobuf result) */
+  readonly raw?: { readonly bytes: Uint8Array; readonly contentType: string } | undefined
 }
 
 /** @since 0.1.0 @category constructors */

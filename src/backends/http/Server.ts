@@ -27,7 +27,7 @@
  * @since 0.1.0
  */
 import { ByteSize, Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
-import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { HttpIncomingMessage, type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { timingSafeEqual } from "node:crypto"
 import { Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Trainer } from "../../Trainer.ts"
@@ -40,6 +40,9 @@ import * as Gather from "./Gather.ts"
 import * as Idempotency from "./Idempotency.ts"
 import * as Models from "./Models.ts"
 import * as RestoredSamplers from "./RestoredSamplers.ts"
+import * as ProtoRoutes from "./ProtoRoutes.ts"
+import * as RestRoutes from "./RestRoutes.ts"
+import * as ServiceRoutes from "./ServiceRoutes.ts"
 import { bad, decodeOr400, Reject, type Reply } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
 import * as TrainingRoutes from "./TrainingRoutes.ts"
@@ -102,6 +105,8 @@ export interface Options {
    * route hands out the files of those that lie inside it (without it: an index in memory, no downloads)
    */
   readonly stateDir?: string | undefined
+  /** ask clients (in their client config) to zstd-compress protobuf `forward_backward` bodies (default false) */
+  readonly compressForwardBackward?: boolean | undefined
   /** how long a checkpoint download URL works (default 15 min) */
   readonly archiveTtl?: Duration.Input | undefined
 }
@@ -239,9 +244,10 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       return Option.isSome(reply) ? reply.value.body : { type: "try_again", request_id: req.request_id, queue_state: "active" }
     })
 
+  const rest = RestRoutes.make({ checkpoints, modelName, liveModels: registry.list, now })
   const post: Record<string, TrainingRoutes.Handler> = {
-    "client/config": () =>
-      Effect.succeed({ pjwt_auth_enabled: false, parallel_fwdbwd_chunks: false, proto_compress_fwdbwd: false, use_pyqwest_transport: false, create_model_via_load_weights: false }),
+    ...ServiceRoutes.make({ maxDatums: options.maxDatums ?? 4096, compressForwardBackward: options.compressForwardBackward ?? false }),
+    ...rest.post,
     ...training,
     ...sampling.post,
     retrieve_future: retrieveFuture,
@@ -265,17 +271,23 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const sweepEvery = Duration.millis(Math.max(1000, Math.min(60_000, ttl / 4, idleMillis / 4)))
   yield* Effect.forkIn(sweep.pipe(Effect.delay(sweepEvery), Effect.forever), scope)
 
-  const readJson = (req: HttpServerRequest.HttpServerRequest) =>
+  const bodyError = (e: HttpServerError.HttpServerError) =>
+    e.reason._tag === "RequestParseError" && e.reason.reason === "BodyTooLarge"
+      ? new Reject({ status: 413, message: `the body is larger than ${maxBody} bytes` })
+      : bad("the body could not be read")
+
+  /** A request body: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
+  const readBody = (req: HttpServerRequest.HttpServerRequest): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
     Effect.gen(function* () {
       const length = Number(req.headers["content-length"] ?? "0")
       if (length > maxBody) return yield* new Reject({ status: 413, message: `the body has ${length} bytes; at most ${maxBody}` })
+      if (ProtoRoutes.isProtoRequest(req.headers)) {
+        const bytes = yield* req.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBody)), Effect.mapError(bodyError))
+        return yield* ProtoRoutes.route(new Uint8Array(bytes), req.headers["content-encoding"])
+      }
       const text = yield* req.text.pipe(
         Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBody)),
-        Effect.mapError((e) =>
-          e.reason._tag === "RequestParseError" && e.reason.reason === "BodyTooLarge"
-            ? new Reject({ status: 413, message: `the body is larger than ${maxBody} bytes` })
-            : bad("the body could not be read"),
-        ),
+        Effect.mapError(bodyError),
       )
       if (text.trim() === "") return { text, value: {} as unknown }
       const parsed = Result.try(() => JSON.parse(text) as unknown)
@@ -303,7 +315,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       ),
     )
 
-  const route = (req: HttpServerRequest.HttpServerRequest, path: string): Effect.Effect<Reply> =>
+  const route = (req: HttpServerRequest.HttpServerRequest, path: string, query: URLSearchParams): Effect.Effect<Reply> =>
     Effect.gen(function* () {
       if (!path.startsWith(`${Wire.API_PREFIX}/`)) return { status: 404, body: { detail: `no endpoint ${req.method} ${path.slice(0, 200)}` } }
       const name = path.slice(Wire.API_PREFIX.length + 1)
@@ -323,6 +335,8 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
           if (Result.isFailure(id)) return { status: 400, body: { detail: "the sampler id in the path is not valid percent-encoding" } }
           return yield* toReply(sampling.samplerInfo(id.success))
         }
+        const restGet = rest.get(name, Object.fromEntries(query))
+        if (Option.isSome(restGet)) return yield* toReply(restGet.value)
         const archive = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name)
         if (archive !== null) {
           const host = req.headers["host"]
@@ -334,14 +348,18 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       if (req.method !== "POST") return { status: 405, body: { detail: `${req.method} is not allowed on ${path.slice(0, 200)}` } }
       const handler = post[name]
       if (handler === undefined) return { status: get[name] !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
-      const body = yield* readJson(req).pipe(Effect.result)
+      const body = yield* readBody(req).pipe(Effect.result)
       if (Result.isFailure(body)) return { status: body.failure.status, body: { detail: body.failure.message } }
+      const routed = body.success.name === undefined ? handler : (post[body.success.name] ?? handler)
       const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
       if (Result.isFailure(wait)) return { status: 400, body: { detail: wait.failure.message } }
       const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, Duration.toMillis(Duration.fromInputUnsafe(pollWait)))
-      const run = toReply(handler(body.success.value, req.headers))
-      const reply =
-        name === "retrieve_future" || name === "session_heartbeat" ? yield* run : yield* idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
+      const run = toReply(routed(body.success.value, req.headers))
+      if (name === "retrieve_future") {
+        const reply = yield* run
+        return ProtoRoutes.acceptsProto(req.headers["accept"]) ? yield* ProtoRoutes.encodeResult(reply) : reply
+      }
+      const reply = name === "session_heartbeat" ? yield* run : yield* idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
       return yield* withResult(reply, waitMillis)
     })
 
@@ -351,7 +369,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     requests++
     const parsedUrl = Result.try(() => new URL(req.url, "http://localhost"))
     const path = Result.isSuccess(parsedUrl) ? parsedUrl.success.pathname : ""
-    const reply: Reply = yield* (Result.isFailure(parsedUrl) ? Effect.succeed<Reply>({ status: 400, body: { detail: "the request URL does not parse" } }) : route(req, path)).pipe(
+    const reply: Reply = yield* (Result.isFailure(parsedUrl) ? Effect.succeed<Reply>({ status: 400, body: { detail: "the request URL does not parse" } }) : route(req, path, parsedUrl.success.searchParams)).pipe(
       Effect.catchCause((cause) => Effect.as(Effect.logError(`${req.method} ${path.slice(0, 200)} failed`, cause), { status: 500, body: { detail: "internal error" } } as Reply)),
     )
     yield* Effect.logDebug(`${req.method} ${path.slice(0, 200)} ${reply.status} (${(yield* now) - started} ms)`)
@@ -362,6 +380,9 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
         contentLength: reply.file.size,
         headers: { "content-disposition": `attachment; filename="${reply.file.filename}"` },
       })
+    }
+    if (reply.raw !== undefined) {
+      return HttpServerResponse.uint8Array(reply.raw.bytes, { status: reply.status, contentType: reply.raw.contentType, ...(reply.headers !== undefined ? { headers: reply.headers } : {}) })
     }
     return HttpServerResponse.jsonUnsafe(reply.body, { status: reply.status, ...(reply.headers !== undefined ? { headers: reply.headers } : {}) })
   })
