@@ -34,6 +34,10 @@
  * server that `--backend URL` names, else the run's `config.json` (`backend`), else
  * `TINKER_BASE_URL`.
  *
+ * A Loops checkpoint (`bt://loops:<run_id>/...`, as a run on `--backend loops` records
+ * it, or given instead of the run folder) is downloaded file by file through its
+ * presigned URLs into `--out`, as Loops stores it (`backends/loops/Checkpoints.ts`).
+ *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
@@ -41,6 +45,7 @@ import * as Path from "node:path"
 import { Config, Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Checkpoints from "./backends/http/ClientCheckpoints.ts"
+import * as LoopsCheckpoints from "./backends/loops/Checkpoints.ts"
 import type * as Retry from "./backends/http/Retry.ts"
 import * as Checkpoint from "./backends/local/Checkpoint.ts"
 import { LORA_TARGETS, type LoraTarget } from "./backends/local/Model.ts"
@@ -297,6 +302,10 @@ export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, o
   }
   const step = row["step"] as number
   const saved = row["path"] as string
+  if (saved.startsWith("bt://")) {
+    const got = yield* LoopsCheckpoints.exportCheckpoint(saved, options.out, { runDir: dir }).pipe(Effect.mapError((e) => fail("Remote", `the checkpoint of step ${step}: ${e.message}`)))
+    return { step, checkpoint: saved, files: got.files, tensors: got.tensors } satisfies ExportResult
+  }
   const { file, state } = saved.startsWith("tinker://") ? yield* downloadState(dir, step, saved, options.backend, options.retry) : yield* localState(files.state, row, step, saved)
   const baseModel = options.baseModel ?? (yield* runBaseModel(dir)) ?? "gyre/models/base"
   const adapter = peftAdapter(state, baseModel)
@@ -319,7 +328,7 @@ export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, o
 export const exportCommand = Command.make(
   "export",
   {
-    dir: Argument.String("run-folder").pipe(Argument.withDescription("a run folder, e.g. runs/math-2026-11-29T12-00-00")),
+    dir: Argument.String("run-folder").pipe(Argument.withDescription("a run folder, e.g. runs/math-2026-11-29T12-00-00, or a Loops checkpoint bt://loops:<run_id>/(weights|sampler_weights)/<name>")),
     step: Flag.Int("step").pipe(Flag.withDescription("the step whose checkpoint to export (default: the last checkpoint)"), Flag.optional),
     out: Flag.String("out").pipe(Flag.withDescription("folder to write adapter_model.safetensors and adapter_config.json to")),
     baseModel: Flag.String("base-model").pipe(Flag.withDescription("base_model_name_or_path in adapter_config.json (default: the run's base model)"), Flag.optional),
@@ -329,8 +338,15 @@ export const exportCommand = Command.make(
     ),
   },
   ({ backend, baseModel, dir, out, step }) =>
-    exportRun(dir, { out, step: Option.getOrUndefined(step), baseModel: Option.getOrUndefined(baseModel), backend: Option.getOrUndefined(backend) }).pipe(
-      Effect.flatMap((r) => Console.log(`wrote ${r.files.join(" and ")} (${r.tensors} tensors, step ${r.step})`)),
+    (dir.startsWith("bt://")
+      ? LoopsCheckpoints.exportCheckpoint(dir, out).pipe(
+        Effect.mapError((e) => fail("Remote", e.message)),
+        Effect.map((r) => `wrote ${r.files.length} file${r.files.length === 1 ? "" : "s"} of ${dir} to ${out} (${r.tensors} tensors)`),
+      )
+      : exportRun(dir, { out, step: Option.getOrUndefined(step), baseModel: Option.getOrUndefined(baseModel), backend: Option.getOrUndefined(backend) }).pipe(
+        Effect.map((r) => `wrote ${r.files.join(" and ")} (${r.tensors} tensors, step ${r.step})`),
+      )).pipe(
+      Effect.flatMap((line) => Console.log(line)),
       Effect.catchTag("ExportError", (e) =>
         Console.error(`error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
           process.exitCode = 1

@@ -1,11 +1,15 @@
 /**
- * `--backend`: the embedded model (default) or a Tinker-protocol service at a URL.
+ * `--backend`: the embedded model (default), a Tinker-protocol service at a URL, or a
+ * run provisioned on Loops (`loops`).
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Effect, Layer } from "effect"
 import * as Http from "../backends/http/Client.ts"
+import * as LoopsBackend from "../backends/loops/Backend.ts"
+import { stopCommand } from "../backends/loops/Provision.ts"
+import * as LoopsRecord from "../backends/loops/RunRecord.ts"
 import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
 import { Local } from "../backends/local/index.ts"
 import { BackendError } from "../Contract.ts"
@@ -13,7 +17,20 @@ import type { Sampler } from "../Sampler.ts"
 import { Tokenizer } from "../Tokenizer.ts"
 import type { Trainer } from "../Trainer.ts"
 import * as Tokenizers from "../tokenizers/index.ts"
+import * as RunLog from "../RunLog.ts"
 import { defaultModelDir } from "./paths.ts"
+
+/** `--backend loops` settings: the flags of `gyre run` that only Loops reads. */
+export interface LoopsFlags {
+  /** `--loops-url`: the control plane (default `LOOPS_API_URL`, else Baseten's API) */
+  readonly url?: string | undefined
+  /** `--keep-run`: leave the run up at the end (it bills until deactivated) */
+  readonly keepRun?: boolean | undefined
+  /** `--loops-new-run`: with `--resume`, continue on a new run when the folder's run is gone */
+  readonly newRun?: boolean | undefined
+  /** `--loops-ready-timeout`: seconds a new run may take to be ready (default 1800) */
+  readonly readyTimeoutSeconds?: number | undefined
+}
 
 export interface BackendOptions {
   readonly backend: string
@@ -28,7 +45,63 @@ export interface BackendOptions {
    * work split over two threads (async runs always do, so sampling and training overlap)
    */
   readonly workers: boolean
+  /** the run folder (Loops records its runs there, in loops.json) */
+  readonly runDir?: string | undefined
+  /** a resumed run folder */
+  readonly resume?: boolean | undefined
+  /** `--backend loops` settings */
+  readonly loops?: LoopsFlags | undefined
 }
+
+/** A run folder with a finished step or a checkpoint: a fresh start there is refused (before anything is provisioned). */
+const holdsWork = (dir: string) =>
+  Effect.gen(function* () {
+    const files = RunLog.paths(dir)
+    if ((yield* RunLog.readJsonl(files.checkpoints)).length > 0) return true
+    return (yield* RunLog.readJsonl(files.metrics)).some((row) => Number(row["step"]) > 0)
+  }).pipe(Effect.orElseSucceed(() => false))
+
+/** `--backend loops`: a run provisioned for this training and deactivated at its end. */
+const loopsLayer = (options: BackendOptions, tokenizer: Layer.Layer<Tokenizer, { readonly message: string }>) => {
+  const runDir = options.runDir ?? Path.dirname(options.stateDir)
+  const resume = options.resume === true
+  const check = Effect.gen(function* () {
+    if (!resume && (yield* holdsWork(runDir))) {
+      return yield* new BackendError({
+        reason: "InvalidInput",
+        operation: "--backend loops",
+        message: `run folder ${runDir} already holds a run: continue it with --resume ${runDir}, or pick another --name (no Loops run was provisioned)`,
+      })
+    }
+  })
+  const loops = LoopsBackend.layer({
+    baseModel: options.model,
+    loraRank: options.loraRank,
+    name: Path.basename(runDir),
+    runDir,
+    resume,
+    url: options.loops?.url,
+    keepRun: options.loops?.keepRun,
+    newRun: options.loops?.newRun,
+    readyTimeout: LoopsBackend.readyTimeoutOf(options.loops?.readyTimeoutSeconds),
+  })
+  return Layer.merge(Layer.unwrap(Effect.as(check, loops)), tokenizer)
+}
+
+/** Warns when the run folder records a Loops run that gyre did not deactivate (a crash, or --keep-run). */
+const reportLiveLoopsRuns = (runDir: string | undefined) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      if (runDir === undefined) return
+      const record = yield* LoopsRecord.read(runDir)
+      for (const r of LoopsRecord.live(record)) {
+        yield* Effect.logWarning(
+          `${runDir} records Loops run ${r.id} (${r.baseModel}), which gyre did not deactivate (a crash, or --keep-run): it may still be billing. ` +
+            `Check with \`gyre loops runs\`; stop it with \`${stopCommand(r.id, record?.controlPlane)}\``,
+        )
+      }
+    }).pipe(Effect.catch((e) => Effect.logWarning(e.message))),
+  )
 
 /** The layer for `--backend`, with the tokenizer that goes with it. */
 export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
@@ -45,7 +118,7 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
         }),
       ))
     }
-    return Local.layer({
+    return Layer.merge(reportLiveLoopsRuns(options.runDir), Local.layer({
       seed: options.seed,
       stateDir: options.stateDir,
       // the base model shipped with gyre, wherever the command runs
@@ -53,11 +126,11 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
       ...(lora !== undefined ? { lora } : {}),
       // trainer threads share each forward_backward, the sampler has its own thread
       ...(options.workers ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),
-    })
+    }))
   }
-  if (!/^https?:\/\//.test(options.backend)) {
+  if (options.backend !== "loops" && !/^https?:\/\//.test(options.backend)) {
     return Layer.effectContext(Effect.fail(
-      new BackendError({ reason: "InvalidInput", operation: "--backend", message: `--backend must be "embedded" or an http(s):// URL, got ${JSON.stringify(options.backend)}` }),
+      new BackendError({ reason: "InvalidInput", operation: "--backend", message: `--backend must be "embedded", "loops" or an http(s):// URL, got ${JSON.stringify(options.backend)}` }),
     ))
   }
   // The remote model's own tokenizer and chat template with --tokenizer; without it, assume
@@ -65,8 +138,10 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
   const tokenizer = options.tokenizer !== undefined
     ? Tokenizers.layer(options.tokenizer)
     : Layer.succeed(Tokenizer, CharTokenizer.make())
-  return Layer.merge(
+  if (options.backend === "loops") return loopsLayer(options, tokenizer)
+  return Layer.mergeAll(
     Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank }),
     tokenizer,
+    reportLiveLoopsRuns(options.runDir),
   )
 }

@@ -1,12 +1,13 @@
 #!/usr/bin/env node
 /**
- * The `gyre` command: `gyre run`, `gyre eval`, `gyre serve`, `gyre report`, `gyre export`;
+ * The `gyre` command: `gyre run`, `gyre eval`, `gyre serve`, `gyre report`, `gyre export`, `gyre loops`;
  * `gyre --help` and `gyre <command> --help` list every flag.
  */
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { exportCommand } from "../Export.ts"
 import { evalCommand } from "./eval.ts"
+import { loopsCommand } from "./loops.ts"
 import { version } from "./paths.ts"
 import { reportCommand } from "./report.ts"
 import { cliPresenter, runCommand } from "./run.ts"
@@ -16,9 +17,9 @@ import { runMain, Services } from "../platform/index.ts"
 /** The `gyre` command and its subcommands. */
 export const gyreCommand = Command.make("gyre").pipe(
   Command.withDescription(
-    "Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report), export a LoRA adapter (export).",
+    "Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report), export a LoRA adapter (export), Loops runs and checkpoints (loops).",
   ),
-  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand, exportCommand]),
+  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand, exportCommand, loopsCommand]),
 )
 
 gyreCommand.pipe(

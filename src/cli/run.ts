@@ -70,15 +70,28 @@ const flags = {
     Flag.optional,
   ),
   backend: Flag.String("backend").pipe(
-    Flag.withDescription("\"embedded\" (the in-process model, default) or the URL of a Tinker-protocol service; --resume continues on the run's own (config.json) and refuses another"),
+    Flag.withDescription("\"embedded\" (the in-process model, default), \"loops\" (a run provisioned on Baseten Loops, see --loops-url) or the URL of a Tinker-protocol service; --resume continues on the run's own (config.json) and refuses another"),
     Flag.optional,
   ),
-  model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model (default models/base); http: base model name"), Flag.optional),
+  model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model (default models/base); http, loops: base model name"), Flag.optional),
   loraRank: int("lora-rank", "LoRA rank (default 8)"),
   tokenizer: Flag.String("tokenizer").pipe(
     Flag.withDescription("http: folder with tokenizer.json and tokenizer_config.json of the remote model"),
     Flag.optional,
   ),
+  loopsUrl: Flag.String("loops-url").pipe(
+    Flag.withDescription("--backend loops: the Loops control plane (default LOOPS_API_URL, else https://api.baseten.co); the key is BASETEN_API_KEY"),
+    Flag.optional,
+  ),
+  keepRun: Flag.Boolean("keep-run").pipe(
+    Flag.withDescription("--backend loops: leave the run up at the end, for --resume (it bills until deactivated; gyre prints the command that stops it)"),
+    Flag.withDefault(false),
+  ),
+  loopsNewRun: Flag.Boolean("loops-new-run").pipe(
+    Flag.withDescription("--backend loops with --resume: when the folder's Loops run is gone, continue from the last checkpoint on a new run"),
+    Flag.withDefault(false),
+  ),
+  loopsReadyTimeout: int("loops-ready-timeout", "--backend loops: seconds a new run may take to be ready (default 1800; cold starts take minutes)"),
   logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 10; 0 = never)"),
   lrSchedule: Flag.Literals("lr-schedule", ["constant", "linear", "cosine"]).pipe(
     Flag.withDescription("learning-rate schedule after warmup: constant, or linear / cosine decay from --lr to --min-lr over the run's steps (default constant)"),
@@ -161,6 +174,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   model: get(p.model),
   loraRank: get(p.loraRank),
   tokenizer: get(p.tokenizer),
+  loops: { url: get(p.loopsUrl), keepRun: p.keepRun, newRun: p.loopsNewRun, readyTimeoutSeconds: get(p.loopsReadyTimeout) },
   logRolloutsEvery: get(p.logRolloutsEvery),
   print: true,
 })
@@ -186,6 +200,7 @@ export const runCommand = Command.make("run", flags, (p) =>
       { command: "run ./my-env.ts --loss importance_sampling", description: "your own env module" },
       { command: "run --resume runs/quick", description: "continue after the last checkpoint, with the run's saved settings" },
       { command: "run math --backend http://127.0.0.1:8000", description: "train through a Tinker-protocol service" },
+      { command: "run math --backend loops --model Qwen/Qwen3-8B --lora-rank 16 --tokenizer ./qwen3", description: "train on a Loops run (BASETEN_API_KEY), deactivated at the end" },
     ]),
   )
 

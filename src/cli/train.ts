@@ -12,7 +12,7 @@ import * as Metrics from "../Metrics.ts"
 import * as Runner from "../Runner.ts"
 import * as RunLog from "../RunLog.ts"
 import { resumeBackend } from "../run/Start.ts"
-import { backendLayer } from "./backend.ts"
+import { backendLayer, type LoopsFlags } from "./backend.ts"
 import { availableEnvs, isPath, loadEnv } from "./loadEnv.ts"
 import { terminalProgress } from "./progress.ts"
 
@@ -92,6 +92,8 @@ export interface RunOptions {
   readonly loraRank?: number | undefined
   /** http: folder with tokenizer.json and tokenizer_config.json of the remote model */
   readonly tokenizer?: string | undefined
+  /** `--backend loops`: the control plane, --keep-run, --loops-new-run, the ready timeout */
+  readonly loops?: LoopsFlags | undefined
   /** write every sample of every Nth step to rollouts.jsonl (0 = never) */
   readonly logRolloutsEvery?: number | undefined
   /** learning-rate schedule after warmup (default constant) */
@@ -369,6 +371,9 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : undefined),
     loraRank: options.loraRank,
     tokenizer: options.tokenizer,
+    runDir: settings.outDir,
+    resume: resumeDir !== undefined,
+    loops: options.loops,
     workers: settings.async || options.workers === true,
   })
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(

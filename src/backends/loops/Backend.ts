@@ -18,12 +18,13 @@ import * as ControlPlane from "./ControlPlane.ts"
 import * as DataPlane from "./DataPlane.ts"
 import { LoopsError } from "./Errors.ts"
 import * as Provision from "./Provision.ts"
+import * as RunRecord from "./RunRecord.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options extends Omit<Provision.Options, "baseModel"> {
   /** the base model; without it the layer fails listing the models Loops supports */
   readonly baseModel: string | undefined
-  /** the control plane (default `LOOPS_API_URL`, then Baseten's API) */
+  /** the control plane (default: the one the run folder's `loops.json` names, else `LOOPS_API_URL`, else Baseten's API) */
   readonly url?: string | undefined
   /** overrides `BASETEN_API_KEY` */
   readonly apiKey?: Redacted.Redacted<string> | undefined
@@ -36,7 +37,9 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
   const apiKey = options.apiKey ?? (yield* ControlPlane.apiKeyConfig.pipe(
     Effect.mapError(() => new LoopsError({ reason: "Config", route: "BASETEN_API_KEY", message: "--backend loops needs BASETEN_API_KEY (a Baseten API key with Loops access)" })),
   ))
-  const cp = yield* ControlPlane.make({ apiKey, url: options.url, retry: options.retry })
+  // a resumed folder goes back to the control plane its runs are on
+  const recorded = options.url === undefined ? (yield* RunRecord.read(options.runDir).pipe(Effect.orElseSucceed(() => undefined)))?.controlPlane : undefined
+  const cp = yield* ControlPlane.make({ apiKey, url: options.url ?? recorded, retry: options.retry })
   const baseModel = options.baseModel
   if (baseModel === undefined) {
     const models = yield* cp.capabilities.pipe(

@@ -28,7 +28,7 @@
  */
 import { Duration, Effect, Exit, type Scope } from "effect"
 import type * as Api from "./Api.ts"
-import { ControlPlane } from "./ControlPlane.ts"
+import { ControlPlane, DEFAULT_URL } from "./ControlPlane.ts"
 import { LoopsError } from "./Errors.ts"
 import * as RunRecord from "./RunRecord.ts"
 
@@ -105,7 +105,8 @@ export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string
   const loop = Effect.gen(function* () {
     for (let k = 0; ; k++) {
       const p = yield* poll(cp, runId)
-      const waited = Duration.format(Duration.millis(Math.round((Date.now() - started) / 1000) * 1000))
+      const seconds = Math.round((Date.now() - started) / 1000)
+      const waited = seconds === 0 ? "0s" : Duration.format(Duration.seconds(seconds))
       if (p.phase === "Failed") return yield* new LoopsError({ reason: "Failed", route: "provision", message: `Loops run ${runId} failed while provisioning (${p.state})` })
       if (p.phase === "Ready") {
         yield* Effect.logInfo(`loops: run ${runId} is ready after ${waited} (${p.state})`)
@@ -131,21 +132,21 @@ export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string
   )
 })
 
-/** The command that stops a run. @since 0.1.0 @category constants */
-export const stopCommand = (runId: string) => `gyre loops deactivate ${runId}`
+/** The command that stops a run (naming the control plane unless it is Baseten's API). @since 0.1.0 @category constants */
+export const stopCommand = (runId: string, url?: string) => `gyre loops deactivate ${runId}${url === undefined || url === DEFAULT_URL ? "" : ` --loops-url ${url}`}`
 
 /** Deactivates `run` (or keeps it), then updates the record; never fails. */
 const release = (cp: typeof ControlPlane.Service, run: Api.Run, options: Options, ready: () => boolean) =>
   Effect.gen(function* () {
     if (options.keepRun === true && ready()) {
       yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, kept: true })).pipe(Effect.ignore)
-      return yield* Effect.logWarning(`loops: kept run ${run.id} up (--keep-run); it bills until deactivated. Stop it with: ${stopCommand(run.id)}`)
+      return yield* Effect.logWarning(`loops: kept run ${run.id} up (--keep-run); it bills until deactivated. Stop it with: ${stopCommand(run.id, cp.url)}`)
     }
     if (options.keepRun === true) yield* Effect.logWarning(`loops: run ${run.id} never became ready, so it is deactivated despite --keep-run`)
     const done = yield* Effect.exit(cp.deactivateRun(run.id))
     if (Exit.isFailure(done)) {
       const e = done.cause
-      return yield* Effect.logError(`loops: could not deactivate run ${run.id}; it may still be billing. Stop it with: ${stopCommand(run.id)}`, e)
+      return yield* Effect.logError(`loops: could not deactivate run ${run.id}; it may still be billing. Stop it with: ${stopCommand(run.id, cp.url)}`, e)
     }
     yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, deactivatedAt: now(), kept: false })).pipe(Effect.ignore)
     yield* Effect.logInfo(`loops: deactivated run ${run.id} (its checkpoints remain: gyre loops checkpoints ${run.id})`)
@@ -185,7 +186,7 @@ const recorded = (cp: typeof ControlPlane.Service, options: Options) =>
             reason: "Failed",
             route: "provision",
             message: `${options.runDir} records Loops run ${r.id} (${r.baseModel}), still ACTIVE and billing: an earlier start did not deactivate it (a crash, or --keep-run). ` +
-              `Continue on it with \`gyre run --resume ${options.runDir} --backend loops\`, or stop it with \`${stopCommand(r.id)}\``,
+              `Continue on it with \`gyre run --resume ${options.runDir} --backend loops\`, or stop it with \`${stopCommand(r.id, cp.url)}\``,
           })
         }
         reuse = run

@@ -14,6 +14,7 @@ import * as CharTokenizer from "../../../src/backends/local/CharTokenizer.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import * as Loops from "../../../src/backends/loops/Backend.ts"
 import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
+import { backendLayer } from "../../../src/cli/backend.ts"
 import * as RunLog from "../../../src/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
 import { Tokenizer } from "../../../src/Tokenizer.ts"
@@ -182,4 +183,18 @@ describe("loops backend", () => {
       assert.strictEqual(fake.deactivations(fresh.id), 1)
       assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(dir)), [])
     }).pipe(Effect.scoped), 60_000)
+
+  it.live("a start on another backend in a folder whose Loops run was left up warns, naming the run and the command that stops it", () =>
+    Effect.gen(function* () {
+      const dir = runDir()
+      yield* RunRecord.add(dir, "http://loops.example", { id: "left1", sessionId: "s", baseModel: "m", createdAt: "t", deactivatedAt: null })
+      const logs = capture()
+      yield* Effect.scoped(Layer.build(backendLayer({ backend: "embedded", seed: 0, stateDir: RunLog.paths(dir).state, model: undefined, loraRank: undefined, tokenizer: undefined, workers: false, runDir: dir }))).pipe(
+        Effect.provide(logs.layer),
+      )
+      const line = logs.lines.find((l) => l.includes("left1"))
+      assert.isDefined(line, logs.lines.join("\n"))
+      assert.include(line!, "it may still be billing")
+      assert.include(line!, "gyre loops deactivate left1 --loops-url http://loops.example")
+    }), 30_000)
 })

@@ -31,7 +31,10 @@ export interface Entry {
 
 export type Fault = (request: { readonly method: string; readonly path: string; readonly kind: Entry["kind"]; readonly n: number }) =>
   | { readonly status: number; readonly body?: unknown; readonly headers?: Record<string, string> }
+  /** the connection is lost before the request is handled */
   | "drop"
+  /** the request is handled, then the connection is lost before the answer */
+  | "drop-after"
   | undefined
 
 export interface FakeOptions {
@@ -46,6 +49,8 @@ export interface FakeOptions {
   readonly neverReady?: boolean | undefined
   /** answers to inject instead of the normal ones */
   readonly fault?: Fault | undefined
+  /** the files route's default page size (the API's is 1000) */
+  readonly filesPageSize?: number | undefined
 }
 
 interface FakeRun {
@@ -267,7 +272,7 @@ export const startFake = async (options: FakeOptions) => {
       if (problem) return problem
       const c = checkpoints.find((x) => x.id === seg[3])
       if (c === undefined) return notFound(`no checkpoint ${seg[3]}`)
-      const size = Number(query.get("page_size") ?? 1000)
+      const size = Number(query.get("page_size") ?? options.filesPageSize ?? 1000)
       const token = Number(query.get("page_token") ?? 0)
       if (!Number.isInteger(size) || size < 1) return bad("page_size must be an integer >= 1")
       if (!Number.isInteger(token) || token < 0) return bad("page_token must be an integer >= 0")
@@ -322,7 +327,7 @@ export const startFake = async (options: FakeOptions) => {
       record(0)
       return req.socket.destroy()
     }
-    if (injected !== undefined) {
+    if (injected !== undefined && injected !== "drop-after") {
       record(injected.status)
       return send(injected.status, injected.body ?? { detail: "injected" }, injected.headers)
     }
@@ -364,7 +369,8 @@ export const startFake = async (options: FakeOptions) => {
     }
     const reply = control(method, u.pathname, u.searchParams, json)
     const runId = /\/runs\/([^/?]+)/.exec(u.pathname)?.[1]
-    record(reply.status, runId)
+    record(injected === "drop-after" ? 0 : reply.status, runId)
+    if (injected === "drop-after") return req.socket.destroy()
     send(reply.status, reply.body)
   }
 

@@ -1,0 +1,146 @@
+/**
+ * Downloading a Loops checkpoint (`bt://loops:<run_id>/(weights|sampler_weights)/<name>`).
+ *
+ * A checkpoint is a folder: `GET /v1/loops/checkpoints?checkpoint_path=<uri>` finds its
+ * global id, `GET /v1/loops/checkpoints/{id}/files` lists its files as presigned URLs a
+ * page at a time (`page_token` is an offset; the walk stops at a null
+ * `next_page_token` or an empty page), and each file is fetched from its URL without
+ * the Baseten key (a presigned URL is its own credential; the key must not reach the
+ * storage host). Files are written under the output folder by `relative_file_name`
+ * (files of node rank N > 0 under `node-N/`), each streamed to a temp file and renamed
+ * into place once its size matches `size_bytes`; a name that would leave the folder is
+ * refused.
+ *
+ * Presigned URLs exist only for checkpoints stored in S3; for one stored in a Baseten
+ * volume the files route fails (`Checkpoint <id> has no presigned URLs`, as the Loops
+ * download guide says; `GET /v1/loops/checkpoints/{id}/source` tells the two apart, a
+ * route gyre does not call since its answer's schema is not in the reference gyre
+ * read). That failure is reported as such, with what to use instead.
+ *
+ * What the files hold is Loops' own layout: a `sampler_weights` checkpoint is the LoRA
+ * adapter the sampler loads, a `weights` checkpoint the trainer's full state. gyre
+ * writes them as they are and counts the tensors of any `.safetensors` among them.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Effect, Schedule, Stream } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
+import * as PlatformHttpClient from "../../platform/HttpClient.ts"
+import * as Api from "./Api.ts"
+import { ControlPlane } from "./ControlPlane.ts"
+import { LoopsError } from "./Errors.ts"
+import * as RunRecord from "./RunRecord.ts"
+
+const ROUTE = "checkpoint files"
+const fail = (reason: LoopsError["reason"], message: string) => new LoopsError({ reason, route: ROUTE, message })
+
+/** Every file of a checkpoint, walking the pages of the files route. @since 0.1.0 @category constructors */
+export const listFiles = Effect.fn("Loops.listFiles")(function* (checkpointId: string) {
+  const cp = yield* ControlPlane
+  const files: Array<Api.CheckpointFile> = []
+  for (let token = 0; ;) {
+    const page = yield* cp.checkpointFiles(checkpointId, { page_token: token }).pipe(
+      Effect.mapError((e) =>
+        e.message.includes("has no presigned URLs")
+          ? fail("NotFound", `checkpoint ${checkpointId} is stored in a Baseten volume, and the REST API hands out presigned URLs only for checkpoints in S3: download it with the Loops Python SDK (${e.message})`)
+          : e
+      ),
+    )
+    files.push(...page.presigned_urls)
+    const next = page.next_page_token
+    if (next === undefined || next === null || page.presigned_urls.length === 0) return files
+    if (next <= token) return yield* fail("Decode", `the files route of checkpoint ${checkpointId} answered next_page_token ${next} after page_token ${token}; it must grow`)
+    token = next
+  }
+})
+
+/** Where a file goes under `out`; undefined when its name would leave `out`. */
+const destination = (out: string, file: Api.CheckpointFile): string | undefined => {
+  const rel = Path.normalize(file.node_rank > 0 ? Path.join(`node-${file.node_rank}`, file.relative_file_name) : file.relative_file_name)
+  if (rel === "" || rel === "." || Path.isAbsolute(rel) || rel.split(/[\\/]/).includes("..")) return undefined
+  return Path.join(out, rel)
+}
+
+/** Streams one presigned URL to `dest` (no Authorization header), checking its size. */
+const fetchFile = (http: HttpClient.HttpClient, file: Api.CheckpointFile, dest: string) =>
+  Effect.gen(function* () {
+    const res = yield* http.execute(HttpClientRequest.get(file.url)).pipe(Effect.mapError((e) => fail("Unavailable", `${file.relative_file_name}: no answer from its presigned URL: ${e.reason._tag}`)))
+    if (res.status !== 200) return yield* fail(res.status >= 500 || res.status === 429 ? "Unavailable" : "NotFound", `${file.relative_file_name}: its presigned URL answered HTTP ${res.status} (it may have expired: run the export again)`)
+    yield* Effect.try({ try: () => Fs.mkdirSync(Path.dirname(dest), { recursive: true }), catch: (e) => fail("Failed", `cannot create ${Path.dirname(dest)}: ${(e as Error).message}`) })
+    const part = `${dest}.part`
+    const written = yield* Effect.acquireUseRelease(
+      Effect.try({ try: () => Fs.openSync(part, "w"), catch: (e) => fail("Failed", `cannot write ${part}: ${(e as Error).message}`) }),
+      (fd) =>
+        res.stream.pipe(
+          Stream.mapError((e) => fail("Unavailable", `${file.relative_file_name}: the download broke off: ${e.reason._tag}`)),
+          Stream.runFold(() => 0, (n, chunk: Uint8Array) => {
+            Fs.writeSync(fd, chunk)
+            return n + chunk.length
+          }),
+        ),
+      (fd) => Effect.sync(() => Fs.closeSync(fd)),
+    )
+    if (written !== file.size_bytes) {
+      Fs.rmSync(part, { force: true })
+      return yield* fail("Unavailable", `${file.relative_file_name}: got ${written} bytes, the files route lists ${file.size_bytes}`)
+    }
+    yield* Effect.try({ try: () => Fs.renameSync(part, dest), catch: (e) => fail("Failed", `cannot write ${dest}: ${(e as Error).message}`) })
+  })
+
+/** The number of tensors in a safetensors file (its JSON header's keys, less `__metadata__`); 0 when it is not one. */
+const tensorsIn = (file: string): number => {
+  try {
+    const fd = Fs.openSync(file, "r")
+    try {
+      const head = Buffer.alloc(8)
+      if (Fs.readSync(fd, head, 0, 8, 0) < 8) return 0
+      const n = Number(head.readBigUInt64LE(0))
+      if (n > 100 * 2 ** 20) return 0
+      const json = Buffer.alloc(n)
+      Fs.readSync(fd, json, 0, n, 8)
+      return Object.keys(JSON.parse(json.toString("utf8")) as object).filter((k) => k !== "__metadata__").length
+    } finally {
+      Fs.closeSync(fd)
+    }
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * Downloads every file of checkpoint `uri` into `out`. Needs the control plane and an
+ * `HttpClient`.
+ * @since 0.1.0 @category constructors
+ */
+export const download = Effect.fn("Loops.downloadCheckpoint")(function* (uri: string, out: string) {
+  const cp = yield* ControlPlane
+  const http = yield* HttpClient.HttpClient
+  const parsed = Api.parseCheckpointUri(uri)
+  if (parsed === undefined) return yield* fail("InvalidInput", `${uri} is not a Loops checkpoint URI: bt://loops:<run_id>/(weights|sampler_weights)/<name>`)
+  const found = yield* cp.listCheckpoints({ checkpoint_path: uri })
+  const checkpoint = found[0]
+  if (checkpoint === undefined) return yield* fail("NotFound", `Loops has no checkpoint ${uri} at ${cp.url}; list the run's checkpoints with: gyre loops checkpoints ${parsed.runId}`)
+  const files = yield* listFiles(checkpoint.id)
+  if (files.length === 0) return yield* fail("NotFound", `checkpoint ${uri} (${checkpoint.id}) lists no files${checkpoint.sync_status === "SYNCING" ? " yet: it is still SYNCING, try again shortly" : ""}`)
+  const written: Array<string> = []
+  for (const file of files) {
+    const dest = destination(out, file)
+    if (dest === undefined) return yield* fail("Decode", `checkpoint ${uri} lists a file named ${JSON.stringify(file.relative_file_name)}, which would be written outside ${out}; nothing more is written`)
+    yield* fetchFile(http, file, dest).pipe(Effect.retry({ schedule: Schedule.exponential("500 millis"), times: 3, while: (e) => e.reason === "Unavailable" }))
+    written.push(dest)
+  }
+  return { checkpoint, files: written, tensors: written.filter((f) => f.endsWith(".safetensors")).reduce((n, f) => n + tensorsIn(f), 0) }
+})
+
+/**
+ * Downloads checkpoint `uri` into `out` on gyre's HTTP client. The control plane:
+ * `url`, else the one the run folder `runDir` trained on (its `loops.json`), else
+ * `LOOPS_API_URL`, else Baseten's API.
+ * @since 0.1.0 @category constructors
+ */
+export const exportCheckpoint = Effect.fn("Loops.exportCheckpoint")(function* (uri: string, out: string, options: { readonly url?: string | undefined; readonly runDir?: string | undefined } = {}) {
+  const recorded = options.runDir === undefined ? undefined : (yield* RunRecord.read(options.runDir).pipe(Effect.orElseSucceed(() => undefined)))?.controlPlane
+  return yield* download(uri, out).pipe(Effect.provide(ControlPlane.layer({ url: options.url ?? recorded })), Effect.provide(PlatformHttpClient.layer))
+})
