@@ -117,13 +117,8 @@ const queryString = (query: Readonly<Record<string, string | number | undefined>
   return s === "" ? "" : `?${s}`
 }
 
-/**
- * The control plane over `HttpClient`. Reads `BASETEN_API_KEY` and `LOOPS_API_URL`
- * unless `options` gives them.
- * @since 0.1.0 @category constructors
- */
-export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Options = {}) {
-  const http = yield* HttpClient.HttpClient
+/** The key (`options.apiKey`, else `BASETEN_API_KEY`) and the URL (`options.url`, else `LOOPS_API_URL`, else Baseten's). */
+const settings = Effect.fnUntraced(function* (options: Options) {
   const apiKey = options.apiKey ?? (yield* apiKeyConfig.pipe(
     Effect.mapError(() =>
       new LoopsError({
@@ -141,14 +136,14 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
   const base = options.url !== undefined ? new URL(String(options.url)) : yield* urlConfig.pipe(
     Effect.mapError((e) => new LoopsError({ reason: "Config", route: "LOOPS_API_URL", message: `LOOPS_API_URL is not a URL: ${String(e)}` })),
   )
-  const url = `${base.origin}${base.pathname.replace(/\/+$/, "")}`
-  const redact = redactor(Option.some(apiKey))
-  const policy = options.retry ?? Retry.standard
-  const timeout = options.requestTimeout ?? "30 seconds"
-  let answered = false
+  return { apiKey, url: `${base.origin}${base.pathname.replace(/\/+$/, "")}` }
+})
 
-  /** One exchange: the JSON body of a 2xx answer, or an HttpFailure (messages redacted). */
-  const exchange = (method: "GET" | "POST", path: string, body: unknown) =>
+/** One exchange: the JSON body of a 2xx answer, or an HttpFailure (messages redacted). */
+const makeExchange = (http: HttpClient.HttpClient, url: string, apiKey: Redacted.Redacted<string>, redact: (text: string) => string, timeout: Duration.Input) => {
+  /** once the server has answered, a refused connection is a restart, not a wrong address */
+  let answered = false
+  return (method: "GET" | "POST", path: string, body: unknown) =>
     Effect.gen(function* () {
       let req = method === "GET" ? HttpClientRequest.get(`${url}${path}`) : HttpClientRequest.post(`${url}${path}`)
       req = HttpClientRequest.setHeaders(req, { accept: "application/json", authorization: `Bearer ${Redacted.value(apiKey)}`, "user-agent": "gyre/0.1.0" })
@@ -186,17 +181,19 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
       if (Result.isFailure(parsed)) return yield* new Retry.HttpFailure({ kind: "Decode", status: res.status, message: `the answer (HTTP ${res.status}) is not JSON` })
       return parsed.success
     })
+}
 
+type Exchange = ReturnType<typeof makeExchange>
+
+/** Retries, errors and decoding around an exchange. */
+const makeCalls = (exchange: Exchange, url: string, redact: (text: string) => string, policy: Retry.Policy) => {
   /** The retry schedule, logging each retry at warning level with its reason and when it gives up. */
   const retrying = (route: string) =>
     Schedule.tap(Retry.submission(policy), (meta) =>
       Effect.logWarning(
         `${route}: ${describe(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, giving up at ${new Date(meta.output.giveUpAt).toISOString()}`,
       ))
-
-  const toError = (route: string) => (f: Retry.HttpFailure) =>
-    new LoopsError({ reason: reasonOf(f), route, message: `${route} at ${url}: ${describe(f)}` })
-
+  const toError = (route: string) => (f: Retry.HttpFailure) => new LoopsError({ reason: reasonOf(f), route, message: `${route} at ${url}: ${describe(f)}` })
   /** An answer decoded with `schema`; a mismatch names the route and the field. */
   const decodeWith = <S extends Schema.ConstraintDecoder<unknown>>(route: string, schema: S) => {
     const run = decode(schema)
@@ -207,7 +204,6 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
         : Effect.fail(new LoopsError({ reason: "Decode", route, message: `${route} at ${url} answered with a body that does not match the Loops API reference: ${redact(r.failure)}` }))
     }
   }
-
   /** A call with retries, decoded. `route` is the documented path template, for messages. */
   const call = <S extends Schema.ConstraintDecoder<unknown>>(method: "GET" | "POST", route: string, path: string, schema: S, body?: unknown) =>
     exchange(method, path, body).pipe(
@@ -215,24 +211,22 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
       Effect.mapError(toError(`${method} ${route}`)),
       Effect.flatMap(decodeWith(`${method} ${route}`, schema)),
     )
+  return { exchange, retrying, toError, decodeWith, call }
+}
 
-  const id = encodeURIComponent
+type Calls = ReturnType<typeof makeCalls>
 
-  const listRuns = Effect.fn("Loops.listRuns")(function* (query: Api.ListRunsQuery = {}) {
-    const r = yield* call("GET", "/v1/loops/runs", `/v1/loops/runs${queryString(query)}`, Api.ListRunsResponse)
-    return r.runs
-  })
-
-  /** After an ambiguous failure of a create: the run this session got, if any (the newest). */
+/** `POST /v1/loops/runs`, which finds the run it made after an answer that leaves that open (see the module doc). */
+const makeCreateRun = (c: Calls, listRuns: (query?: Api.ListRunsQuery) => Effect.Effect<ReadonlyArray<Api.Run>, LoopsError>) => {
+  const route = "POST /v1/loops/runs"
+  /** the run this session got, if any (the newest) */
   const reconcile = (request: Api.CreateRunRequest) =>
     listRuns({ base_model: request.base_model }).pipe(
       Effect.map((runs) => Option.fromNullishOr([...runs].filter((r) => r.session_id === request.session_id).sort((a, b) => b.created_at.localeCompare(a.created_at))[0])),
       Effect.orElseSucceed(() => Option.none<Api.Run>()),
     )
-
-  const createRun = Effect.fn("Loops.createRun")(function* (request: Api.CreateRunRequest) {
-    const route = "POST /v1/loops/runs"
-    const once = exchange("POST", "/v1/loops/runs", request).pipe(
+  return Effect.fn("Loops.createRun")(function* (request: Api.CreateRunRequest) {
+    const once = c.exchange("POST", "/v1/loops/runs", request).pipe(
       Effect.catchIf(ambiguous, (f) =>
         Effect.flatMap(reconcile(request), (found) =>
           Option.match(found, {
@@ -240,11 +234,19 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
             onSome: (run) => Effect.as(Effect.logWarning(`${route}: ${describe(f)}; the session already holds run ${run.id}, so that is the run created`), { run }),
           }))),
     )
-    const body = yield* once.pipe(Effect.retry(retrying(route)), Effect.mapError(toError(route)))
-    return (yield* decodeWith(route, Api.RunResponse)(body)).run
+    const body = yield* once.pipe(Effect.retry(c.retrying(route)), Effect.mapError(c.toError(route)))
+    return (yield* c.decodeWith(route, Api.RunResponse)(body)).run
   })
+}
 
-  return ControlPlane.of({
+/** Every route of the service. */
+const routes = (c: Calls, url: string, redact: (text: string) => string): ControlPlaneShape => {
+  const { call } = c
+  const id = encodeURIComponent
+  const listRuns = Effect.fn("Loops.listRuns")(function* (query: Api.ListRunsQuery = {}) {
+    return (yield* call("GET", "/v1/loops/runs", `/v1/loops/runs${queryString(query)}`, Api.ListRunsResponse)).runs
+  })
+  return {
     url,
     redact,
     capabilities: call("GET", "/v1/loops/capabilities", "/v1/loops/capabilities", Api.CapabilitiesResponse).pipe(Effect.withSpan("Loops.capabilities")),
@@ -252,7 +254,7 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
     getSession: Effect.fn("Loops.getSession")(function* (sessionId: string) {
       return (yield* call("GET", "/v1/loops/sessions/{session_id}", `/v1/loops/sessions/${id(sessionId)}`, Api.SessionResponse)).session
     }),
-    createRun,
+    createRun: makeCreateRun(c, listRuns),
     getRun: Effect.fn("Loops.getRun")(function* (runId: string) {
       return (yield* call("GET", "/v1/loops/runs/{run_id}", `/v1/loops/runs/${id(runId)}`, Api.RunResponse)).run
     }),
@@ -270,7 +272,20 @@ export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Opt
       const path = `/v1/loops/checkpoints/${id(checkpointId)}/files${queryString({ page_size: page.page_size, page_token: page.page_token })}`
       return yield* call("GET", "/v1/loops/checkpoints/{checkpoint_id}/files", path, Api.CheckpointFilesResponse)
     }),
-  })
+  }
+}
+
+/**
+ * The control plane over `HttpClient`. Reads `BASETEN_API_KEY` and `LOOPS_API_URL`
+ * unless `options` gives them.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fn("Loops.ControlPlane.make")(function* (options: Options = {}) {
+  const http = yield* HttpClient.HttpClient
+  const { apiKey, url } = yield* settings(options)
+  const redact = redactor(Option.some(apiKey))
+  const exchange = makeExchange(http, url, apiKey, redact, options.requestTimeout ?? "30 seconds")
+  return ControlPlane.of(routes(makeCalls(exchange, url, redact, options.retry ?? Retry.standard), url, redact))
 })
 
 /**

@@ -87,7 +87,10 @@ const now = () => new Date().toISOString()
 const poll = (cp: typeof ControlPlane.Service, runId: string) =>
   Effect.gen(function* () {
     const run = yield* cp.getRun(runId)
-    const deployment = run.deployment_id === undefined || run.deployment_id === null ? undefined : yield* cp.getDeployment(run.deployment_id)
+    // a deployment the control plane does not list yet is still coming up
+    const deployment = run.deployment_id === undefined || run.deployment_id === null
+      ? undefined
+      : yield* cp.getDeployment(run.deployment_id).pipe(Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(undefined)))
     return { run, ...phaseOf(run, deployment) }
   })
 
@@ -145,8 +148,12 @@ const release = (cp: typeof ControlPlane.Service, run: Api.Run, options: Options
     if (options.keepRun === true) yield* Effect.logWarning(`loops: run ${run.id} never became ready, so it is deactivated despite --keep-run`)
     const done = yield* Effect.exit(cp.deactivateRun(run.id))
     if (Exit.isFailure(done)) {
-      const e = done.cause
-      return yield* Effect.logError(`loops: could not deactivate run ${run.id}; it may still be billing. Stop it with: ${stopCommand(run.id, cp.url)}`, e)
+      // a run that something else ended (a preemption, the console) is not billing
+      const status = yield* cp.getRun(run.id).pipe(Effect.map((r) => r.status.name), Effect.orElseSucceed(() => "unknown"))
+      if (status !== "INACTIVE") {
+        return yield* Effect.logError(`loops: could not deactivate run ${run.id}; it may still be billing. Stop it with: ${stopCommand(run.id, cp.url)}`, done.cause)
+      }
+      yield* Effect.logInfo(`loops: run ${run.id} was already INACTIVE`)
     }
     yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, deactivatedAt: now(), kept: false })).pipe(Effect.ignore)
     yield* Effect.logInfo(`loops: deactivated run ${run.id} (its checkpoints remain: gyre loops checkpoints ${run.id})`)

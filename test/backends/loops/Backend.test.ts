@@ -197,4 +197,19 @@ describe("loops backend", () => {
       assert.include(line!, "it may still be billing")
       assert.include(line!, "gyre loops deactivate left1 --loops-url http://loops.example")
     }), 30_000)
+
+  it.live("a deactivation that fails is logged as an error with the command to run, and the run stays recorded as live", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ fault: ({ path }) => (path.endsWith("/deactivate") ? { status: 400, body: { detail: "refused" } } : undefined) })
+      const dir = runDir()
+      const logs = capture()
+      yield* train(fake, dir, {}, 1).pipe(Effect.provide(logs.layer))
+      const [run] = [...fake.runs.values()]
+      assert.isTrue(run!.active)
+      const line = logs.lines.find((l) => l.startsWith("ERROR") && l.includes(`could not deactivate run ${run!.id}`))
+      assert.isDefined(line, logs.lines.join("\n"))
+      assert.include(line!, `gyre loops deactivate ${run!.id} --loops-url ${fake.url}`)
+      assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(dir)).map((r) => r.id), [run!.id])
+      assertNoKey(logs.lines)
+    }).pipe(Effect.scoped), 30_000)
 })
