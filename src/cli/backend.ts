@@ -63,7 +63,12 @@ const holdsWork = (dir: string) =>
 
 /** `--backend loops`: a run provisioned for this training and deactivated at its end. */
 const loopsLayer = (options: BackendOptions, tokenizer: Layer.Layer<Tokenizer, { readonly message: string }>) => {
-  const runDir = options.runDir ?? Path.dirname(options.stateDir)
+  const runDir = options.runDir
+  if (runDir === undefined) {
+    return Layer.effectContext(Effect.fail(
+      new BackendError({ reason: "InvalidInput", operation: "--backend loops", message: "--backend loops provisions a run for gyre run (which records it in the run folder); this command does not support it" }),
+    ))
+  }
   const resume = options.resume === true
   const check = Effect.gen(function* () {
     if (!resume && (yield* holdsWork(runDir))) {
