@@ -36,6 +36,6 @@ done
 echo "serve at $url (log: $work/serve.log), SDK $version from $sdk"
 status=0
 PYTHONPATH="$sdk/src:$work/meta${PYTHONPATH:+:$PYTHONPATH}" TINKER_API_KEY="${TINKER_API_KEY:-tml-gyre-local}" \
-  "$python" "$here/check.py" --url "$url" --state-dir "$work/state" "$@" || status=$?
+  "$python" "$here/check.py" --url "$url" "$@" || status=$?
 if [ "$status" -ne 0 ] && [ -n "${SHOW_SERVE_LOG:-}" ]; then tail -50 "$work/serve.log"; fi
 exit "$status"

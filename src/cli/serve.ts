@@ -27,7 +27,9 @@ import * as path from "node:path"
 import { BackendError } from "../Contract.ts"
 import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
 import { Local, type LocalModel, type LocalOptions, LocalSamplerEngine, LocalTrainerEngine, type LoraConfig, type ModelConfig } from "../backends/local/index.ts"
+import * as Checkpoint from "../backends/local/Checkpoint.ts"
 import { baseShapes, defaultLora, loraShapes } from "../backends/local/Model.ts"
+import * as Peft from "../backends/local/Peft.ts"
 import { Sampler, type SamplerShape } from "../Sampler.ts"
 import { Tokenizer } from "../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../Trainer.ts"
@@ -138,10 +140,14 @@ const factory = (model: LocalModel, baseLora: LoraConfig, n: number, options: Em
   defaultRank: baseLora.rank,
   maxRank: MAX_RANK,
   bytes: (rank) => modelBytes(model.config, { ...baseLora, rank }, n, options.prefixCacheSize),
-  create: ({ rank, seed, name }) =>
+  create: ({ rank, seed, name, trains }) =>
     Effect.gen(function* () {
-      // the same scale alpha / rank as the served adapter
-      const lora: LoraConfig = { ...baseLora, rank, alpha: (baseLora.alpha / baseLora.rank) * rank }
+      // the same scale alpha / rank as the served adapter, on the parts asked for
+      const targets = baseLora.targets.filter((t) => (ATTENTION.includes(t) ? trains.attn : trains.mlp))
+      if (targets.length === 0) {
+        return yield* new BackendError({ reason: "InvalidInput", operation: "create_model", message: `the served adapter trains ${baseLora.targets.join(", ")}; none of them is in the parts asked for` })
+      }
+      const lora: LoraConfig = { ...baseLora, rank, alpha: (baseLora.alpha / baseLora.rank) * rank, targets }
       const s = (options.seed ?? 0) + 7919 * (seed + 1)
       const trainerEngine = yield* Effect.acquireRelease(
         Effect.try({ try: () => new LocalTrainerEngine(model, { lora, seed: s + 1 }), catch: internalError("create_model") }),
@@ -249,6 +255,12 @@ const flags = {
   ),
 }
 
+/** The attention projections; the others (w1, w2) are the MLP's. */
+const ATTENTION: ReadonlyArray<string> = ["q", "k", "v", "o"]
+
+/** A checkpoint's download archive: the PEFT adapter, `checkpoint_complete` and the state file. */
+const archivePack: NonNullable<Server.Options["archivePack"]> = (bytes, entry) => Peft.archiveFiles(bytes, Checkpoint.decode, entry.base_model)
+
 /**
  * `serve [--port N] [--replicas N] [--model DIR | --random-init] ...`
  * @since 0.1.0 @category commands
@@ -283,6 +295,7 @@ export const serveCommand = Command.make(
       maxPendingFutures: f.maxPending,
       stateDir: backend.stateDir,
       compressForwardBackward: f.zstd,
+      archivePack,
       ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}),
     }).pipe(Effect.provideService(Trainer, backend.trainer), Effect.provideService(Sampler, backend.sampler))
     yield* Effect.logInfo(`ready: npx tsx run <env> --backend ${server.url}`)
@@ -296,7 +309,7 @@ export const layer = (options: EmbeddedOptions & Server.Options = {}) =>
     Server.Running,
     Effect.gen(function* () {
       const backend = yield* embedded(options)
-      return yield* Server.make({ vocabSize: backend.vocabSize, models: backend.models, ...options, stateDir: backend.stateDir, replicas: backend.replicas }).pipe(
+      return yield* Server.make({ vocabSize: backend.vocabSize, models: backend.models, archivePack, ...options, stateDir: backend.stateDir, replicas: backend.replicas }).pipe(
         Effect.provideService(Trainer, backend.trainer),
         Effect.provideService(Sampler, backend.sampler),
       )

@@ -182,14 +182,14 @@ export const canonical = (datum: Datum, lossFn: LossFn): Datum => {
  * @since 0.1.0 @category conversions
  */
 export const outputToWire = (output: LossFnOutput): Record<string, Wire.TensorData> => {
-  const lp = output.logprobs.slice(1)
+  const lp = toFloat32(output.logprobs.slice(1))
   const out: Record<string, Wire.TensorData> = { logprobs: { data: lp, dtype: "float32", shape: [lp.length] } }
   if (output.topK !== undefined) {
     const entries = output.topK.filter((e) => e.position > 0)
     const positions = entries.map((e) => e.position - 1)
     const counts = entries.map((e) => e.tokens.length)
     const tokens = entries.flatMap((e) => e.tokens)
-    const logprobs = entries.flatMap((e) => e.logprobs)
+    const logprobs = toFloat32(entries.flatMap((e) => e.logprobs))
     out["topk_positions"] = { data: positions, dtype: "int64", shape: [positions.length] }
     out["topk_counts"] = { data: counts, dtype: "int64", shape: [counts.length] }
     out["topk_tokens"] = { data: tokens, dtype: "int64", shape: [tokens.length] }
@@ -227,7 +227,14 @@ export const outputFromWire = (output: Readonly<Record<string, Wire.TensorData>>
 }
 
 /** Prompt log-probs, gyre ([0, lp_1, ...]) -> wire ([null, lp_1, ...]). @since 0.1.0 @category conversions */
-export const promptLogprobsToWire = (lps: ReadonlyArray<number>): Array<number | null> => lps.map((v, i) => (i === 0 ? null : v))
+export const promptLogprobsToWire = (lps: ReadonlyArray<number>): Array<number | null> => lps.map((v, i) => (i === 0 ? null : Math.fround(v)))
+
+/**
+ * Values sent as float32 are rounded to float32 in JSON too, so that a result reads the
+ * same whether it travels as JSON or as protobuf (whose tensors are float32 bytes).
+ * @since 0.1.0 @category conversions
+ */
+export const toFloat32 = (values: ReadonlyArray<number>): Array<number> => values.map(Math.fround)
 
 /**
  * Prompt log-probs, wire -> gyre: `null` at position 0 becomes 0; a `null`

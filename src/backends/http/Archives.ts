@@ -2,24 +2,32 @@
  * Checkpoint downloads, as Tinker's archive route:
  *
  * - `GET /api/v1/training_runs/{model_id}/checkpoints/{checkpoint_id}/archive`, where
- *   `checkpoint_id` is `weights/<name>` (the slash as is or as `%2F`), answers
- *   `{"url", "expires"}`: a download URL and when it stops working (ISO time, after
- *   `ttlMillis`, default 15 minutes). It needs the API key like every other route.
- * - `GET /api/v1/checkpoint_files/{token}` (the `url`) returns the state file's bytes
- *   (`application/octet-stream`, streamed). The unguessable token is the credential, as a
- *   signed URL's signature is, so this route takes no API key.
+ *   `checkpoint_id` is `weights/<name>` or `sampler_weights/<name>` (the slash as is or
+ *   as `%2F`), answers `302` with the download URL in `Location` and when it stops working
+ *   in `Expires` (an HTTP date, after `ttlMillis`, default 15 minutes), as Tinker does
+ *   (the official SDK's `resources/weights.py` follows either that or a JSON
+ *   `{"url", "expires"}`). It needs the API key like every other route.
+ * - `GET /api/v1/checkpoint_files/{token}` (the URL) returns a tar archive
+ *   (`application/x-tar`) of the checkpoint's files: what `pack` makes of its state file
+ *   (for the embedded backend the PEFT adapter, `checkpoint_complete` and the state file
+ *   itself, which the SDK's `tinker checkpoint download` unpacks), or the state file
+ *   alone. The unguessable token is the credential, as a signed URL's signature is, so
+ *   this route takes no API key.
  *
- * Only training checkpoints that this server saved (`save_weights`, recorded in its
- * checkpoint index, so also those of its earlier runs on the same `stateDir`) are handed
- * out, and only when their file lies inside `stateDir` (symbolic links resolved): a
- * client never names a file on this machine.
+ * Only checkpoints that this server saved (recorded in its checkpoint index, so also those
+ * of its earlier runs on the same `stateDir`) are handed out, and only when their file
+ * lies inside `stateDir` (symbolic links resolved): a client never names a file on this
+ * machine. A sampler checkpoint's files are those of the training checkpoint that holds
+ * the same weights (`CheckpointIndex.stateFileOf`).
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Stream } from "effect"
+import { type CheckpointIndex, type Entry, stateFileOf } from "./CheckpointIndex.ts"
 import { checkName, notFound, Reject } from "./Requests.ts"
+import * as Tar from "./Tar.ts"
 import * as Wire from "./Wire.ts"
 
 /** The path of the download route, below the API prefix. @since 0.1.0 @category constants */
@@ -33,12 +41,14 @@ export interface FileReply {
   readonly stream: Stream.Stream<Uint8Array, Error>
   readonly size: number
   readonly filename: string
+  /** default `application/octet-stream` */
+  readonly contentType?: string | undefined
 }
 
 /** @since 0.1.0 @category models */
 export interface Archives {
   /** the archive route: `modelId` and `checkpointId` as they came in the path (percent-encoded); `origin` is where the download URL points */
-  readonly archive: (modelId: string, checkpointId: string, origin: string) => Effect.Effect<{ readonly url: string; readonly expires: string }, Reject>
+  readonly archive: (modelId: string, checkpointId: string, origin: string) => Effect.Effect<{ readonly url: string; readonly expires: Date }, Reject>
   /** the download route */
   readonly download: (token: string) => Effect.Effect<FileReply, Reject>
   /** forgets expired download URLs */
@@ -60,13 +70,15 @@ const inside = (root: string, file: string) => {
 export const make = (options: {
   /** the folder checkpoint files must lie in; without it no checkpoint is handed out */
   readonly stateDir: string | undefined
-  /** tinker:// training checkpoint -> its file, as the checkpoint index records it */
-  readonly checkpoints: ReadonlyMap<string, string>
+  /** the checkpoints this server saved */
+  readonly checkpoints: CheckpointIndex
+  /** the files of a checkpoint's archive, from its state file's bytes (default: the state file alone), or why there are none */
+  readonly pack?: ((stateBytes: Uint8Array, entry: Entry) => ReadonlyArray<Tar.TarFile> | string) | undefined
   readonly now: Effect.Effect<number>
   readonly ttlMillis?: number | undefined
 }): Archives => {
   const ttl = options.ttlMillis ?? DEFAULT_TTL_MILLIS
-  const tokens = new Map<string, { readonly file: string; readonly filename: string; readonly expiresAt: number }>()
+  const tokens = new Map<string, { readonly file: string; readonly entry: Entry; readonly filename: string; readonly expiresAt: number }>()
 
   /** The checkpoint's file, resolved, if it lies inside the state folder. */
   const resolve = (uri: string, saved: string) =>
@@ -91,22 +103,23 @@ export const make = (options: {
       const checkpointId = yield* decodePart(rawCheckpointId, "checkpoint_id")
       const m = /^(weights|sampler_weights)\/([^/]+)$/.exec(checkpointId)
       if (m === null) {
-        return yield* new Reject({ status: 400, message: `checkpoint_id ${JSON.stringify(checkpointId.slice(0, 200))} is not weights/<name> (the part of a tinker:// path after the model id)` })
-      }
-      if (m[1] === "sampler_weights") {
-        return yield* notFound(`checkpoint_id ${checkpointId}: sampler weights are not kept as files here; download a training checkpoint (weights/<name>, from save_weights)`)
+        return yield* new Reject({ status: 400, message: `checkpoint_id ${JSON.stringify(checkpointId.slice(0, 200))} is not weights/<name> or sampler_weights/<name> (the part of a tinker:// path after the model id)` })
       }
       yield* checkName(m[2]!, "checkpoint_id's name")
       const uri = `tinker://${modelId}/${checkpointId}`
-      const saved = options.checkpoints.get(uri)
+      const entry = options.checkpoints.get(uri)
+      if (entry === undefined) return yield* notFound(`no checkpoint ${uri.slice(0, 300)} on this server: only checkpoints this server saved can be downloaded`)
+      const saved = stateFileOf(options.checkpoints, entry)
       if (saved === undefined) {
-        return yield* notFound(`no checkpoint ${uri.slice(0, 300)} on this server: only training checkpoints this server saved (save_weights) can be downloaded`)
+        return yield* notFound(
+          `${uri}: sampler weights are kept as files only where a training checkpoint holds the same weights; save_state (save_weights) at the same step, or save the sampler weights with a name`,
+        )
       }
       const file = yield* resolve(uri, saved)
       const token = globalThis.crypto.randomUUID().replace(/-/g, "") + globalThis.crypto.randomUUID().replace(/-/g, "")
       const expiresAt = (yield* options.now) + ttl
-      tokens.set(token, { file, filename: `${m[2]!}${Path.extname(file)}`, expiresAt })
-      return { url: `${origin}${Wire.API_PREFIX}/${FILES_ROUTE}/${token}`, expires: new Date(expiresAt).toISOString() }
+      tokens.set(token, { file, entry, filename: `${m[2]!}.tar`, expiresAt })
+      return { url: `${origin}${Wire.API_PREFIX}/${FILES_ROUTE}/${token}`, expires: new Date(expiresAt) }
     })
 
   const download: Archives["download"] = (token) =>
@@ -117,15 +130,12 @@ export const make = (options: {
         if (entry !== undefined) tokens.delete(token)
         return yield* notFound("this download URL is unknown or has expired: ask the archive route for a new one")
       }
-      const stat = yield* Effect.tryPromise({ try: () => Fs.promises.stat(entry.file), catch: () => notFound("the checkpoint's file is gone from the server") })
-      return {
-        // opened when the answer is sent, not before
-        stream: Stream.suspend(() => Stream.fromAsyncIterable(Fs.createReadStream(entry.file), (e) => (e instanceof Error ? e : new Error(String(e))))).pipe(
-          Stream.map((chunk) => (typeof chunk === "string" ? new TextEncoder().encode(chunk) : new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))),
-        ),
-        size: stat.size,
-        filename: entry.filename,
-      }
+      const bytes = yield* Effect.tryPromise({ try: () => Fs.promises.readFile(entry.file), catch: () => notFound("the checkpoint's file is gone from the server") })
+      const files = options.pack === undefined ? [{ name: Path.basename(entry.file), bytes }] : options.pack(bytes, entry.entry)
+      if (typeof files === "string") return yield* new Reject({ status: 409, message: `${entry.entry.tinker_path} cannot be archived: ${files}` })
+      const tar = Tar.pack(files, Math.floor(Date.parse(entry.entry.created_at) / 1000) || 0)
+      if (typeof tar === "string") return yield* new Reject({ status: 500, message: tar })
+      return { stream: Stream.make(tar), size: tar.length, filename: entry.filename, contentType: "application/x-tar" }
     })
 
   const sweep = Effect.flatMap(options.now, (now) =>

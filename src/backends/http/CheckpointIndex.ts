@@ -38,6 +38,9 @@ export const Entry = Schema.Struct({
   file: Schema.optional(Schema.String),
   base_model: Schema.String,
   lora_rank: Schema.Int,
+  /** false when the adapter does not train that part (absent: it does) */
+  train_attn: Schema.optional(Schema.Boolean),
+  train_mlp: Schema.optional(Schema.Boolean),
   policy_version: Schema.optional(Schema.Int),
   /**
    * how many `load_weights` the model had applied before this save: with `model_id` and
@@ -120,6 +123,8 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
         ...(given.file !== undefined ? { file: stateDir === undefined ? Path.resolve(given.file) : relativeTo(stateDir, given.file) } : {}),
         base_model: given.base_model,
         lora_rank: given.lora_rank,
+        ...(given.train_attn !== undefined ? { train_attn: given.train_attn } : {}),
+        ...(given.train_mlp !== undefined ? { train_mlp: given.train_mlp } : {}),
         ...(given.policy_version !== undefined ? { policy_version: given.policy_version } : {}),
         ...(given.loads !== undefined ? { loads: given.loads } : {}),
         created_at: new Date(yield* now).toISOString(),
@@ -139,3 +144,20 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
   }
   return index
 })
+
+/**
+ * The state file that holds a checkpoint's weights: a training checkpoint's own; for a
+ * sampler checkpoint, its own when one was written, else that of a training checkpoint
+ * of the same model with the same `policy_version` and `loads` (only `optim_step` and
+ * `load_weights` change a model's weights, so the two hold the same ones).
+ * @since 0.1.0 @category combinators
+ */
+export const stateFileOf = (index: CheckpointIndex, entry: Entry): string | undefined => {
+  const own = index.files.get(entry.tinker_path)
+  if (own !== undefined || entry.kind === "weights") return own
+  if (entry.policy_version === undefined || entry.loads === undefined) return undefined
+  const source = index
+    .list(entry.model_id)
+    .find((e) => e.kind === "weights" && e.file !== undefined && e.policy_version === entry.policy_version && e.loads === entry.loads)
+  return source === undefined ? undefined : index.files.get(source.tinker_path)
+}

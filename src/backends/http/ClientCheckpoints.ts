@@ -1,8 +1,8 @@
 /**
- * Downloading a checkpoint's file from a Tinker-protocol server: the archive route
+ * Downloading a checkpoint's state file from a Tinker-protocol server: the archive route
  * (`GET /api/v1/training_runs/{model_id}/checkpoints/{checkpoint_id}/archive`) answers
  * a download URL, as JSON `{"url", "expires"}` or as a redirect (`Location`), and the URL
- * gives the bytes. The API key goes to the archive route only, never to the download URL
+ * gives the bytes (a tar holding the state file, from gyre's `serve`). The API key goes to the archive route only, never to the download URL
  * (which carries its own credential and may lie on another host). Failures are retried
  * as submissions are (`Retry.ts`); a 4xx fails at once with the server's message.
  *
@@ -13,6 +13,7 @@ import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/h
 import { BackendError } from "../../Contract.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Retry from "./Retry.ts"
+import * as Tar from "./Tar.ts"
 import { CLIENT_VERSION, headerValueProblem, redactor, toBackendError } from "./Transport.ts"
 import * as Wire from "./Wire.ts"
 
@@ -76,6 +77,19 @@ const messageOf = (text: string): string => {
   if (m !== undefined) return m.slice(0, 2000)
   const t = text.trim()
   return t.length === 0 ? "(empty body)" : t.slice(0, 500)
+}
+
+/**
+ * The state file inside a downloaded archive (a tar whose one `.ckpt` file is gyre's
+ * state, beside the PEFT adapter files), or the bytes as they are when they are not such
+ * an archive (a server that hands out the state file itself).
+ * @since 0.1.0 @category combinators
+ */
+export const stateOfArchive = (bytes: Uint8Array): Uint8Array => {
+  const files = Tar.unpack(bytes)
+  if (typeof files === "string") return bytes
+  const states = files.filter((f) => f.name.endsWith(".ckpt"))
+  return states.length === 1 ? states[0]!.bytes : bytes
 }
 
 /**
@@ -145,7 +159,7 @@ export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPa
     Effect.gen(function* () {
       const { res } = yield* get(target, { accept: "application/octet-stream" }, false)
       const bytes = yield* res.arrayBuffer.pipe(Effect.mapError(() => new Retry.HttpFailure({ kind: "Transport", message: `the download of ${tinkerPath} broke off` })))
-      return new Uint8Array(bytes)
+      return stateOfArchive(new Uint8Array(bytes))
     }),
   )
 })

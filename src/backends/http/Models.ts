@@ -22,6 +22,19 @@ import { bad, notFound, Reject } from "./Requests.ts"
 import { makeRouter } from "./Router.ts"
 import { makeTurns, type Turns } from "./SeqOrder.ts"
 
+/**
+ * The parts a LoRA adapter trains, as Tinker's `lora_config` names them (`train_attn`,
+ * `train_mlp`); an adapter trains the attention and MLP projections by default.
+ * @since 0.1.0 @category models
+ */
+export interface Trains {
+  readonly attn: boolean
+  readonly mlp: boolean
+}
+
+/** Both parts. @since 0.1.0 @category constants */
+export const ALL_PARTS: Trains = { attn: true, mlp: true }
+
 /** A trainer and its sampler replicas, as a factory builds them. @since 0.1.0 @category models */
 export interface ServedModel {
   readonly trainer: TrainerShape
@@ -38,7 +51,7 @@ export interface ModelFactory {
   /** the rank used when `create_model` names none */
   readonly defaultRank: number
   /** a fresh adapter of `rank` on the shared base weights; released with the scope */
-  readonly create: (spec: { readonly rank: number; readonly seed: number; readonly name: string }) => Effect.Effect<ServedModel, BackendError, Scope.Scope>
+  readonly create: (spec: { readonly rank: number; readonly seed: number; readonly name: string; readonly trains: Trains }) => Effect.Effect<ServedModel, BackendError, Scope.Scope>
 }
 
 /** Where sampling requests go: replicas, routing, and the version they serve. @since 0.1.0 @category models */
@@ -53,6 +66,8 @@ export interface SamplerTarget {
 /** @since 0.1.0 @category models */
 export interface Model extends Turns {
   readonly id: string
+  /** the parts of the network its adapter trains */
+  readonly trains: Trains
   readonly sessionId: string
   readonly trainer: TrainerShape
   readonly loraRank: number
@@ -134,7 +149,7 @@ export const make = (options: {
       }),
     )
 
-  const createModel = (sessionId: string, modelSeqId: number, rank: number | undefined, seed: number | undefined) =>
+  const createModel = (sessionId: string, modelSeqId: number, rank: number | undefined, seed: number | undefined, trains: Trains = ALL_PARTS) =>
     Effect.gen(function* () {
       const session = yield* getSession(sessionId)
       const id = `${sessionId}:train:${modelSeqId}`
@@ -150,7 +165,10 @@ export const make = (options: {
         if (rank !== undefined && rank !== info.loraRank) {
           return yield* bad(`lora_config.rank ${rank} does not match the served adapter's rank ${info.loraRank}: this server trains one adapter`)
         }
-        const model: Model = { id, sessionId, trainer: options.base.trainer, loraRank: info.loraRank, sampler: options.base.sampler, bytes: 0, scope: undefined, running: 0, ...makeTurns() }
+        if (!trains.attn || !trains.mlp) {
+          return yield* bad(`lora_config.${trains.attn ? "train_mlp" : "train_attn"} false is not possible here: this server trains one adapter, on the attention and MLP projections; leave it true`)
+        }
+        const model: Model = { id, sessionId, trains, trainer: options.base.trainer, loraRank: info.loraRank, sampler: options.base.sampler, bytes: 0, scope: undefined, running: 0, ...makeTurns() }
         models.set(id, model)
         session.models.add(id)
         return model
@@ -169,7 +187,7 @@ export const make = (options: {
       used += bytes
       creating.add(id)
       const scope = yield* Scope.make()
-      const served = yield* factory.create({ rank: r, seed: seed ?? 0, name: id }).pipe(
+      const served = yield* factory.create({ rank: r, seed: seed ?? 0, name: id, trains }).pipe(
         Scope.provide(scope),
         Effect.tapError(() => Effect.andThen(Scope.close(scope, Exit.void), Effect.sync(() => ((used -= bytes), creating.delete(id))))),
         Effect.mapError((e) => new Reject({ status: 503, message: `create_model: ${e.message}` })),
@@ -179,6 +197,7 @@ export const make = (options: {
         Effect.mapError((e) => new Reject({ status: 503, message: `create_model: ${e.message}` })),
       )
       const model: Model = {
+        trains,
         id,
         sessionId,
         trainer: served.trainer,

@@ -25,8 +25,6 @@ import type { Handler } from "./TrainingRoutes.ts"
 export interface LiveModel {
   readonly id: string
   readonly loraRank: number
-  /** the LoRA targets the model trains (for `weights_info`) */
-  readonly trains?: { readonly mlp: boolean; readonly attn: boolean } | undefined
 }
 
 /** @since 0.1.0 @category models */
@@ -147,14 +145,14 @@ export const make = (ctx: Context) => {
         const req = yield* decodeOr400(WeightsInfoRequest)(body)
         const e = ctx.checkpoints.get(req.tinker_path)
         if (e === undefined) return yield* notFound(`tinker_path ${JSON.stringify(req.tinker_path.slice(0, 200))} is not a checkpoint saved by this server`)
-        const live = ctx.liveModels().find((m) => m.id === e.model_id)
         return {
           base_model: e.base_model,
           is_lora: true,
           lora_rank: e.lora_rank,
+          // adapters here never train the unembedding
           train_unembed: false,
-          train_mlp: live?.trains?.mlp ?? true,
-          train_attn: live?.trains?.attn ?? true,
+          train_mlp: e.train_mlp ?? true,
+          train_attn: e.train_attn ?? true,
         }
       }),
   }

@@ -165,7 +165,7 @@ export const make = (ctx: Context) => {
           ),
           Effect.map((r) => ({
             type: "sample",
-            sequences: r.sequences.map((s) => ({ stop_reason: s.stopReason, tokens: s.tokens, logprobs: s.logprobs })),
+            sequences: r.sequences.map((s) => ({ stop_reason: s.stopReason, tokens: s.tokens, logprobs: s.logprobs === undefined ? undefined : Alignment.toFloat32(s.logprobs) })),
             ...(promptLogprobs && r.promptLogprobs !== undefined ? { prompt_logprobs: Alignment.promptLogprobsToWire(r.promptLogprobs) } : {}),
             policy_version: r.policyVersion,
           })),

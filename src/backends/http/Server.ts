@@ -36,6 +36,7 @@ import { DEFAULT_READY_TIMEOUT } from "../local/Errors.ts"
 import * as Archives from "./Archives.ts"
 import * as CheckpointIndex from "./CheckpointIndex.ts"
 import * as Futures from "./Futures.ts"
+import type * as Tar from "./Tar.ts"
 import * as Gather from "./Gather.ts"
 import * as Idempotency from "./Idempotency.ts"
 import * as Models from "./Models.ts"
@@ -105,6 +106,8 @@ export interface Options {
    * route hands out the files of those that lie inside it (without it: an index in memory, no downloads)
    */
   readonly stateDir?: string | undefined
+  /** the files of a checkpoint's download archive, from its state file (default: the state file alone); `serve` packs the PEFT adapter */
+  readonly archivePack?: ((stateBytes: Uint8Array, entry: CheckpointIndex.Entry) => ReadonlyArray<Tar.TarFile> | string) | undefined
   /** ask clients (in their client config) to zstd-compress protobuf `forward_backward` bodies (default false) */
   readonly compressForwardBackward?: boolean | undefined
   /** how long a checkpoint download URL works (default 15 min) */
@@ -194,7 +197,8 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const restoredSamplers = RestoredSamplers.make({ registry, checkpoints, samplerPaths, canBuild: options.models !== undefined })
   const archives = Archives.make({
     stateDir: options.stateDir,
-    checkpoints: checkpoints.files,
+    checkpoints,
+    pack: options.archivePack,
     now,
     ttlMillis: options.archiveTtl === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(options.archiveTtl)),
   })
@@ -341,7 +345,11 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
         if (archive !== null) {
           const host = req.headers["host"]
           const origin = typeof host === "string" && /^[A-Za-z0-9.:[\]-]+$/.test(host) ? `http://${host}` : ""
-          return yield* toReply(archives.archive(archive[1]!, archive[2]!, origin))
+          // a redirect to the download URL, as Tinker answers (the SDK's resources/weights.py)
+          return yield* archives.archive(archive[1]!, archive[2]!, origin).pipe(
+            Effect.map((a): Reply => ({ status: 302, body: { url: a.url, expires: a.expires.toISOString() }, headers: { location: a.url, expires: a.expires.toUTCString() } })),
+            Effect.catchTag("Reject", (r) => Effect.succeed<Reply>({ status: r.status, body: { detail: r.message } })),
+          )
         }
         return { status: post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
       }
@@ -376,7 +384,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
     if (reply.file !== undefined) {
       return HttpServerResponse.stream(reply.file.stream, {
         status: reply.status,
-        contentType: "application/octet-stream",
+        contentType: reply.file.contentType ?? "application/octet-stream",
         contentLength: reply.file.size,
         headers: { "content-disposition": `attachment; filename="${reply.file.filename}"` },
       })

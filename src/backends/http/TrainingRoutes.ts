@@ -64,6 +64,25 @@ const ORDERED = ["forward_backward", "forward", "optim_step", "save_weights", "s
 /** The ids of a training call, read on their own: a body refused for its other fields still names them. */
 const SeqOf = Schema.Struct({ model_id: Schema.String, seq_id: Schema.Int })
 
+/**
+ * The parts a `lora_config` asks to train. `train_attn` and `train_mlp` are honoured;
+ * both false leaves nothing to train (400). gyre's adapters never train the unembedding:
+ * `train_unembed` true (the official SDK's default) is accepted with a warning in the
+ * server's log, and `weights_info` answers `train_unembed: false`.
+ */
+const partsOf = (lora: (typeof Wire.CreateModelRequest.Type)["lora_config"]) =>
+  Effect.gen(function* () {
+    const trains = { attn: lora?.train_attn ?? true, mlp: lora?.train_mlp ?? true }
+    if (!trains.attn && !trains.mlp) {
+      return yield* bad("lora_config.train_attn and lora_config.train_mlp are both false: this server's adapters train attention and MLP projections only, so nothing would train")
+    }
+    if (lora?.train_unembed === true) yield* Effect.logWarning("create_model: lora_config.train_unembed is true, but adapters here never train the unembedding; it stays frozen")
+    return trains
+  })
+
+/** What the checkpoint index keeps of the parts a model trains: only what differs from the default. */
+const trainsOf = (model: Model) => ({ ...(model.trains.attn ? {} : { train_attn: false }), ...(model.trains.mlp ? {} : { train_mlp: false }) })
+
 /** @since 0.1.0 @category constructors */
 export const make = (ctx: Context): Record<string, Handler> => {
   const { registry, futures } = ctx
@@ -144,7 +163,8 @@ export const make = (ctx: Context): Record<string, Handler> => {
           return yield* bad(`base_model ${JSON.stringify(req.base_model)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
         }
         // uninterruptible: a client that hangs up must not leave a half-built model behind
-        const model = yield* Effect.uninterruptible(registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined))
+        const trains = yield* partsOf(req.lora_config)
+        const model = yield* Effect.uninterruptible(registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined, trains))
         const id = yield* futures.start("CreateModel", Effect.succeed({ model_id: model.id, type: "create_model" }))
         return { request_id: id, model_id: model.id }
       }),
@@ -202,7 +222,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
           Effect.gen(function* () {
             const r = yield* model.trainer.saveState(name)
             const info = yield* model.trainer.info
-            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: info.version, loads: loads.get(model.id) ?? 0 })
+            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, ...trainsOf(model), policy_version: info.version, loads: loads.get(model.id) ?? 0 })
             return { type: "save_weights", path: uri }
           }),
         )
@@ -223,7 +243,7 @@ export const make = (ctx: Context): Record<string, Handler> => {
             const r = yield* model.trainer.saveWeightsForSampler(name)
             const n = req.sampling_session_seq_id ?? session.samplers++
             const samplingSessionId = `${model.sessionId}:sample:${n}`
-            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, policy_version: r.version, loads: loads.get(model.id) ?? 0 })
+            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, ...trainsOf(model), policy_version: r.version, loads: loads.get(model.id) ?? 0 })
             ctx.published(model, samplingSessionId, uri, r.version)
             yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
             return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }

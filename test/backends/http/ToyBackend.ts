@@ -3,7 +3,9 @@
  * logits table is the "adapter". It follows the Loops conventions of the contract
  * (losses and activity from `src/Loss.ts`, validation from `src/Datum.ts`), is
  * deterministic given its seed and the sampling seeds, and counts every call, so a
- * test can tell whether an optimizer step ran twice.
+ * test can tell whether an optimizer step ran twice. The log-probs it hands out are
+ * rounded to float32, as a real backend's are (and as the wire carries them), so a run
+ * in process and one over HTTP see the same numbers.
  */
 import { Context, Effect, Layer } from "effect"
 import {
@@ -105,7 +107,7 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
           active++
           contributions.push({ row: x[i - 1]!, target, dlp: r.dlp })
         }
-        outputs.push({ logprobs: lps })
+        outputs.push({ logprobs: lps.map(Math.fround) })
       }
       if (accumulate && active > 0) {
         for (const c of contributions) {
@@ -207,18 +209,18 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
               break
             }
           }
-          sequences.push({ tokens: out, logprobs: lps, stopReason: stop })
+          sequences.push({ tokens: out, logprobs: lps.map(Math.fround), stopReason: stop })
         }
         return {
           sequences,
           policyVersion: v,
-          ...(opts.includePromptLogprobs ? { promptLogprobs: promptLps(tokens, weights) } : {}),
+          ...(opts.includePromptLogprobs ? { promptLogprobs: promptLps(tokens, weights).map(Math.fround) } : {}),
         }
       }),
     computeLogprobs: (input, opts) =>
       Effect.gen(function* () {
         yield* waitFor("compute_logprobs", opts?.minPolicyVersion)
-        return promptLps(modelInputTokens(input), published.weights)
+        return promptLps(modelInputTokens(input), published.weights).map(Math.fround)
       }),
     version: Effect.sync(() => published.version),
   }
