@@ -241,10 +241,11 @@ describe("Alignment (Loops <-> Tinker)", () => {
       { numRuns: 400 },
     ))
 
+  // values are float32 (fc.float), as the wire carries them: outputToWire rounds to float32
   it("learner outputs round trip both ways (property)", () =>
     fc.assert(
       fc.property(
-        fc.array(fc.double({ min: -10, max: 0, noNaN: true }), { minLength: 1, maxLength: 12 }),
+        fc.array(fc.float({ min: -10, max: 0, noNaN: true, noDefaultInfinity: true }), { minLength: 1, maxLength: 12 }),
         fc.array(
           fc.record({
             position: fc.integer({ min: 1, max: 11 }),
@@ -255,7 +256,7 @@ describe("Alignment (Loops <-> Tinker)", () => {
         (lps, topK) => {
           const output = {
             logprobs: [0, ...lps],
-            topK: topK.map((e) => ({ position: e.position, tokens: e.tokens, logprobs: e.tokens.map((t) => -t / 10) })),
+            topK: topK.map((e) => ({ position: e.position, tokens: e.tokens, logprobs: e.tokens.map((t) => Math.fround(-t / 10)) })),
           }
           const wire = Alignment.outputToWire(output)
           assert.deepStrictEqual(wire["logprobs"]!.data, lps)
@@ -264,6 +265,17 @@ describe("Alignment (Loops <-> Tinker)", () => {
         },
       ),
       { numRuns: 200 },
+    ))
+
+  it("learner outputs and prompt log-probs go out rounded to float32 (property)", () =>
+    fc.assert(
+      fc.property(fc.array(fc.double({ min: -10, max: 0, noNaN: true }), { minLength: 1, maxLength: 12 }), (lps) => {
+        const wire = Alignment.outputToWire({ logprobs: [0, ...lps], topK: [{ position: 1, tokens: [1], logprobs: [lps[0]!] }] })
+        assert.deepStrictEqual(wire["logprobs"]!.data, lps.map(Math.fround))
+        assert.deepStrictEqual(wire["topk_logprobs"]!.data, [Math.fround(lps[0]!)])
+        assert.deepStrictEqual(Alignment.promptLogprobsToWire([0, ...lps]), [null, ...lps.map(Math.fround)])
+      }),
+      { numRuns: 100 },
     ))
 
   it("prompt log-probs: 0 at position 0 <-> null", () => {
