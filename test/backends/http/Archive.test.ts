@@ -1,10 +1,13 @@
 /**
  * Checkpoint downloads over HTTP: a model trained through `serve`'s wiring on loopback
- * (gyre's client: forward_backward, optim_step, save_weights), then `export` of the run
- * from that server, compared with the server's own state file; and the archive route's
- * refusals (unknown checkpoint, sampler weights, a name that is a path, a file outside
- * the state folder, a missing API key, an unknown download URL), checked with a plain
- * fetch client.
+ * (gyre's client: forward_backward, optim_step, save_weights, save_weights_for_sampler),
+ * then `export` of the run from that server, compared with the server's own state file;
+ * the archive route's 302 and the tar behind it (the PEFT adapter, `checkpoint_complete`
+ * and the state file, as the SDK's `cli/commands/checkpoint.py` unpacks it); a sampler
+ * checkpoint downloads through the training checkpoint of the same weights; and the
+ * archive route's refusals (unknown checkpoint, a sampler checkpoint no training
+ * checkpoint backs, a name that is a path, a file outside the state folder, a missing API
+ * key, an unknown download URL), checked with a plain fetch client.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted, Result } from "effect"
@@ -15,7 +18,9 @@ import * as Checkpoints from "../../../src/backends/http/ClientCheckpoints.ts"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
+import * as Tar from "../../../src/backends/http/Tar.ts"
 import * as Checkpoint from "../../../src/backends/local/Checkpoint.ts"
+import * as Peft from "../../../src/backends/local/Peft.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import * as Serve from "../../../src/cli/serve.ts"
 import { adamParams } from "../../../src/Contract.ts"
@@ -50,16 +55,25 @@ describe("checkpoint archive", () => {
           assert.match(saved.path, /^tinker:\/\/.+\/weights\/step-\d$/)
           rows.push(JSON.stringify({ step, name: `step-${step}`, path: saved.path }))
         }
+        // a sampler checkpoint of the weights step-2 holds, and one of weights no training checkpoint holds
+        const backed = yield* trainer.saveWeightsForSampler("s-2")
+        yield* trainer.forwardBackward(Array.from({ length: 4 }, () => rlDatum(rng, 3, 6)), "importance_sampling")
+        yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
+        const unbacked = yield* trainer.saveWeightsForSampler("s-3")
         const dir = path.join(root, "http-run")
         fs.mkdirSync(dir, { recursive: true })
         fs.writeFileSync(path.join(dir, "config.json"), JSON.stringify({ name: "http-run" }))
         fs.writeFileSync(path.join(dir, "checkpoints.jsonl"), rows.join("\n") + "\n")
 
-        // the downloaded bytes are the server's file
+        // the downloaded state is the server's file, for the training checkpoint and for the sampler checkpoint of the same weights
         const [file] = find(stateDir, "step-2.ckpt")
         assert.isDefined(file)
-        const bytes = yield* Checkpoints.download(JSON.parse(rows[1]!).path, { baseUrl: server.url, retry: Retry.fast }).pipe(Effect.provide(PlatformHttpClient.layer))
-        assert.deepStrictEqual(Buffer.from(bytes), fs.readFileSync(file!))
+        const download = (p: string) => Checkpoints.download(p, { baseUrl: server.url, retry: Retry.fast }).pipe(Effect.provide(PlatformHttpClient.layer))
+        assert.deepStrictEqual(Buffer.from(yield* download(JSON.parse(rows[1]!).path)), fs.readFileSync(file!))
+        assert.match(backed.path, /^tinker:\/\/.+\/sampler_weights\/s-2$/)
+        assert.deepStrictEqual(Buffer.from(yield* download(backed.path)), fs.readFileSync(file!))
+        const notBacked = yield* Effect.flip(download(unbacked.path))
+        assert.match(notBacked.message, /HTTP 404: .*sampler weights are kept as files only where a training checkpoint holds the same weights/)
 
         const out = path.join(root, "http-out")
         const result = yield* Export.exportRun(dir, { out, backend: server.url })
@@ -95,14 +109,41 @@ describe("checkpoint archive", () => {
         assert.match(unknown.body.detail, /no checkpoint tinker:\/\/.+\/weights\/step-9 on this server/)
         const sampler = yield* archive("sampler_weights/s1")
         assert.strictEqual(sampler.status, 404)
-        assert.match(sampler.body.detail, /sampler weights are not kept as files/)
+        assert.match(sampler.body.detail, /no checkpoint tinker:\/\/.+\/sampler_weights\/s1 on this server/)
         const dots = yield* archive("weights/..%2F..%2Fetc%2Fpasswd")
         assert.strictEqual(dots.status, 400)
         assert.match(dots.body.detail, /not weights\/<name>|not a valid name/)
+        // a 302 to the download URL, with when it expires as an HTTP date (what resources/weights.py reads), and the same as JSON
         const good = yield* archive("weights%2Fstep-1")
-        assert.strictEqual(good.status, 200, JSON.stringify(good.body))
+        assert.strictEqual(good.status, 302, JSON.stringify(good.body))
+        assert.strictEqual(good.headers.get("location"), good.body.url)
+        const expires = good.headers.get("expires")!
+        assert.match(expires, /^[A-Z][a-z]{2}, \d{2} [A-Z][a-z]{2} \d{4} \d{2}:\d{2}:\d{2} GMT$/)
+        assert.strictEqual(Date.parse(expires), Math.floor(Date.parse(good.body.expires) / 1000) * 1000)
         assert.isTrue(Date.parse(good.body.expires) > Date.now())
         assert.strictEqual(new URL(good.body.url).origin, server.url)
+        // the download is the tar the SDK's `tinker checkpoint download` unpacks (cli/commands/checkpoint.py): the PEFT adapter, checkpoint_complete and the state file
+        const latest = yield* archive("weights/step-2")
+        assert.strictEqual(latest.status, 302, JSON.stringify(latest.body))
+        const tarRes = yield* Effect.promise(() => fetch(latest.headers.get("location")!))
+        assert.strictEqual(tarRes.headers.get("content-type"), "application/x-tar")
+        const files = Tar.unpack(new Uint8Array(yield* Effect.promise(() => tarRes.arrayBuffer())))
+        if (typeof files === "string") return assert.fail(files)
+        assert.deepStrictEqual(files.map((f) => f.name).sort(), ["adapter_config.json", "adapter_model.safetensors", "checkpoint_complete", Peft.STATE_IN_ARCHIVE])
+        const inTar = (name: string) => Buffer.from(files.find((f) => f.name === name)!.bytes)
+        assert.deepStrictEqual(inTar(Peft.STATE_IN_ARCHIVE), fs.readFileSync(file!))
+        assert.strictEqual(inTar("checkpoint_complete").length, 0)
+        // the same adapter as the export's, named after the model the server serves
+        const { base_model_name_or_path: served, ...config } = JSON.parse(inTar("adapter_config.json").toString("utf8"))
+        const { base_model_name_or_path: _, ...exported } = JSON.parse(fs.readFileSync(path.join(out, "adapter_config.json"), "utf8"))
+        assert.strictEqual(served, "local:random")
+        assert.deepStrictEqual(config, exported)
+        const tensors = (bytes: Buffer) => {
+          const n = Number(bytes.readBigUInt64LE(0))
+          const { __metadata__: _, ...entries } = JSON.parse(bytes.subarray(8, 8 + n).toString("utf8"))
+          return { entries, data: bytes.subarray(8 + n) }
+        }
+        assert.deepStrictEqual(tensors(inTar("adapter_model.safetensors")), tensors(raw))
         const fake = yield* Effect.promise(() => fetch(good.body.url.replace(/[0-9a-f]{8}$/, "00000000")))
         assert.strictEqual(fake.status, 404)
         const missing = yield* Export.exportRun(dir, { out: path.join(root, "x"), step: 2, backend: `${server.url}/nowhere` }).pipe(Effect.flip)
@@ -156,13 +197,15 @@ describe("checkpoint archive", () => {
         assert.match(refused.body.detail, /outside the server's state folder/)
       }
       const ok = yield* archive("in", auth)
-      assert.strictEqual(ok.status, 200, JSON.stringify(ok.body))
-      // the download URL is its own credential
+      assert.strictEqual(ok.status, 302, JSON.stringify(ok.body))
+      // the download URL is its own credential; with no archivePack the tar holds the state file alone, under its base name
       const file = yield* Effect.promise(async () => {
-        const res = await fetch(ok.body.url)
-        return { status: res.status, text: await res.text(), type: res.headers.get("content-type") }
+        const res = await fetch(ok.headers.get("location")!)
+        return { status: res.status, bytes: new Uint8Array(await res.arrayBuffer()), type: res.headers.get("content-type") }
       })
-      assert.deepStrictEqual(file, { status: 200, text: "state", type: "application/octet-stream" })
+      assert.deepStrictEqual([file.status, file.type], [200, "application/x-tar"])
+      assert.deepStrictEqual(Tar.unpack(file.bytes), [{ name: "in.ckpt", bytes: new TextEncoder().encode("state") }])
+      assert.deepStrictEqual(Checkpoints.stateOfArchive(file.bytes), new TextEncoder().encode("state"))
       // the client reports the server's refusal
       const e = yield* Checkpoints.download(`tinker://${model}/weights/out`, { baseUrl: server.url, apiKey: Redacted.make(key), retry: Retry.fast }).pipe(
         Effect.provide(PlatformHttpClient.layer),

@@ -12,6 +12,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as CheckpointIndex from "../../../src/backends/http/CheckpointIndex.ts"
+import { stateOfArchive } from "../../../src/backends/http/ClientCheckpoints.ts"
+import * as Tar from "../../../src/backends/http/Tar.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
 import * as Serve from "../../../src/cli/serve.ts"
 import { tinyConfig, tinyLora } from "../local/helpers.ts"
@@ -85,8 +87,10 @@ describe("the checkpoint index", () => {
 
       // the archive route of the earlier run's checkpoint
       const archive = yield* call(second.base, "GET", `training_runs/${encodeURIComponent(a)}/checkpoints/weights/step-2/archive`)
-      assert.strictEqual(archive.status, 200, JSON.stringify(archive.body))
-      const file = yield* Effect.promise(() => fetch(archive.body.url).then((r) => r.arrayBuffer()))
+      assert.strictEqual(archive.status, 302, JSON.stringify(archive.body))
+      const tar = new Uint8Array(yield* Effect.promise(() => fetch(archive.headers.get("location")!).then((r) => r.arrayBuffer())))
+      assert.isArray(Tar.unpack(tar), "the download is a tar")
+      const file = stateOfArchive(tar)
       const index = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
       const entry = index.get(`tinker://${a}/weights/step-2`)!
       assert.deepStrictEqual(Buffer.from(file), fs.readFileSync(path.join(stateDir, entry.file!)))

@@ -10,10 +10,15 @@ export interface Answer {
   readonly headers: Headers
 }
 
+/**
+ * One request. Redirects are not followed, as the official SDK does not follow the archive
+ * route's 302 (`resources/weights.py`, `follow_redirects = False`): the answer is the 302.
+ */
 export const call = (base: string, method: "GET" | "POST", path: string, body?: unknown, headers: Record<string, string> = {}) =>
   Effect.promise(async (): Promise<Answer> => {
     const res = await fetch(`${base}/api/v1/${path}`, {
       method,
+      redirect: "manual",
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
       headers: { "content-type": "application/json", ...headers },
     })
