@@ -20,6 +20,8 @@ export type {
 export { Local } from "../backends/local/index.ts"
 /** The folder of the base model shipped with gyre. */
 export { defaultModelDir } from "../cli/paths.ts"
+/** The embedded backend behind the Tinker-protocol server, as `gyre serve` runs it (`Serve.layer(options)`, sampler replicas, one adapter per model). */
+export * as Serve from "../cli/serve.ts"
 
 /** A model folder shipped with gyre, by name (`shippedModel("calculator")` is `<package>/models/calculator`). */
 export const shippedModel = (name: string): string => Path.join(packageRoot, "models", name)

@@ -1,6 +1,7 @@
 /**
  * gyre/http: the Tinker-protocol client (train and sample on a remote service) and
- * server (serve any `Trainer | Sampler` over HTTP).
+ * server (serve any `Trainer | Sampler` over HTTP). It loads no model code: the embedded
+ * backend served over HTTP (`Serve`) is in `gyre/embedded`.
  *
  * @since 0.1.0
  */
@@ -8,8 +9,6 @@
 export { apiKeyConfig, baseUrlConfig, DEFAULT_BASE_URL, layer, layerNoDeps, make, type Options } from "../backends/http/index.ts"
 /** The Tinker-protocol server over a `Trainer | Sampler`. */
 export { Server } from "../backends/http/index.ts"
-/** The `serve` command's wiring: the embedded backend (with sampler replicas and one adapter per model) behind `Server`. */
-export * as Serve from "../cli/serve.ts"
 /** Downloading a checkpoint's file from a server (`Checkpoints.download(tinkerPath, { baseUrl })`, Tinker's archive route). */
 export { Checkpoints } from "../backends/http/index.ts"
 /** The wire schemas (snake_case JSON) of the protocol. */

@@ -49,7 +49,7 @@ import {
 } from "../../Contract.ts"
 import { validateLoss } from "../../Loss.ts"
 import { Reference, type ReferenceShape } from "../../Reference.ts"
-import { Sampler, type SamplerShape } from "../../Sampler.ts"
+import { awaitVersion as awaitVersionOf, Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import * as CharTokenizer from "./CharTokenizer.ts"
@@ -58,7 +58,7 @@ import type { LocalOptions } from "./index.ts"
 import { checkLora, defaultLora, type Weights } from "./Model.ts"
 import type { SamplerStats } from "./SamplerEngine.ts"
 import { activeCount } from "../../Datum.ts"
-import { awaitVersion as awaitVersionOf, fail, messageOf } from "./Errors.ts"
+import { fail, messageOf } from "./Errors.ts"
 import { checkAdam, checkData, checkLogprobsInput, checkSample, checkTopK } from "./Validate.ts"
 
 

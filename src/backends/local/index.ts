@@ -27,9 +27,9 @@ import {
   type SamplingParams,
 } from "../../Contract.ts"
 import { validateLoss } from "../../Loss.ts"
-import { awaitVersion as awaitVersionOf, fail, internal } from "./Errors.ts"
+import { fail, internal } from "./Errors.ts"
 import { Reference, type ReferenceShape } from "../../Reference.ts"
-import { Sampler, type SamplerShape } from "../../Sampler.ts"
+import { awaitVersion as awaitVersionOf, Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../../Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import * as CharTokenizer from "./CharTokenizer.ts"
