@@ -10,7 +10,9 @@
  *   rewritten without it (atomically) before anything is appended, so no new row is
  *   glued to a torn one.
  * - A training checkpoint's row names its state file relative to the state folder (so
- *   the folder may move), or absolute when the backend wrote it elsewhere. A sampler
+ *   the folder may move), or absolute when the backend wrote it elsewhere. A path with
+ *   a URI scheme (`mem://…`, `s3://…`) names no file here and is kept as the backend
+ *   returned it, for the backend's `loadState`. A sampler
  *   checkpoint's row has no file (sampler weights are not written to disk): it names its
  *   model and weights (`policy_version`, `loads`), which a training checkpoint of the same
  *   weights may hold (`RestoredSamplers.ts`).
@@ -71,8 +73,13 @@ export interface CheckpointIndex {
   readonly record: (entry: Omit<Entry, "file" | "created_at" | "size_bytes"> & { readonly file?: string | undefined }) => Effect.Effect<Entry, BackendError>
 }
 
-/** `file` as the index keeps it: relative to `stateDir` when inside it. */
-const relativeTo = (stateDir: string, file: string) => {
+/** A backend's path with a URI scheme (`mem://…`, `s3://…`): not a file on this machine. */
+const isUri = (file: string) => /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(file)
+
+/** `file` as the index keeps it: relative to `stateDir` when inside it, absolute otherwise; a URI as it is. */
+const stored = (stateDir: string | undefined, file: string) => {
+  if (isUri(file)) return file
+  if (stateDir === undefined) return Path.resolve(file)
   const rel = Path.relative(Path.resolve(stateDir), Path.resolve(file))
   return rel !== "" && !rel.startsWith("..") && !Path.isAbsolute(rel) ? rel : Path.resolve(file)
 }
@@ -89,7 +96,7 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
   const path = stateDir === undefined ? undefined : Path.join(stateDir, FILE)
   const entries = new Map<string, Entry>()
   const files = new Map<string, string>()
-  const resolve = (file: string) => (stateDir === undefined || Path.isAbsolute(file) ? file : Path.join(stateDir, file))
+  const resolve = (file: string) => (stateDir === undefined || Path.isAbsolute(file) || isUri(file) ? file : Path.join(stateDir, file))
   const remember = (e: Entry) => {
     entries.delete(e.tinker_path)
     entries.set(e.tinker_path, e)
@@ -114,13 +121,13 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
   const record: CheckpointIndex["record"] = (given) =>
     Effect.gen(function* () {
       const operation = given.kind === "weights" ? "save_weights" : "save_weights_for_sampler"
-      const size = given.file === undefined ? undefined : yield* Effect.sync(() => Fs.statSync(given.file!, { throwIfNoEntry: false })?.size)
+      const size = given.file === undefined || isUri(given.file) ? undefined : yield* Effect.sync(() => Fs.statSync(given.file!, { throwIfNoEntry: false })?.size)
       const entry: Entry = {
         tinker_path: given.tinker_path,
         kind: given.kind,
         model_id: given.model_id,
         name: given.name,
-        ...(given.file !== undefined ? { file: stateDir === undefined ? Path.resolve(given.file) : relativeTo(stateDir, given.file) } : {}),
+        ...(given.file !== undefined ? { file: stored(stateDir, given.file) } : {}),
         base_model: given.base_model,
         lora_rank: given.lora_rank,
         ...(given.train_attn !== undefined ? { train_attn: given.train_attn } : {}),

@@ -4,7 +4,8 @@
  * the optimizer state), hands them out through the archive route, lists them in its
  * index and samples from a sampler path of the earlier run (from the training checkpoint
  * of the same weights; one no training checkpoint backs gets 404 saying so); a line torn
- * by a crash mid-append is dropped without losing the rows after it.
+ * by a crash mid-append is dropped without losing the rows after it; a backend's path
+ * with a URI scheme (a test double's `mem://…`) is kept as the backend returned it.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
@@ -111,6 +112,24 @@ describe("the checkpoint index", () => {
       assert.match(missing.body.detail, /earlier run of this server.*no training checkpoint of the same weights/)
       yield* second.stop
     }).pipe(Effect.scoped), 60_000)
+
+  it.effect("a backend's path with a URI scheme is kept as it is, with or without a state folder; a file path is kept relative to the state folder", () =>
+    Effect.gen(function* () {
+      const row = (name: string, file: string) => ({ tinker_path: `tinker://m/weights/${name}`, kind: "weights" as const, model_id: "m", name, base_model: "b", lora_rank: 4, file })
+      for (const stateDir of [undefined, path.join(root, "uris")]) {
+        const index = yield* CheckpointIndex.open(stateDir, Effect.succeed(0))
+        const entry = yield* index.record(row("mem", "mem://state/ck-1"))
+        assert.strictEqual(entry.file, "mem://state/ck-1")
+        assert.isUndefined(entry.size_bytes)
+        assert.strictEqual(index.files.get("tinker://m/weights/mem"), "mem://state/ck-1")
+        const file = path.join(stateDir ?? root, "ck-2.ckpt")
+        const saved = yield* index.record(row("file", file))
+        assert.strictEqual(saved.file, stateDir === undefined ? file : "ck-2.ckpt")
+        assert.strictEqual(index.files.get("tinker://m/weights/file"), file)
+      }
+      const reopened = yield* CheckpointIndex.open(path.join(root, "uris"), Effect.succeed(0))
+      assert.strictEqual(reopened.files.get("tinker://m/weights/mem"), "mem://state/ck-1")
+    }))
 
   it.effect("a line torn by a crash is dropped before the next append, and the rows around it stay", () =>
     Effect.gen(function* () {

@@ -17,18 +17,19 @@ const inProcess = Effect.gen(function* () {
   return { result, toy }
 })
 
-const overHttp = Effect.gen(function* () {
-  const toy = makeToy()
-  const server = yield* Server.make({}).pipe(Effect.provideService(Trainer, toy.trainer), Effect.provideService(Sampler, toy.sampler))
-  const result = yield* rlSequence(toySequence).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
-  return { result, toy, server }
-}).pipe(Effect.scoped)
+const overHttp = (wire: "protobuf" | "json") =>
+  Effect.gen(function* () {
+    const toy = makeToy()
+    const server = yield* Server.make({}).pipe(Effect.provideService(Trainer, toy.trainer), Effect.provideService(Sampler, toy.sampler))
+    const result = yield* rlSequence(toySequence).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast, wire })))
+    return { result, toy, server }
+  }).pipe(Effect.scoped)
 
 describe("http backend end to end (toy backend)", () => {
-  it.live("an RL sequence over loopback equals the in-process one", () =>
+  it.live.each(["protobuf", "json"] as const)("an RL sequence over loopback (forward_backward as %s) equals the in-process one", (wire) =>
     Effect.gen(function* () {
       const a = yield* inProcess
-      const b = yield* overHttp
+      const b = yield* overHttp(wire)
       assert.closeTo(b.result.losses[0]!, a.result.losses[0]!, 1e-5)
       assert.deepStrictEqual(b.result.losses, a.result.losses)
       assert.deepStrictEqual(b.result.versions, [1, 2, 3])

@@ -66,7 +66,8 @@ export const rlSequence = (o: SequenceOptions) =>
         result.sequences.forEach((s, i) => {
           samples.push([...s.tokens])
           if (s.tokens.length === 0) return
-          const advantage = std === 0 ? 0 : (rewards[i]! - mean) / std
+          // float32, as the wire's tensors carry it (protobuf's as float32 bytes), so a run in process and one over HTTP train on the same datums
+          const advantage = std === 0 ? 0 : Math.fround((rewards[i]! - mean) / std)
           data.push(D.rl({ prompt, completion: s.tokens, samplerLogprobs: s.logprobs, advantage }))
         })
       }
