@@ -11,6 +11,11 @@
  *   that order (one submission at a time; the polls may overlap). A submission the
  *   server refuses for good (a 4xx that is not retried) used up its `seq_id`, on both
  *   sides (`SeqOrder.ts`): the next call takes the next one, as the official SDK does.
+ *   One given up on without a refusal from the server itself (no answer, a 400 from a
+ *   proxy, a billing pause that outlasted the wait) leaves its number to the next call.
+ * - A poll answered `try_again` or 408 with a `queue_state` other than `active` logs a
+ *   warning when the state changes (as the SDK's `lib/queue_state_logger.py`), e.g. a
+ *   queue paused for capacity; the poll goes on.
  *
  * @since 0.1.0
  */
@@ -18,7 +23,7 @@ import { Duration, Effect, Option, Result, Schema, Semaphore } from "effect"
 import { BackendError } from "../../Contract.ts"
 import { decode } from "./Decode.ts"
 import * as Retry from "./Retry.ts"
-import { toBackendError, type Transport } from "./Transport.ts"
+import { queueStateOf, toBackendError, type Transport } from "./Transport.ts"
 import * as Wire from "./Wire.ts"
 
 type Outcome = { readonly _tag: "Done"; readonly value: unknown } | { readonly _tag: "Failed"; readonly error: Wire.FutureError }
@@ -66,7 +71,9 @@ export const make = (
 
     /** A future's answer (a poll's, or the result a submission carried): done, failed, or not yet. */
     const outcomeOf = (b: unknown, operation: string): Effect.Effect<Outcome, Retry.HttpFailure> => {
-      if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", message: "not done yet" }))
+      if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) {
+        return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", message: "not done yet", ...queueStateOf(b) }))
+      }
       if (isObject(b) && typeof b["error"] === "string") return Effect.map(decodeAnswer(Wire.FutureError, operation)(b), (error) => ({ _tag: "Failed", error }) as const)
       return Effect.succeed({ _tag: "Done", value: b } as const)
     }
@@ -111,9 +118,23 @@ export const make = (
     const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
       submitRaw(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => submissionError(operation, f)))
 
+    /** Logs a poll's queue state when it changes to one other than `active`. */
+    const queueLogger = (operation: string) => {
+      let last: string | undefined = undefined
+      return (f: Retry.HttpFailure) =>
+        Effect.suspend(() => {
+          if (f.queueState === undefined || f.queueState === last) return Effect.void
+          last = f.queueState
+          if (f.queueState === "active") return Effect.logDebug(`${operation}: the server's queue is active again`)
+          const reason = f.queueStateReason !== undefined ? `: ${redact(f.queueStateReason)}` : ""
+          return Effect.logWarning(`${operation} is waiting in the server's queue, ${redact(f.queueState)}${reason}`)
+        })
+    }
+
     const pollUntilDone = (requestId: string, type: Wire.RequestType, operation: string) =>
       Effect.suspend(() => {
         let iteration = 0
+        const logQueue = queueLogger(operation)
         const once = Effect.suspend(() =>
           send(
             "POST",
@@ -122,7 +143,10 @@ export const make = (
             { [Wire.Headers.requestType]: type, [Wire.Headers.requestIteration]: String(iteration++) },
             options.pollTimeout,
           ),
-        ).pipe(Effect.flatMap((x) => outcomeOf(x.body, operation)))
+        ).pipe(
+          Effect.flatMap((x) => outcomeOf(x.body, operation)),
+          Effect.tapError(logQueue),
+        )
         return once.pipe(Effect.retry(logged(`${operation} (polling)`, Retry.polling(policy))))
       })
 

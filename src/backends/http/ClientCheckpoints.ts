@@ -4,17 +4,22 @@
  * a download URL, as JSON `{"url", "expires"}` or as a redirect (`Location`), and the URL
  * gives the bytes (a tar holding the state file, from gyre's `serve`). The API key goes to the archive route only, never to the download URL
  * (which carries its own credential and may lie on another host). Failures are retried
- * as submissions are (`Retry.ts`); a 4xx fails at once with the server's message.
+ * as submissions are (`Retry.ts`), each retry logged at warning level; a 4xx fails at
+ * once with the server's message. A 503 from the archive route (an archive still being
+ * built) is waited out: the official SDK sleeps 30 s between up to 6 tries
+ * (`resources/weights.py`, `get_checkpoint_archive_url`); gyre waits the server's
+ * `Retry-After` when it sends one (up to the policy's `maxRetryAfter`), else backs off
+ * exponentially to 30 s, for up to the policy's `maxElapsed` (5 minutes).
  *
  * @since 0.1.0
  */
-import { type Duration, Effect, Option, Redacted, Result, Schema } from "effect"
+import { Clock, Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
 import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { BackendError } from "../../Contract.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Retry from "./Retry.ts"
 import * as Tar from "./Tar.ts"
-import { CLIENT_VERSION, headerValueProblem, redactor, toBackendError } from "./Transport.ts"
+import { CLIENT_VERSION, failureOf, headerValueProblem, redactor, toBackendError } from "./Transport.ts"
 import * as Wire from "./Wire.ts"
 
 /** A `tinker://<model_id>/<kind>/<name>` path, taken apart. @since 0.1.0 @category models */
@@ -70,15 +75,6 @@ const unreachable = (cause: unknown): boolean => {
   return false
 }
 
-const messageOf = (text: string): string => {
-  const json = Result.try(() => JSON.parse(text) as unknown)
-  const parsed = Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
-  const m = Option.isSome(parsed) ? (parsed.value.detail ?? parsed.value.error ?? parsed.value.message) : undefined
-  if (m !== undefined) return m.slice(0, 2000)
-  const t = text.trim()
-  return t.length === 0 ? "(empty body)" : t.slice(0, 500)
-}
-
 /**
  * The state file inside a downloaded archive (a tar whose one `.ckpt` file is gyre's
  * state, beside the PEFT adapter files), or the bytes as they are when they are not such
@@ -130,16 +126,28 @@ export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPa
       Effect.flatMap((res: HttpClientResponse.HttpClientResponse): Effect.Effect<{ readonly res: HttpClientResponse.HttpClientResponse; readonly location: string | undefined }, Retry.HttpFailure> => {
         const location = res.headers["location"]
         if (redirect && res.status >= 300 && res.status < 400 && typeof location === "string") return Effect.succeed({ res, location })
-        const kind = Retry.kindOfStatus(res.status)
-        if (kind === undefined) return Effect.succeed({ res, location: undefined })
-        return Effect.flatMap(Effect.orElseSucceed(res.text, () => ""), (text) => Effect.fail(new Retry.HttpFailure({ kind, status: res.status, message: redact(messageOf(text)) })))
+        if (Retry.kindOfStatus(res.status) === undefined) return Effect.succeed({ res, location: undefined })
+        return Effect.flatMap(Effect.all([Effect.orElseSucceed(res.text, () => ""), Clock.currentTimeMillis]), ([text, now]) =>
+          Effect.fail(failureOf(res.status, res.headers, text, now, redact)),
+        )
       }),
     )
 
-  const retried = <A>(e: Effect.Effect<A, Retry.HttpFailure>) =>
-    e.pipe(Effect.retry(Retry.submission(options.retry ?? Retry.standard)), Effect.mapError((f) => toBackendError(operation, f)))
+  const retried = <A>(what: string, e: Effect.Effect<A, Retry.HttpFailure>) =>
+    e.pipe(
+      Effect.retry(
+        Schedule.tap(Retry.submission(options.retry ?? Retry.standard), (meta) =>
+          Effect.logWarning(
+            `${operation}: ${what}: ${meta.input.status !== undefined ? `HTTP ${meta.input.status}: ` : ""}${meta.input.message}` +
+              `${meta.input.status === 503 ? " (the archive may still be being built)" : ""}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}`,
+          ),
+        ),
+      ),
+      Effect.mapError((f) => toBackendError(operation, f)),
+    )
 
   const url = yield* retried(
+    "the archive route",
     Effect.gen(function* () {
       const { location, res } = yield* get(
         archiveUrl,
@@ -156,6 +164,7 @@ export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPa
   )
   const target = new URL(url, `${where}/`).toString()
   return yield* retried(
+    "the download",
     Effect.gen(function* () {
       const { res } = yield* get(target, { accept: "application/octet-stream" }, false)
       const bytes = yield* res.arrayBuffer.pipe(Effect.mapError(() => new Retry.HttpFailure({ kind: "Transport", message: `the download of ${tinkerPath} broke off` })))

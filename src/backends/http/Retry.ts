@@ -8,7 +8,21 @@
  * | 409 | back off | fail |
  * | 429, no answer (connection error, timeout) | back off | back off |
  * | 410 | fail | resubmit the original request (same idempotency key) |
+ * | 400 whose body is not a JSON object (a proxy's page, or empty) | back off, at most `maxBadRequests` times in a row | same |
+ * | 400 with the server's JSON error | fail at once | back off, at most `maxBadRequests` times in a row |
+ * | 402 (billing pause) | wait `billingRetryDelay`, for at most `maxBillingPause` | same |
  * | other 4xx | fail at once with the server's message | same |
+ *
+ * As the official SDK: `_base_client.py` (`_should_retry`) and `lib/retry_handler.py`
+ * retry 408, 409, 429 and 5xx; `lib/api_future_impl.py` polls again at once on
+ * `try_again`, 408 (whose body carries `queue_state`) and 5xx, raises on 410 so the
+ * request is sent again, and retries a 400 on `retrieve_future` up to 3 times
+ * (`_MAX_BAD_REQUEST_RETRIES`: "bare HTTP 400, which an upstream proxy may inject
+ * spuriously"); `lib/internal_client_holder.py` retries a 400 without a body on any call
+ * as a connection error (a request refused by Cloudflare), and waits out a 402 in 5 s
+ * sleeps for up to the client config's `billing_exception_max_pause_duration_sec` (1 hour)
+ * before it fails. gyre's server answers every refusal of its own with a JSON object, so a
+ * 400 with any other body came from something on the way and never reached it.
  *
  * Backing off waits `Retry-After` (or `Retry-After-Ms`) when the server sends one,
  * clipped to `maxRetryAfter`, and otherwise `min(base * 2^k, cap)` shortened by up to
@@ -49,6 +63,10 @@ export type FailureKind =
   | "Unreachable"
   /** 410: the future expired or broke; resubmit */
   | "Expired"
+  /** 400 whose body is not a JSON object: refused on the way (a proxy, a load balancer), not by the server */
+  | "BareBadRequest"
+  /** 402: the account's billing paused the job */
+  | "BillingPaused"
   /** any other 4xx */
   | "Fatal"
   /** an answer that does not decode */
@@ -65,6 +83,10 @@ export class HttpFailure extends Data.TaggedError("HttpFailure")<{
   readonly status?: number | undefined
   /** the server's `Retry-After`, in milliseconds */
   readonly retryAfterMillis?: number | undefined
+  /** the `queue_state` of a `try_again` or 408 body (`active`, `paused_capacity`, `paused_rate_limit`) */
+  readonly queueState?: string | undefined
+  /** the `queue_state_reason` that came with it */
+  readonly queueStateReason?: string | undefined
 }> {}
 
 /** @since 0.1.0 @category models */
@@ -85,12 +107,19 @@ export interface Policy {
   readonly maxRetryAfter: Duration.Input
   /** how many times a request is resubmitted after 410 */
   readonly maxResubmits: number
+  /** how many 400s in a row a call retries when they did not come from the server (and, on a poll, when they did) */
+  readonly maxBadRequests: number
+  /** the wait between tries while the server answers 402 (billing pause) */
+  readonly billingRetryDelay: Duration.Input
+  /** a call that has met only 402s for this long since its first one fails */
+  readonly maxBillingPause: Duration.Input
 }
 
 /**
  * The Tinker SDK's defaults: exponential from 0.5 s doubling to 30 s with 25 % jitter,
  * for at most 5 minutes (15 s on a server that never answered); polls again at once;
- * `Retry-After` up to 60 s.
+ * `Retry-After` up to 60 s; 3 stray 400s in a row; a billing pause waited out in 5 s
+ * steps for up to an hour.
  * @since 0.1.0 @category constants
  */
 export const standard: Policy = {
@@ -102,11 +131,15 @@ export const standard: Policy = {
   repollDelay: Duration.zero,
   maxRetryAfter: "60 seconds",
   maxResubmits: 3,
+  maxBadRequests: 3,
+  billingRetryDelay: "5 seconds",
+  maxBillingPause: "1 hour",
 }
 
 /**
  * Short delays for tests and loopback servers: 5 ms doubling to 40 ms, `Retry-After`
- * clipped to 50 ms, giving up after 20 s (200 ms on a server that never answered).
+ * clipped to 50 ms, giving up after 20 s (200 ms on a server that never answered); a
+ * billing pause retried every 5 ms for up to 20 s.
  * @since 0.1.0 @category constants
  */
 export const fast: Policy = {
@@ -118,39 +151,50 @@ export const fast: Policy = {
   repollDelay: Duration.zero,
   maxRetryAfter: "50 millis",
   maxResubmits: 3,
+  maxBadRequests: 3,
+  billingRetryDelay: "5 millis",
+  maxBillingPause: "20 seconds",
 }
 
 /** Which kinds a submission retries. @since 0.1.0 @category predicates */
 export const isRetryableSubmission = (kind: FailureKind): boolean =>
-  kind === "Transport" ||
-  kind === "Unreachable" || kind === "RateLimited" || kind === "ServerError" || kind === "RequestTimeout" || kind === "Conflict"
+  kind === "Transport" || kind === "Unreachable" || kind === "RateLimited" || kind === "ServerError" || kind === "RequestTimeout" ||
+  kind === "Conflict" || kind === "BareBadRequest" || kind === "BillingPaused"
 
 /** Which kinds a poll retries (410 is handled above the poll, by resubmitting). @since 0.1.0 @category predicates */
 export const isRetryablePoll = (kind: FailureKind): boolean =>
-  kind === "TryAgain" ||
-  kind === "Unreachable" || kind === "RequestTimeout" || kind === "ServerError" || kind === "RateLimited" || kind === "Transport"
+  kind === "TryAgain" || kind === "Unreachable" || kind === "RequestTimeout" || kind === "ServerError" || kind === "RateLimited" ||
+  kind === "Transport" || kind === "BareBadRequest" || kind === "BillingPaused"
+
+/** A 400 the schedule retries a few times: one from something on the way, or any 400 answering a poll. */
+const isBadRequest = (failure: HttpFailure, mode: "submission" | "poll"): boolean =>
+  failure.kind === "BareBadRequest" || (mode === "poll" && failure.kind === "Fatal" && failure.status === 400)
 
 /** Kinds answered by polling again without backing off. @since 0.1.0 @category predicates */
 const isRepoll = (kind: FailureKind): boolean => kind === "TryAgain" || kind === "RequestTimeout" || kind === "ServerError"
 
 /**
- * The HTTP status of an answer -> the failure kind (2xx is not a failure).
+ * The HTTP status of an answer -> the failure kind (2xx is not a failure). A 400 is
+ * `Fatal` here; the transport makes it `BareBadRequest` when its body is not JSON.
  * @since 0.1.0 @category combinators
  */
-export const kindOfStatus = (status: number): FailureKind | undefined =>
-  status < 300
-    ? undefined
-    : status === 408
-      ? "RequestTimeout"
-      : status === 409
-        ? "Conflict"
-        : status === 410
-          ? "Expired"
-          : status === 429
-            ? "RateLimited"
-            : status >= 500
-              ? "ServerError"
-              : "Fatal"
+export const kindOfStatus = (status: number): FailureKind | undefined => {
+  if (status < 300) return undefined
+  switch (status) {
+    case 402:
+      return "BillingPaused"
+    case 408:
+      return "RequestTimeout"
+    case 409:
+      return "Conflict"
+    case 410:
+      return "Expired"
+    case 429:
+      return "RateLimited"
+    default:
+      return status >= 500 ? "ServerError" : "Fatal"
+  }
+}
 
 /**
  * Reads `Retry-After-Ms` or `Retry-After` (seconds, or an HTTP date relative to
@@ -181,29 +225,43 @@ export interface Step {
   readonly giveUpAt: number
 }
 
+const millisOf = (d: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(d))
+
 const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
   Schedule.fromStepWithMetadata(
     Effect.sync(() => {
       let backoffs = 0
       let failingSince: number | undefined = undefined
+      /** the first 402 of this call: a billing pause is bounded on its own clock, apart from other failures */
+      let billingSince: number | undefined = undefined
+      let badRequests = 0
       const retryable = mode === "submission" ? isRetryableSubmission : isRetryablePoll
       return (meta: Schedule.InputMetadata<HttpFailure>) =>
         Effect.gen(function* () {
           const failure = meta.input
-          if (!retryable(failure.kind)) return yield* Cause.done({ delay: Duration.zero, giveUpAt: meta.now })
+          const badRequest = isBadRequest(failure, mode)
+          badRequests = badRequest ? badRequests + 1 : 0
+          if (!retryable(failure.kind) && !badRequest) return yield* Cause.done({ delay: Duration.zero, giveUpAt: meta.now })
+          if (badRequest && badRequests > policy.maxBadRequests) return yield* Cause.done({ delay: Duration.zero, giveUpAt: meta.now })
+          if (failure.kind === "BillingPaused") {
+            billingSince ??= meta.now
+            const giveUpAt = billingSince + millisOf(policy.maxBillingPause)
+            if (giveUpAt - meta.now <= 0) return yield* Cause.done({ delay: Duration.zero, giveUpAt })
+            const d = Duration.millis(Math.max(0, Math.min(millisOf(policy.billingRetryDelay), giveUpAt - meta.now)))
+            return [{ delay: d, giveUpAt }, d] as [Step, Duration.Duration]
+          }
           if (failure.kind === "TryAgain") failingSince = undefined
           else failingSince ??= meta.now
           const since = failingSince ?? meta.now
-          const limit = Duration.toMillis(Duration.fromInputUnsafe(failure.kind === "Unreachable" ? policy.maxUnreachable : policy.maxElapsed))
-          const giveUpAt = since + limit
+          const giveUpAt = since + millisOf(failure.kind === "Unreachable" ? policy.maxUnreachable : policy.maxElapsed)
           const budget = giveUpAt - meta.now
           if (budget <= 0) return yield* Cause.done({ delay: Duration.zero, giveUpAt })
           let delay: number
           if (failure.retryAfterMillis !== undefined) {
-            delay = Math.min(failure.retryAfterMillis, Duration.toMillis(Duration.fromInputUnsafe(policy.maxRetryAfter)))
+            delay = Math.min(failure.retryAfterMillis, millisOf(policy.maxRetryAfter))
             backoffs = 0
           } else if (mode === "poll" && isRepoll(failure.kind)) {
-            delay = Duration.toMillis(Duration.fromInputUnsafe(policy.repollDelay))
+            delay = millisOf(policy.repollDelay)
             backoffs = 0
           } else {
             const u = yield* Random.next
@@ -217,8 +275,9 @@ const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
   )
 
 /**
- * Retries of a submission POST: back off on no answer, 408, 409, 429 and 5xx;
- * anything else stops at once. Outputs the delay it waits.
+ * Retries of a submission POST: back off on no answer, 408, 409, 429, 5xx and a 400
+ * that did not come from the server (a few in a row); wait out a 402; anything else
+ * stops at once. Outputs the delay it waits.
  * @since 0.1.0 @category schedules
  */
 export const submission = (policy: Policy = standard): Schedule.Schedule<Step, HttpFailure> =>
@@ -226,7 +285,8 @@ export const submission = (policy: Policy = standard): Schedule.Schedule<Step, H
 
 /**
  * Retries of a `retrieve_future` poll: poll again on `try_again`, 408 and 5xx;
- * back off on no answer and 429; anything else (410 included) stops at once.
+ * back off on no answer, 429 and 400 (a few in a row); wait out a 402; anything else
+ * (410 included) stops at once.
  * @since 0.1.0 @category schedules
  */
 export const polling = (policy: Policy = standard): Schedule.Schedule<Step, HttpFailure> =>

@@ -9,6 +9,11 @@
  * (`forward_backward`, `forward`, `asample`) accept protobuf or JSON, as the official
  * SDK asks (`lib/api_future_impl.py`), unless the transport is made JSON-only.
  *
+ * A 400 whose body is not a JSON object (a proxy's HTML error page, Cloudflare's empty
+ * 400) did not come from the server, whose every refusal is JSON: it is a
+ * `BareBadRequest`, which `Retry.ts` retries a few times, and whose final error names
+ * the status and the start of the body. A 408's `queue_state` travels with its failure.
+ *
  * The client names itself as gyre (`User-Agent: gyre/<version> (node <version>)`),
  * never as the Python SDK.
  *
@@ -105,6 +110,28 @@ export const headerValueProblem = (value: string): string | undefined => {
   return undefined
 }
 
+/** Whether an error body is a JSON object, as every refusal of a Tinker server (and of gyre's) is. */
+const isJsonObject = (text: string): boolean => {
+  const json = Result.try(() => JSON.parse(text) as unknown)
+  return Result.isSuccess(json) && typeof json.success === "object" && json.success !== null && !Array.isArray(json.success)
+}
+
+/** The start of a body that is not JSON (a proxy's HTML page), on one line. */
+const startOf = (text: string): string => {
+  const t = text.replace(/\s+/g, " ").trim()
+  return t.length === 0 ? "(empty body)" : t.length > 200 ? `${t.slice(0, 200)}...` : t
+}
+
+/** The `queue_state` and `queue_state_reason` of a `try_again` or 408 body, when it has them. */
+export const queueStateOf = (body: unknown): { readonly queueState?: string; readonly queueStateReason?: string } => {
+  if (typeof body !== "object" || body === null) return {}
+  const b = body as Record<string, unknown>
+  return {
+    ...(typeof b["queue_state"] === "string" ? { queueState: b["queue_state"] } : {}),
+    ...(typeof b["queue_state_reason"] === "string" ? { queueStateReason: b["queue_state_reason"] } : {}),
+  }
+}
+
 /** The server's message in an error body, else the start of the raw text. */
 const messageOf = (text: string): string => {
   const json = Result.try(() => JSON.parse(text) as unknown)
@@ -138,6 +165,30 @@ const describeCause = (cause: unknown): string => {
 const reasonOfStatus = (status: number | undefined): BackendError["reason"] =>
   status === 400 || status === 404 || status === 413 || status === 422 ? "InvalidInput" : "Rejected"
 
+/**
+ * The failure an answer of status 300 and above stands for, from its status, headers
+ * and body: its kind (`Retry.kindOfStatus`; a 400 whose body is not a JSON object is a
+ * `BareBadRequest`), the server's message or the start of the body (redacted), the
+ * `Retry-After` of a 429 or 503 and the queue state of a 408.
+ * @since 0.1.0 @category combinators
+ */
+export const failureOf = (
+  status: number,
+  headers: Readonly<Record<string, string | undefined>>,
+  text: string,
+  now: number,
+  redact: (text: string) => string,
+): Retry.HttpFailure => {
+  if (status === 400 && !isJsonObject(text)) return new Retry.HttpFailure({ kind: "BareBadRequest", status, message: redact(startOf(text)) })
+  return new Retry.HttpFailure({
+    kind: Retry.kindOfStatus(status) ?? "Fatal",
+    status,
+    message: redact(messageOf(text)),
+    retryAfterMillis: status === 429 || status === 503 ? Retry.parseRetryAfter(headers, now) : undefined,
+    ...(status === 408 ? queueStateOf(Result.getOrUndefined(Result.try(() => JSON.parse(text) as unknown))) : {}),
+  })
+}
+
 /** HttpFailure -> BackendError, once retrying is over. @since 0.1.0 @category combinators */
 export const toBackendError = (operation: string, f: Retry.HttpFailure): BackendError => {
   switch (f.kind) {
@@ -147,6 +198,18 @@ export const toBackendError = (operation: string, f: Retry.HttpFailure): Backend
         reason: f.kind === "Expired" ? "Unavailable" : f.status === undefined ? "InvalidInput" : reasonOfStatus(f.status),
         operation,
         message: f.status === undefined ? f.message : `HTTP ${f.status}: ${f.message}`,
+      })
+    case "BareBadRequest":
+      return new BackendError({
+        reason: "Transport",
+        operation,
+        message: `HTTP 400 from something between gyre and the server, not from the server (the body is not its JSON error), each time it was retried: ${f.message}`,
+      })
+    case "BillingPaused":
+      return new BackendError({
+        reason: "Rejected",
+        operation,
+        message: `HTTP 402: ${f.message}; the job stayed paused for billing longer than the client waits for it (the retry policy's maxBillingPause)`,
       })
     case "Transport":
       return new BackendError({ reason: "Transport", operation, message: f.message })
@@ -165,7 +228,7 @@ export interface Transport {
   readonly send: (method: "GET" | "POST", path: string, body: unknown, headers: Record<string, string>, timeout: Duration.Input) => Effect.Effect<Exchange, Retry.HttpFailure>
   /** removes the API key from a text */
   readonly redact: (text: string) => string
-  /** a schedule that logs each retry at warning level: what is retried, why, when next, and until when */
+  /** a schedule that logs each retry at warning level: what is retried, why, when next, and until when (not a try_again, nor a 408 that carries a queue state) */
   readonly logged: <A>(operation: string, schedule: Schedule.Schedule<Retry.Step, Retry.HttpFailure, A>) => Schedule.Schedule<Retry.Step, Retry.HttpFailure, A>
   /** the server's base URL, as shown in messages */
   readonly where: string
@@ -232,12 +295,7 @@ export const make = (options: {
       const text = () => new TextDecoder().decode(res.bytes)
       if (kind !== undefined) {
         const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
-        return yield* new Retry.HttpFailure({
-          kind,
-          status: res.status,
-          message: redact(messageOf(text())),
-          retryAfterMillis: res.status === 429 || res.status === 503 ? Retry.parseRetryAfter(res.headers, Number(now)) : undefined,
-        })
+        return yield* failureOf(res.status, res.headers, text(), Number(now), redact)
       }
       if (isProtoContentType(res.headers["content-type"])) return { status: res.status, headers: res.headers, body: new Binary(res.bytes, res.headers) }
       const parsed = Result.try(() => (res.bytes.length === 0 ? {} : (JSON.parse(text()) as unknown)))
@@ -249,7 +307,8 @@ export const make = (options: {
 
   const logged: Transport["logged"] = (operation, schedule) =>
     Schedule.tap(schedule, (meta) =>
-      meta.input.kind === "TryAgain"
+      // a 408 with a queue state is a try_again in an error's clothes (the SDK's words); its queue state is logged when it changes
+      meta.input.kind === "TryAgain" || (meta.input.kind === "RequestTimeout" && meta.input.queueState !== undefined)
         ? Effect.void
         : Effect.logWarning(
             `${operation}: ${describeFailure(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, ` +
