@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { type Duration, Effect, Schema } from "effect"
+import { type Duration, Effect, Schema, type Scope } from "effect"
 
 /**
  * Why an episode ended:
@@ -57,6 +57,10 @@ export type Next<S> =
     readonly toolCalls?: number
     readonly toolErrors?: number
     readonly parseErrors?: number
+    /** the whole message of this turn's tool or parse error, kept with the turn in `rollouts.jsonl` (the observation may show it cut) */
+    readonly toolError?: string
+    /** a tool's whole result when the observation shows it cut, kept with the turn in `rollouts.jsonl` */
+    readonly toolResult?: string
   }
   | {
     readonly _tag: "End"
@@ -67,6 +71,8 @@ export type Next<S> =
     readonly toolCalls?: number
     readonly toolErrors?: number
     readonly parseErrors?: number
+    /** the whole message of the error that ended the episode, kept with the turn in `rollouts.jsonl` */
+    readonly toolError?: string
   }
 
 /** @since 0.1.0 @category constructors */
@@ -107,7 +113,14 @@ export const DEFAULT_LIMITS: Limits = { maxTurns: 4, maxTokens: Number.MAX_SAFE_
  */
 export interface Episode<P, S = unknown, R = never> {
   readonly "~gyre/Episode": "~gyre/Episode"
+  /** the state at the start, when it needs no effect (see `open`) */
   readonly initial: (problem: P) => S
+  /**
+   * the state at the start, made by an effect in the episode's own scope: what it
+   * acquires is released when the episode ends, however it ends (the env ends it, a
+   * limit, a timeout, a failure or an interruption). When present, used instead of `initial`.
+   */
+  readonly open?: ((problem: P) => Effect.Effect<S, EpisodeError, R | Scope.Scope>) | undefined
   readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
   /** strings that end a turn, added to the sampling `stop` of every turn */
   readonly stop: ReadonlyArray<string>
@@ -117,7 +130,10 @@ export interface Episode<P, S = unknown, R = never> {
 }
 
 /**
- * Defines an episode.
+ * Defines an episode. Its state at the start comes from `initial` (a plain value) or from
+ * `open` (an effect run in the episode's scope: a sandbox, a session, a scratch file,
+ * released when the episode ends, also on failure, timeout and interruption); give one of
+ * the two. The episode requires the services its `step` and its `open` require.
  *
  * @example
  * Episode.make({
@@ -129,20 +145,43 @@ export interface Episode<P, S = unknown, R = never> {
  * })
  * @since 0.1.0 @category constructors
  */
-export const make = <P, S, R = never>(spec: {
-  readonly initial: (problem: P) => S
+export const make = <P, S, R = never, RO = never>(spec: {
+  readonly initial?: (problem: P) => S
+  readonly open?: (problem: P) => Effect.Effect<S, EpisodeError, RO>
   readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
   readonly stop?: ReadonlyArray<string>
   readonly stopFor?: (format: ToolCallFormat) => ReadonlyArray<string>
   readonly limits?: Partial<Limits>
-}): Episode<P, S, R> => {
+}): Episode<P, S, R | Exclude<RO, Scope.Scope>> => {
   const limits = { ...DEFAULT_LIMITS, ...spec.limits }
   for (const key of ["maxTurns", "maxTokens", "maxToolCalls"] as const) {
     if (!Number.isInteger(limits[key]) || limits[key] < 1) throw new TypeError(`Episode.make: limits.${key} must be a positive integer, got ${limits[key]}`)
   }
   for (const s of spec.stop ?? []) if (typeof s !== "string" || s.length === 0) throw new TypeError("Episode.make: stop strings must be non-empty strings")
-  return { "~gyre/Episode": "~gyre/Episode", initial: spec.initial, step: spec.step, stop: spec.stop ?? [], stopFor: spec.stopFor, limits }
+  const { initial, open } = spec
+  if ((initial === undefined) === (open === undefined)) throw new TypeError("Episode.make: give the state at the start as one of initial or open")
+  return {
+    "~gyre/Episode": "~gyre/Episode",
+    initial: initial ?? (() => {
+      throw new TypeError("Episode: this episode's state is made by open; start it with Episode.start")
+    }),
+    open: open as ((problem: P) => Effect.Effect<S, EpisodeError, R | Exclude<RO, Scope.Scope> | Scope.Scope>) | undefined,
+    step: spec.step,
+    stop: spec.stop ?? [],
+    stopFor: spec.stopFor,
+    limits,
+  }
 }
+
+/**
+ * An episode's state at its start: `open` run in the current scope (which the caller
+ * closes when the episode ends), else `initial`. A throw in either is an `EpisodeError`.
+ * @since 0.1.0 @category running
+ */
+export const start = <P, S, R>(episode: Episode<P, S, R>, problem: P): Effect.Effect<S, EpisodeError, R | Scope.Scope> =>
+  (episode.open !== undefined ? Effect.suspend(() => episode.open!(problem)) : Effect.sync(() => episode.initial(problem))).pipe(
+    Effect.catchDefect((d) => Effect.fail(new EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
+  )
 
 /** The episode of a single-turn env: one turn, then the end. @since 0.1.0 @category constructors */
 export const singleTurn: Episode<unknown, undefined> = make({

@@ -48,7 +48,12 @@ export const sampleRows = (g: Group) =>
     components: g.scores[si]!.components,
     ...(g.task.envDef.episode !== undefined
       ? {
-        turns: g.episodes[si]!.turns.map((t) => ({ sampled: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })),
+        turns: g.episodes[si]!.turns.map((t) => ({
+          sampled: t.text,
+          ...(t.observation !== undefined ? { observation: t.observation } : {}),
+          ...(t.toolError !== undefined ? { toolError: t.toolError } : {}),
+          ...(t.toolResult !== undefined ? { toolResult: t.toolResult } : {}),
+        })),
         episodeStop: g.episodes[si]!.stop,
       }
       : {}),

@@ -25,6 +25,10 @@ export interface TurnRecord extends Datum.TurnTokens {
   readonly text: string
   readonly stopReason: "stop" | "length"
   observation?: string
+  /** the whole message of the turn's tool or parse error (the observation may show it cut) */
+  toolError?: string
+  /** a tool's whole result, when the observation shows it cut */
+  toolResult?: string
 }
 
 /** One episode: its turns, why it ended, and what the env counted. @since 0.1.0 @category models */
@@ -101,7 +105,9 @@ export const playGroup = Effect.fnUntraced(function* (options: {
 
   const play = (record: EpisodeRecord, i: number) =>
     Effect.gen(function* () {
-      let state = episode.initial(task.problem)
+      let state = yield* Episode.start(episode, task.problem).pipe(
+        Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key} ${JSON.stringify(task.problem)}: the episode could not start: ${e.message}` })),
+      )
       for (;;) {
         const turn = record.turns[record.turns.length - 1]!
         const index = record.turns.length - 1
@@ -119,6 +125,8 @@ export const playGroup = Effect.fnUntraced(function* (options: {
         record.toolErrors += next.toolErrors ?? 0
         record.parseErrors += next.parseErrors ?? 0
         record.turnReward += next.reward ?? 0
+        if (next.toolError !== undefined) turn.toolError = next.toolError
+        if (next._tag === "Observe" && next.toolResult !== undefined) turn.toolResult = next.toolResult
         if (next._tag === "End") {
           record.stop = next.reason ?? "completed"
           return
@@ -154,6 +162,7 @@ export const playGroup = Effect.fnUntraced(function* (options: {
 
   yield* Effect.forEach(records, (record, i) =>
     play(record, i).pipe(
+      Effect.scoped, // the episode's own resources (Episode.make's open) end with it
       Effect.timeoutOption(limits.timeout),
       Effect.map((done) => {
         if (Option.isNone(done)) record.stop = "timeout"
