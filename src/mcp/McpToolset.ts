@@ -1,0 +1,193 @@
+/**
+ * An MCP server's tools as gyre tools: the `McpToolset` service.
+ *
+ * Its layer starts the server (or opens a session at its URL), lists the tools, turns each
+ * input JSON Schema into a Schema decoder (a schema it cannot turn stops the start, naming
+ * the tool and the keyword) and makes each tool a `Tool` whose run calls the server with a
+ * per-call timeout. Built once per run by the runner (an env's `services`), it closes the
+ * server at the run's end, on failure and on interruption, leaving no process behind.
+ *
+ * A server that dies (or a connection that is lost) during a call: that call is an error
+ * observation, and the next call starts a fresh server. One that fails to start: the run
+ * stops before its first step, with the command and its stderr.
+ *
+ * @since 0.1.0
+ */
+import { Config, Context, Duration, Effect, Layer, Predicate, RcRef, Result, type Scope } from "effect"
+import * as Episode from "../Episode.ts"
+import * as Tool from "../Tool.ts"
+import * as Connection from "./Connection.ts"
+import * as Content from "./Content.ts"
+import * as InputSchema from "./InputSchema.ts"
+import { McpError } from "./McpError.ts"
+import * as Render from "./Render.ts"
+import * as Server from "./Server.ts"
+
+/** @since 0.1.0 @category models */
+export interface Options {
+  /** a call's time limit, after which it is an error observation (default 10 seconds) */
+  readonly timeout?: Duration.Input
+  /** the time a server has to start and answer `initialize` and `tools/list` (default 30 seconds) */
+  readonly startTimeout?: Duration.Input
+  /** calls of one tool in flight at once (default 16) */
+  readonly concurrency?: number
+  /** offer only these tools (default: every tool the server lists); a name it does not list stops the start */
+  readonly include?: ReadonlyArray<string>
+}
+
+/** @since 0.1.0 @category models */
+export interface Shape {
+  /** the server, as `command args` or its URL */
+  readonly server: string
+  /** the tools as the server listed them (name, description, input JSON Schema) */
+  readonly listed: ReadonlyArray<Connection.ListedTool>
+  /** the same tools as gyre tools, for `Tool.episode` */
+  readonly tools: ReadonlyArray<Tool.AnyTool>
+  /** the tool list in a call syntax (see `Render.tools`) */
+  readonly render: (syntax: Episode.ToolCallFormat | Tool.Syntax) => string
+  /** the process id of the server in use (stdio; a fresh server is started if the last one ended) */
+  readonly pid: Effect.Effect<number | undefined, McpError>
+  /** how many servers this toolset has started (1 + restarts) */
+  readonly starts: Effect.Effect<number>
+}
+
+const invalid = (server: string, tool: string, message: string) => new McpError({ server, reason: "InvalidTool", tool, message })
+
+/** The tools of `listed` as gyre tools calling through `call`, or the first schema refused. */
+const makeTools = (server: string, listed: ReadonlyArray<Connection.ListedTool>, options: Options, call: (name: string, args: unknown) => Effect.Effect<string, Tool.ToolFailure>) =>
+  Effect.forEach(listed, (t) => {
+    const decoder = InputSchema.toSchema(t.inputSchema)
+    if (Result.isFailure(decoder)) {
+      const { keyword, at, message } = decoder.failure
+      return Effect.fail(
+        new McpError({
+          server,
+          reason: "UnsupportedSchema",
+          tool: t.name,
+          keyword,
+          message: `tool ${t.name} of ${server}: its input schema uses "${keyword}"${at.length > 0 ? ` at ${at}` : ""}, which gyre cannot turn into a Schema decoder (${message})`,
+        }),
+      )
+    }
+    return Effect.try({
+      try: () =>
+        Tool.make<unknown, string>({
+          name: t.name,
+          description: t.description ?? "",
+          args: decoder.success,
+          parseArgs: InputSchema.positional(t.inputSchema),
+          run: (args) => call(t.name, args),
+          timeout: options.timeout ?? "10 seconds",
+          concurrency: options.concurrency ?? 16,
+        }),
+      catch: (e) => invalid(server, t.name, `tool ${t.name} of ${server}: ${e instanceof Error ? e.message : String(e)}`),
+    })
+  })
+
+/**
+ * Starts the server and makes its toolset, in the current scope.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fn("McpToolset.make")(function* (spec: Server.ServerSpec, options: Options = {}) {
+  const server = Server.describe(spec)
+  let starts = 0
+  const connections = yield* RcRef.make({
+    acquire: Effect.suspend(() => {
+      starts++
+      return Connection.connect(spec, { startTimeout: options.startTimeout ?? "30 seconds" })
+    }),
+    // kept between calls until it is lost or the toolset closes
+    idleTimeToLive: Duration.infinity,
+  })
+  const first = yield* Effect.scoped(RcRef.get(connections))
+  const all = yield* first.listTools
+  const missing = (options.include ?? []).filter((name) => !all.some((t) => t.name === name))
+  if (missing.length > 0) return yield* invalid(server, missing[0]!, `${server} lists no tool ${missing.join(", ")}; it lists ${all.map((t) => t.name).join(", ")}`)
+  const listed = options.include === undefined ? all : all.filter((t) => options.include!.includes(t.name))
+  if (listed.length === 0) return yield* invalid(server, "", `${server} lists no tools`)
+
+  // a lost connection is invalidated once, by the first call that sees it: the next get starts a fresh server
+  const dropped = new WeakSet<Connection.Connection>()
+  const drop = (c: Connection.Connection) =>
+    dropped.has(c) ? Effect.void : Effect.sync(() => dropped.add(c)).pipe(
+      Effect.andThen(RcRef.invalidate(connections)),
+      Effect.andThen(Effect.logWarning(`MCP server ${server} was lost; the next call starts a fresh one`)),
+    )
+  const current = Effect.gen(function* () {
+    const c = yield* RcRef.get(connections)
+    if (!c.closed()) return c
+    yield* drop(c)
+    return yield* RcRef.get(connections)
+  })
+  const call = (name: string, args: unknown): Effect.Effect<string, Tool.ToolFailure> =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        if (!Predicate.isObject(args) || Array.isArray(args)) return yield* new Tool.ToolFailure({ message: `arguments of ${name} must be an object` })
+        const c = yield* current.pipe(Effect.mapError((e) => new Tool.ToolFailure({ message: e.message })))
+        const raw = yield* c.callTool(name, args).pipe(
+          Effect.catchTag("CallFailed", (e) => (e.lost ? drop(c) : Effect.void).pipe(Effect.andThen(Effect.fail(new Tool.ToolFailure({ message: e.message }))))),
+        )
+        return yield* Content.observe(name, raw)
+      }),
+    )
+  const tools = yield* makeTools(server, listed, options, call)
+  return McpToolset.of({
+    server,
+    listed,
+    tools,
+    render: (syntax) => Render.tools(listed, syntax),
+    pid: Effect.scoped(Effect.map(current, (c) => c.pid)),
+    starts: Effect.sync(() => starts),
+  })
+})
+
+/**
+ * The tools of one MCP server, for an env's episode.
+ *
+ * @example
+ * const inventory = McpToolset.layer(Server.stdio({ command: "node", args: ["inventory-server.js"] }), { timeout: "5 seconds" })
+ * export default Env.make({ ..., episode: McpToolset.episode({ syntax: Tool.brackets }), services: inventory })
+ * @since 0.1.0 @category services
+ */
+export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/McpToolset") {
+  /** starts the server and makes the toolset in the current scope (what the layers run) @since 0.1.0 @category constructors */
+  static readonly make = (spec: Server.ServerSpec, options: Options = {}): Effect.Effect<Shape, McpError, Scope.Scope> => make(spec, options)
+
+  /** one server for the whole run, closed at its end @since 0.1.0 @category layers */
+  static readonly layer = (spec: Server.ServerSpec, options: Options = {}): Layer.Layer<McpToolset, McpError> => Layer.effect(McpToolset, make(spec, options))
+
+  /** the server read from a setting (e.g. a URL from the environment, else a command) @since 0.1.0 @category layers */
+  static readonly layerConfig = (spec: Config.Config<Server.ServerSpec>, options: Options = {}): Layer.Layer<McpToolset, McpError | Config.ConfigError> =>
+    Layer.effect(
+      McpToolset,
+      Effect.gen(function* () {
+        return yield* make(yield* spec, options)
+      }),
+    )
+
+  /**
+   * An episode whose tools are the toolset's (see `Tool.episode` for the options): a turn
+   * with a call gets the result (or the error) as an observation, a turn without one ends
+   * the episode.
+   * @since 0.1.0 @category constructors
+   */
+  static readonly episode = (options: Omit<Parameters<typeof Tool.episode>[0], "tools"> = {}): Episode.Episode<unknown, Tool.ToolState, McpToolset> => {
+    const chosen = options.syntax ?? "auto"
+    const inner = new WeakMap<Shape, Episode.Episode<unknown, Tool.ToolState>>()
+    return Episode.make<unknown, Tool.ToolState, McpToolset>({
+      initial: () => ({ calls: 0 }),
+      ...(chosen === "auto" ? { stopFor: (format: Episode.ToolCallFormat) => (format === "hermes" ? Tool.hermes : Tool.brackets).stop } : { stop: chosen.stop }),
+      ...(options.limits !== undefined ? { limits: options.limits } : {}),
+      step: (turn, problem) =>
+        Effect.gen(function* () {
+          const toolset = yield* McpToolset
+          let episode = inner.get(toolset)
+          if (episode === undefined) {
+            episode = Tool.episode({ ...options, tools: toolset.tools })
+            inner.set(toolset, episode)
+          }
+          return yield* episode.step(turn, problem)
+        }),
+    })
+  }
+}
