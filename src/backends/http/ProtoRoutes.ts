@@ -6,7 +6,8 @@
  *   when `Content-Encoding: zstd`) is decoded to the JSON route's body and handled by the
  *   JSON route: `forward_backward`, or `forward` when `forward_only` is set (the SDK's
  *   `resources/training.py` sends both to `/api/v1/forward_backward`). Malformed bytes
- *   get a 400 naming what was wrong, as a bad JSON body does;
+ *   get a 400 naming what was wrong, as a bad JSON body does. Another route given a
+ *   protobuf body answers 415: only `forward_backward` reads one;
  * - a `retrieve_future` whose `Accept` names protobuf gets a finished
  *   `forward_backward` / `forward` result as a `ForwardBackwardOutput` and a sample
  *   result as a `SampleResponse` (the SDK's `lib/api_future_impl.py` sends that `Accept`
@@ -20,7 +21,7 @@
 import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
 import * as Proto from "./Proto.ts"
-import { bad, type Reply } from "./Requests.ts"
+import { bad, Reject, type Reply } from "./Requests.ts"
 import * as Wire from "./Wire.ts"
 
 /** A protobuf request body read as the JSON route that handles it. @since 0.1.0 @category models */
@@ -32,6 +33,17 @@ export interface Routed {
   /** what idempotency compares: a digest of the bytes */
   readonly text: string
 }
+
+/** The one route that takes a protobuf body. @since 0.1.0 @category constants */
+export const PROTO_ROUTE = "forward_backward"
+
+/**
+ * The answer to a protobuf body on another route than `forward_backward`: 415, not the
+ * body read as a `forward_backward` that the route would then run.
+ * @since 0.1.0 @category constructors
+ */
+export const refuseElsewhere = (route: string): Reject =>
+  new Reject({ status: 415, message: `only ${PROTO_ROUTE} takes a protobuf body (${Proto.PROTO_CONTENT_TYPE}); send ${route.slice(0, 100)} as JSON` })
 
 /** Whether a request's `Content-Type` is protobuf. @since 0.1.0 @category predicates */
 export const isProtoRequest = (headers: Readonly<Record<string, string | undefined>>): boolean => Proto.isProtoContentType(headers["content-type"])

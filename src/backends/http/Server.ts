@@ -279,12 +279,13 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       ? new Reject({ status: 413, message: `the body is larger than ${maxBody} bytes` })
       : bad("the body could not be read")
 
-  /** A request body: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
-  const readBody = (req: HttpServerRequest.HttpServerRequest): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
+  /** A request body of `endpoint`: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
+  const readBody = (req: HttpServerRequest.HttpServerRequest, endpoint: string): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
     Effect.gen(function* () {
       const length = Number(req.headers["content-length"] ?? "0")
       if (length > maxBody) return yield* new Reject({ status: 413, message: `the body has ${length} bytes; at most ${maxBody}` })
       if (ProtoRoutes.isProtoRequest(req.headers)) {
+        if (endpoint !== ProtoRoutes.PROTO_ROUTE) return yield* ProtoRoutes.refuseElsewhere(endpoint)
         const bytes = yield* req.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBody)), Effect.mapError(bodyError))
         return yield* ProtoRoutes.route(new Uint8Array(bytes), req.headers["content-encoding"])
       }
@@ -355,7 +356,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
       if (req.method !== "POST") return { status: 405, body: { detail: `${req.method} is not allowed on ${path.slice(0, 200)}` } }
       const handler = post[name]
       if (handler === undefined) return { status: get[name] !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
-      const body = yield* readBody(req).pipe(Effect.result)
+      const body = yield* readBody(req, name).pipe(Effect.result)
       if (Result.isFailure(body)) return { status: body.failure.status, body: { detail: body.failure.message } }
       const routed = body.success.name === undefined ? handler : (post[body.success.name] ?? handler)
       const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
