@@ -139,7 +139,7 @@ export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPa
         Schedule.tap(Retry.submission(options.retry ?? Retry.standard), (meta) =>
           Effect.logWarning(
             `${operation}: ${what}: ${meta.input.status !== undefined ? `HTTP ${meta.input.status}: ` : ""}${meta.input.message}` +
-              `${meta.input.status === 503 ? " (the archive may still be being built)" : ""}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}`,
+              `${meta.input.status === 503 && what === "the archive route" ? " (an archive still being built)" : ""}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}`,
           ),
         ),
       ),
