@@ -28,7 +28,8 @@
  * clipped to `maxRetryAfter`, and otherwise `min(base * 2^k, cap)` shortened by up to
  * `jitter` (a random fraction). `k` counts consecutive back-offs; any real answer from
  * the server resets it. A call gives up once it has failed for `maxElapsed` without
- * progress (a `try_again` counts as progress; a sample pinned to a policy version is
+ * progress (a `try_again` counts as progress, and so does a 402, whose pause is bounded
+ * by `maxBillingPause` from the call's first 402; a sample pinned to a policy version is
  * bounded by the client's ready timeout instead).
  *
  * Failures no retry can fix stop at once: a request that cannot be sent (an API key
@@ -174,15 +175,15 @@ const isBadRequest = (failure: HttpFailure, mode: "submission" | "poll"): boolea
 const isRepoll = (kind: FailureKind): boolean => kind === "TryAgain" || kind === "RequestTimeout" || kind === "ServerError"
 
 /**
- * The HTTP status of an answer -> the failure kind (2xx is not a failure). A 400 is
- * `Fatal` here; the transport makes it `BareBadRequest` when its body is not JSON.
+ * The HTTP status of an answer -> the failure kind (2xx is not a failure). A 400 and a
+ * 402 are `Fatal` here, as for any HTTP service; the Tinker client's transport
+ * (`Transport.failureOf`) makes a 400 whose body is not JSON `BareBadRequest` and a 402
+ * `BillingPaused`, as the official SDK treats them.
  * @since 0.1.0 @category combinators
  */
 export const kindOfStatus = (status: number): FailureKind | undefined => {
   if (status < 300) return undefined
   switch (status) {
-    case 402:
-      return "BillingPaused"
     case 408:
       return "RequestTimeout"
     case 409:
@@ -232,7 +233,7 @@ const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
     Effect.sync(() => {
       let backoffs = 0
       let failingSince: number | undefined = undefined
-      /** the first 402 of this call: a billing pause is bounded on its own clock, apart from other failures */
+      /** the first 402 of this call: a billing pause is bounded on its own clock, never reset within the call */
       let billingSince: number | undefined = undefined
       let badRequests = 0
       const retryable = mode === "submission" ? isRetryableSubmission : isRetryablePoll
@@ -244,6 +245,9 @@ const makeSchedule = (policy: Policy, mode: "submission" | "poll") =>
           if (!retryable(failure.kind) && !badRequest) return yield* Cause.done({ delay: Duration.zero, giveUpAt: meta.now })
           if (badRequest && badRequests > policy.maxBadRequests) return yield* Cause.done({ delay: Duration.zero, giveUpAt: meta.now })
           if (failure.kind === "BillingPaused") {
+            // an answer from the server: failures of other kinds start their count again after it
+            failingSince = undefined
+            backoffs = 0
             billingSince ??= meta.now
             const giveUpAt = billingSince + millisOf(policy.maxBillingPause)
             if (giveUpAt - meta.now <= 0) return yield* Cause.done({ delay: Duration.zero, giveUpAt })

@@ -12,7 +12,8 @@
  * A 400 whose body is not a JSON object (a proxy's HTML error page, Cloudflare's empty
  * 400) did not come from the server, whose every refusal is JSON: it is a
  * `BareBadRequest`, which `Retry.ts` retries a few times, and whose final error names
- * the status and the start of the body. A 408's `queue_state` travels with its failure.
+ * the status and the start of the body. A 402 is a `BillingPaused`, waited out. A 408's
+ * `queue_state` travels with its failure.
  *
  * The client names itself as gyre (`User-Agent: gyre/<version> (node <version>)`),
  * never as the Python SDK.
@@ -168,7 +169,7 @@ const reasonOfStatus = (status: number | undefined): BackendError["reason"] =>
 /**
  * The failure an answer of status 300 and above stands for, from its status, headers
  * and body: its kind (`Retry.kindOfStatus`; a 400 whose body is not a JSON object is a
- * `BareBadRequest`), the server's message or the start of the body (redacted), the
+ * `BareBadRequest`, a 402 `BillingPaused`), the server's message or the start of the body (redacted), the
  * `Retry-After` of a 429 or 503 and the queue state of a 408.
  * @since 0.1.0 @category combinators
  */
@@ -181,7 +182,7 @@ export const failureOf = (
 ): Retry.HttpFailure => {
   if (status === 400 && !isJsonObject(text)) return new Retry.HttpFailure({ kind: "BareBadRequest", status, message: redact(startOf(text)) })
   return new Retry.HttpFailure({
-    kind: Retry.kindOfStatus(status) ?? "Fatal",
+    kind: status === 402 ? "BillingPaused" : (Retry.kindOfStatus(status) ?? "Fatal"),
     status,
     message: redact(messageOf(text)),
     retryAfterMillis: status === 429 || status === 503 ? Retry.parseRetryAfter(headers, now) : undefined,

@@ -101,6 +101,37 @@ describe("Retry schedules (TestClock)", () => {
     }),
   )
 
+  // lib/api_future_impl.py: a 400 on retrieve_future is retried up to _MAX_BAD_REQUEST_RETRIES (3) times
+  it.effect("a 400 that is not the server's is retried 3 times in a row; on a poll any 400 is, on a submission only that one", () =>
+    Effect.gen(function* () {
+      const bare = Array.from({ length: 5 }, () => F("BareBadRequest", { status: 400 }))
+      const a = yield* attempts(bare, Retry.submission(noJitter))
+      assert.isTrue(Exit.isFailure(a.exit))
+      assert.deepStrictEqual(a.times, [0, 500, 1500, 3500])
+      const b = yield* attempts([F("BareBadRequest", { status: 400 }), F("BareBadRequest", { status: 400 }), F("Transport"), ...bare.slice(0, 3)], Retry.submission(noJitter))
+      assert.isTrue(Exit.isSuccess(b.exit))
+      const c = yield* attempts([F("Fatal", { status: 400 }), F("Fatal", { status: 400 })], Retry.polling(noJitter))
+      assert.isTrue(Exit.isSuccess(c.exit))
+      const d = yield* attempts([F("Fatal", { status: 400 })], Retry.submission(noJitter))
+      assert.deepStrictEqual(d.times, [0])
+    }),
+  )
+
+  // lib/internal_client_holder.py _should_pause_on_billing: 5 s sleeps until billing_exception_max_pause_duration_sec
+  it.effect("402 is tried again every billingRetryDelay until maxBillingPause, on a clock of its own", () =>
+    Effect.gen(function* () {
+      const paused = Array.from({ length: 100 }, () => F("BillingPaused", { status: 402 }))
+      const a = yield* attempts(paused, Retry.submission(Retry.policy({ jitter: 0, maxBillingPause: "30 seconds" })))
+      assert.isTrue(Exit.isFailure(a.exit))
+      assert.deepStrictEqual(a.times, [0, 5000, 10000, 15000, 20000, 25000, 30000])
+      // a pause longer than maxElapsed, with failures of another kind on either side
+      const mixed = [F("Transport"), ...paused.slice(0, 30), F("Transport")]
+      const b = yield* attempts(mixed, Retry.polling(Retry.policy({ jitter: 0, maxElapsed: "10 seconds" })))
+      assert.isTrue(Exit.isSuccess(b.exit))
+      assert.deepStrictEqual(b.times.slice(0, 3), [0, 500, 5500])
+    }),
+  )
+
   it("reads Retry-After as seconds, an HTTP date, or Retry-After-Ms", () => {
     assert.strictEqual(Retry.parseRetryAfter({ "retry-after": "3" }, 0), 3000)
     assert.strictEqual(Retry.parseRetryAfter({ "retry-after-ms": "250" }, 0), 250)
