@@ -306,16 +306,22 @@ export const make = (options: {
       return { status: res.status, headers: res.headers, body: parsed.success }
     })
 
-  const logged: Transport["logged"] = (operation, schedule) =>
-    Schedule.tap(schedule, (meta) =>
+  const logged: Transport["logged"] = (operation, schedule) => {
+    /** a billing pause is warned about at most once a minute, as the SDK does (`BILLING_EXCEPTION_LOGGING_INTERVAL_SEC`) */
+    let billingWarnedAt: number | undefined = undefined
+    return Schedule.tap(schedule, (meta) => {
       // a 408 with a queue state is a try_again in an error's clothes (the SDK's words); its queue state is logged when it changes
-      meta.input.kind === "TryAgain" || (meta.input.kind === "RequestTimeout" && meta.input.queueState !== undefined)
-        ? Effect.void
-        : Effect.logWarning(
-            `${operation}: ${describeFailure(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, ` +
-              `giving up at ${new Date(meta.output.giveUpAt).toISOString()} if it keeps failing`,
-          ),
-    )
+      if (meta.input.kind === "TryAgain" || (meta.input.kind === "RequestTimeout" && meta.input.queueState !== undefined)) return Effect.void
+      if (meta.input.kind === "BillingPaused") {
+        if (billingWarnedAt !== undefined && meta.now - billingWarnedAt < 60_000) return Effect.void
+        billingWarnedAt = meta.now
+      }
+      return Effect.logWarning(
+        `${operation}: ${describeFailure(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, ` +
+          `giving up at ${new Date(meta.output.giveUpAt).toISOString()} if it keeps failing`,
+      )
+    })
+  }
 
   return { send, redact, logged, where }
 }

@@ -188,8 +188,9 @@ describe("the client under the SDK's fault model (TestClock, scripted server)", 
     }),
   )
 
-  it.effect("402 for longer than maxBillingPause fails, naming the status and the pause", () =>
-    Effect.gen(function* () {
+  it.effect("402 for longer than maxBillingPause fails, naming the status and the pause; warned about once a minute", () => {
+    const logs = capture()
+    return Effect.gen(function* () {
       const fake = scripted((path) => (path === "optim_step" ? { status: 402, body: { detail: "billing: payment required" } } : undefined))
       const exit = yield* runTimed(optimStep.pipe(Effect.provide(connect(fake, { maxBillingPause: "1 minute" })), Effect.scoped), "1 second", 90)
       const error = errorOf(exit)
@@ -198,8 +199,9 @@ describe("the client under the SDK's fault model (TestClock, scripted server)", 
       assert.include(error?.message, "paused for billing")
       assert.deepStrictEqual(posts(fake.seen, "optim_step").map((s) => s.at), Array.from({ length: 13 }, (_, k) => k * 5000))
       assert.isUndefined(fake.executed["optim_step"])
-    }),
-  )
+      assert.deepStrictEqual(logs.lines.filter((l) => l.level === "Warn" && l.text.includes("HTTP 402")).length, 1)
+    }).pipe(Effect.provide(logs.layer))
+  })
 
   it.effect("408 with a queue_state body on retrieve_future: polled again at once, the paused queue logged once; one step", () => {
     const logs = capture()
