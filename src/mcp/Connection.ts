@@ -8,6 +8,7 @@
  *
  * @since 0.1.0
  */
+import { setMaxListeners } from "node:events"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { ErrorCode, McpError as SdkError } from "@modelcontextprotocol/sdk/types.js"
@@ -45,6 +46,17 @@ export interface Connection {
 
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 const oneLine = (s: string) => s.replace(/\s+/g, " ").trim()
+
+/**
+ * `fetch` for the HTTP transport, which passes one AbortSignal (its own, aborted when it
+ * closes) to every request: Node's fetch keeps a listener on it per request until the
+ * request is garbage-collected, so a long run would warn of a listener leak. The limit
+ * is lifted on that signal only.
+ */
+const sharedSignalFetch = (url: string | URL, init?: RequestInit): Promise<Response> => {
+  if (init?.signal != null) setMaxListeners(0, init.signal)
+  return fetch(url, init)
+}
 
 /** The SDK's result-schema failure (a zod error with `issues`), as `path: message; ...` */
 const malformedIssues = (e: unknown): string | undefined => {
@@ -91,7 +103,7 @@ export const connect = Effect.fn("Mcp.connect")(function* (spec: Server.ServerSp
   const server = Server.describe(spec)
   const transport = spec._tag === "Stdio"
     ? new StdioTransport(spec)
-    : new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: { ...spec.headers } } })
+    : new StreamableHTTPClientTransport(new URL(spec.url), { requestInit: { headers: { ...spec.headers } }, fetch: sharedSignalFetch })
   const stdio = transport instanceof StdioTransport ? transport : undefined
   const client = new Client({ name: options.name ?? "gyre", version: "0.1.0" }, { capabilities: {} })
   let closed = false
