@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { type Duration, Effect, Schema, type Scope } from "effect"
+import { type Context, type Duration, Effect, Layer, Schema, type Scope } from "effect"
 
 /**
  * Why an episode ended:
@@ -182,6 +182,51 @@ export const start = <P, S, R>(episode: Episode<P, S, R>, problem: P): Effect.Ef
   (episode.open !== undefined ? Effect.suspend(() => episode.open!(problem)) : Effect.sync(() => episode.initial(problem))).pipe(
     Effect.catchDefect((d) => Effect.fail(new EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
   )
+
+/** The state of an episode given per-episode services by `provide`. @since 0.1.0 @category models */
+export interface Provided<S, ROut> {
+  readonly state: S
+  readonly services: Context.Context<ROut>
+}
+
+/**
+ * Gives an episode services of its own: `layer` (or `layer(problem)`) is built when each
+ * episode starts and closed when it ends, however it ends; the episode's `open` and `step`
+ * (a `Tool.episode`'s tools, their states) get what it provides, so the episode no longer
+ * requires those services and requires what the layer does instead. A layer that cannot be
+ * built stops the run, naming the env and the problem.
+ *
+ * @example
+ * // a scratch database per episode, shared by the tools that require it
+ * Episode.provide(Tool.episode({ tools: [insert, query] }), Scratch.layer)
+ * @since 0.1.0 @category combinators
+ */
+export const provide = <P, S, R, ROut, E, RIn>(
+  episode: Episode<P, S, R>,
+  layer: Layer.Layer<ROut, E, RIn> | ((problem: P) => Layer.Layer<ROut, E, RIn>),
+): Episode<P, Provided<S, ROut>, Exclude<R, ROut> | RIn> => {
+  if (typeof layer !== "function" && !Layer.isLayer(layer)) throw new TypeError("Episode.provide: give a Layer, or a function from the problem to a Layer")
+  const layerFor = (problem: P): Layer.Layer<ROut, E, RIn> => (typeof layer === "function" ? layer(problem) : layer)
+  return {
+    ...episode,
+    initial: () => {
+      throw new TypeError("Episode: this episode's state is made by open; start it with Episode.start")
+    },
+    open: (problem) =>
+      Effect.gen(function* () {
+        const services = yield* Layer.build(layerFor(problem)).pipe(
+          Effect.mapError((e) => new EpisodeError({ message: `the episode's services could not be built: ${e instanceof Error ? e.message : String(e)}` })),
+        )
+        const state = yield* start(episode, problem).pipe(Effect.provideContext(services))
+        return { state, services }
+      }),
+    step: (turn, problem) =>
+      episode.step({ ...turn, state: turn.state.state }, problem).pipe(
+        Effect.provideContext(turn.state.services),
+        Effect.map((next): Next<Provided<S, ROut>> => ({ ...next, state: { state: next.state, services: turn.state.services } })),
+      ),
+  }
+}
 
 /** The episode of a single-turn env: one turn, then the end. @since 0.1.0 @category constructors */
 export const singleTurn: Episode<unknown, undefined> = make({

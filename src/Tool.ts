@@ -4,18 +4,34 @@
  * env finds a call in the model's turn (in the text syntax of `Tool.brackets`, or the
  * chat template's `Tool.hermes`), runs it and appends the result as an observation.
  *
+ * A handler sees its arguments and, as a second argument, its episode: the problem, the
+ * turns so far and the tool's own per-episode state (`state`: made when the episode
+ * starts, released when it ends). It may require services (a database, the answer key of
+ * a game), which the episode and then the env require, as a reward's do.
+ *
  * What can go wrong, and what the model sees:
  * - a call that does not parse, names no tool, or whose arguments the Schema rejects:
  *   the parse policy (`onParseError`): `end` the episode (stop reason `parse_error`,
  *   the default) or `observe` an error and let the model try again;
- * - a handler that fails, throws, hangs past its timeout or returns what its `result`
- *   Schema rejects: an error observation (`tool_errors`), never a crash and never a
- *   silent 0. The episode goes on.
+ * - a handler that fails, throws, hangs past its timeout, returns what its `result`
+ *   Schema rejects, or returns what has no text (undefined, a symbol, a function, a
+ *   bigint, a circular object): an error observation (`tool_errors`), never a crash and
+ *   never a silent 0. The episode goes on, and the rollout keeps the whole message
+ *   (`toolError` of the turn in `rollouts.jsonl`) however short the observation cuts it;
+ * - a result longer than `maxResultChars`: cut for the model, saying so, and kept whole
+ *   in the rollout (`toolResult`).
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Schema, Semaphore } from "effect"
+import { Cause, Duration, Effect, Exit, Schema, type Scope, Semaphore } from "effect"
 import * as Episode from "./Episode.ts"
+import { describeValue } from "./reward/Leaf.ts"
+import { cut, DEFAULT_MAX_RESULT_CHARS, show } from "./tool/Result.ts"
+import { brackets, hermes, messageOf, type Syntax } from "./tool/Syntax.ts"
+
+export { brackets, hermes } from "./tool/Syntax.ts"
+export type { Callable, Found, Syntax } from "./tool/Syntax.ts"
+export { DEFAULT_MAX_RESULT_CHARS } from "./tool/Result.ts"
 
 /** A handler's own failure: shown to the model as an error observation. @since 0.1.0 @category errors */
 export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure", {
@@ -25,22 +41,56 @@ export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure"
 /** What a handler may return. @since 0.1.0 @category models */
 export type ToolResult<O, R> = O | PromiseLike<O> | Effect.Effect<O, ToolFailure, R>
 
+/** One turn of the episode as a tool sees it. @since 0.1.0 @category models */
+export interface TurnSoFar {
+  /** what the model wrote */
+  readonly text: string
+  /** what the env answered (absent for the turn holding the current call) */
+  readonly observation?: string
+}
+
+/**
+ * What a handler sees besides its arguments.
+ * @since 0.1.0 @category models
+ */
+export interface ToolContext<P, S = undefined> {
+  readonly problem: P
+  /** the episode so far, turn by turn; the last is the turn holding this call */
+  readonly turns: ReadonlyArray<TurnSoFar>
+  /** this tool's per-episode state (`state` of `Tool.make`); undefined when it keeps none */
+  readonly state: S
+}
+
 /** @since 0.1.0 @category models */
-export interface Tool<A, R = never> {
+export interface Tool<A, R = never, P = unknown> {
   readonly "~gyre/Tool": "~gyre/Tool"
   readonly name: string
   readonly description: string
   readonly args: Schema.Codec<A, unknown>
   /** argument text of a bracket call -> the value the `args` Schema decodes (default: JSON, else the text) */
   readonly parseArgs: (text: string) => unknown
-  readonly run: (args: A) => Effect.Effect<string, ToolFailure, R>
+  /**
+   * the handler, as text; what has no text is its failure. Called outside an episode
+   * (no `context`), the handler sees no problem, no turns and no state.
+   */
+  readonly run: (args: A, context?: ToolContext<P, unknown>) => Effect.Effect<string, ToolFailure, R>
+  /** makes this tool's state when an episode starts, in the episode's scope (absent when it keeps none) */
+  readonly state?: ((problem: P) => Effect.Effect<unknown, ToolFailure, R | Scope.Scope>) | undefined
   readonly timeout: Duration.Input
   /** calls of this tool in flight at once, over the whole process */
   readonly concurrency: number
+  /** the longest result shown to the model (default 2,000 characters); a longer one is cut, saying so */
+  readonly maxResultChars?: number | undefined
 }
 
 /** Any tool. @since 0.1.0 @category models */
-export type AnyTool<R = never> = Tool<any, R>
+export type AnyTool<R = never> = Tool<any, R, any>
+
+/** The services a tool (or a union of tools) requires. @since 0.1.0 @category models */
+export type Services<T> = T extends Tool<any, infer R, any> ? R : never
+
+/** The problem type every one of a union of tools accepts. @since 0.1.0 @category models */
+export type ProblemOf<T> = (T extends Tool<any, any, infer P> ? (problem: P) => void : never) extends (problem: infer I) => void ? I : never
 
 const defaultParse = (text: string): unknown => {
   try {
@@ -50,9 +100,29 @@ const defaultParse = (text: string): unknown => {
   }
 }
 
+const outside: ToolContext<undefined, undefined> = { problem: undefined, turns: [], state: undefined }
+
+const isPromiseLike = (u: unknown): u is PromiseLike<unknown> => typeof (u as PromiseLike<unknown> | undefined)?.then === "function"
+
+/** A handler's value, Promise or Effect as an Effect; a rejection is the tool's failure. */
+const fromResult = <O, R>(out: ToolResult<O, R>): Effect.Effect<O, ToolFailure, R> =>
+  Effect.isEffect(out)
+    ? out
+    : isPromiseLike(out)
+    ? Effect.tryPromise({ try: () => Promise.resolve(out), catch: (e) => new ToolFailure({ message: messageOf(e) }) })
+    : Effect.succeed(out)
+
 /**
- * Defines a tool. `run` may return a value, a Promise or an Effect failing with
- * `ToolFailure`; its value is shown with `format` (default: `String`, JSON for objects).
+ * Defines a tool. `run` gets the arguments the `args` Schema decoded and the episode
+ * (`ToolContext`: the problem, the turns so far, the tool's state); it may return a value,
+ * a Promise or an Effect failing with `ToolFailure`, and may require services. Its value
+ * is shown with `format` (default: a string as it is, a number as written, other JSON
+ * values as JSON; anything else is the tool's failure, naming what it was).
+ *
+ * `state` makes the tool's per-episode state when an episode starts (a value, or an Effect
+ * that may acquire resources in the episode's scope: they are released when the episode
+ * ends, also on failure, timeout and interruption). A state that cannot be made stops the
+ * run, naming the tool.
  *
  * @example
  * const calculator = Tool.make({
@@ -62,14 +132,23 @@ const defaultParse = (text: string): unknown => {
  *   parseArgs: (text) => { const m = /^(\d+)([-+*])(\d+)$/.exec(text); return m && { a: +m[1]!, op: m[2], b: +m[3]! } },
  *   run: ({ a, op, b }) => (op === "+" ? a + b : op === "-" ? a - b : a * b),
  * })
+ * // a tool that needs its problem, its own state and a service
+ * const check = Tool.make({
+ *   name: "check",
+ *   args: Schema.Int,
+ *   state: (problem: Guess) => AnswerKey.use((key) => key.secret(problem.id)),   // once per episode
+ *   run: (n, { state: secret }) => (n < secret ? "higher" : n > secret ? "lower" : "yes"),
+ * })
  * @since 0.1.0 @category constructors
  */
-export const make = <A, O = unknown, R = never>(spec: {
+export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS = never>(spec: {
   readonly name: string
   readonly description?: string
   readonly args: Schema.Codec<A, unknown>
   readonly parseArgs?: (text: string) => unknown
-  readonly run: (args: A) => ToolResult<O, R>
+  /** the tool's per-episode state, made when an episode starts */
+  readonly state?: (problem: P) => S | Effect.Effect<S, ToolFailure, RS>
+  readonly run: (args: A, context: ToolContext<P, S>) => ToolResult<O, R>
   /** checks what `run` returned; a rejected result is an error observation */
   readonly result?: Schema.Codec<O, unknown>
   readonly format?: (result: O) => string
@@ -77,32 +156,38 @@ export const make = <A, O = unknown, R = never>(spec: {
   readonly timeout?: Duration.Input
   /** default 16 */
   readonly concurrency?: number
-}): Tool<A, R> => {
-  if (!/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(spec.name)) throw new TypeError(`Tool.make: name ${JSON.stringify(spec.name)} must be letters, digits, '_', '-' or '.'`)
-  if (!Schema.isSchema(spec.args)) throw new TypeError(`Tool.make(${spec.name}): args must be a Schema`)
+  /** the longest result shown to the model (default 2,000 characters) */
+  readonly maxResultChars?: number
+}): Tool<A, R | Exclude<RS, Scope.Scope>, P> => {
+  const fail = (what: string): never => {
+    throw new TypeError(`Tool.make(${JSON.stringify(spec.name)}): ${what}`)
+  }
+  if (!/^[A-Za-z_][A-Za-z0-9_.-]*$/.test(spec.name)) fail("name must be letters, digits, '_', '-' or '.'")
+  if (!Schema.isSchema(spec.args)) fail("args must be a Schema")
   const concurrency = spec.concurrency ?? 16
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new TypeError(`Tool.make(${spec.name}): concurrency must be a positive integer`)
+  if (!Number.isInteger(concurrency) || concurrency < 1) fail("concurrency must be a positive integer")
+  const maxResultChars = spec.maxResultChars ?? DEFAULT_MAX_RESULT_CHARS
+  if (!Number.isInteger(maxResultChars) || maxResultChars < 1) fail("maxResultChars must be a positive integer")
+  if (spec.state !== undefined && typeof spec.state !== "function") fail("state must be a function from the problem to the state (a value or an Effect)")
   const timeout = spec.timeout ?? "10 seconds"
   const permits = Semaphore.makeUnsafe(concurrency)
-  const format = spec.format ?? ((o: O) => (typeof o === "object" && o !== null ? JSON.stringify(o) : String(o)))
   const checkResult = spec.result === undefined ? undefined : Schema.decodeUnknownEffect(spec.result)
-  const call = (args: A): Effect.Effect<string, ToolFailure, R> =>
-    Effect.suspend(() => {
-      const out = spec.run(args)
-      const value: Effect.Effect<O, ToolFailure, R> = Effect.isEffect(out)
-        ? out
-        : typeof (out as PromiseLike<O>)?.then === "function"
-        ? Effect.tryPromise({ try: () => Promise.resolve(out as PromiseLike<O>), catch: (e) => new ToolFailure({ message: messageOf(e) }) })
-        : Effect.succeed(out as O)
-      return value.pipe(
-        Effect.flatMap((o) =>
-          checkResult === undefined
-            ? Effect.succeed(o)
-            : checkResult(o).pipe(Effect.mapError((e) => new ToolFailure({ message: `returned ${JSON.stringify(o)}, which its result Schema rejects: ${e.message}` })), Effect.as(o))
-        ),
-        Effect.map(format),
-      )
-    }).pipe(
+  const text = (o: O): Effect.Effect<string, ToolFailure> => {
+    if (spec.format === undefined) {
+      const shown = show(o)
+      return "text" in shown ? Effect.succeed(shown.text) : Effect.fail(new ToolFailure({ message: shown.error }))
+    }
+    const formatted: unknown = spec.format(o)
+    return typeof formatted === "string" ? Effect.succeed(formatted) : Effect.fail(new ToolFailure({ message: `its format returned ${describeValue(formatted)}, not a string` }))
+  }
+  const call = (args: A, context: ToolContext<P, unknown> = outside as ToolContext<P, unknown>): Effect.Effect<string, ToolFailure, R> =>
+    Effect.suspend(() => fromResult(spec.run(args, context as ToolContext<P, S>))).pipe(
+      Effect.flatMap((o) =>
+        checkResult === undefined
+          ? Effect.succeed(o)
+          : checkResult(o).pipe(Effect.mapError((e) => new ToolFailure({ message: `returned ${describeValue(o)}, which its result Schema rejects: ${e.message}` })), Effect.as(o))
+      ),
+      Effect.flatMap(text),
       Effect.timeoutOrElse({
         duration: timeout,
         orElse: () => Effect.fail(new ToolFailure({ message: `timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
@@ -111,6 +196,7 @@ export const make = <A, O = unknown, R = never>(spec: {
       Effect.catchCause((cause): Effect.Effect<never, ToolFailure> => Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(toFailure(cause))),
       permits.withPermits(1),
     )
+  const makeState = spec.state
   return {
     "~gyre/Tool": "~gyre/Tool",
     name: spec.name,
@@ -118,97 +204,20 @@ export const make = <A, O = unknown, R = never>(spec: {
     args: spec.args,
     parseArgs: spec.parseArgs ?? defaultParse,
     run: call,
+    state: makeState === undefined ? undefined : (problem: P) =>
+      Effect.suspend(() => {
+        const made = makeState(problem)
+        return Effect.isEffect(made) ? made : Effect.succeed(made)
+      }).pipe(Effect.catchDefect((d) => Effect.fail(new ToolFailure({ message: messageOf(d) })))) as Effect.Effect<unknown, ToolFailure, R | Exclude<RS, Scope.Scope> | Scope.Scope>,
     timeout,
     concurrency,
+    maxResultChars,
   }
 }
-
-const messageOf = (e: unknown) => (e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e))
 
 const toFailure = (cause: Cause.Cause<unknown>): ToolFailure => {
   const error = Cause.squash(cause)
   return error instanceof ToolFailure ? error : new ToolFailure({ message: messageOf(error) })
-}
-
-// ===== Syntax =====
-
-/** A call found in a turn. @since 0.1.0 @category models */
-export type Found =
-  | { readonly _tag: "None" }
-  | { readonly _tag: "Call"; readonly tool: string; readonly args: unknown }
-  | { readonly _tag: "Malformed"; readonly message: string }
-
-/**
- * How calls are written in a turn and how results come back.
- * @since 0.1.0 @category models
- */
-export interface Syntax {
-  readonly name: string
-  /** strings that end a turn holding a call */
-  readonly stop: ReadonlyArray<string>
-  /** the call in a turn's text, if any */
-  readonly find: (text: string, tools: ReadonlyArray<AnyTool<any>>) => Found
-  /** the observation for a result or an error */
-  readonly observation: (outcome: { readonly ok: true; readonly text: string } | { readonly ok: false; readonly error: string }) => string
-}
-
-const ERROR_CHARS = 40
-
-/**
- * The text syntax for small character-level models: `[name args]`, or `[args]` when the
- * env has one tool; the turn stops at `]`. A result comes back as `=<result>;`, an error
- * as `=error: <message>;` (the message cut to 40 characters).
- *
- *   turn "[47+38]"  ->  observation "=85;"
- * @since 0.1.0 @category syntax
- */
-export const brackets: Syntax = {
-  name: "brackets",
-  stop: ["]"],
-  find: (text, tools) => {
-    const open = text.indexOf("[")
-    if (open < 0) return { _tag: "None" }
-    const close = text.indexOf("]", open)
-    if (close < 0) return { _tag: "Malformed", message: "the call has no closing ]" }
-    const inner = text.slice(open + 1, close)
-    const space = inner.indexOf(" ")
-    const named = space > 0 ? tools.find((t) => t.name === inner.slice(0, space)) : tools.find((t) => t.name === inner)
-    if (named !== undefined) return { _tag: "Call", tool: named.name, args: named.parseArgs(space > 0 ? inner.slice(space + 1) : "") }
-    if (tools.length === 1) return { _tag: "Call", tool: tools[0]!.name, args: tools[0]!.parseArgs(inner) }
-    return { _tag: "Malformed", message: `no tool named ${JSON.stringify(inner.split(" ")[0])}; tools: ${tools.map((t) => t.name).join(", ")}` }
-  },
-  observation: (o) => (o.ok ? `=${o.text};` : `=error: ${o.error.slice(0, ERROR_CHARS)};`),
-}
-
-/**
- * The Hermes / Qwen tool-call format of chat models (`--tokenizer` with a chat template
- * that has tools, Qwen3's among them): the model writes
- * `<tool_call>\n{"name": "calc", "arguments": {...}}\n</tool_call>`; the result comes
- * back as a tool turn in the ChatML layout Qwen3's template renders:
- * `<|im_end|>\n<|im_start|>user\n<tool_response>\n...\n</tool_response><|im_end|>\n<|im_start|>assistant\n`.
- * @since 0.1.0 @category syntax
- */
-export const hermes: Syntax = {
-  name: "hermes",
-  stop: ["</tool_call>"],
-  find: (text, tools) => {
-    const open = text.indexOf("<tool_call>")
-    if (open < 0) return { _tag: "None" }
-    const close = text.indexOf("</tool_call>", open)
-    if (close < 0) return { _tag: "Malformed", message: "the call has no closing </tool_call>" }
-    let call: unknown
-    try {
-      call = JSON.parse(text.slice(open + "<tool_call>".length, close))
-    } catch (e) {
-      return { _tag: "Malformed", message: `the call is not JSON: ${messageOf(e)}` }
-    }
-    const name = (call as { name?: unknown })?.name
-    const tool = tools.find((t) => t.name === name)
-    if (tool === undefined) return { _tag: "Malformed", message: `no tool named ${JSON.stringify(name)}; tools: ${tools.map((t) => t.name).join(", ")}` }
-    return { _tag: "Call", tool: tool.name, args: (call as { arguments?: unknown }).arguments ?? {} }
-  },
-  observation: (o) =>
-    `<|im_end|>\n<|im_start|>user\n<tool_response>\n${o.ok ? o.text : `error: ${o.error}`}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`,
 }
 
 // ===== Tool episodes =====
@@ -216,15 +225,22 @@ export const hermes: Syntax = {
 /** The state of a tool episode. @since 0.1.0 @category models */
 export interface ToolState {
   readonly calls: number
+  /** the episode so far, as the tools see it (absent before the first turn) */
+  readonly turns?: ReadonlyArray<TurnSoFar>
+  /** each tool's per-episode state, by name (for the tools that keep one) */
+  readonly tools?: Readonly<Record<string, unknown>>
 }
 
 /**
  * An episode in which the model may call `tools`: a turn with a call gets the result as an
- * observation; a turn without one ends the episode (it is the answer).
+ * observation; a turn without one ends the episode (it is the answer). The episode accepts
+ * the problems every tool accepts and requires the services every tool requires; the
+ * tools' per-episode states are made when it starts and released when it ends.
+ * Per-episode services shared by several tools: `Episode.provide(Tool.episode(...), layer)`.
  * @since 0.1.0 @category constructors
  */
-export const episode = <R = never>(options: {
-  readonly tools: ReadonlyArray<AnyTool<R>>
+export const episode = <T extends ReadonlyArray<AnyTool<any>>>(options: {
+  readonly tools: T
   /**
    * how calls are written: `brackets`, `hermes`, or `"auto"` (default): the run's
    * tokenizer decides, `hermes` when its chat template renders tool calls (`--tokenizer`
@@ -234,38 +250,57 @@ export const episode = <R = never>(options: {
   /** a call that does not parse: `end` the episode (default) or `observe` the error */
   readonly onParseError?: "end" | "observe"
   readonly limits?: Partial<Episode.Limits>
-}): Episode.Episode<unknown, ToolState, R> => {
+}): Episode.Episode<ProblemOf<T[number]>, ToolState, Services<T[number]>> => {
+  type P = ProblemOf<T[number]>
+  type R = Services<T[number]>
   const chosen = options.syntax ?? "auto"
   const syntaxFor = (format: Episode.ToolCallFormat): Syntax => (chosen !== "auto" ? chosen : format === "hermes" ? hermes : brackets)
-  const tools = options.tools
+  const tools: ReadonlyArray<Tool<unknown, R, P>> = options.tools
   if (tools.length === 0) throw new TypeError("Tool.episode: give at least one tool")
   const names = new Set(tools.map((t) => t.name))
   if (names.size !== tools.length) throw new TypeError("Tool.episode: tool names must be distinct")
   const limits = { ...Episode.DEFAULT_LIMITS, ...options.limits }
   const onParseError = options.onParseError ?? "end"
+  const stateful = tools.filter((t) => t.state !== undefined)
   const malformed = (syntax: Syntax, state: ToolState, message: string): Episode.Next<ToolState> =>
     onParseError === "end"
-      ? Episode.end(state, { reason: "parse_error", parseErrors: 1 })
-      : Episode.observe(state, syntax.observation({ ok: false, error: message }), { parseErrors: 1 })
-  return Episode.make<unknown, ToolState, R>({
-    initial: () => ({ calls: 0 }),
+      ? Episode.end(state, { reason: "parse_error", parseErrors: 1, toolError: message })
+      : Episode.observe(state, syntax.observation({ ok: false, error: message }), { parseErrors: 1, toolError: message })
+  // the tools' states are made in the episode's scope; without any, the start needs no effect
+  const start = stateful.length === 0 ? { initial: (): ToolState => ({ calls: 0 }) } : {
+    open: (problem: P) =>
+      Effect.forEach(stateful, (t) =>
+        t.state!(problem).pipe(
+          Effect.map((s) => [t.name, s] as const),
+          Effect.mapError((e) => new Episode.EpisodeError({ message: `tool ${t.name}: cannot make its state for the episode: ${e.message}` })),
+        )).pipe(Effect.map((made): ToolState => ({ calls: 0, tools: Object.fromEntries(made) }))),
+  }
+  return Episode.make<P, ToolState, R, R | Scope.Scope>({
+    ...start,
     ...(chosen === "auto" ? { stopFor: (format: Episode.ToolCallFormat) => syntaxFor(format).stop } : { stop: chosen.stop }),
     limits,
-    step: (turn) =>
+    step: (turn, problem) =>
       Effect.gen(function* () {
         const syntax = syntaxFor(turn.toolCalls)
+        const turns = [...(turn.state.turns ?? []), { text: turn.text }]
+        const state = { ...turn.state, turns }
         const found = syntax.find(turn.text, tools)
-        if (found._tag === "None") return Episode.end(turn.state)
-        if (found._tag === "Malformed") return malformed(syntax, turn.state, found.message)
-        if (turn.state.calls >= limits.maxToolCalls) return Episode.end(turn.state, { reason: "max_tool_calls" })
+        if (found._tag === "None") return Episode.end(state)
+        if (found._tag === "Malformed") return malformed(syntax, state, found.message)
+        if (state.calls >= limits.maxToolCalls) return Episode.end(state, { reason: "max_tool_calls" })
         const tool = tools.find((t) => t.name === found.tool)!
         const args = Schema.decodeUnknownExit(tool.args)(found.args)
-        if (Exit.isFailure(args)) return malformed(syntax, turn.state, `bad arguments for ${tool.name}: ${Cause.squash(args.cause) instanceof Error ? (Cause.squash(args.cause) as Error).message : "rejected"}`)
-        const state = { calls: turn.state.calls + 1 }
-        const result = yield* Effect.exit(tool.run(args.value))
-        return Exit.isSuccess(result)
-          ? Episode.observe(state, syntax.observation({ ok: true, text: result.value }), { toolCalls: 1 })
-          : Episode.observe(state, syntax.observation({ ok: false, error: toFailure(result.cause).message }), { toolCalls: 1, toolErrors: 1 })
+        if (Exit.isFailure(args)) return malformed(syntax, state, `bad arguments for ${tool.name}: ${messageOf(Cause.squash(args.cause))}`)
+        const result = yield* Effect.exit(tool.run(args.value, { problem, turns, state: state.tools?.[tool.name] }))
+        const after = (observation: string): ToolState => ({ ...state, calls: state.calls + 1, turns: [...turns.slice(0, -1), { text: turn.text, observation }] })
+        if (Exit.isFailure(result)) {
+          const message = toFailure(result.cause).message
+          const observation = syntax.observation({ ok: false, error: message })
+          return Episode.observe(after(observation), observation, { toolCalls: 1, toolErrors: 1, toolError: message })
+        }
+        const { shown, full } = cut(result.value, tool.maxResultChars ?? DEFAULT_MAX_RESULT_CHARS)
+        const observation = syntax.observation({ ok: true, text: shown })
+        return Episode.observe(after(observation), observation, { toolCalls: 1, ...(full !== undefined ? { toolResult: full } : {}) })
       }),
   })
 }
