@@ -24,7 +24,7 @@
  * @since 0.1.0
  */
 import type { LeafOptions, ScoreContext } from "./reward/Leaf.ts"
-import { type GroupScoreResult, make_, type Reward, type Rollout, type ScoreResult } from "./reward/Model.ts"
+import { type GroupScoreResult, make_, type ResultServices, type Reward, type Rollout, type ScoreResult } from "./reward/Model.ts"
 
 export { InfraFault, isRewardFailure, ModelFault, NotApplicable, RewardDefect } from "./reward/Failures.ts"
 export type { RewardFailure } from "./reward/Failures.ts"
@@ -33,7 +33,7 @@ export type { Backoff, LeafOptions, ScoreContext } from "./reward/Leaf.ts"
 export { makeCache, RewardCache, withCache } from "./reward/Cache.ts"
 export type { CachedScore, ScoreCache } from "./reward/Cache.ts"
 export { isReward } from "./reward/Model.ts"
-export type { GroupScoreResult, Reward, Rollout, Score, ScoreResult } from "./reward/Model.ts"
+export type { AnyReward, GroupScoreResult, ResultServices, Reward, Rollout, Score, ScoreResult, Services } from "./reward/Model.ts"
 export { all, any, cached, clamp, componentNames, map, rename, retry, threshold, timeout, weighted, weights, withConcurrency } from "./reward/Combinators.ts"
 export { evaluate } from "./reward/Evaluate.ts"
 
@@ -72,11 +72,11 @@ export { evaluate } from "./reward/Evaluate.ts"
  * }, { timeout: "30 seconds", retries: 3, concurrency: 8 })
  * @since 0.1.0 @category constructors
  */
-export const make = <P, R = never>(
+export const make = <P, R = never, Out extends ScoreResult<any> = ScoreResult<R>>(
   name: string,
-  score: (rollout: Rollout<P>, context: ScoreContext) => ScoreResult<R>,
+  score: (rollout: Rollout<P>, context: ScoreContext) => Out,
   options: LeafOptions = {},
-): Reward<P, R> => make_(name, { _tag: "Leaf", name, score, options })
+): Reward<P, R | ResultServices<Out>> => make_(name, { _tag: "Leaf", name, score, options })
 
 /**
  * A reward that sees all G completions of one prompt and returns G scores
@@ -84,8 +84,8 @@ export const make = <P, R = never>(
  * timeouts and the abort signal work as in `make`.
  * @since 0.1.0 @category constructors
  */
-export const group = <P, R = never>(
+export const group = <P, R = never, Out extends GroupScoreResult<any> = GroupScoreResult<R>>(
   name: string,
-  score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => GroupScoreResult<R>,
+  score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => Out,
   options: LeafOptions = {},
-): Reward<P, R> => make_(name, { _tag: "GroupLeaf", name, score, options })
+): Reward<P, R | ResultServices<Out>> => make_(name, { _tag: "GroupLeaf", name, score, options })

@@ -96,7 +96,35 @@ export interface Env<P, R = never> extends EnvFields<P, R> {
 export type AnyEnv = Env<any, never>
 
 /**
+ * What `Env.make` reads: an env definition whose reward requires `RR`, whose episode
+ * requires `RE` and whose `services` layer provides `ROut`.
+ * @since 0.1.0 @category models
+ */
+export interface EnvInput<P, RR, RE, ROut> extends Omit<EnvFields<P>, "reward" | "episode"> {
+  readonly reward: Reward<P, RR>
+  readonly episode?: Episode<P, any, RE>
+  readonly services?: Layer.Layer<ROut, unknown, RunServices>
+}
+
+/**
+ * The type error of an env whose `services` do not provide everything its reward and
+ * episode require: it names the services missing.
+ * @since 0.1.0 @category models
+ */
+export interface ServicesNotProvided<Missing> {
+  readonly "~gyre/Env.make: services must also provide": Missing
+}
+
+/** Nothing when `ROut` covers `R`; else a `services` field that names what is missing. @since 0.1.0 @category models */
+export type CheckServices<R, ROut> = [Exclude<R, ROut>] extends [never] ? unknown
+  : { readonly services: ServicesNotProvided<Exclude<R, ROut>> }
+
+/**
  * Defines an environment. Checks the definition at once.
+ *
+ * The env requires what its reward and its episode (a `Tool.episode`'s tools) require;
+ * `services` must provide all of it, or `Env.make` does not type-check, naming the
+ * services missing (`ServicesNotProvided<Judge>`).
  *
  * @example
  * export default Env.make({
@@ -105,11 +133,9 @@ export type AnyEnv = Env<any, never>
  * })
  * @since 0.1.0 @category constructors
  */
-export const make: {
-  <P>(spec: EnvSpec<P, never>): Env<P>
-  /** an env whose reward or tools need services: `services` must provide every one of them */
-  <P, R>(spec: EnvSpec<P, R> & { readonly services: Layer.Layer<R, unknown, RunServices> }): Env<P>
-} = (spec: any): Env<any> => makeEnv(spec)
+export const make = <P, RR = never, RE = never, ROut = never>(
+  spec: EnvInput<P, RR, RE, ROut> & NoInfer<CheckServices<RR | RE, ROut>>,
+): Env<P> => makeEnv(spec as EnvSpec<P, unknown>)
 
 const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   const fail = (what: string) => {

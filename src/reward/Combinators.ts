@@ -8,25 +8,28 @@
  */
 import type { Duration } from "effect"
 import { type Backoff, backoffSchedule, type LeafOptions } from "./Leaf.ts"
-import { make_, type Node, type Reward } from "./Model.ts"
+import { type AnyReward, make_, type Node, type Reward, type RewardOver, type Services } from "./Model.ts"
 
 /**
  * Weighted sum of named components. A zero weight keeps the component as a metric only.
- * Components that do not apply are left out of the sum.
+ * Components that do not apply are left out of the sum. The sum requires every service
+ * its components require (`Reward<P, AnswerKey | Judge>` below).
  *
  * @example
  * Reward.weighted({ correct: [numericAnswer(gold), 1], brief: [maxLength(12), 0.1] })
+ * Reward.weighted({ correct: [usesKey, 1], judged: [usesJudge, 0] })   // Reward<P, AnswerKey | Judge>
  * @since 0.1.0 @category combinators
  */
-export const weighted = <P, R>(
-  members: Record<string, readonly [Reward<P, R>, number]>,
-): Reward<P, R> => {
+export const weighted = <P, M extends Record<string, readonly [AnyReward, number]>>(
+  members: Record<string, readonly [RewardOver<P>, number]> & M,
+): Reward<P, Services<M[keyof M][0]>> => {
+  type R = Services<M[keyof M][0]>
   const entries = Object.entries(members).map(([name, [reward, weight]]) => {
     if (!Number.isFinite(weight)) throw new TypeError(`Reward.weighted: weight of "${name}" must be a finite number, got ${weight}`)
-    return [name, rename(reward, name), weight] as const
+    return [name, rename(reward as unknown as Reward<P, R>, name), weight] as const
   })
   if (entries.length === 0) throw new TypeError("Reward.weighted: give at least one component")
-  return make_("total", { _tag: "Weighted", members: entries })
+  return make_<P, R>("total", { _tag: "Weighted", members: entries })
 }
 
 /**
@@ -42,13 +45,21 @@ export const weights = (reward: Reward<any, any>): Record<string, number> | unde
   return out
 }
 
-/** 1 when every member scores at least `threshold` (default 1), else 0. @since 0.1.0 @category combinators */
-export const all = <P, R>(name: string, members: ReadonlyArray<Reward<P, R>>, threshold = 1): Reward<P, R> =>
-  make_(name, { _tag: "Gate", mode: "all", members, threshold })
+/**
+ * 1 when every member scores at least `threshold` (default 1), else 0. Requires every
+ * service its members require.
+ * @since 0.1.0 @category combinators
+ */
+export const all = <P, M extends ReadonlyArray<AnyReward>>(name: string, members: ReadonlyArray<RewardOver<P>> & M, threshold = 1): Reward<P, Services<M[number]>> =>
+  make_(name, { _tag: "Gate", mode: "all", members: members as unknown as ReadonlyArray<Reward<P, Services<M[number]>>>, threshold })
 
-/** 1 when some member scores at least `threshold` (default 1), else 0. @since 0.1.0 @category combinators */
-export const any = <P, R>(name: string, members: ReadonlyArray<Reward<P, R>>, threshold = 1): Reward<P, R> =>
-  make_(name, { _tag: "Gate", mode: "any", members, threshold })
+/**
+ * 1 when some member scores at least `threshold` (default 1), else 0. Requires every
+ * service its members require.
+ * @since 0.1.0 @category combinators
+ */
+export const any = <P, M extends ReadonlyArray<AnyReward>>(name: string, members: ReadonlyArray<RewardOver<P>> & M, threshold = 1): Reward<P, Services<M[number]>> =>
+  make_(name, { _tag: "Gate", mode: "any", members: members as unknown as ReadonlyArray<Reward<P, Services<M[number]>>>, threshold })
 
 /** 1 when the reward scores at least `min`, else 0. @since 0.1.0 @category combinators */
 export const threshold = <P, R>(reward: Reward<P, R>, min: number): Reward<P, R> =>

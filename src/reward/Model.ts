@@ -95,10 +95,29 @@ export type Node<P, R> =
  */
 export interface Reward<in P, out R = never> {
   readonly "~gyre/Reward": "~gyre/Reward"
+  /** @internal the problem type alone, so that combinators infer it apart from the services */
+  readonly "~gyre/Problem"?: (problem: P) => void
   readonly name: string
   /** @internal */
   readonly node: Node<P, R>
 }
+
+/** The services a reward (or each of a union of rewards) requires. @since 0.1.0 @category models */
+export type Services<T> = T extends Reward<any, infer R> ? R : never
+
+/** What the combinators accept as a member before they infer its problem and services. @since 0.1.0 @category models */
+export interface AnyReward {
+  readonly "~gyre/Reward": "~gyre/Reward"
+}
+
+/** A reward over problems of type `P`, whatever services it needs (how combinators see a member). @since 0.1.0 @category models */
+export interface RewardOver<in P> extends AnyReward {
+  readonly "~gyre/Problem"?: (problem: P) => void
+  readonly name: string
+}
+
+/** The services a scorer's result requires (an Effect's; none for a number or a Promise). @since 0.1.0 @category models */
+export type ResultServices<Out> = Out extends Effect.Effect<any, any, infer R> ? R : never
 
 /** Wraps a node as a reward (for the constructors and combinators). */
 export const make_ = <P, R>(name: string, node: Node<P, R>): Reward<P, R> => ({ "~gyre/Reward": "~gyre/Reward", name, node }) as Reward<P, R>
