@@ -33,6 +33,7 @@ describe("README", () => {
             "gyre/runner": [rel("src/entry/runner.ts")],
             "gyre/embedded": [rel("src/entry/embedded.ts")],
             "gyre/http": [rel("src/entry/http.ts")],
+            "gyre/mcp": [rel("src/mcp/index.ts")],
           },
         },
         include: ["blocks"],
