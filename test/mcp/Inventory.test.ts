@@ -14,7 +14,7 @@ import { McpToolset, Server, type Shape } from "gyre/mcp"
 import inventory, { answer, localServer } from "../../envs/inventory.ts"
 import { ITEMS, priceOf, stockOf } from "../../envs/mcp/inventory-data.ts"
 import { exited, killGroup, rows, start, waitUntil } from "../cli/Processes.ts"
-import { alive, gone, INVENTORY, startHttp, stopHttp } from "./Fixture.ts"
+import { alive, FIXTURE, gone, INVENTORY, ROOT, startHttp, stopHttp } from "./Fixture.ts"
 
 const call = (ts: Shape, name: string, args: unknown) =>
   Effect.map(Effect.exit(ts.tools.find((t) => t.name === name)!.run(args)), (exit) =>
@@ -96,4 +96,36 @@ describe("run inventory", () => {
       assert.isFalse(alive(servers[0]!))
     }
   }, 240_000)
+
+  it("stops before step 1 when its server cannot start, naming the command and its stderr", async () => {
+    // an env module inside the repo (tmp/ is git-ignored), so "gyre" resolves as for envs/
+    const dir = Path.join(ROOT, "tmp", `mcp-failing-${process.pid}`)
+    Fs.mkdirSync(dir, { recursive: true })
+    const envFile = Path.join(dir, "failing.ts")
+    Fs.writeFileSync(envFile, `import { Schema } from "effect"
+import { Env, Reward } from "gyre"
+import { McpToolset, Server } from "gyre/mcp"
+
+export default Env.make({
+  name: "failing",
+  problem: Schema.Struct({ n: Schema.Int }),
+  source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
+  prompt: (p) => \`Say \${p.n}:\`,
+  episode: McpToolset.episode(),
+  reward: Reward.make("said", (r) => (r.completion.includes(String(r.problem.n)) ? 1 : 0)),
+  services: McpToolset.layer(Server.stdio({ command: process.execPath, args: ["--import", "tsx", ${JSON.stringify(FIXTURE)}], env: { FIXTURE_START: "fail" }, cwd: ${JSON.stringify(ROOT)} })),
+})
+`)
+    try {
+      const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-mcp-"))
+      const run = start([envFile, "--steps", "3", "--name", "r", "--out", out])
+      const code = await exited(run.child)
+      assert.notStrictEqual(code, 0)
+      assert.include(run.output(), `cannot start the MCP server ${process.execPath} --import tsx ${FIXTURE}`)
+      assert.include(run.output(), "exited with code 2; stderr: fixture: cannot open the database /nonexistent/db")
+      assert.deepStrictEqual(rows(Path.join(out, "r", "metrics.jsonl")).filter((r) => Number(r["step"]) >= 1), [], "no step ran")
+    } finally {
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
 })
