@@ -129,6 +129,9 @@ export interface Episode<P, S = unknown, R = never> {
   readonly limits: Limits
 }
 
+/** The services a step's result requires. @since 0.1.0 @category models */
+export type StepServices<Out> = Out extends Effect.Effect<any, any, infer R> ? R : never
+
 /**
  * Defines an episode. Its state at the start comes from `initial` (a plain value) or from
  * `open` (an effect run in the episode's scope: a sandbox, a session, a scratch file,
@@ -145,14 +148,14 @@ export interface Episode<P, S = unknown, R = never> {
  * })
  * @since 0.1.0 @category constructors
  */
-export const make = <P, S, R = never, RO = never>(spec: {
+export const make = <P, S, R = never, RO = never, Out extends Effect.Effect<Next<S>, EpisodeError, any> = Effect.Effect<Next<S>, EpisodeError, R>>(spec: {
   readonly initial?: (problem: P) => S
   readonly open?: (problem: P) => Effect.Effect<S, EpisodeError, RO>
-  readonly step: (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R>
+  readonly step: (turn: Turn<S>, problem: P) => Out
   readonly stop?: ReadonlyArray<string>
   readonly stopFor?: (format: ToolCallFormat) => ReadonlyArray<string>
   readonly limits?: Partial<Limits>
-}): Episode<P, S, R | Exclude<RO, Scope.Scope>> => {
+}): Episode<P, S, R | StepServices<Out> | Exclude<RO, Scope.Scope>> => {
   const limits = { ...DEFAULT_LIMITS, ...spec.limits }
   for (const key of ["maxTurns", "maxTokens", "maxToolCalls"] as const) {
     if (!Number.isInteger(limits[key]) || limits[key] < 1) throw new TypeError(`Episode.make: limits.${key} must be a positive integer, got ${limits[key]}`)
@@ -165,8 +168,8 @@ export const make = <P, S, R = never, RO = never>(spec: {
     initial: initial ?? (() => {
       throw new TypeError("Episode: this episode's state is made by open; start it with Episode.start")
     }),
-    open: open as ((problem: P) => Effect.Effect<S, EpisodeError, R | Exclude<RO, Scope.Scope> | Scope.Scope>) | undefined,
-    step: spec.step,
+    open: open as ((problem: P) => Effect.Effect<S, EpisodeError, R | StepServices<Out> | Exclude<RO, Scope.Scope> | Scope.Scope>) | undefined,
+    step: spec.step as (turn: Turn<S>, problem: P) => Effect.Effect<Next<S>, EpisodeError, R | StepServices<Out>>,
     stop: spec.stop ?? [],
     stopFor: spec.stopFor,
     limits,

@@ -98,6 +98,13 @@ describe("services through tools and episodes", () => {
       step: (turn) => Judge.use(() => Effect.succeed(Episode.end(turn.state))),
     })
     expectTypeOf(episode).toEqualTypeOf<Episode.Episode<Game, number, Judge | AnswerKey>>()
+    // a step whose branches need different services needs both
+    const branches = Episode.make({
+      initial: () => 0,
+      step: (turn) =>
+        turn.index > 0 ? Judge.use(() => Effect.succeed(Episode.end(turn.state))) : Sandbox.use(() => Effect.succeed(Episode.observe(turn.state + 1, "?"))),
+    })
+    expectTypeOf(branches).toEqualTypeOf<Episode.Episode<unknown, number, Judge | Sandbox>>()
     const judgeFromSandbox = Layer.effect(Judge, Sandbox.use((s) => Effect.succeed(Judge.of({ ask: (q) => s.run(q) }))))
     const provided = Episode.provide(episode, judgeFromSandbox)
     expectTypeOf(provided).toEqualTypeOf<Episode.Episode<Game, Episode.Provided<number, Judge>, AnswerKey | Sandbox>>()
