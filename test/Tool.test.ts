@@ -9,6 +9,7 @@ import * as CharTokenizer from "../src/backends/local/CharTokenizer.ts"
 import * as Env from "../src/Env.ts"
 import * as Episode from "../src/Episode.ts"
 import * as Reward from "../src/Reward.ts"
+import { sampleRows } from "../src/run/Collect.ts"
 import { ContextLength, playGroup } from "../src/run/Rollout.ts"
 import { Sampler } from "../src/Sampler.ts"
 import * as Tool from "../src/Tool.ts"
@@ -214,6 +215,22 @@ describe("what the model sees of a result", () => {
       assert.strictEqual(e.turns[0]!.observation, "=error: returned undefined, which is not a strin;")
       assert.strictEqual(e.turns[0]!.toolError, "returned undefined, which is not a string, number or JSON value")
       assert.strictEqual(e.stop, "completed")
+      // rollouts.jsonl and eval.jsonl rows carry it with the turn
+      const env = envWith(Tool.episode({ tools: [returning(() => undefined)], syntax: Tool.brackets }))
+      const [row] = sampleRows({
+        task: { key: "tools/train/0/0", env: "tools", problem: { n: 4 }, envDef: env },
+        index: 0,
+        promptTokens: [],
+        prompt: "n=4:",
+        version: 0,
+        rollouts: [{ problem: { n: 4 }, prompt: "n=4:", completion: " ok", tokens: [], stopReason: "stop", index: 0, groupSize: 1 }],
+        episodes: [e],
+        scores: [{ value: 0, masked: undefined, components: { zero: 0 } }],
+      })
+      assert.deepStrictEqual((row as { turns?: unknown }).turns, [
+        { sampled: "[odd]", observation: "=error: returned undefined, which is not a strin;", toolError: "returned undefined, which is not a string, number or JSON value" },
+        { sampled: " ok" },
+      ])
     }))
 
   it.effect("a very long result is cut for the model, saying so, and kept whole with the turn", () =>
