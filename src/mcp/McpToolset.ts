@@ -35,6 +35,9 @@ export interface Options {
   readonly include?: ReadonlyArray<string>
 }
 
+/** How the toolset's episode reads calls: `Tool.episode`'s options but the tools. @since 0.1.0 @category models */
+export type EpisodeOptions = Omit<Parameters<typeof Tool.episode>[0], "tools">
+
 /** @since 0.1.0 @category models */
 export interface Shape {
   /** the server, as `command args` or its URL */
@@ -171,7 +174,7 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
    * the episode.
    * @since 0.1.0 @category constructors
    */
-  static readonly episode = (options: Omit<Parameters<typeof Tool.episode>[0], "tools"> = {}): Episode.Episode<unknown, Tool.ToolState, McpToolset> => {
+  static readonly episode = (options: EpisodeOptions = {}): Episode.Episode<unknown, Tool.ToolState, McpToolset> => {
     const chosen = options.syntax ?? "auto"
     const inner = new WeakMap<Shape, Episode.Episode<unknown, Tool.ToolState>>()
     return Episode.make<unknown, Tool.ToolState, McpToolset>({
@@ -189,5 +192,26 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
           return yield* episode.step(turn, problem)
         }),
     })
+  }
+
+  /**
+   * An episode with a server of its own: started when each episode starts, closed when it
+   * ends (however it ends), for servers that keep state between calls. The env then needs
+   * no `services` for it. A server that cannot start stops the run, as a run-wide one does,
+   * but at the first episode rather than before step 1.
+   *
+   * @example
+   * episode: McpToolset.perEpisode(Server.stdio({ command: "node", args: ["kv-server.js"] }), { limits: { maxToolCalls: 4 } })
+   * @since 0.1.0 @category constructors
+   */
+  static readonly perEpisode = (spec: Server.ServerSpec, options: Options & EpisodeOptions = {}): Episode.Episode<unknown, Episode.Provided<Tool.ToolState, McpToolset>, never> => {
+    const { timeout, startTimeout, concurrency, include, ...episode } = options
+    const toolset: Options = {
+      ...(timeout !== undefined ? { timeout } : {}),
+      ...(startTimeout !== undefined ? { startTimeout } : {}),
+      ...(concurrency !== undefined ? { concurrency } : {}),
+      ...(include !== undefined ? { include } : {}),
+    }
+    return Episode.provide(McpToolset.episode(episode), McpToolset.layer(spec, toolset))
   }
 }

@@ -6,7 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Schema, Scope } from "effect"
-import { Tool } from "gyre"
+import { Episode, Tool } from "gyre"
 import { McpError, McpToolset, type Options, Server, type Shape } from "gyre/mcp"
 import { alive, fixture, FIXTURE, gone } from "./Fixture.ts"
 
@@ -147,4 +147,23 @@ describe("MCP toolset over stdio", () => {
       const answer = yield* step(" 42", "brackets")
       assert.strictEqual(answer._tag, "End")
     }).pipe(Effect.scoped))
+
+  it.live("a server per episode: each episode starts its own, and its end closes it", () =>
+    Effect.gen(function* () {
+      const episode = McpToolset.perEpisode(fixture(), { onParseError: "observe", timeout: "5 seconds" })
+      const play = Effect.scoped(
+        Effect.gen(function* () {
+          const state = yield* Episode.start(episode, {})
+          const next = yield* episode.step({ state, index: 0, text: "[pid]", ended: false, stopReason: "stop", toolCalls: "brackets" }, {})
+          const pid = Number(/^=(\d+);$/.exec(next._tag === "Observe" ? next.observation : "")?.[1])
+          assert.isTrue(alive(pid), "the episode's server runs during the episode")
+          return pid
+        }),
+      )
+      const first = yield* play
+      assert.isFalse(alive(first), "the episode's end closed its server")
+      const second = yield* play
+      assert.notStrictEqual(second, first)
+      assert.isFalse(alive(second))
+    }))
 })
