@@ -130,7 +130,7 @@ export interface Episode<P, S = unknown, R = never> {
 }
 
 /** The services a step's result requires. @since 0.1.0 @category models */
-export type StepServices<Out> = Out extends Effect.Effect<any, any, infer R> ? R : never
+export type StepServices<Out> = 0 extends (1 & Out) ? never : Out extends Effect.Effect<any, any, infer R> ? R : never
 
 /**
  * Defines an episode. Its state at the start comes from `initial` (a plain value) or from

@@ -87,7 +87,7 @@ export interface Tool<A, R = never, P = unknown> {
 export type AnyTool<R = never> = Tool<any, R, any>
 
 /** The services a tool (or a union of tools) requires. @since 0.1.0 @category models */
-export type Services<T> = T extends Tool<any, infer R, any> ? R : never
+export type Services<T> = 0 extends (1 & T) ? never : T extends Tool<any, infer R, any> ? R : never
 
 /** The problem type every one of a union of tools accepts. @since 0.1.0 @category models */
 export type ProblemOf<T> = (T extends Tool<any, any, infer P> ? (problem: P) => void : never) extends (problem: infer I) => void ? I : never

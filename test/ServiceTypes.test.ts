@@ -58,6 +58,8 @@ describe("services through the reward combinators", () => {
     // @ts-expect-error: a scorer returns a number, a Promise of one or an Effect
     Reward.make("s", () => "1")
     expectTypeOf(Reward.make("n", () => 1)).toEqualTypeOf<Reward.Reward<unknown, never>>()
+    // an untyped result (a field of JSON.parse's) needs nothing
+    expectTypeOf(Reward.make("json", (r) => JSON.parse(r.completion).score)).toEqualTypeOf<Reward.Reward<unknown, never>>()
   })
 
   it("the guess env's rewards", () => {

@@ -103,7 +103,7 @@ export interface Reward<in P, out R = never> {
 }
 
 /** The services a reward (or each of a union of rewards) requires. @since 0.1.0 @category models */
-export type Services<T> = T extends Reward<any, infer R> ? R : never
+export type Services<T> = 0 extends (1 & T) ? never : T extends Reward<any, infer R> ? R : never
 
 /** What the combinators accept as a member before they infer its problem and services. @since 0.1.0 @category models */
 export interface AnyReward {
@@ -116,8 +116,12 @@ export interface RewardOver<in P> extends AnyReward {
   readonly name: string
 }
 
-/** The services a scorer's result requires (an Effect's; none for a number or a Promise). @since 0.1.0 @category models */
-export type ResultServices<Out> = Out extends Effect.Effect<any, any, infer R> ? R : never
+/**
+ * The services a scorer's result requires (an Effect's; none for a number, a Promise or an
+ * untyped `any`, such as a field of `JSON.parse`'s result).
+ * @since 0.1.0 @category models
+ */
+export type ResultServices<Out> = 0 extends (1 & Out) ? never : Out extends Effect.Effect<any, any, infer R> ? R : never
 
 /** Wraps a node as a reward (for the constructors and combinators). */
 export const make_ = <P, R>(name: string, node: Node<P, R>): Reward<P, R> => ({ "~gyre/Reward": "~gyre/Reward", name, node }) as Reward<P, R>
