@@ -336,8 +336,9 @@ def reward(text: str, a: int, b: int, op: str) -> float:
     return 1.0 if numbers and int(numbers[-1]) == answer(a, b, op) else 0.0
 
 
-async def rl_loop(service: tinker.ServiceClient, base_model: str, steps: int, groups: int, group_size: int, lr: float, seed: int) -> tuple[float, float, float]:
-    tc = await service.create_lora_training_client_async(base_model=base_model, rank=8, seed=seed)
+async def rl_loop(service: tinker.ServiceClient, base_model: str, steps: int, groups: int, group_size: int, lr: float, seed: int, rank: int, facts: int) -> tuple[float, float, float]:
+    tc = await service.create_lora_training_client_async(base_model=base_model, rank=rank, seed=seed)
+    pool = random.Random(seed).sample(FACTS, min(facts, len(FACTS)))
     sampler = await tc.save_weights_and_get_sampling_client_async()
     params = types.SamplingParams(max_tokens=6, temperature=1.0, stop=[EOS])
     rng = random.Random(seed)
@@ -345,7 +346,7 @@ async def rl_loop(service: tinker.ServiceClient, base_model: str, steps: int, gr
     step_times: list[float] = []
     for step in range(steps):
         started = time.monotonic()
-        problems = [rng.choice(FACTS) for _ in range(groups)]
+        problems = [rng.choice(pool) for _ in range(groups)]
         prompts = [[BOS, *encode(f"What is {a} {op} {b}?")] for a, b, op in problems]
         results = await asyncio.gather(
             *(sampler.sample_async(types.ModelInput.from_ints(p), group_size, params) for p in prompts)
@@ -383,6 +384,8 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--min-rise", type=float, default=0.2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rank", type=int, default=8, help="LoRA rank of the RL loop's model (default 8, serve's own)")
+    ap.add_argument("--facts", type=int, default=32, help="how many of the 300 single-digit facts the RL loop trains on (a seeded choice; default 32)")
     ap.add_argument("--skip-calls", action="store_true")
     ap.add_argument("--skip-rl", action="store_true")
     args = ap.parse_args()
@@ -395,9 +398,9 @@ def main() -> int:
     ok = all(passed for _, passed, _, _ in RESULTS)
     if not args.skip_rl:
 
-        @check(f"RL loop: {args.steps} steps x {args.groups} groups x {args.group_size}, ppo, lr {args.lr}")
+        @check(f"RL loop: {args.steps} steps x {args.groups} groups x {args.group_size} on {args.facts} facts, ppo, lr {args.lr}, rank {args.rank}")
         def _():
-            first, last, step_time = asyncio.run(rl_loop(service, base_model, args.steps, args.groups, args.group_size, args.lr, args.seed))
+            first, last, step_time = asyncio.run(rl_loop(service, base_model, args.steps, args.groups, args.group_size, args.lr, args.seed, args.rank, args.facts))
             detail = f"mean reward steps 1-10 {first:.3f} -> last 10 {last:.3f} (rise {last - first:+.3f}); median step {step_time:.2f}s"
             if last - first < args.min_rise:
                 raise AssertionError(f"{detail}: the rise is below {args.min_rise}")
