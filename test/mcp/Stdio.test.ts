@@ -48,7 +48,7 @@ describe("MCP toolset over stdio", () => {
       const ts = yield* toolset(fixture(), { timeout: "300 millis" })
       const started = Date.now()
       assert.match(yield* call(ts, "slow", { ms: 5000 }), /^error: timed out after 300/)
-      assert.isBelow(Date.now() - started, 2000)
+      assert.isBelow(Date.now() - started, 4000, "the call ends at its timeout, not when the server answers")
       assert.strictEqual(yield* call(ts, "echo", { text: "still here" }), "still here")
       assert.strictEqual(yield* ts.starts, 1)
     }).pipe(Effect.scoped))
