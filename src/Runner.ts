@@ -16,32 +16,38 @@
  * dropped and refilled from a per-step stream). At the rollout-logging cadence the run
  * writes `divergence.jsonl` (sampler - trainer log-prob histogram and worst tokens).
  *
- * The pieces live in `src/run/`: settings, progress, collection, training, evaluation,
- * and the start (or resume) of a run folder.
+ * `run` reads as its steps: check the settings, open the run (its services, its folder,
+ * the version to start from), evaluate the base policy, then per step collect ->
+ * advantages -> datums -> train -> publish -> evaluate -> log -> checkpoint, each phase
+ * its own span. The pieces live in `src/run/`: settings and their checks, the rollout
+ * pipeline (sync or async), collection, the training phases, evaluation, progress, and the
+ * start (or resume) of a run folder.
  *
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Cause, Effect, Exit, Fiber, Semaphore } from "effect"
-import * as Env from "./Env.ts"
-import * as Loss from "./Loss.ts"
+import { Cause, Context, Effect, Exit, Semaphore } from "effect"
+import type * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Reference from "./Reference.ts"
 import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
 import * as RunLog from "./RunLog.ts"
+import type { Sampler } from "./Sampler.ts"
+import type { Tokenizer } from "./Tokenizer.ts"
 import { Trainer } from "./Trainer.ts"
 import { type Batch, collect, sampleGroup, sampleRows } from "./run/Collect.ts"
 import { evaluate, scoreMetrics } from "./run/Evaluate.ts"
+import * as Pipeline from "./run/Pipeline.ts"
 import { Progress } from "./run/Progress.ts"
-import { fail, RunError, type RunSettings } from "./run/Settings.ts"
+import { check, fail, inForce, RunError, type RunSettings } from "./run/Settings.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
-import { aggregationOf, train } from "./run/Train.ts"
+import * as Train from "./run/Train.ts"
 
-export { defaults, DynamicSampling, envDefaults, LossAggregation, LrSchedule, RunError, RunSettings } from "./run/Settings.ts"
-export { aggregationOf, learningRate } from "./run/Train.ts"
+export { aggregationOf, defaults, DynamicSampling, envDefaults, LossAggregation, LrSchedule, RunError, RunSettings } from "./run/Settings.ts"
+export { learningRate } from "./run/Train.ts"
 export { divergencePath } from "./Report.ts"
 export { formatStep, Progress, type StepSummary } from "./run/Progress.ts"
 export { evaluate } from "./run/Evaluate.ts"
@@ -56,254 +62,255 @@ export const run = Effect.fn("Runner.run")(function* (
   source: Env.AnyEnv | Env.Mixture,
   options: { readonly resume?: boolean } = {},
 ) {
-  const progress = yield* Progress
+  yield* check(settings, source)
+  const { ctx, ledger } = yield* open(settings, source, options.resume ?? false)
+  // The base policy's held-out score, as row `step: 0`, so every curve has its starting point.
+  if (settings.evalEvery > 0 && ledger.completed === 0) yield* evaluateBase(ctx, ledger.version)
+  const pipeline = Pipeline.make({
+    settings,
+    collect: (step, version) => ctx.provide(collect(settings, source, ctx.runId, step, version)),
+    resample: (step, g, version) =>
+      ctx.provide(sampleGroup(settings, ctx.runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })),
+  })
+  yield* pipeline.ahead(ledger.completed, ledger.version)
+  const history: Array<Metrics.MetricRecord> = []
+  const steps = Effect.gen(function* () {
+    for (let step = ledger.completed; step < settings.steps; step++) history.push(yield* runStep(ctx, ledger, pipeline, step))
+  })
+  yield* steps.pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : keepWork(ctx, ledger, Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "stopped by an error"))))
+  yield* pipeline.close
+  return history
+}, Effect.scoped)
+
+/** What every phase of a run reads: its settings, envs, folder and the services its rollouts need. */
+interface RunContext {
+  readonly settings: RunSettings
+  /** the settings the steps train with (the loss aggregation resolved) */
+  readonly resolved: RunSettings
+  readonly source: Env.AnyEnv | Env.Mixture
+  /** the prefix of every affinity key */
+  readonly runId: string
+  readonly files: ReturnType<typeof RunLog.paths>
+  readonly divergenceFile: string
+  /** provides the envs' services, the reward permits and cache, and the model's context length */
+  readonly provide: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+/** What the loop has done so far; the handler that keeps a stopped run's work reads it. */
+interface Ledger {
+  /** the policy version last published: the trainer's, and the one the sampler serves */
+  version: number
+  /** steps finished: trained, logged and (when due) checkpointed */
+  completed: number
+  /** the step of the newest checkpoint */
+  savedAt: number
+  /** inside a step's training, when the weights may be ahead of `completed` */
+  training: boolean
+}
+
+/**
+ * Opens a run: checks that the backend can give what the settings ask (reference log-probs
+ * for a KL penalty), builds the envs' services (closed with the run's scope) and one reward
+ * cache for the run, writes `config.json`, and finds the step and version to start from.
+ */
+const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: Env.AnyEnv | Env.Mixture, resume: boolean) {
   const trainer = yield* Trainer
-  const files = RunLog.paths(settings.outDir)
-  // A bad loss or loss config fails before any sampling or training.
-  const check = Loss.resolveLoss(settings.sft ? "cross_entropy" : settings.loss, settings.sft ? {} : settings.lossConfig)
-  if (!check.ok) return yield* new RunError({ reason: "Settings", message: `--loss ${settings.loss} --loss-config: ${check.message}` })
-  // Sampler logprobs are those of the distribution sampled from; the trainer's are at T=1.
-  if (!settings.sft && settings.loss !== "cross_entropy") {
-    for (const [env] of Env.members(source)) {
-      const p = { ...settings.sampling, ...env.sampling, ...settings.samplingOverrides }
-      if (p.temperature !== 1 || (p.topP !== undefined && p.topP < 1) || (p.topK !== undefined && p.topK > 0)) {
-        yield* Effect.logWarning(
-          `${env.name} samples at temperature ${p.temperature}${p.topP !== undefined ? `, top-p ${p.topP}` : ""}${p.topK ? `, top-k ${p.topK}` : ""}: ` +
-            `${settings.loss}'s importance ratios compare those logprobs with the trainer's at temperature 1, so they are not 1 even on-policy (the KL metrics will show it)`,
-        )
-      }
-    }
-  }
-  // One sample per group has nothing to be compared with: every advantage would be 0.
-  if (!settings.sft && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "mean_only")) {
-    return yield* new RunError({
-      reason: "Settings",
-      message: `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
-        "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
-    })
-  }
-  const schedule = settings.lrSchedule
-  if (schedule?.minLr !== undefined && schedule.kind !== "constant" && schedule.minLr > settings.adam.learningRate) {
-    return yield* new RunError({
-      reason: "Settings",
-      message: `--min-lr ${schedule.minLr} is above --lr ${settings.adam.learningRate}: the ${schedule.kind} schedule decays from --lr down to --min-lr; give a --min-lr of at most ${settings.adam.learningRate}`,
-    })
-  }
-  const aggregationGiven = settings.lossAggregation
-  if (aggregationGiven !== undefined && aggregationGiven.kind !== "constant" && aggregationGiven.constant !== undefined) {
-    return yield* new RunError({
-      reason: "Settings",
-      message: `--loss-constant ${aggregationGiven.constant} is only used by --loss-aggregation constant (this run has --loss-aggregation ${aggregationGiven.kind}): drop it, or use --loss-aggregation constant`,
-    })
-  }
-  if (settings.dynamicSampling !== undefined && !settings.sft && (settings.advantage === "batch_std" || settings.advantage === "none")) {
-    yield* Effect.logWarning(
-      `--dynamic-sampling drops groups whose rewards are all equal, but with --advantage ${settings.advantage} such a group still has non-zero advantages (they are not relative to the group): it drops groups that would have trained`,
-    )
-  }
-  if (settings.sft && settings.dynamicSampling !== undefined) {
-    return yield* new RunError({
-      reason: "Settings",
-      message: "--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other",
-    })
-  }
   // A KL penalty needs reference log-probs: a backend that cannot give them stops the run now.
   if (!settings.sft) {
     yield* Reference.ensure(settings.klCoef ?? 0).pipe(
       Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message })),
     )
   }
-  const runId = `${Path.basename(settings.outDir)}-${settings.seed}`
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
   const contextLength = info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER
-  // The envs' services (judges, sandboxes, ...): built once for the run, closed when it
-  // ends, fails or is interrupted (the run's scope).
-  const envServices = yield* buildServices(source)
-  // one reward cache for the whole run (Reward.cached), never shared with another run
+  const envServices: Context.Context<never> = yield* buildServices(source)
+  // never shared with another run (Reward.cached)
   const rewardCache = Reward.makeCache()
-  const withPermits = <A, E, R>(eff: Effect.Effect<A, E, R>) =>
-    eff.pipe(
-      Effect.provideContext(envServices),
-      Effect.provideService(Reward.RewardPermits, permits),
-      Effect.provideService(Reward.RewardCache, rewardCache),
-      Effect.provideService(ContextLength, contextLength),
-    )
-
-  // config.json records the sampling settings in force: a single env's own override the defaults.
-  const members = Env.members(source)
-  // each component's weight; in a mixture, a component weighted in any env counts as weighted
-  let weights: Record<string, number> | undefined
-  for (const [env] of members) {
-    for (const [name, w] of Object.entries(Reward.weights(env.reward) ?? {})) {
-      weights ??= {}
-      if (weights[name] === undefined || weights[name] === 0) weights[name] = w
-    }
+  const { resolved, inForce: recorded } = inForce(settings, source)
+  const ctx: RunContext = {
+    settings,
+    resolved,
+    source,
+    runId: `${Path.basename(settings.outDir)}-${settings.seed}`,
+    files: RunLog.paths(settings.outDir),
+    divergenceFile: Report.divergencePath(settings.outDir),
+    provide: (effect) =>
+      effect.pipe(
+        Effect.provideContext(envServices),
+        Effect.provideService(Reward.RewardPermits, permits),
+        Effect.provideService(Reward.RewardCache, rewardCache),
+        Effect.provideService(ContextLength, contextLength),
+      ),
   }
-  // Dr. GRPO's divisor, when not given: samples per step x the most tokens a sample may have
-  const maxTokens = Math.max(...members.map(([env]) => ({ ...settings.sampling, ...env.sampling, ...settings.samplingOverrides }).maxTokens))
-  const aggregation = aggregationOf(settings, maxTokens)
-  const resolved: RunSettings = settings.lossAggregation === undefined ? settings : { ...settings, lossAggregation: aggregation }
-  const inForce: RunSettings = {
-    ...(members.length === 1 ? { ...resolved, sampling: { ...resolved.sampling, ...members[0]![0].sampling, ...resolved.samplingOverrides } } : resolved),
-    ...(weights !== undefined ? { rewardWeights: weights } : {}),
-  }
-  let { start, version } = yield* prepare(inForce, options.resume ?? false)
+  const { start, version } = yield* prepare(recorded, resume)
   // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
-  const divergenceFile = Report.divergencePath(settings.outDir)
-  if (options.resume === true) yield* RunLog.filterJsonl(divergenceFile, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
-  let trainerVersion = version
-  const lastMetrics: Array<Metrics.MetricRecord> = []
+  if (resume) yield* RunLog.filterJsonl(ctx.divergenceFile, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
+  const ledger: Ledger = { version, completed: start, savedAt: start, training: false }
+  return { ctx, ledger }
+})
 
-  // The base policy's held-out score, as row `step: 0`, so every curve has its starting point.
-  if (settings.evalEvery > 0 && start === 0) {
-    const base = yield* withPermits(evaluate(settings, source, runId, 0, version))
-    yield* RunLog.appendJsonl(files.metrics, [{ step: 0, ...base }]).pipe(Effect.mapError(fail("RunFolder", 0)))
-    const scores = Object.entries(base).filter(([k]) => k.startsWith("test/env/all/") && k !== "test/env/all/problems")
-    const problems = Object.entries(base).filter(([k]) => k.endsWith("/problems")).reduce((n, [, v]) => n + v, 0)
-    yield* Effect.logInfo(`base policy on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(13)} ${v.toFixed(3)}`).join(", ")}`)
+/** Scores the base policy on the held-out problems and writes it as the metrics row of step 0. */
+const evaluateBase = Effect.fn("Runner.evaluateBase")(function* (ctx: RunContext, version: number) {
+  const base = yield* ctx.provide(evaluate(ctx.settings, ctx.source, ctx.runId, 0, version))
+  yield* RunLog.appendJsonl(ctx.files.metrics, [{ step: 0, ...base }]).pipe(Effect.mapError(fail("RunFolder", 0)))
+  const scores = Object.entries(base).filter(([k]) => k.startsWith("test/env/all/") && k !== "test/env/all/problems")
+  const problems = Object.entries(base).filter(([k]) => k.endsWith("/problems")).reduce((n, [, v]) => n + v, 0)
+  yield* Effect.logInfo(`base policy on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(13)} ${v.toFixed(3)}`).join(", ")}`)
+})
+
+/**
+ * One step (0-based): collect its batch (async: start sampling the next step from the
+ * current version), then train, evaluate, log and checkpoint it as a whole. Nothing in
+ * that second part is interrupted, so an interrupted run stops between steps.
+ */
+const runStep = Effect.fn("Runner.step")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer>, step: number) {
+  const started = performance.now()
+  const batch = yield* pipeline.take(step, ledger.version)
+  yield* pipeline.ahead(step + 1, ledger.version)
+  return yield* Effect.uninterruptible(finishStep(ctx, ledger, pipeline, batch, started))
+})
+
+/** Trains a collected batch, then evaluates, logs and checkpoints its step; returns the step's metrics row. */
+const finishStep = Effect.fn("Runner.finishStep")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer>, batch: Batch, started: number) {
+  const { settings } = ctx
+  const step = batch.step
+  ledger.training = true
+  const versionBefore = ledger.version
+  // Async: the next step's rollouts finish on the version they started from, so step s
+  // always samples from version s - 1 exactly, whatever the timing (reproducible).
+  const trained = yield* train(ctx, batch, ledger.version, pipeline.settle)
+  ledger.version = trained.version
+  const metrics = stepMetrics(batch, trained, versionBefore, started)
+  if (settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)) {
+    Object.assign(metrics, yield* ctx.provide(evaluate(settings, ctx.source, ctx.runId, step + 1, ledger.version)))
   }
+  yield* logStep(ctx, batch, trained, metrics)
+  ledger.completed = step + 1
+  const last = step + 1 === settings.steps
+  if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) yield* checkpoint(ctx, ledger, step + 1)
+  if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) yield* Report.write(settings.outDir)
+  yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics })
+  ledger.training = false
+  return metrics
+})
 
-  const collectStep = (step: number, at: number) => withPermits(collect(settings, source, runId, step, at))
-  let pending = settings.async && start < settings.steps ? yield* Effect.forkChild(collectStep(start, version)) : undefined
+/** What training a batch gives: its metrics, the version published, each sample's advantage, the divergence. */
+interface Trained {
+  readonly metrics: Metrics.MetricRecord
+  readonly version: number
+  readonly advantages: Array<Array<number>>
+  readonly divergence: Train.Divergence | undefined
+}
 
-  // A checkpoint is complete only once its state file exists; its row is written after it.
-  // The embedded backend is given `<run folder>/state` as its state folder by the CLI.
-  let completed = start
-  let savedAt = start
-  let training = false
-  const saveCheckpoint = (step: number) =>
-    Effect.gen(function* () {
-      const saved = yield* trainer.saveState(`step-${step}`).pipe(
-        Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
-      )
-      yield* RunLog.appendJsonl(files.checkpoints, [{ step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }]).pipe(
-        Effect.mapError(fail("RunFolder", step)),
-      )
-      savedAt = step
-    })
+/**
+ * advantages -> datums -> train (forward_backward, optim_step) -> publish. A step with no
+ * datum to train on (every group a no-op) changes no weights and publishes nothing.
+ * `beforePublish` runs after the optimizer step, before the new weights are published.
+ */
+const train = Effect.fn("Runner.train")(function* (ctx: RunContext, batch: Batch, version: number, beforePublish: Effect.Effect<void>) {
+  const settings = ctx.resolved
+  const started = performance.now()
+  const { advantages, noOpGroups } = yield* Train.advantages(settings, batch)
+  const datums = yield* Train.datums(settings, batch, advantages)
+  const lr = Train.learningRate(settings, batch.step)
+  const optimized = datums.data.length > 0 ? yield* Train.optimize(settings, batch, datums, lr) : undefined
+  const published = optimized !== undefined ? yield* Train.publish(batch.step, beforePublish) : version
+  const metrics: Metrics.MetricRecord = {
+    "by_group/no_op": noOpGroups,
+    "train/datums": datums.data.length,
+    ...datums.klMetrics,
+    ...optimized?.metrics,
+    // the schedule's value for this step (the one the optimizer step used, when there was one)
+    "optim/learning_rate": lr,
+    "time/train": (performance.now() - started) / 1000,
+  }
+  return { metrics, version: published, advantages, divergence: optimized?.divergence } satisfies Trained
+})
 
-  const loop = Effect.gen(function* () {
-    for (let step = start; step < settings.steps; step++) {
-      const stepStart = performance.now()
-      let batch: Batch
-      if (pending !== undefined) {
-        batch = yield* Fiber.join(pending)
-        pending = undefined
-        const stale = batch.groups.filter((g) => trainerVersion - g.version > settings.maxLag)
-        if (stale.length > 0) {
-          if (settings.staleGroups === "drop") {
-            batch = { ...batch, groups: batch.groups.filter((g) => trainerVersion - g.version <= settings.maxLag) }
-          } else {
-            const fresh = yield* Effect.forEach(
-              stale,
-              (g) => withPermits(sampleGroup(settings, runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })),
-              { concurrency: settings.sampleConcurrency },
-            )
-            const swap = (g: (typeof batch.groups)[number]) => fresh.find((f) => f.index === g.index) ?? g
-            batch = {
-              ...batch,
-              groups: batch.groups.map(swap),
-              ...(batch.dynamic !== undefined ? { dynamic: { ...batch.dynamic, drawn: batch.dynamic.drawn.map(swap) } } : {}),
-            }
-          }
-        }
-        batch = { ...batch, staleGroups: stale.length }
-      } else {
-        batch = yield* collectStep(step, version)
+/**
+ * A step's metrics row: rewards and group shapes (with dynamic sampling, those of the
+ * step's first draw, what the run would train on without it, so they compare with a run
+ * without it), training, dynamic sampling, policy lag, times and throughput.
+ */
+const stepMetrics = (batch: Batch, trained: Trained, versionBefore: number, started: number): Metrics.MetricRecord => {
+  const scored = batch.dynamic?.drawn ?? batch.groups
+  const sampledTokens = [...batch.groups, ...(batch.dynamic?.dropped ?? [])].reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
+  const lags = batch.groups.map((g) => versionBefore - g.version)
+  const total = (performance.now() - started) / 1000
+  return {
+    step: batch.step + 1,
+    ...scoreMetrics(scored, ""),
+    ...Metrics.groupFractions(scored.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))),
+    ...trained.metrics,
+    ...(batch.dynamic !== undefined
+      ? {
+        "dynamic/dropped": batch.dynamic.dropped.length,
+        "dynamic/refilled": batch.dynamic.refilled,
+        "dynamic/rounds": batch.dynamic.rounds,
+        "dynamic/groups": batch.groups.length,
       }
-      // Async: sample the next step from the current version while this one trains.
-      if (settings.async && step + 1 < settings.steps) pending = yield* Effect.forkChild(collectStep(step + 1, version))
+      : {}),
+    "policy_version/lag_max": Math.max(0, ...lags),
+    "policy_version/lag_mean": Metrics.mean(lags) ?? 0,
+    "async/stale_groups": batch.staleGroups,
+    "policy_version/trainer": trained.version,
+    "time/sample": batch.sampleSeconds,
+    "time/total": total,
+    "throughput/tokens_per_s": sampledTokens / Math.max(1e-9, total),
+  }
+}
 
-      // From here to the end of the step nothing is interrupted: a step is trained, logged and
-      // (maybe) checkpointed as a whole, so an interrupted run stops between steps.
-      const finish = Effect.gen(function* () {
-        training = true
-        const versionBefore = trainerVersion
-        // Async: the next step's rollouts finish on the version they started from, so step s
-        // always samples from version s - 1 exactly, whatever the timing (reproducible).
-        const settle = pending === undefined ? Effect.void : Effect.asVoid(Fiber.await(pending))
-        const trained = yield* train(resolved, batch, trainerVersion, settle)
-        trainerVersion = trained.version
-        version = trained.version
-
-        const metrics: Metrics.MetricRecord = { step: step + 1 }
-        // Dynamic sampling: reward and group-shape metrics are those of the step's first draw
-        // (what the run would train on without it), so they compare with a run without it.
-        const scored = batch.dynamic?.drawn ?? batch.groups
-        Object.assign(metrics, scoreMetrics(scored, ""))
-        Object.assign(metrics, Metrics.groupFractions(scored.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))))
-        Object.assign(metrics, trained.metrics)
-        if (batch.dynamic !== undefined) {
-          metrics["dynamic/dropped"] = batch.dynamic.dropped.length
-          metrics["dynamic/refilled"] = batch.dynamic.refilled
-          metrics["dynamic/rounds"] = batch.dynamic.rounds
-          metrics["dynamic/groups"] = batch.groups.length
-        }
-        const sampledTokens = [...batch.groups, ...(batch.dynamic?.dropped ?? [])].reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
-        const lags = batch.groups.map((g) => versionBefore - g.version)
-        metrics["policy_version/lag_max"] = Math.max(0, ...lags)
-        metrics["policy_version/lag_mean"] = Metrics.mean(lags) ?? 0
-        metrics["async/stale_groups"] = batch.staleGroups
-        metrics["policy_version/trainer"] = trainerVersion
-        metrics["time/sample"] = batch.sampleSeconds
-        metrics["time/total"] = (performance.now() - stepStart) / 1000
-        metrics["throughput/tokens_per_s"] = sampledTokens / Math.max(1e-9, metrics["time/total"]!)
-
-        if (settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)) {
-          Object.assign(metrics, yield* withPermits(evaluate(settings, source, runId, step + 1, version)))
-        }
-
-        yield* RunLog.appendJsonl(files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
-        if (settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps)) {
-          const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
-          const rows = logged.flatMap(({ advantages, g }) =>
-            sampleRows(g).map((row, si) => ({
-              step: step + 1,
-              ...row,
-              advantage: advantages?.[si] ?? 0,
-              // dynamic sampling dropped the group (no signal): it did not train
-              ...(advantages === undefined ? { dropped: true } : {}),
-            }))
-          )
-          yield* RunLog.appendJsonl(files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
-          const d = trained.divergence
-          if (d !== undefined) {
-            yield* RunLog.appendJsonl(divergenceFile, [{ step: step + 1, edges: Metrics.DIVERGENCE_EDGES, counts: d.counts, tokens: d.tokens, worst: d.worst }]).pipe(
-              Effect.mapError(fail("RunFolder", step)),
-            )
-          }
-        }
-
-        completed = step + 1
-        const last = step + 1 === settings.steps
-        if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) yield* saveCheckpoint(step + 1)
-        lastMetrics.push(metrics)
-        if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) {
-          yield* Report.write(settings.outDir)
-        }
-        yield* progress.onStep({ step, steps: settings.steps, metrics })
-        training = false
-      })
-      yield* Effect.uninterruptible(finish)
-    }
-  })
-
-  // Interrupted (Ctrl-C) or stopped by an error (an env's step that throws, say): keep the
-  // finished steps as a checkpoint that --resume continues from.
-  // (Not after a failure inside a step's training: the weights may be ahead of `completed`.)
-  const keepWork = (how: string) =>
-    completed > savedAt && !training
-      ? saveCheckpoint(completed).pipe(
-        Effect.andThen(Effect.logInfo(`${how} after step ${completed}: saved checkpoint step-${completed}; continue with --resume ${settings.outDir}`)),
-        Effect.catch((e) => Effect.logError(`${how} after step ${completed}; the checkpoint could not be saved: ${e.message}`)),
-      )
-      : Effect.logInfo(`${how} after step ${completed}; the last checkpoint is step-${savedAt}`)
-  yield* loop.pipe(
-    Effect.onExit((exit) =>
-      Exit.isSuccess(exit) ? Effect.void : keepWork(Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "stopped by an error")
-    ),
+/** Appends the step's metrics row and, at the rollout-logging cadence, its rollouts and divergence rows. */
+const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch, trained: Trained, metrics: Metrics.MetricRecord) {
+  const { settings } = ctx
+  const step = batch.step
+  yield* RunLog.appendJsonl(ctx.files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
+  if (!(settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps))) return
+  const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
+  const rows = logged.flatMap(({ advantages, g }) =>
+    sampleRows(g).map((row, si) => ({
+      step: step + 1,
+      ...row,
+      advantage: advantages?.[si] ?? 0,
+      // dynamic sampling dropped the group (no signal): it did not train
+      ...(advantages === undefined ? { dropped: true } : {}),
+    }))
   )
-  if (pending !== undefined) yield* Fiber.interrupt(pending)
-  return lastMetrics
-}, Effect.scoped)
+  yield* RunLog.appendJsonl(ctx.files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
+  const d = trained.divergence
+  if (d !== undefined) {
+    yield* RunLog.appendJsonl(ctx.divergenceFile, [{ step: step + 1, edges: Metrics.DIVERGENCE_EDGES, counts: d.counts, tokens: d.tokens, worst: d.worst }]).pipe(
+      Effect.mapError(fail("RunFolder", step)),
+    )
+  }
+})
+
+/**
+ * Saves the trainer's state as checkpoint `step-<step>` and records it in
+ * `checkpoints.jsonl`. A checkpoint is complete only once its state file exists; its row
+ * is written after it. (The CLI gives the embedded backend `<run folder>/state` as its
+ * state folder.)
+ */
+const checkpoint = Effect.fn("Runner.checkpoint")(function* (ctx: RunContext, ledger: Ledger, step: number) {
+  const saved = yield* (yield* Trainer).saveState(`step-${step}`).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
+  )
+  yield* RunLog.appendJsonl(ctx.files.checkpoints, [{ step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }]).pipe(
+    Effect.mapError(fail("RunFolder", step)),
+  )
+  ledger.savedAt = step
+})
+
+/**
+ * Interrupted (Ctrl-C) or stopped by an error (an env's step that throws, say): keeps the
+ * finished steps as a checkpoint that --resume continues from. (Not after a failure inside
+ * a step's training: the weights may be ahead of `completed`.)
+ */
+const keepWork = (ctx: RunContext, ledger: Ledger, how: string) =>
+  ledger.completed > ledger.savedAt && !ledger.training
+    ? checkpoint(ctx, ledger, ledger.completed).pipe(
+      Effect.andThen(Effect.logInfo(`${how} after step ${ledger.completed}: saved checkpoint step-${ledger.completed}; continue with --resume ${ctx.settings.outDir}`)),
+      Effect.catch((e) => Effect.logError(`${how} after step ${ledger.completed}; the checkpoint could not be saved: ${e.message}`)),
+    )
+    : Effect.logInfo(`${how} after step ${ledger.completed}; the last checkpoint is step-${ledger.savedAt}`)

@@ -176,7 +176,7 @@ export const sampleGroup = Effect.fnUntraced(function* (
 })
 
 /** Samples and scores one step's groups. @since 0.1.0 @category rollouts */
-export const collect = Effect.fnUntraced(function* (settings: RunSettings, source: Env.AnyEnv | Env.Mixture, runId: string, step: number, version: number) {
+export const collect = Effect.fn("Runner.collect")(function* (settings: RunSettings, source: Env.AnyEnv | Env.Mixture, runId: string, step: number, version: number) {
   const progress = yield* Progress
   const start = performance.now()
   const tasks = yield* Effect.forEach(Array.from({ length: settings.groups }, (_, g) => g), (g) =>

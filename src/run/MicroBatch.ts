@@ -103,6 +103,29 @@ export const aggregationWeights = (
 }
 
 /**
+ * The `[from, to)` datum ranges of the calls: chunks of `size`; dro's beta is one per call,
+ * so a dro call holds datums of one weight.
+ */
+const callRanges = (count: number, size: number, lossFn: LossFn, weights: ReadonlyArray<number> | undefined): Array<readonly [number, number]> => {
+  const calls: Array<readonly [number, number]> = []
+  for (let i = 0; i < count; i += size) {
+    const end = Math.min(count, i + size)
+    if (lossFn !== "dro" || weights === undefined) {
+      calls.push([i, end])
+      continue
+    }
+    let from = i
+    for (let j = i + 1; j <= end; j++) {
+      if (j === end || weights[j] !== weights[from]) {
+        calls.push([from, j])
+        from = j
+      }
+    }
+  }
+  return calls
+}
+
+/**
  * `forwardBackward` of `data` in calls of at most `chunk` datums (0 = one call), with
  * the same accumulated gradient as a single call. `weights` (one per datum, see
  * {@link aggregationWeights}) makes the gradient that of `sum_d weights[d] * sum_t l_t`;
@@ -132,22 +155,7 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
       message: `weights has ${weights.length} entries for ${data.length} datums: give one per datum`,
     })
   }
-  // The calls: chunks of `size`; dro's beta is one per call, so a dro call holds datums of one weight.
-  const calls: Array<readonly [number, number]> = []
-  for (let i = 0; i < data.length; i += size) {
-    const end = Math.min(data.length, i + size)
-    if (lossFn !== "dro" || weights === undefined) {
-      calls.push([i, end])
-      continue
-    }
-    let from = i
-    for (let j = i + 1; j <= end; j++) {
-      if (j === end || weights[j] !== weights[from]) {
-        calls.push([from, j])
-        from = j
-      }
-    }
-  }
+  const calls = callRanges(data.length, size, lossFn, weights)
   const outputs: Array<ForwardBackwardResult["lossFnOutputs"][number]> = []
   let objective = 0
   let active = 0

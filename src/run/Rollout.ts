@@ -15,8 +15,8 @@ import { type BackendError, modelInputFromTokens, type SamplingParams } from "..
 import type * as Datum from "../Datum.ts"
 import * as Env from "../Env.ts"
 import * as Episode from "../Episode.ts"
-import { Sampler } from "../Sampler.ts"
-import { Tokenizer } from "../Tokenizer.ts"
+import { Sampler, type SamplerShape } from "../Sampler.ts"
+import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { RunError } from "./Settings.ts"
 
 /** One sampled turn and the observation that followed it, if any. @since 0.1.0 @category models */
@@ -49,8 +49,44 @@ export const ContextLength = Context.Reference<number>("gyre/run/ContextLength",
 
 const backendError = (step: number) => (e: BackendError) => new RunError({ reason: "Backend", step, message: `sample (${e.reason}): ${e.message}` })
 
+/** What playing one group's episodes reads: the env and its problem, the sampling, the limits and the services. */
+interface Game {
+  readonly env: Env.AnyEnv
+  readonly task: Env.Task<unknown>
+  readonly step: number
+  readonly affinityKey: string
+  /** the policy version the group's samples are pinned to */
+  readonly version: number
+  readonly promptTokens: ReadonlyArray<number>
+  /** the sampling parameters, with the episode's turn stops */
+  readonly params: SamplingParams
+  readonly episode: Episode.Episode<unknown, unknown, never>
+  readonly toolCalls: Episode.ToolCallFormat
+  /** the model's context length */
+  readonly context: number
+  readonly tokenizer: TokenizerShape
+  readonly sampler: SamplerShape
+}
+
+/** The most tokens the next turn may sample after `inputLength` tokens (prompt included). */
+const budget = (game: Game, inputLength: number) =>
+  Math.min(game.params.maxTokens, game.episode.limits.maxTokens - (inputLength - game.promptTokens.length), game.context - inputLength)
+
+const turnOf = (
+  game: Game,
+  input: ReadonlyArray<number>,
+  s: { readonly tokens: ReadonlyArray<number>; readonly logprobs: ReadonlyArray<number>; readonly stopReason: "stop" | "length" },
+): TurnRecord => ({
+  input,
+  sampled: s.tokens,
+  logprobs: s.logprobs,
+  text: game.tokenizer.decode(s.tokens.length > 0 && s.tokens[s.tokens.length - 1] === game.tokenizer.eos ? s.tokens.slice(0, -1) : s.tokens),
+  stopReason: s.stopReason,
+})
+
 /**
- * Plays `numSamples` episodes of one problem from `promptTokens`.
+ * Plays `numSamples` episodes of one problem from `promptTokens`: their first turns in one
+ * sample request, then each episode by itself within the episode's time limit.
  * @since 0.1.0 @category rollouts
  */
 export const playGroup = Effect.fnUntraced(function* (options: {
@@ -64,37 +100,30 @@ export const playGroup = Effect.fnUntraced(function* (options: {
   readonly step: number
 }) {
   const tokenizer = yield* Tokenizer
-  const sampler = yield* Sampler
-  const context = yield* ContextLength
-  const { env, task, promptTokens, step } = options
-  const episode = (env.episode ?? Episode.singleTurn) as Episode.Episode<unknown, unknown, never>
-  const limits = episode.limits
+  const episode = (options.env.episode ?? Episode.singleTurn) as Episode.Episode<unknown, unknown, never>
   const toolCalls: Episode.ToolCallFormat = tokenizer.toolCalls ?? "brackets"
   const turnStops = episode.stopFor?.(toolCalls) ?? episode.stop
   const stop = turnStops.length > 0 ? [...(options.sampling.stop ?? []), ...turnStops] : options.sampling.stop
-  const params: SamplingParams = { ...options.sampling, ...(stop !== undefined ? { stop } : {}) }
-  const P = promptTokens.length
-  if (P >= context) {
-    return yield* new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: the prompt has ${P} tokens, but the model's context is ${context}` })
+  const game: Game = {
+    ...options,
+    params: { ...options.sampling, ...(stop !== undefined ? { stop } : {}) },
+    episode,
+    toolCalls,
+    context: yield* ContextLength,
+    tokenizer,
+    sampler: yield* Sampler,
   }
-  const budget = (inputLength: number) => Math.min(params.maxTokens, limits.maxTokens - (inputLength - P), context - inputLength)
-  const textOf = (tokens: ReadonlyArray<number>) =>
-    tokenizer.decode(tokens.length > 0 && tokens[tokens.length - 1] === tokenizer.eos ? tokens.slice(0, -1) : tokens)
-  const turnOf = (input: ReadonlyArray<number>, s: { readonly tokens: ReadonlyArray<number>; readonly logprobs: ReadonlyArray<number>; readonly stopReason: "stop" | "length" }): TurnRecord => ({
-    input,
-    sampled: s.tokens,
-    logprobs: s.logprobs,
-    text: textOf(s.tokens),
-    stopReason: s.stopReason,
-  })
-
-  const first = yield* sampler.sample(modelInputFromTokens(promptTokens), { ...params, maxTokens: Math.min(params.maxTokens, budget(P)) }, {
+  const P = game.promptTokens.length
+  if (P >= game.context) {
+    return yield* new RunError({ reason: "Env", step: game.step, message: `env ${game.env.name}, problem ${game.task.key}: the prompt has ${P} tokens, but the model's context is ${game.context}` })
+  }
+  const first = yield* game.sampler.sample(modelInputFromTokens(game.promptTokens), { ...game.params, maxTokens: Math.min(game.params.maxTokens, budget(game, P)) }, {
     numSamples: options.numSamples,
-    affinityKey: options.affinityKey,
-    minPolicyVersion: options.version,
-  }).pipe(Effect.mapError(backendError(step)))
+    affinityKey: game.affinityKey,
+    minPolicyVersion: game.version,
+  }).pipe(Effect.mapError(backendError(game.step)))
   const records = first.sequences.map((s): EpisodeRecord => ({
-    turns: [turnOf(promptTokens, s)],
+    turns: [turnOf(game, game.promptTokens, s)],
     stop: "completed",
     toolCalls: 0,
     toolErrors: 0,
@@ -102,71 +131,82 @@ export const playGroup = Effect.fnUntraced(function* (options: {
     turnReward: 0,
     version: first.policyVersion,
   }))
-
-  const play = (record: EpisodeRecord, i: number) =>
-    Effect.gen(function* () {
-      let state = yield* Episode.start(episode, task.problem).pipe(
-        Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key} ${JSON.stringify(task.problem)}: the episode could not start: ${e.message}` })),
-      )
-      for (;;) {
-        const turn = record.turns[record.turns.length - 1]!
-        const index = record.turns.length - 1
-        const next = yield* episode.step(
-          { state, index, text: turn.text, ended: turn.sampled[turn.sampled.length - 1] === tokenizer.eos, stopReason: turn.stopReason, toolCalls },
-          task.problem,
-        ).pipe(
-          Effect.catchDefect((d) => Effect.fail(new Episode.EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
-          Effect.mapError((e) =>
-            new RunError({ reason: "Env", step, message: `env ${env.name}, turn ${index + 1} of problem ${task.key} ${JSON.stringify(task.problem)}: the env's step failed: ${e.message}` })
-          ),
-        )
-        state = next.state
-        record.toolCalls += next.toolCalls ?? 0
-        record.toolErrors += next.toolErrors ?? 0
-        record.parseErrors += next.parseErrors ?? 0
-        record.turnReward += next.reward ?? 0
-        if (next.toolError !== undefined) turn.toolError = next.toolError
-        if (next._tag === "Observe" && next.toolResult !== undefined) turn.toolResult = next.toolResult
-        if (next._tag === "End") {
-          record.stop = next.reason ?? "completed"
-          return
-        }
-        if (record.turns.length >= limits.maxTurns) {
-          record.stop = "max_turns"
-          return
-        }
-        const observed = yield* tokenizer.encode(next.observation).pipe(
-          Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: cannot encode the observation ${JSON.stringify(next.observation)}: ${e.message}` })),
-        )
-        turn.observation = next.observation
-        const input = [...turn.input, ...turn.sampled, ...observed]
-        if (input.length >= context) {
-          record.stop = "context_overflow"
-          return
-        }
-        const room = budget(input.length)
-        if (room < 1) {
-          record.stop = "max_tokens"
-          return
-        }
-        const seed = Env.hash32(`${params.seed ?? 0}/${i}/${record.turns.length}`)
-        const out = yield* sampler.sample(modelInputFromTokens(input), { ...params, maxTokens: room, seed }, {
-          numSamples: 1,
-          affinityKey: options.affinityKey,
-          minPolicyVersion: options.version,
-        }).pipe(Effect.mapError(backendError(step)))
-        record.version = Math.min(record.version, out.policyVersion)
-        record.turns.push(turnOf(input, out.sequences[0]!))
-      }
-    })
-
   yield* Effect.forEach(records, (record, i) =>
-    play(record, i).pipe(
+    playEpisode(game, record, i).pipe(
       Effect.scoped, // the episode's own resources (Episode.make's open) end with it
-      Effect.timeoutOption(limits.timeout),
+      Effect.timeoutOption(episode.limits.timeout),
       Effect.map((done) => {
         if (Option.isNone(done)) record.stop = "timeout"
       }),
     ), { concurrency: "unbounded", discard: true })
   return { episodes: records, version: Math.min(...records.map((r) => r.version)) }
 })
+
+/**
+ * Goes on with episode `i` after its first turn: the env's step sees each turn and ends the
+ * episode or answers with an observation, and the next turn is sampled from everything so
+ * far, until the env ends it or a limit does. Updates `record` in place.
+ */
+const playEpisode = Effect.fnUntraced(function* (game: Game, record: EpisodeRecord, i: number) {
+  const { env, task, step, tokenizer } = game
+  let state = yield* Episode.start(game.episode, task.problem).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key} ${JSON.stringify(task.problem)}: the episode could not start: ${e.message}` })),
+  )
+  for (;;) {
+    const turn = record.turns[record.turns.length - 1]!
+    const next = yield* envStep(game, state, turn, record.turns.length - 1)
+    state = next.state
+    record.toolCalls += next.toolCalls ?? 0
+    record.toolErrors += next.toolErrors ?? 0
+    record.parseErrors += next.parseErrors ?? 0
+    record.turnReward += next.reward ?? 0
+    if (next.toolError !== undefined) turn.toolError = next.toolError
+    if (next._tag === "Observe" && next.toolResult !== undefined) turn.toolResult = next.toolResult
+    if (next._tag === "End") {
+      record.stop = next.reason ?? "completed"
+      return
+    }
+    if (record.turns.length >= game.episode.limits.maxTurns) {
+      record.stop = "max_turns"
+      return
+    }
+    const observed = yield* tokenizer.encode(next.observation).pipe(
+      Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: cannot encode the observation ${JSON.stringify(next.observation)}: ${e.message}` })),
+    )
+    turn.observation = next.observation
+    const input = [...turn.input, ...turn.sampled, ...observed]
+    if (input.length >= game.context) {
+      record.stop = "context_overflow"
+      return
+    }
+    const room = budget(game, input.length)
+    if (room < 1) {
+      record.stop = "max_tokens"
+      return
+    }
+    const seed = Env.hash32(`${game.params.seed ?? 0}/${i}/${record.turns.length}`)
+    const out = yield* game.sampler.sample(modelInputFromTokens(input), { ...game.params, maxTokens: room, seed }, {
+      numSamples: 1,
+      affinityKey: game.affinityKey,
+      minPolicyVersion: game.version,
+    }).pipe(Effect.mapError(backendError(step)))
+    record.version = Math.min(record.version, out.policyVersion)
+    record.turns.push(turnOf(game, input, out.sequences[0]!))
+  }
+})
+
+/** The env's step on turn `index`; a throw in it (a defect) fails the run like its error does, naming the env, turn and problem. */
+const envStep = (game: Game, state: unknown, turn: TurnRecord, index: number) =>
+  game.episode.step(
+    { state, index, text: turn.text, ended: turn.sampled[turn.sampled.length - 1] === game.tokenizer.eos, stopReason: turn.stopReason, toolCalls: game.toolCalls },
+    game.task.problem,
+  ).pipe(
+    Effect.catchDefect((d) => Effect.fail(new Episode.EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
+    Effect.mapError((e) =>
+      new RunError({
+        reason: "Env",
+        step: game.step,
+        message: `env ${game.env.name}, turn ${index + 1} of problem ${game.task.key} ${JSON.stringify(game.task.problem)}: the env's step failed: ${e.message}`,
+      })
+    ),
+  )

@@ -1,13 +1,17 @@
 /**
- * What a run is configured with (`config.json`), its defaults, and the run's error type.
+ * What a run is configured with (`config.json`), its defaults, the run's error type, the
+ * cross-checks of its settings before any work, and the settings it trains with.
  *
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import * as Advantage from "../Advantage.ts"
 import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts"
-import type { RunDefaults } from "../Env.ts"
+import * as Env from "../Env.ts"
+import * as Loss from "../Loss.ts"
+import * as Reward from "../Reward.ts"
+import type { Aggregation } from "./MicroBatch.ts"
 
 /**
  * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learningRate`
@@ -170,7 +174,7 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
  * The settings an env suggests (`Env.make({ defaults })`), as overrides of `defaults`.
  * @since 0.1.0 @category constructors
  */
-export const envDefaults = (env: { readonly defaults?: RunDefaults | undefined }, base: RunSettings): Partial<RunSettings> => {
+export const envDefaults = (env: { readonly defaults?: Env.RunDefaults | undefined }, base: RunSettings): Partial<RunSettings> => {
   const d = env.defaults ?? {}
   return {
     ...(d.steps !== undefined ? { steps: d.steps } : {}),
@@ -179,5 +183,102 @@ export const envDefaults = (env: { readonly defaults?: RunDefaults | undefined }
     ...(d.evalEvery !== undefined ? { evalEvery: d.evalEvery } : {}),
     ...(d.saveEvery !== undefined ? { saveEvery: d.saveEvery } : {}),
     ...(d.learningRate !== undefined ? { adam: { ...base.adam, learningRate: d.learningRate } } : {}),
+  }
+}
+
+const settingsError = (message: string) => new RunError({ reason: "Settings", message })
+
+/** The sampling parameters of `env` under `settings`: the defaults, the env's own, then the flags. */
+const samplingOf = (settings: RunSettings, env: Env.AnyEnv) => ({ ...settings.sampling, ...env.sampling, ...settings.samplingOverrides })
+
+/**
+ * Checks a run's settings against each other and against its envs, before any sampling or
+ * training: a bad loss or loss config, a group of one under a group-relative advantage, a
+ * `--min-lr` above `--lr`, a `--loss-constant` without `--loss-aggregation constant`, and
+ * dynamic sampling with `--sft` fail; an RL loss on samples not drawn at temperature 1 and
+ * dynamic sampling with advantages that are not group-relative are warned about.
+ * @since 0.1.0 @category running
+ */
+export const check = Effect.fn("Settings.check")(function* (settings: RunSettings, source: Env.AnyEnv | Env.Mixture) {
+  const loss = Loss.resolveLoss(settings.sft ? "cross_entropy" : settings.loss, settings.sft ? {} : settings.lossConfig)
+  if (!loss.ok) return yield* settingsError(`--loss ${settings.loss} --loss-config: ${loss.message}`)
+  // Sampler logprobs are those of the distribution sampled from; the trainer's are at T=1.
+  if (!settings.sft && settings.loss !== "cross_entropy") {
+    for (const [env] of Env.members(source)) {
+      const p = samplingOf(settings, env)
+      if (p.temperature !== 1 || (p.topP !== undefined && p.topP < 1) || (p.topK !== undefined && p.topK > 0)) {
+        yield* Effect.logWarning(
+          `${env.name} samples at temperature ${p.temperature}${p.topP !== undefined ? `, top-p ${p.topP}` : ""}${p.topK ? `, top-k ${p.topK}` : ""}: ` +
+            `${settings.loss}'s importance ratios compare those logprobs with the trainer's at temperature 1, so they are not 1 even on-policy (the KL metrics will show it)`,
+        )
+      }
+    }
+  }
+  // One sample per group has nothing to be compared with: every advantage would be 0.
+  if (!settings.sft && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "mean_only")) {
+    return yield* settingsError(
+      `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
+        "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
+    )
+  }
+  const schedule = settings.lrSchedule
+  if (schedule?.minLr !== undefined && schedule.kind !== "constant" && schedule.minLr > settings.adam.learningRate) {
+    return yield* settingsError(
+      `--min-lr ${schedule.minLr} is above --lr ${settings.adam.learningRate}: the ${schedule.kind} schedule decays from --lr down to --min-lr; give a --min-lr of at most ${settings.adam.learningRate}`,
+    )
+  }
+  const aggregation = settings.lossAggregation
+  if (aggregation !== undefined && aggregation.kind !== "constant" && aggregation.constant !== undefined) {
+    return yield* settingsError(
+      `--loss-constant ${aggregation.constant} is only used by --loss-aggregation constant (this run has --loss-aggregation ${aggregation.kind}): drop it, or use --loss-aggregation constant`,
+    )
+  }
+  if (settings.dynamicSampling !== undefined && !settings.sft && (settings.advantage === "batch_std" || settings.advantage === "none")) {
+    yield* Effect.logWarning(
+      `--dynamic-sampling drops groups whose rewards are all equal, but with --advantage ${settings.advantage} such a group still has non-zero advantages (they are not relative to the group): it drops groups that would have trained`,
+    )
+  }
+  if (settings.sft && settings.dynamicSampling !== undefined) {
+    return yield* settingsError("--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other")
+  }
+})
+
+/**
+ * The loss aggregation in force: `constant` without a constant divides by samples per
+ * step x `maxTokens` (Dr. GRPO's generation budget).
+ * @since 0.1.0 @category training
+ */
+export const aggregationOf = (settings: RunSettings, maxTokens: number = settings.sampling.maxTokens): Aggregation => {
+  const a = settings.lossAggregation ?? { kind: "token_mean" }
+  if (a.kind !== "constant") return { kind: a.kind }
+  return { kind: "constant", constant: a.constant ?? (settings.sft ? settings.groups : settings.groups * settings.groupSize) * maxTokens }
+}
+
+/**
+ * The settings a run trains with and the ones `config.json` records.
+ * - `resolved`: the loss aggregation given, resolved (Dr. GRPO's divisor, when not given,
+ *   is samples per step x the most tokens a sample of any env may have);
+ * - `inForce`: `resolved` with the sampling settings in force (a single env's own override
+ *   the defaults) and each reward component's weight (in a mixture, a component weighted in
+ *   any env counts as weighted).
+ * @since 0.1.0 @category running
+ */
+export const inForce = (settings: RunSettings, source: Env.AnyEnv | Env.Mixture): { readonly resolved: RunSettings; readonly inForce: RunSettings } => {
+  const members = Env.members(source)
+  const weights: Record<string, number> = {}
+  for (const [env] of members) {
+    for (const [name, w] of Object.entries(Reward.weights(env.reward) ?? {})) {
+      if (weights[name] === undefined || weights[name] === 0) weights[name] = w
+    }
+  }
+  const maxTokens = Math.max(...members.map(([env]) => samplingOf(settings, env).maxTokens))
+  const resolved: RunSettings = settings.lossAggregation === undefined ? settings : { ...settings, lossAggregation: aggregationOf(settings, maxTokens) }
+  const single = members.length === 1 ? members[0]![0] : undefined
+  return {
+    resolved,
+    inForce: {
+      ...(single !== undefined ? { ...resolved, sampling: samplingOf(resolved, single) } : resolved),
+      ...(Object.keys(weights).length > 0 ? { rewardWeights: weights } : {}),
+    },
   }
 }

@@ -1,30 +1,21 @@
 /**
- * One training step: advantages -> Datums -> `forwardBackward` (micro-batches) ->
- * `optimStep` -> publish.
+ * The phases of a training step, each its own span: `advantages` -> `datums` ->
+ * `optimize` (`forwardBackward` in micro-batches, then `optimStep`) -> `publish`.
  *
  * @since 0.1.0
  */
 import { Effect } from "effect"
 import * as Advantage from "../Advantage.ts"
-import { type Datum as DatumT, modelInputTokens } from "../Contract.ts"
+import { type Datum as DatumT, type ForwardBackwardResult, modelInputTokens } from "../Contract.ts"
 import * as Datum from "../Datum.ts"
 import * as Metrics from "../Metrics.ts"
-import { Tokenizer } from "../Tokenizer.ts"
+import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
 import type { Batch } from "./Collect.ts"
-import { type Aggregation, aggregationWeights, forwardBackwardChunked } from "./MicroBatch.ts"
+import { aggregationWeights, forwardBackwardChunked } from "./MicroBatch.ts"
 import * as Reference from "../Reference.ts"
 import { Progress } from "./Progress.ts"
-import { fail, RunError, type RunSettings } from "./Settings.ts"
-
-/** @since 0.1.0 @category models */
-export interface Trained {
-  readonly metrics: Metrics.MetricRecord
-  readonly version: number
-  readonly advantages: Array<Array<number>>
-  /** sampler/trainer log-prob differences of the trained tokens (none for SFT or an empty step) */
-  readonly divergence: Divergence | undefined
-}
+import { aggregationOf, fail, RunError, type RunSettings } from "./Settings.ts"
 
 /** One trained token where sampler and trainer disagree most. @since 0.1.0 @category models */
 export interface DivergentToken {
@@ -69,29 +60,18 @@ export const learningRate = (settings: Pick<RunSettings, "adam" | "steps" | "lrS
   return min + (peak - min) * f
 }
 
-/**
- * The loss aggregation in force: `constant` without a constant divides by samples per
- * step x `maxTokens` (Dr. GRPO's generation budget).
- * @since 0.1.0 @category training
- */
-export const aggregationOf = (settings: RunSettings, maxTokens: number = settings.sampling.maxTokens): Aggregation => {
-  const a = settings.lossAggregation ?? { kind: "token_mean" }
-  if (a.kind !== "constant") return { kind: a.kind }
-  return { kind: "constant", constant: a.constant ?? (settings.sft ? settings.groups : settings.groups * settings.groupSize) * maxTokens }
+/** A step's advantages, one per sample of each group, and how many groups had none. @since 0.1.0 @category models */
+export interface Advantages {
+  readonly advantages: Array<Array<number>>
+  readonly noOpGroups: number
 }
 
-/** Turns a batch into Datums, runs forward_backward and optim_step, and publishes. @since 0.1.0 @category training */
-export const train = Effect.fnUntraced(function* (
-  settings: RunSettings,
-  batch: Batch,
-  trainerVersion: number,
-  /** runs after the optimizer step, before the new weights are published (async: the next step's sampling ends) */
-  beforePublish: Effect.Effect<void> = Effect.void,
-) {
-  const trainer = yield* Trainer
-  const tokenizer = yield* Tokenizer
-  const progress = yield* Progress
-  const start = performance.now()
+/**
+ * The advantages of a batch's samples under `settings.advantage` (masked samples count as
+ * missing). Fails when the rewards overflow them (an advantage must be a finite float32).
+ * @since 0.1.0 @category training
+ */
+export const advantages = Effect.fn("Train.advantages")(function* (settings: RunSettings, batch: Batch) {
   const totals = batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
   const { advantages, noOpGroups, overflowGroups } = Advantage.compute(totals, settings.advantage)
   if (!settings.sft && overflowGroups.length > 0) {
@@ -103,120 +83,178 @@ export const train = Effect.fnUntraced(function* (
         `(${overflowGroups.length} group(s) this step); an advantage must be a finite float32. Keep rewards in a sane range (Reward.clamp or Reward.map)`,
     })
   }
-
-  let data: Array<DatumT> = []
-  let pairs: Array<{ readonly group: number; readonly sample: number }> = []
-  const klCoef = settings.sft ? 0 : settings.klCoef ?? 0
-  const klMetrics: Metrics.MetricRecord = {}
-  if (settings.sft) {
-    for (const g of batch.groups) {
-      const reference = g.task.envDef.reference
-      if (reference === undefined) {
-        return yield* new RunError({ reason: "Env", step: batch.step, message: `--sft needs env ${g.task.envDef.name} to define reference(problem)` })
-      }
-      const completion = yield* tokenizer.encode(reference(g.task.problem)).pipe(Effect.mapError(fail("Env", batch.step)))
-      data.push(Datum.sft({ prompt: g.promptTokens, completion: [...completion, tokenizer.eos] }))
-    }
-  } else {
-    // With a KL penalty every unmasked sample's tokens are penalized, zero-advantage groups
-    // too (as tinker-cookbook does); `masks` marks the sampled positions.
-    const masks: Array<ReadonlyArray<number>> = []
-    batch.groups.forEach((g, gi) =>
-      g.episodes.forEach((e, si) => {
-        const a = advantages[gi]![si]!
-        if (g.scores[si]!.masked !== undefined) return
-        if (a === 0 && klCoef === 0) return
-        const sampled = klCoef > 0 ? Datum.episode(e.turns, 1) : []
-        Datum.episode(e.turns, a).forEach((d, k) => {
-          data.push(d)
-          pairs.push({ group: gi, sample: si })
-          if (klCoef > 0) masks.push(sampled[k]!.lossFnInputs["advantages"]!.data)
-        })
-      })
-    )
-    if (klCoef > 0 && data.length > 0) {
-      const penalized = yield* Reference.penalize(data, klCoef, { masks }).pipe(
-        Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
-      )
-      const keep = penalized.data.map((d) => d.lossFnInputs["advantages"]!.data.some((x) => x !== 0))
-      data = penalized.data.filter((_, j) => keep[j])
-      pairs = pairs.filter((_, j) => keep[j])
-      Object.assign(klMetrics, penalized.metrics)
-    }
-  }
-
-  const metrics: Metrics.MetricRecord = { "by_group/no_op": noOpGroups, "train/datums": data.length, ...klMetrics }
-  let version = trainerVersion
-  let divergence: Divergence | undefined
-  const lr = learningRate(settings, batch.step)
-  if (data.length > 0) {
-    const lossFn = settings.sft ? "cross_entropy" : settings.loss
-    const weights = aggregationWeights(data, lossFn, aggregationOf(settings), settings.sft ? undefined : pairs.map((p) => `${p.group}/${p.sample}`))
-    const out = yield* forwardBackwardChunked(data, lossFn, {
-      chunk: settings.microBatch,
-      weights,
-      ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
-      onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
-    }).pipe(Effect.mapError((e) => {
-      // name the problem and sample behind a datum the trainer refused
-      const at = /data\[(\d+)\]/.exec(e.message)
-      const pair = at ? pairs[Number(at[1])] : undefined
-      const where = pair ? ` (datum ${at![1]} is sample ${pair.sample} of problem ${batch.groups[pair.group]!.task.key})` : ""
-      return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
-    }))
-    // sampler vs learner log-probs on the trained positions (advantage != 0)
-    const sampler: Array<number> = []
-    const learner: Array<number> = []
-    // where each pair is: datum and position
-    const at: Array<readonly [number, number]> = []
-    if (!settings.sft) {
-      out.lossFnOutputs.forEach((o, j) => {
-        const inputs = data[j]!.lossFnInputs
-        const adv = inputs["advantages"]!.data
-        const q = inputs["logprobs"]!.data
-        for (let t = 0; t < adv.length; t++) {
-          if (adv[t] === 0) continue
-          sampler.push(q[t]!)
-          learner.push(o.logprobs[t]!)
-          at.push([j, t])
-        }
-      })
-    }
-    if (sampler.length > 0) {
-      const worst = Metrics.worstDivergent({ sampler, trainer: learner }, WORST_TOKENS).map((i): DivergentToken => {
-        const [j, t] = at[i]!
-        const pair = pairs[j]!
-        const g = batch.groups[pair.group]!
-        const token = modelInputTokens(data[j]!.modelInput)[t]!
-        let text: string
-        try {
-          text = tokenizer.decode([token])
-        } catch {
-          text = `<token ${token}>`
-        }
-        return { group: g.index, sample: pair.sample, key: g.task.key, position: t - g.promptTokens.length, token, text, sampler: sampler[i]!, trainer: learner[i]! }
-      })
-      divergence = { counts: Metrics.divergenceHistogram({ sampler, trainer: learner }), tokens: sampler.length, worst }
-    }
-    const optim = yield* trainer.optimStep({ ...settings.adam, learningRate: lr }).pipe(
-      Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
-    )
-    yield* beforePublish
-    const published = yield* trainer.saveWeightsForSampler(`step-${batch.step + 1}`).pipe(
-      Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
-    )
-    version = published.version
-    Object.assign(metrics, {
-      "train/loss": out.loss,
-      "train/active_tokens": out.activeTokens,
-      ...(out.clipFraction !== undefined ? { "optim/clip_fraction": out.clipFraction } : {}),
-      ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [`optim/${k}`, v])),
-      ...Metrics.klSampleTrain({ sampler, trainer: learner }),
-    })
-  }
-  // the schedule's value for this step (the one the optimizer step used, when there was one)
-  metrics["optim/learning_rate"] = lr
-  metrics["time/train"] = (performance.now() - start) / 1000
-  return { metrics, version, advantages, divergence } satisfies Trained
+  return { advantages, noOpGroups } satisfies Advantages
 })
 
+/** The sample a datum was cut from: its group's index in the batch and its index in the group. @since 0.1.0 @category models */
+export interface Origin {
+  readonly group: number
+  readonly sample: number
+}
+
+/** What a step trains on: the datums, where each came from (RL only), and the KL penalty's metrics. @since 0.1.0 @category models */
+export interface Datums {
+  readonly data: Array<DatumT>
+  readonly origins: Array<Origin>
+  readonly klMetrics: Metrics.MetricRecord
+}
+
+/**
+ * The datums of a step: for SFT one per group, the env's reference answer; for RL the
+ * episodes' datums of every unmasked sample that trains (a non-zero advantage, or any with
+ * a KL penalty, which is folded into the advantages).
+ * @since 0.1.0 @category training
+ */
+export const datums = Effect.fn("Train.datums")(function* (settings: RunSettings, batch: Batch, advantages: Advantages["advantages"]) {
+  return settings.sft ? yield* sftDatums(batch) : yield* rlDatums(settings, batch, advantages)
+})
+
+const sftDatums = Effect.fnUntraced(function* (batch: Batch) {
+  const tokenizer = yield* Tokenizer
+  const data: Array<DatumT> = []
+  for (const g of batch.groups) {
+    const reference = g.task.envDef.reference
+    if (reference === undefined) {
+      return yield* new RunError({ reason: "Env", step: batch.step, message: `--sft needs env ${g.task.envDef.name} to define reference(problem)` })
+    }
+    const completion = yield* tokenizer.encode(reference(g.task.problem)).pipe(Effect.mapError(fail("Env", batch.step)))
+    data.push(Datum.sft({ prompt: g.promptTokens, completion: [...completion, tokenizer.eos] }))
+  }
+  return { data, origins: [], klMetrics: {} } satisfies Datums
+})
+
+const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, advantages: Advantages["advantages"]) {
+  const klCoef = settings.klCoef ?? 0
+  const data: Array<DatumT> = []
+  const origins: Array<Origin> = []
+  // With a KL penalty every unmasked sample's tokens are penalized, zero-advantage groups
+  // too (as tinker-cookbook does); `masks` marks the sampled positions.
+  const masks: Array<ReadonlyArray<number>> = []
+  batch.groups.forEach((g, gi) =>
+    g.episodes.forEach((e, si) => {
+      const a = advantages[gi]![si]!
+      if (g.scores[si]!.masked !== undefined) return
+      if (a === 0 && klCoef === 0) return
+      const sampled = klCoef > 0 ? Datum.episode(e.turns, 1) : []
+      Datum.episode(e.turns, a).forEach((d, k) => {
+        data.push(d)
+        origins.push({ group: gi, sample: si })
+        if (klCoef > 0) masks.push(sampled[k]!.lossFnInputs["advantages"]!.data)
+      })
+    })
+  )
+  if (klCoef === 0 || data.length === 0) return { data, origins, klMetrics: {} } satisfies Datums
+  const penalized = yield* Reference.penalize(data, klCoef, { masks }).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
+  )
+  const keep = penalized.data.map((d) => d.lossFnInputs["advantages"]!.data.some((x) => x !== 0))
+  return {
+    data: penalized.data.filter((_, j) => keep[j]),
+    origins: origins.filter((_, j) => keep[j]),
+    klMetrics: penalized.metrics,
+  } satisfies Datums
+})
+
+/** What the optimizer step of a step with datums reports: its metrics and the sampler/trainer divergence. @since 0.1.0 @category models */
+export interface Optimized {
+  readonly metrics: Metrics.MetricRecord
+  /** sampler/trainer log-prob differences of the trained tokens (none for SFT) */
+  readonly divergence: Divergence | undefined
+}
+
+/**
+ * `forwardBackward` of a step's datums in micro-batches, then `optimStep` at learning rate
+ * `lr`. Its metrics: the loss, active tokens, clip fraction, the optimizer's own, and the
+ * sampler/trainer KL on the trained tokens.
+ * @since 0.1.0 @category training
+ */
+export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSettings, batch: Batch, datums: Datums, lr: number) {
+  const trainer = yield* Trainer
+  const tokenizer = yield* Tokenizer
+  const progress = yield* Progress
+  const { data, origins } = datums
+  const lossFn = settings.sft ? "cross_entropy" : settings.loss
+  const weights = aggregationWeights(data, lossFn, aggregationOf(settings), settings.sft ? undefined : origins.map((p) => `${p.group}/${p.sample}`))
+  const out = yield* forwardBackwardChunked(data, lossFn, {
+    chunk: settings.microBatch,
+    weights,
+    ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
+    onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
+  }).pipe(Effect.mapError((e) => {
+    // name the problem and sample behind a datum the trainer refused
+    const at = /data\[(\d+)\]/.exec(e.message)
+    const origin = at ? origins[Number(at[1])] : undefined
+    const where = origin ? ` (datum ${at![1]} is sample ${origin.sample} of problem ${batch.groups[origin.group]!.task.key})` : ""
+    return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
+  }))
+  const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
+  const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
+  const optim = yield* trainer.optimStep({ ...settings.adam, learningRate: lr }).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
+  )
+  const metrics: Metrics.MetricRecord = {
+    "train/loss": out.loss,
+    "train/active_tokens": out.activeTokens,
+    ...(out.clipFraction !== undefined ? { "optim/clip_fraction": out.clipFraction } : {}),
+    ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [`optim/${k}`, v])),
+    ...Metrics.klSampleTrain({ sampler: trained.sampler, trainer: trained.learner }),
+  }
+  return { metrics, divergence } satisfies Optimized
+})
+
+/** Sampler and learner log-probs of the trained positions (advantage != 0), with the datum and position of each. */
+interface TrainedLogprobs {
+  readonly sampler: Array<number>
+  readonly learner: Array<number>
+  readonly at: Array<readonly [number, number]>
+}
+
+const trainedLogprobs = (data: ReadonlyArray<DatumT>, outputs: ForwardBackwardResult["lossFnOutputs"]): TrainedLogprobs => {
+  const result: TrainedLogprobs = { sampler: [], learner: [], at: [] }
+  outputs.forEach((o, j) => {
+    const inputs = data[j]!.lossFnInputs
+    const adv = inputs["advantages"]!.data
+    const q = inputs["logprobs"]!.data
+    for (let t = 0; t < adv.length; t++) {
+      if (adv[t] === 0) continue
+      result.sampler.push(q[t]!)
+      result.learner.push(o.logprobs[t]!)
+      result.at.push([j, t])
+    }
+  })
+  return result
+}
+
+/** The histogram of sampler - trainer log-prob differences and the `WORST_TOKENS` worst tokens. */
+const divergenceOf = (tokenizer: TokenizerShape, batch: Batch, datums: Datums, trained: TrainedLogprobs): Divergence => {
+  const pair = { sampler: trained.sampler, trainer: trained.learner }
+  const worst = Metrics.worstDivergent(pair, WORST_TOKENS).map((i): DivergentToken => {
+    const [j, t] = trained.at[i]!
+    const origin = datums.origins[j]!
+    const g = batch.groups[origin.group]!
+    const token = modelInputTokens(datums.data[j]!.modelInput)[t]!
+    let text: string
+    try {
+      text = tokenizer.decode([token])
+    } catch {
+      text = `<token ${token}>`
+    }
+    return { group: g.index, sample: origin.sample, key: g.task.key, position: t - g.promptTokens.length, token, text, sampler: trained.sampler[i]!, trainer: trained.learner[i]! }
+  })
+  return { counts: Metrics.divergenceHistogram(pair), tokens: trained.sampler.length, worst }
+}
+
+/**
+ * Publishes the weights of step `step` (0-based) to the sampler as `step-<step + 1>`, after
+ * `beforePublish` (async: the next step's sampling ends on the version it started from).
+ * Returns the version now served.
+ * @since 0.1.0 @category training
+ */
+export const publish = Effect.fn("Train.publish")(function* (step: number, beforePublish: Effect.Effect<void> = Effect.void) {
+  const trainer = yield* Trainer
+  yield* beforePublish
+  const published = yield* trainer.saveWeightsForSampler(`step-${step + 1}`).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
+  )
+  return published.version
+})
