@@ -1,20 +1,28 @@
 /**
  * Crash safety end to end: `npx tsx run` is killed with SIGKILL mid-run, then resumed
- * with `--resume`; every step appears exactly once and the checkpoints are intact.
+ * with `--resume`; every step appears exactly once, the checkpoints are intact, and the
+ * resumed run ends as the same run left alone does (the weights and the optimizer state
+ * both come back from the checkpoint).
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import * as Checkpoint from "../../src/backends/local/Checkpoint.ts"
-import { exited, killGroup, lines, start, waitUntil } from "./Processes.ts"
+import { exited, killGroup, lines, rows, start, waitUntil } from "./Processes.ts"
+
+/** Metrics rows without the keys that measure time. */
+const untimed = (file: string) =>
+  rows(file).map((r) => Object.fromEntries(Object.entries(r).filter(([k]) => !k.startsWith("time/") && !k.startsWith("throughput/"))))
 
 describe("run --resume after SIGKILL", () => {
   it("continues after the last checkpoint with each step logged exactly once", async () => {
     const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-kill-"))
     const dir = Path.join(out, "k")
-    const args = ["math", "--steps", "24", "--groups", "2", "--group-size", "4", "--save-every", "4", "--eval-every", "0", "--name", "k", "--out", out]
-    const first = start(args)
+    const args = ["math", "--steps", "24", "--groups", "2", "--group-size", "4", "--save-every", "4", "--eval-every", "0", "--out", out]
+    // the same run, left alone
+    const alone = start([...args, "--name", "u"])
+    const first = start([...args, "--name", "k"])
     // Wait for two complete checkpoints, then kill without warning.
     await waitUntil(() => lines(Path.join(dir, "checkpoints.jsonl")).length >= 2, first.child)
     assert.isNull(first.child.exitCode, `the run ended before it could be killed:\n${first.output()}`)
@@ -37,6 +45,14 @@ describe("run --resume after SIGKILL", () => {
     }
     // No temp files left behind by atomic writes.
     assert.deepStrictEqual(Fs.readdirSync(Path.join(dir, "state")).filter((f) => f.endsWith(".tmp")), [])
+
+    // Resumed with its optimizer state, the run is the one left alone: the same losses and
+    // samples after the checkpoint, and the same final weights and Adam moments.
+    assert.strictEqual(await exited(alone.child), 0, alone.output())
+    const ref = Path.join(out, "u")
+    assert.deepStrictEqual(untimed(Path.join(dir, "metrics.jsonl")), untimed(Path.join(ref, "metrics.jsonl")))
+    assert.strictEqual(Fs.readFileSync(Path.join(dir, "rollouts.jsonl"), "utf8"), Fs.readFileSync(Path.join(ref, "rollouts.jsonl"), "utf8"))
+    assert.isTrue(Fs.readFileSync(Path.join(dir, "state/step-24.ckpt")).equals(Fs.readFileSync(Path.join(ref, "state/step-24.ckpt"))), "the final state file is the uninterrupted run's")
   }, 180_000)
 
   it("saves a checkpoint when interrupted with SIGINT, and resumes from it", async () => {

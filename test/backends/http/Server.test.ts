@@ -43,19 +43,21 @@ const start = (options: Server.Options = {}) =>
   })
 
 describe("pinned samples (TestClock)", () => {
-  it.effect("a sample pinned to a version never published fails after the ready timeout with reason Timeout, naming both versions", () =>
+  it.effect("a sample pinned to a version never published fails after the server's ready timeout with reason Timeout, naming both versions", () =>
     Effect.gen(function* () {
-      const { server, base, toy } = yield* start({ readyTimeout: "1 hour", pollWait: 0 })
+      // not the default (1 hour): the server must keep to the timeout it is given
+      const { server, base, toy } = yield* start({ readyTimeout: "7 minutes", pollWait: 0 })
       const a = yield* post(base, "asample", asample({ base_model: "toy-bigram" }), { "x-min-policy-version": "5" })
       assert.strictEqual(a.status, 200)
       const id = a.body.request_id as string
       assert.strictEqual((yield* post(base, "retrieve_future", { request_id: id })).body.type, "try_again")
       assert.strictEqual(server.stats.pending, 1)
-      yield* TestClock.adjust("59 minutes")
+      yield* TestClock.adjust("6 minutes")
       assert.strictEqual((yield* post(base, "retrieve_future", { request_id: id })).body.type, "try_again")
       yield* TestClock.adjust("1 minute")
       const done = yield* post(base, "retrieve_future", { request_id: id })
       assert.strictEqual(done.body.reason, "Timeout")
+      assert.include(done.body.error, "waited 7m")
       assert.include(done.body.error, "policy version 5")
       assert.include(done.body.error, "serves version 0")
       assert.strictEqual(server.stats.pending, 0)
