@@ -238,6 +238,14 @@ export const render = (options: {
     )
     return parts.join("") + (typeof r["episodeStop"] === "string" ? ` <span class="stop">(${esc(r["episodeStop"])})</span>` : "")
   }
+  // the components, then each component that failed with its message, and what a reward noted (a judge's replies)
+  const componentsCell = (r: Row) => {
+    const entries = (k: string) => (typeof r[k] === "object" && r[k] !== null && !Array.isArray(r[k]) ? Object.entries(r[k] as Row) : [])
+    const failed = entries("failed").map(([c, m]) => `<br><span style="color:#b91c1c">${esc(c)} failed: ${esc(String(m))}</span>`)
+    const notes = entries("notes").map(([c, n]) => `<br><span style="color:#4b5563">${esc(c)}: ${esc((Array.isArray(n) ? n : [n]).map((x) => JSON.stringify(String(x))).join(", "))}</span>`)
+    return esc(JSON.stringify(r["components"] ?? {})) + failed.join("") + notes.join("")
+  }
+  const failedKeys = [...keys].filter((k) => /^reward\/.+\/failed$/.test(k)).sort()
   return `<!doctype html><html><head><meta charset="utf-8"><title>gyre run ${esc(options.name)}</title>
 <style>body{font:14px system-ui,sans-serif;margin:24px;color:#111}h1{font-size:20px}.grid{display:flex;flex-wrap:wrap;gap:12px}
 .chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:6px}.empty{color:#6b7280;width:440px}
@@ -249,6 +257,7 @@ ${chart("reward (total)", metrics, [train("env/all/reward/total"), heldOut("env/
 ${components.map((c) => chart(componentTitle(c), metrics, [train(`env/all/${c}`), heldOut(`env/all/${c}`)])).join("\n")}
 ${has("env/all/turns") ? chart("episodes (per episode, train)", metrics, ["env/all/turns", "env/all/tool_calls", "env/all/tool_errors", "env/all/parse_errors"], { smooth: win }) : ""}
 ${stopKeys.length > 0 ? chart("why episodes ended (fraction, train)", metrics, stopKeys.map((k) => ({ key: k, label: k.slice("env/all/stop/".length) })), { smooth: win, span: [0, 1] }) : ""}
+${failedKeys.length > 0 ? chart("reward failures (count per step, reward/<name>/failed)", metrics, failedKeys) : ""}
 ${chart("masked samples (fraction)", metrics, [train("env/all/frac_masked"), heldOut("env/all/frac_masked")], { span: [0, 1] })}
 ${chart("sampler/trainer KL (optim/kl_sample_train_*)", metrics, [
     { key: "optim/kl_sample_train_v1", label: "v1" },
@@ -268,7 +277,7 @@ ${chart("step time (s)", metrics, ["time/total", "time/sample", "time/train"], {
 ${divergencePanel(options.divergence ?? [])}
 <h2>Recent rollouts</h2>
 <table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
-${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${esc(JSON.stringify(r["components"] ?? {}))}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
+${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${componentsCell(r)}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
 </table>
 <details><summary>config</summary><code>${esc(JSON.stringify(options.config ?? {}, null, 2))}</code></details>
 </body></html>
