@@ -26,24 +26,22 @@
  *
  * @since 0.1.0
  */
-import { ByteSize, Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
-import { HttpIncomingMessage, type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { timingSafeEqual } from "node:crypto"
+import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
 import { DEFAULT_READY_TIMEOUT, Sampler, type SamplerShape } from "../../Sampler.ts"
 import { Trainer } from "../../Trainer.ts"
 import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import * as Archives from "./Archives.ts"
 import * as CheckpointIndex from "./CheckpointIndex.ts"
+import * as Dispatch from "./Dispatch.ts"
 import * as Futures from "./Futures.ts"
 import type * as Tar from "./Tar.ts"
 import * as Gather from "./Gather.ts"
 import * as Idempotency from "./Idempotency.ts"
 import * as Models from "./Models.ts"
 import * as RestoredSamplers from "./RestoredSamplers.ts"
-import * as ProtoRoutes from "./ProtoRoutes.ts"
 import * as RestRoutes from "./RestRoutes.ts"
 import * as ServiceRoutes from "./ServiceRoutes.ts"
-import { bad, decodeOr400, Reject, type Reply } from "./Requests.ts"
+import { decodeOr400, type Reject } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
 import * as TrainingRoutes from "./TrainingRoutes.ts"
 import * as Wire from "./Wire.ts"
@@ -146,11 +144,6 @@ export interface Handle {
   readonly expireSessions: Effect.Effect<ReadonlyArray<string>>
 }
 
-const sameKey = (given: string, expected: string) => {
-  const a = Buffer.from(given)
-  const b = Buffer.from(expected)
-  return a.length === b.length && timingSafeEqual(a, b)
-}
 
 /**
  * Starts the server on the trainer and sampler in context; it stops when the scope
@@ -170,7 +163,6 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const idleMillis = Duration.toMillis(Duration.fromInputUnsafe(options.sessionIdleTimeout ?? DEFAULT_SESSION_IDLE_TIMEOUT))
   const scope = yield* Effect.scope
   let counter = 0
-  let requests = 0
   const newId = (prefix: string) => `${prefix}-${(++counter).toString(36)}-${globalThis.crypto.randomUUID().slice(0, 8)}`
   const now = Effect.clockWith((c) => c.currentTimeMillis).pipe(Effect.map(Number))
 
@@ -274,129 +266,22 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const sweepEvery = Duration.millis(Math.max(1000, Math.min(60_000, ttl / 4, idleMillis / 4)))
   yield* Effect.forkIn(sweep.pipe(Effect.delay(sweepEvery), Effect.forever), scope)
 
-  const bodyError = (e: HttpServerError.HttpServerError) =>
-    e.reason._tag === "RequestParseError" && e.reason.reason === "BodyTooLarge"
-      ? new Reject({ status: 413, message: `the body is larger than ${maxBody} bytes` })
-      : bad("the body could not be read")
-
-  /** A request body of `endpoint`: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
-  const readBody = (req: HttpServerRequest.HttpServerRequest, endpoint: string): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
-    Effect.gen(function* () {
-      const length = Number(req.headers["content-length"] ?? "0")
-      if (length > maxBody) return yield* new Reject({ status: 413, message: `the body has ${length} bytes; at most ${maxBody}` })
-      if (ProtoRoutes.isProtoRequest(req.headers)) {
-        if (endpoint !== ProtoRoutes.PROTO_ROUTE) return yield* ProtoRoutes.refuseElsewhere(endpoint)
-        const bytes = yield* req.arrayBuffer.pipe(Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBody)), Effect.mapError(bodyError))
-        return yield* ProtoRoutes.route(new Uint8Array(bytes), req.headers["content-encoding"])
-      }
-      const text = yield* req.text.pipe(
-        Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBody)),
-        Effect.mapError(bodyError),
-      )
-      if (text.trim() === "") return { text, value: {} as unknown }
-      const parsed = Result.try(() => JSON.parse(text) as unknown)
-      if (Result.isFailure(parsed)) return yield* bad(`the body is not valid JSON: ${parsed.failure instanceof Error ? parsed.failure.message : String(parsed.failure)}`)
-      return { text, value: parsed.success }
-    })
-
-  /** With `X-Gyre-Wait-Ms`: holds a submission's answer until its future is done (or the wait ends) and puts the outcome in it. */
-  const withResult = (reply: Reply, waitMillis: number): Effect.Effect<Reply> =>
-    Effect.gen(function* () {
-      const b = reply.body
-      if (waitMillis <= 0 || reply.status !== 200 || typeof b !== "object" || b === null || !("request_id" in b) || typeof b.request_id !== "string") return reply
-      const done = yield* futures.await(b.request_id, Duration.millis(waitMillis)).pipe(Effect.orElseSucceed(() => Option.none<Reply>()))
-      return Option.isSome(done) ? { status: 200, body: { ...b, result: done.value.body } } : reply
-    })
-
-  const authorized = (req: HttpServerRequest.HttpServerRequest) =>
-    options.apiKey === undefined || sameKey(String(req.headers[Wire.Headers.apiKey] ?? ""), Redacted.value(options.apiKey))
-
-  const toReply = (e: Effect.Effect<unknown, Reject>): Effect.Effect<Reply> =>
-    e.pipe(
-      Effect.map((body): Reply => ({ status: 200, body })),
-      Effect.catchTag("Reject", (r) =>
-        Effect.succeed<Reply>({ status: r.status, body: { detail: r.message }, ...(r.retryAfter !== undefined ? { headers: { "retry-after": String(r.retryAfter) } } : {}) }),
-      ),
-    )
-
-  const route = (req: HttpServerRequest.HttpServerRequest, path: string, query: URLSearchParams): Effect.Effect<Reply> =>
-    Effect.gen(function* () {
-      if (!path.startsWith(`${Wire.API_PREFIX}/`)) return { status: 404, body: { detail: `no endpoint ${req.method} ${path.slice(0, 200)}` } }
-      const name = path.slice(Wire.API_PREFIX.length + 1)
-      // a download URL carries its own credential (the token), as a signed URL does
-      if (req.method === "GET" && name.startsWith(`${Archives.FILES_ROUTE}/`)) {
-        return yield* archives.download(name.slice(Archives.FILES_ROUTE.length + 1)).pipe(
-          Effect.map((file): Reply => ({ status: 200, body: undefined, file })),
-          Effect.catchTag("Reject", (r) => Effect.succeed<Reply>({ status: r.status, body: { detail: r.message } })),
-        )
-      }
-      if (name !== "healthz" && !authorized(req)) return { status: 401, body: { detail: "missing or wrong X-API-Key" } }
-      if (req.method === "GET") {
-        const g = get[name]
-        if (g !== undefined) return yield* toReply(g())
-        if (name.startsWith("samplers/")) {
-          const id = Result.try(() => decodeURIComponent(name.slice("samplers/".length)))
-          if (Result.isFailure(id)) return { status: 400, body: { detail: "the sampler id in the path is not valid percent-encoding" } }
-          return yield* toReply(sampling.samplerInfo(id.success))
-        }
-        const restGet = rest.get(name, Object.fromEntries(query))
-        if (Option.isSome(restGet)) return yield* toReply(restGet.value)
-        const archive = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name)
-        if (archive !== null) {
-          const host = req.headers["host"]
-          const origin = typeof host === "string" && /^[A-Za-z0-9.:[\]-]+$/.test(host) ? `http://${host}` : ""
-          // a redirect to the download URL, as Tinker answers (the SDK's resources/weights.py)
-          return yield* archives.archive(archive[1]!, archive[2]!, origin).pipe(
-            Effect.map((a): Reply => ({ status: 302, body: { url: a.url, expires: a.expires.toISOString() }, headers: { location: a.url, expires: a.expires.toUTCString() } })),
-            Effect.catchTag("Reject", (r) => Effect.succeed<Reply>({ status: r.status, body: { detail: r.message } })),
-          )
-        }
-        return { status: post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
-      }
-      if (req.method !== "POST") return { status: 405, body: { detail: `${req.method} is not allowed on ${path.slice(0, 200)}` } }
-      const handler = post[name]
-      if (handler === undefined) return { status: get[name] !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
-      const body = yield* readBody(req, name).pipe(Effect.result)
-      if (Result.isFailure(body)) return { status: body.failure.status, body: { detail: body.failure.message } }
-      const routed = body.success.name === undefined ? handler : (post[body.success.name] ?? handler)
-      const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
-      if (Result.isFailure(wait)) return { status: 400, body: { detail: wait.failure.message } }
-      const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, Duration.toMillis(Duration.fromInputUnsafe(pollWait)))
-      const run = toReply(routed(body.success.value, req.headers))
-      if (name === "retrieve_future") {
-        const reply = yield* run
-        return ProtoRoutes.acceptsProto(req.headers["accept"]) ? yield* ProtoRoutes.encodeResult(reply) : reply
-      }
-      const reply = name === "session_heartbeat" ? yield* run : yield* idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
-      return yield* withResult(reply, waitMillis)
-    })
-
-  const app = Effect.gen(function* () {
-    const req = yield* HttpServerRequest.HttpServerRequest
-    const started = yield* now
-    requests++
-    const parsedUrl = Result.try(() => new URL(req.url, "http://localhost"))
-    const path = Result.isSuccess(parsedUrl) ? parsedUrl.success.pathname : ""
-    const reply: Reply = yield* (Result.isFailure(parsedUrl) ? Effect.succeed<Reply>({ status: 400, body: { detail: "the request URL does not parse" } }) : route(req, path, parsedUrl.success.searchParams)).pipe(
-      Effect.catchCause((cause) => Effect.as(Effect.logError(`${req.method} ${path.slice(0, 200)} failed`, cause), { status: 500, body: { detail: "internal error" } } as Reply)),
-    )
-    yield* Effect.logDebug(`${req.method} ${path.slice(0, 200)} ${reply.status} (${(yield* now) - started} ms)`)
-    if (reply.file !== undefined) {
-      return HttpServerResponse.stream(reply.file.stream, {
-        status: reply.status,
-        contentType: reply.file.contentType ?? "application/octet-stream",
-        contentLength: reply.file.size,
-        headers: { "content-disposition": `attachment; filename="${reply.file.filename}"` },
-      })
-    }
-    if (reply.raw !== undefined) {
-      return HttpServerResponse.uint8Array(reply.raw.bytes, { status: reply.status, contentType: reply.raw.contentType, ...(reply.headers !== undefined ? { headers: reply.headers } : {}) })
-    }
-    return HttpServerResponse.jsonUnsafe(reply.body, { status: reply.status, ...(reply.headers !== undefined ? { headers: reply.headers } : {}) })
+  const dispatch = Dispatch.make({
+    maxBody,
+    pollWait,
+    apiKey: options.apiKey,
+    post,
+    get,
+    archives,
+    rest: rest.get,
+    samplerInfo: sampling.samplerInfo,
+    idempotency,
+    futures,
+    now,
   })
 
   const server = yield* PlatformHttpServer.make({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
-  yield* server.serve(app)
+  yield* server.serve(dispatch.app)
   const address = server.address
   const port = address._tag === "UnixPathAddress" ? 0 : address.port
   const host = options.host ?? "127.0.0.1"
@@ -405,7 +290,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   yield* Effect.logInfo(`serving ${modelName} on ${url} (${replicas.length} sampler replica${replicas.length === 1 ? "" : "s"}${options.models ? ", one adapter per model" : ""})`)
   const stats: Stats = {
     get requests() {
-      return requests
+      return dispatch.requests()
     },
     get submissions() {
       return futures.started()
