@@ -9,6 +9,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { DatumIssue } from "./DatumIssue.ts"
 
 /** A run of token ids. @since 0.1.0 @category models */
 export const EncodedTextChunk = Schema.Struct({
@@ -180,4 +181,6 @@ export class BackendError extends Schema.TaggedError<BackendError>()("BackendErr
   reason: Schema.Literals(["InvalidInput", "Unavailable", "Transport", "Rejected", "Timeout", "Internal"]),
   operation: Schema.String,
   message: Schema.String,
+  /** where a refused batch is wrong, as data (`message` is its rendering) */
+  issue: Schema.optional(DatumIssue),
 }) {}

@@ -8,7 +8,8 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { BackendError, type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens } from "./Contract.ts"
+import { BackendError, type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "./Contract.ts"
+import { type DatumIssue, FLOAT32_MAX, render } from "./DatumIssue.ts"
 import { isActive, LOSS_INPUTS } from "./Loss.ts"
 
 /** Builds the RL Datum of one sampled completion. @since 0.1.0 @category constructors */
@@ -45,9 +46,9 @@ export const sft = (options: { readonly prompt: ReadonlyArray<number>; readonly 
  * Checks a batch before any work: every per-token input has the length of `modelInput`,
  * float inputs are finite as float32 (what the trainer computes in; 1e300 is finite as a
  * JavaScript number but infinite as float32), token ids are integers in range, and each
- * loss gets exactly the inputs it reads (`LOSS_INPUTS`). The message names the datum and
- * the field. The one Datum validator: the runner, the embedded trainer and the server
- * all use it.
+ * loss gets exactly the inputs it reads (`LOSS_INPUTS`). Fails with `InvalidInput`
+ * carrying the issue (`BackendError.issue`), its message rendered from it. The one Datum
+ * validator: the runner, the embedded trainer and the server all use it.
  * @since 0.1.0 @category validation
  */
 export const validate = (
@@ -56,11 +57,13 @@ export const validate = (
   options: CheckOptions & { readonly operation?: string } = {},
 ): Effect.Effect<void, BackendError> =>
   Effect.suspend(() => {
-    const problem = checkAll(data, lossFn, options)
-    return problem === undefined
-      ? Effect.void
-      : Effect.fail(new BackendError({ reason: "InvalidInput", operation: options.operation ?? "validate", message: problem }))
+    const issue = checkAll(data, lossFn, options)
+    return issue === undefined ? Effect.void : Effect.fail(invalid(options.operation ?? "validate", issue))
   })
+
+/** An `InvalidInput` failure carrying `issue`, its message rendered from it. @since 0.1.0 @category constructors */
+export const invalid = (operation: string, issue: DatumIssue): BackendError =>
+  new BackendError({ reason: "InvalidInput", operation, message: render(issue), issue })
 
 /** Model limits a batch is checked against, when known. @since 0.1.0 @category validation */
 export interface CheckOptions {
@@ -70,53 +73,71 @@ export interface CheckOptions {
 }
 
 /** The largest finite float32. @since 0.1.0 @category constants */
-export const FLOAT32_MAX = 3.4028234663852886e38
+export { FLOAT32_MAX }
 
 /** Whether `v` is a number that stays finite when stored as float32. @since 0.1.0 @category validation */
 export const isFiniteFloat32 = (v: unknown): v is number => typeof v === "number" && Number.isFinite(Math.fround(v))
 
-/** The first problem found in a batch, or undefined. @since 0.1.0 @category validation */
-export const checkAll = (data: ReadonlyArray<Datum>, lossFn: LossFn, options: CheckOptions = {}): string | undefined => {
-  if (data.length === 0) return "data is empty: send at least one Datum"
+/**
+ * The first issue of a batch, or undefined: where it is (datum, field, position), the
+ * value and what was expected. `DatumIssue.render` writes it as text.
+ * @since 0.1.0 @category validation
+ */
+export const checkAll = (data: ReadonlyArray<Datum>, lossFn: LossFn, options: CheckOptions = {}): DatumIssue | undefined => {
+  if (data.length === 0) return { field: [], expected: { _tag: "NonEmpty" } }
+  for (let d = 0; d < data.length; d++) {
+    const issue = checkDatum(data[d]!, lossFn, options)
+    if (issue !== undefined) return { datum: d, ...issue }
+  }
+  return undefined
+}
+
+/** An issue of one datum, without its index. */
+type Found = Omit<DatumIssue, "datum">
+
+const inVocab = (t: unknown, vocabSize: number | undefined) =>
+  typeof t === "number" && Number.isInteger(t) && t >= 0 && (vocabSize === undefined || t < vocabSize)
+
+const checkDatum = (datum: Datum, lossFn: LossFn, options: CheckOptions): Found | undefined => {
+  const { vocabSize, maxLength } = options
   const spec = LOSS_INPUTS[lossFn]
   const allowed = [...spec.required, ...spec.optional]
-  const vocab = options.vocabSize === undefined ? "" : `[0, ${options.vocabSize})`
-  const inVocab = (t: number) => Number.isInteger(t) && t >= 0 && (options.vocabSize === undefined || t < options.vocabSize)
-  for (let d = 0; d < data.length; d++) {
-    const datum = data[d]!
-    const tokens = modelInputTokens(datum.modelInput)
-    const L = tokens.length
-    const at = `data[${d}]`
-    if (L === 0) return `${at}.modelInput is empty`
-    if (options.maxLength !== undefined && L > options.maxLength) {
-      return `${at}.modelInput has ${L} tokens, more than the model's context length ${options.maxLength}`
+  const tokens = modelInputTokens(datum.modelInput)
+  const L = tokens.length
+  const modelInput = ["modelInput"]
+  if (L === 0) return { field: modelInput, expected: { _tag: "NonEmpty" } }
+  if (maxLength !== undefined && L > maxLength) return { field: modelInput, value: L, expected: { _tag: "WithinContext", length: L, contextLength: maxLength } }
+  const bad = tokens.findIndex((t) => !inVocab(t, vocabSize))
+  if (bad >= 0) return { field: modelInput, position: bad, value: tokens[bad], expected: { _tag: "InVocabulary", vocabSize, ignorable: false } }
+  for (const key of spec.required) {
+    if (datum.lossFnInputs[key] === undefined) return { field: ["lossFnInputs", key], expected: { _tag: "Required", lossFn, allowed } }
+  }
+  for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
+    const field = ["lossFnInputs", key]
+    if (!allowed.includes(key)) return { field, expected: { _tag: "Allowed", lossFn, allowed } }
+    const issue = checkTensor(key, tensor, L, vocabSize)
+    if (issue !== undefined) return { field, ...issue }
+  }
+  return undefined
+}
+
+/** The first issue of one per-token input of a datum of `L` tokens. */
+const checkTensor = (key: string, tensor: TensorData, L: number, vocabSize: number | undefined): Omit<Found, "field"> | undefined => {
+  if (tensor.data.length !== L) return { value: tensor.data.length, expected: { _tag: "Length", length: tensor.data.length, expected: L } }
+  if (tensor.shape !== undefined && (tensor.shape.length !== 1 || tensor.shape[0] !== L)) {
+    return { value: tensor.shape, expected: { _tag: "Shape", shape: tensor.shape, expected: L } }
+  }
+  for (let i = 0; i < L; i++) {
+    const v: unknown = tensor.data[i]
+    const at = { position: i, value: v }
+    if (typeof v !== "number" || !Number.isFinite(v)) return { ...at, expected: { _tag: "Finite" } }
+    if (key === "target_tokens") {
+      if (v !== -100 && !inVocab(v, vocabSize)) return { ...at, expected: { _tag: "InVocabulary", vocabSize, ignorable: true } }
+      continue
     }
-    for (let i = 0; i < L; i++) {
-      const t = tokens[i]!
-      if (!inVocab(t)) return `${at}.modelInput token ${t} at position ${i} is outside the vocabulary ${vocab || "(token ids are non-negative integers)"}`
-    }
-    for (const key of spec.required) {
-      if (datum.lossFnInputs[key] === undefined) return `${at}.lossFnInputs.${key} is required by ${lossFn} (inputs: ${allowed.join(", ")})`
-    }
-    for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
-      const field = `${at}.lossFnInputs.${key}`
-      if (!allowed.includes(key)) return `${field} is not an input of ${lossFn}; allowed inputs: ${allowed.join(", ")}`
-      if (tensor.data.length !== L) return `${field} has length ${tensor.data.length}, but modelInput has length ${L}; every per-token input has shape [L]`
-      if (tensor.shape !== undefined && (tensor.shape.length !== 1 || tensor.shape[0] !== L)) {
-        return `${field} has shape ${JSON.stringify(tensor.shape)}, expected [${L}]`
-      }
-      for (let i = 0; i < L; i++) {
-        const v = tensor.data[i]!
-        if (typeof v !== "number" || !Number.isFinite(v)) return `${field}[${i}] is ${v}, not a finite number`
-        if (key === "target_tokens") {
-          if (v !== -100 && !inVocab(v)) return `${field}[${i}] = ${v} is outside the vocabulary ${vocab} (use -100 to ignore a position)`
-          continue
-        }
-        if (!isFiniteFloat32(v)) return `${field}[${i}] = ${v} overflows float32 (|x| must be at most ${FLOAT32_MAX.toExponential(4)})`
-        if (key === "logprobs" && v > 1e-6) return `${field}[${i}] = ${v}; a log-probability must be <= 0`
-        if (key === "weights" && v < 0) return `${field}[${i}] = ${v} is negative; weights must be >= 0`
-      }
-    }
+    if (!isFiniteFloat32(v)) return { ...at, expected: { _tag: "Float32" } }
+    if (key === "logprobs" && v > 1e-6) return { ...at, expected: { _tag: "LogProbability" } }
+    if (key === "weights" && v < 0) return { ...at, expected: { _tag: "NonNegative" } }
   }
   return undefined
 }

@@ -6,7 +6,8 @@
  * Wire datums are decoded with the Schemas of `Wire.ts`, aligned (`Alignment.ts`) and
  * then checked by the one Datum validator (`Datum.checkAll`: lengths, vocabulary,
  * float32 range, the inputs each loss reads) before any work starts, so a
- * bad datum gets a 400 naming the datum and field.
+ * bad datum gets a 400 naming the datum and field: the issue is mapped to wire names
+ * (a table) and positions, then rendered.
  *
  * A training call refused for good (a 4xx the client does not retry) consumes its
  * `seq_id` when its body names a model of this server and a `seq_id` (`SeqOrder.forfeit`),
@@ -18,6 +19,7 @@ import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "
 import type { BackendError, Datum } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
 import { checkAll } from "../../Datum.ts"
+import * as DatumIssue from "../../DatumIssue.ts"
 import * as Alignment from "./Alignment.ts"
 import type { CheckpointIndex } from "./CheckpointIndex.ts"
 import type { FutureTable } from "./Futures.ts"
@@ -48,15 +50,22 @@ export type Handler = (body: unknown, headers: Readonly<Record<string, string | 
 
 const unavailable = (e: BackendError) => new Reject({ status: 503, message: e.message })
 
+/** gyre's field names on the wire. */
+const WIRE_FIELDS: Readonly<Record<string, string>> = { modelInput: "model_input", lossFnInputs: "loss_fn_inputs" }
+
+/** The names of a request's datums on the wire, under `at` (`forward_backward_input`): a tensor position is `.data[j]`. */
+const wireNames = (at: string): DatumIssue.Names => ({ data: `${at}.data`, fields: WIRE_FIELDS, element: (j) => `.data[${j}]` })
+
 /**
- * `checkAll`'s message (gyre names and positions) in wire terms: `data[2].lossFnInputs.advantages[3]`
- * -> `<at>.data[2].loss_fn_inputs.advantages.data[2]` (gyre position i is wire position i-1).
+ * A `checkAll` issue (gyre's positions) at the wire's positions: position i of a per-token
+ * input is wire position i - 1 (`Alignment.ts`); `model_input` keeps gyre's positions
+ * (it is the sequence without its last token).
  */
-export const wireMessage = (message: string, at: string): string =>
-  `${at}.${message}`
-    .replace(/\.lossFnInputs\.(\w+)\[(\d+)\]/g, (_, key: string, i: string) => `.loss_fn_inputs.${key}.data[${Number(i) - 1}]`)
-    .replace(/\.lossFnInputs\./g, ".loss_fn_inputs.")
-    .replace(/\.modelInput\b/g, ".model_input")
+export const wireIssue = (issue: DatumIssue.DatumIssue): DatumIssue.DatumIssue =>
+  issue.field[0] === "lossFnInputs" && issue.position !== undefined ? { ...issue, position: issue.position - 1 } : issue
+
+/** A `checkAll` issue as the 400 `detail`, in wire names and positions: `<at>.data[2].loss_fn_inputs.advantages.data[2]`. */
+export const wireDetail = (issue: DatumIssue.DatumIssue, at: string): string => DatumIssue.render(wireIssue(issue), wireNames(at))
 
 /** The calls that take a model's `seq_id`. */
 const ORDERED = ["forward_backward", "forward", "optim_step", "save_weights", "save_weights_for_sampler", "load_weights"] as const
@@ -131,8 +140,8 @@ export const make = (ctx: Context): Record<string, Handler> => {
         data.push(r.success)
       }
       // the one Datum validator, before any work (the backend runs it again)
-      const problem = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
-      if (problem !== undefined) return yield* bad(wireMessage(problem, at))
+      const issue = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
+      if (issue !== undefined) return yield* bad(wireDetail(issue, at))
       const opts = {
         ...(input.loss_fn_config ? { lossFnConfig: input.loss_fn_config } : {}),
         ...(input.top_k_logprobs !== undefined ? { topKLogprobs: input.top_k_logprobs } : {}),

@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { BackendError } from "../../Contract.ts"
+import { type DatumIssue, render } from "../../DatumIssue.ts"
 
 /**
  * A loss or gradient that is not finite. The call that met it fails and changes nothing:
@@ -16,8 +17,9 @@ export class NonFiniteError extends Error {
   override readonly name = "NonFiniteError"
 }
 
-/** @since 0.1.0 @category errors */
-export const fail = (operation: string, reason: BackendError["reason"], message: string) => new BackendError({ reason, operation, message })
+/** A failure with a message, or with a batch's issue (its message rendered from it). @since 0.1.0 @category errors */
+export const fail = (operation: string, reason: BackendError["reason"], problem: string | DatumIssue) =>
+  typeof problem === "string" ? new BackendError({ reason, operation, message: problem }) : new BackendError({ reason, operation, message: render(problem), issue: problem })
 
 /** @since 0.1.0 @category errors */
 export const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))

@@ -1,11 +1,12 @@
 /**
  * Checks trainer and sampler requests before any work is done. Every message names
- * the field (and, for data, the datum index).
+ * the field; a batch's problem is a `DatumIssue` (the datum, field and position as data).
  *
  * @since 0.1.0
  */
 import type { AdamParams, Datum, LossFn, SamplingParams } from "../../Contract.ts"
 import { checkAll } from "../../Datum.ts"
+import type { DatumIssue } from "../../DatumIssue.ts"
 
 /** @since 0.1.0 @category constants */
 export const MAX_TOP_K = 20
@@ -19,11 +20,11 @@ export const checkTopK = (k: number | undefined): string | undefined => {
 }
 
 /**
- * Returns the first problem found, or undefined: `Datum.checkAll`, the one Datum
- * validator, against this model's limits.
+ * The first issue found, or undefined: `Datum.checkAll`, the one Datum validator,
+ * against this model's limits. `Errors.fail` carries it in the `BackendError`.
  * @since 0.1.0 @category combinators
  */
-export const checkData = (data: ReadonlyArray<Datum>, lossFn: LossFn, limits: Limits): string | undefined =>
+export const checkData = (data: ReadonlyArray<Datum>, lossFn: LossFn, limits: Limits): DatumIssue | undefined =>
   checkAll(data, lossFn, { vocabSize: limits.vocabSize, maxLength: limits.contextLength })
 
 /** Model limits a request is checked against. @since 0.1.0 @category models */

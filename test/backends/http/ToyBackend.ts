@@ -19,7 +19,7 @@ import {
   type SampleOptions,
   type SamplingParams,
 } from "../../../src/Contract.ts"
-import { checkAll } from "../../../src/Datum.ts"
+import { checkAll, invalid } from "../../../src/Datum.ts"
 import { isActive, resolveLoss, tokenLoss } from "../../../src/Loss.ts"
 import { Sampler, type SamplerShape } from "../../../src/Sampler.ts"
 import { Trainer, type TrainerShape } from "../../../src/Trainer.ts"
@@ -78,8 +78,8 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
     Effect.suspend(() => {
       const resolved = resolveLoss(lossFn, opts?.lossFnConfig)
       if (!resolved.ok) return Effect.fail(new BackendError({ reason: "InvalidInput", operation, message: resolved.message }))
-      const problem = checkAll(data, lossFn, { vocabSize: V, maxLength: maxLen })
-      if (problem !== undefined) return Effect.fail(new BackendError({ reason: "InvalidInput", operation, message: problem }))
+      const issue = checkAll(data, lossFn, { vocabSize: V, maxLength: maxLen })
+      if (issue !== undefined) return Effect.fail(invalid(operation, issue))
       let sum = 0
       let active = 0
       const outputs: Array<{ logprobs: Array<number> }> = []
