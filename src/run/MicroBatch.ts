@@ -28,6 +28,7 @@
 import { Effect } from "effect"
 import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "../Contract.ts"
 import { activeCount } from "../Datum.ts"
+import { render, shiftDatum } from "../DatumIssue.ts"
 import { LOSS_CONFIG } from "../Loss.ts"
 import { Trainer } from "../Trainer.ts"
 
@@ -126,6 +127,22 @@ const callRanges = (count: number, size: number, lossFn: LossFn, weights: Readon
 }
 
 /**
+ * A call's failure in terms of the step: the issue's datum (its index in the call) becomes
+ * its index in the step, and the message is rendered again from the moved issue. A refusal
+ * without an issue (a remote backend's text) says which datums the call held.
+ * @since 0.1.0 @category combinators
+ */
+export const inStep = (e: BackendError, from: number, to: number, count: number): BackendError => {
+  if (from === 0 && to === count) return e
+  if (e.issue !== undefined) {
+    const issue = shiftDatum(e.issue, from)
+    return new BackendError({ reason: e.reason, operation: e.operation, message: render(issue), issue })
+  }
+  if (e.reason !== "InvalidInput") return e
+  return new BackendError({ reason: e.reason, operation: e.operation, message: `${e.message} (in the call of datums ${from} to ${to - 1} of ${count}; indices count from the call's first)` })
+}
+
+/**
  * `forwardBackward` of `data` in calls of at most `chunk` datums (0 = one call), with
  * the same accumulated gradient as a single call. `weights` (one per datum, see
  * {@link aggregationWeights}) makes the gradient that of `sum_d weights[d] * sum_t l_t`;
@@ -178,8 +195,7 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
       lossFn,
       Object.keys(chunk.config).length > 0 || options.lossFnConfig !== undefined ? { lossFnConfig: chunk.config } : {},
     ).pipe(
-      // a chunk's datum index is its index in `data`
-      Effect.mapError((e) => (from === 0 ? e : new BackendError({ ...e, message: e.message.replace(/data\[(\d+)\]/g, (_, n) => `data[${Number(n) + from}]`) }))),
+      Effect.mapError((e) => inStep(e, from, to, data.length)),
     )
     outputs.push(...out.lossFnOutputs)
     const chunkActive = out.metrics["active_tokens"] ?? own

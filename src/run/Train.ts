@@ -181,10 +181,10 @@ export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSett
     ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
     onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
   }).pipe(Effect.mapError((e) => {
-    // name the problem and sample behind a datum the trainer refused
-    const at = /data\[(\d+)\]/.exec(e.message)
-    const origin = at ? origins[Number(at[1])] : undefined
-    const where = origin ? ` (datum ${at![1]} is sample ${origin.sample} of problem ${batch.groups[origin.group]!.task.key})` : ""
+    // name the problem and sample behind a datum the trainer refused (the issue's datum is its index in the step)
+    const d = e.issue?.datum
+    const origin = d === undefined ? undefined : origins[d]
+    const where = origin ? ` (datum ${d} is sample ${origin.sample} of problem ${batch.groups[origin.group]!.task.key})` : ""
     return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
   }))
   const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
