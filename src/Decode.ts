@@ -1,28 +1,37 @@
 /**
  * The one Schema decoding helper at gyre's boundaries (the HTTP backend, tokenizer files):
  * decodes an unknown value and renders a failure as `path: message`, with the path in
- * dotted form (`forward_backward_input.data[2].loss_fn_inputs.advantages`).
+ * dotted form (`forward_backward_input.data[2].loss_fn_inputs.advantages`). The path and
+ * message are read from Schema's issue tree, not from its formatted text.
  *
  * @since 0.1.0
  */
-import { Result, Schema } from "effect"
+import { Result, Schema, SchemaIssue } from "effect"
 
-/** SchemaError text -> `path: message`, with the path in dotted form under `prefix`. @since 0.1.0 @category combinators */
-export const formatIssue = (message: string, prefix = ""): string => {
-  const lines = message.split("\n")
-  const at = lines.findIndex((l) => /^\s*at \[/.test(l))
-  const dotted = (raw: string) =>
-    raw
-      .trim()
-      .replace(/^at /, "")
-      .replace(/\["([^"]*)"\]/g, (_, k: string) => `.${k}`)
-      .replace(/^\./, "")
-  if (at < 0) return prefix === "" ? message.replace(/\n\s*/g, " ") : `${prefix}: ${message.replace(/\n\s*/g, " ")}`
-  const path = dotted(lines[at]!)
-  const full = prefix === "" ? path : path === "" ? prefix : `${prefix}.${path}`
-  const text = lines.filter((_, i) => i !== at).join(" ").trim()
-  return `${full === "" ? "body" : full}: ${text}`
-}
+/** Schema's issue tree flattened to its leaves, each with its path and message. */
+const leaves = SchemaIssue.makeFormatterStandardSchemaV1()
+
+/** A path from the issue tree in dotted form: `a.b[0].c`. */
+const dotted = (path: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }>): string =>
+  path
+    .map((p) => (typeof p === "object" ? p.key : p))
+    .map((k, i) => (typeof k === "number" ? `[${k}]` : i === 0 ? String(k) : `.${String(k)}`))
+    .join("")
+
+/**
+ * A Schema issue as one line: `path: message` for each leaf (joined by `; `), the path in
+ * dotted form under `prefix`; a leaf at the root is `prefix: message` (just the message
+ * without a prefix).
+ * @since 0.1.0 @category combinators
+ */
+export const formatIssue = (issue: SchemaIssue.Issue, prefix = ""): string =>
+  leaves(issue)
+    .issues.map(({ path, message }) => {
+      const at = dotted(path ?? [])
+      const full = prefix === "" ? at : at === "" ? prefix : `${prefix}.${at}`
+      return full === "" ? message : `${full}: ${message}`
+    })
+    .join("; ")
 
 /**
  * Decodes `value` with `schema`; a failure is the issue as one line naming the field.
@@ -32,6 +41,6 @@ export const decode = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, p
   const run = Schema.decodeUnknownResult(schema)
   return (value: unknown): Result.Result<S["Type"], string> => {
     const r = run(value)
-    return Result.isSuccess(r) ? Result.succeed(r.success) : Result.fail(formatIssue(r.failure.message, prefix))
+    return Result.isSuccess(r) ? Result.succeed(r.success) : Result.fail(formatIssue(r.failure.issue, prefix))
   }
 }
