@@ -11,6 +11,8 @@ export * as Contract from "./Contract.ts"
 export * as CustomLoss from "./CustomLoss.ts"
 /** Rollouts and episodes to Datums (the Loops layout), and the one Datum validator. */
 export * as Datum from "./Datum.ts"
+/** Where a batch of Datums is wrong, as data (datum, field, position, value, expected), and its one rendering as text. */
+export * as DatumIssue from "./DatumIssue.ts"
 /** Environments: problems, sources, prompts, rewards, held-out splits, mixtures, services. */
 export * as Env from "./Env.ts"
 /** Multi-turn episodes: state, a step from the model's turn to an observation or the end, limits. */
