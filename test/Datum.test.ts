@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { Contract, Datum } from "gyre"
+import * as DatumIssue from "../src/DatumIssue.ts"
 
 const V = 50
 const token = fc.integer({ min: 0, max: V - 1 })
@@ -112,4 +113,71 @@ describe("Datum.validate", () => {
       assert.isUndefined(Datum.checkAll([withInput(good(), "advantages", [0, 0, 0, Datum.FLOAT32_MAX, 1])], "ppo", { vocabSize: V }))
       assert.match(yield* messageOf([withInput(good(), "weights", [1, 1, 1, 1, 1])], "ppo"), /weights is not an input of ppo/)
     }))
+})
+
+describe("Datum.checkAll: where a batch is wrong, as data", () => {
+  const issueOf = (data: ReadonlyArray<Contract.Datum>, lossFn: Contract.LossFn, options: { readonly vocabSize?: number; readonly maxLength?: number } = {}) =>
+    Datum.checkAll(data, lossFn, { vocabSize: V, ...options })
+
+  it("names the datum, the field, the position, the value and what was expected", () => {
+    assert.deepStrictEqual(issueOf([], "ppo"), { field: [], expected: { _tag: "NonEmpty" } })
+    assert.deepStrictEqual(issueOf([good(), withInput(good(), "advantages", [0, 0, 0, 1])], "ppo"), {
+      datum: 1,
+      field: ["lossFnInputs", "advantages"],
+      value: 4,
+      expected: { _tag: "Length", length: 4, expected: 5 },
+    })
+    assert.deepStrictEqual(issueOf([good(), good(), withInput(good(), "logprobs", [0, 0, 0, Number.NaN, -1])], "ppo"), {
+      datum: 2,
+      field: ["lossFnInputs", "logprobs"],
+      position: 3,
+      value: Number.NaN,
+      expected: { _tag: "Finite" },
+    })
+    const input = Datum.rl({ prompt: [1, 99], completion: [4], samplerLogprobs: [-1], advantage: 1 })
+    assert.deepStrictEqual(issueOf([input], "ppo"), { datum: 0, field: ["modelInput"], position: 1, value: 99, expected: { _tag: "InVocabulary", vocabSize: V, ignorable: false } })
+    const target = withInput(Datum.sft({ prompt: [1], completion: [2, 3] }), "target_tokens", [-100, 2, 77], "int64")
+    assert.deepStrictEqual(issueOf([target], "cross_entropy"), {
+      datum: 0,
+      field: ["lossFnInputs", "target_tokens"],
+      position: 2,
+      value: 77,
+      expected: { _tag: "InVocabulary", vocabSize: V, ignorable: true },
+    })
+    assert.deepStrictEqual(issueOf([good(), Datum.sft({ prompt: [1], completion: [2] })], "cispo"), {
+      datum: 1,
+      field: ["lossFnInputs", "logprobs"],
+      expected: { _tag: "Required", lossFn: "cispo", allowed: ["logprobs", "advantages", "target_tokens"] },
+    })
+    const huge = Datum.rl({ prompt: [1, 2], completion: [3], samplerLogprobs: [-1], advantage: 1e300 })
+    assert.deepStrictEqual(issueOf([good(), huge], "ppo"), { datum: 1, field: ["lossFnInputs", "advantages"], position: 2, value: 1e300, expected: { _tag: "Float32" } })
+    assert.deepStrictEqual(issueOf([good()], "ppo", { maxLength: 4 }), {
+      datum: 0,
+      field: ["modelInput"],
+      value: 5,
+      expected: { _tag: "WithinContext", length: 5, contextLength: 4 },
+    })
+  })
+
+  it("the failure of validate carries the issue, and its message is the issue rendered", () =>
+    Effect.runSync(Effect.gen(function* () {
+      const error = yield* Effect.flip(Datum.validate([good(), withInput(good(), "weights", [1, 1, 1, 1, 1])], "ppo", { vocabSize: V, operation: "op" }))
+      assert.deepStrictEqual(error.issue, { datum: 1, field: ["lossFnInputs", "weights"], expected: { _tag: "Allowed", lossFn: "ppo", allowed: ["logprobs", "advantages", "target_tokens"] } })
+      assert.strictEqual(error.operation, "op")
+      assert.strictEqual(error.message, DatumIssue.render(error.issue!))
+    })))
+
+  it("the renderer writes a location in any table of names; the issue stays the same", () => {
+    const issue = issueOf([good(), good(), withInput(good(), "logprobs", [0, 0, 0, 0.5, -1])], "ppo")!
+    const names = { data: "batch", fields: { lossFnInputs: "inputs" }, element: (p: number) => `@${p}` }
+    assert.strictEqual(DatumIssue.render(issue), "data[2].lossFnInputs.logprobs[3] = 0.5; a log-probability must be <= 0")
+    assert.strictEqual(DatumIssue.render(issue, names), "batch[2].inputs.logprobs@3 = 0.5; a log-probability must be <= 0")
+    assert.deepStrictEqual(DatumIssue.shiftDatum(issue, 5), { ...issue, datum: 7 })
+  })
+
+  it("a target outside the vocabulary when its size is unknown says what a token id is", () => {
+    const target = withInput(Datum.sft({ prompt: [1], completion: [2, 3] }), "target_tokens", [-100, 2, -5], "int64")
+    const issue = Datum.checkAll([target], "cross_entropy")!
+    assert.strictEqual(DatumIssue.render(issue), "data[0].lossFnInputs.target_tokens[2] = -5 is outside the vocabulary (token ids are non-negative integers) (use -100 to ignore a position)")
+  })
 })
