@@ -18,8 +18,9 @@
  * The failure types live in `reward/Failures.ts`, the leaf policies (permits, timeouts,
  * abort signals, retries) in `reward/Leaf.ts`, the run-scoped cache in
  * `reward/Cache.ts`, the reward tree and what it scores in `reward/Model.ts`, the
- * combinators in `reward/Combinators.ts` and the evaluation in `reward/Evaluate.ts`;
- * this module re-exports them and defines the leaf constructors.
+ * combinators in `reward/Combinators.ts`, the evaluation in `reward/Evaluate.ts` and
+ * what happens to failures (kept with the score, counted, logged once per kind) in
+ * `reward/FailureLog.ts`; this module re-exports them and defines the leaf constructors.
  *
  * @since 0.1.0
  */
@@ -36,6 +37,7 @@ export { isReward } from "./reward/Model.ts"
 export type { AnyReward, GroupScoreResult, ResultServices, Reward, Rollout, Score, ScoreResult, Services } from "./reward/Model.ts"
 export { all, any, cached, clamp, componentNames, map, rename, retry, threshold, timeout, weighted, weights, withConcurrency } from "./reward/Combinators.ts"
 export { evaluate } from "./reward/Evaluate.ts"
+export { failureCounts } from "./reward/FailureLog.ts"
 
 // ===== Constructors =====
 

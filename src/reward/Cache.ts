@@ -11,6 +11,8 @@ import { Context, Effect } from "effect"
 export interface CachedScore {
   readonly value: number | undefined
   readonly masked: string | undefined
+  /** what the scorer noted (`ScoreContext.note`), replayed with the score */
+  readonly notes?: ReadonlyArray<string> | undefined
 }
 
 /**

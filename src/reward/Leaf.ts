@@ -28,6 +28,12 @@ export interface ScoreContext {
    * interrupted. Pass it to `fetch` (or check it) so abandoned work stops early.
    */
   readonly signal: AbortSignal
+  /**
+   * Records a text with this rollout's score (`Score.notes`, the `notes` of its row in
+   * `rollouts.jsonl` and `eval.jsonl`, and the report): what a judge replied, what a
+   * sandbox printed. Notes of every attempt are kept, in order.
+   */
+  readonly note: (text: string) => void
 }
 
 /**
@@ -68,12 +74,20 @@ export const RewardPermits = Context.Reference<Semaphore.Semaphore | undefined>(
   defaultValue: () => undefined,
 })
 
-/** @internal */
-export type LeafOutcome = { readonly value: number | undefined; readonly masked: string | undefined }
+/**
+ * @internal what a leaf gave one rollout: its score, why the sample is masked, the message
+ * of its failure (an `InfraFault`, masked or not) and what its scorer noted
+ */
+export type LeafOutcome = {
+  readonly value: number | undefined
+  readonly masked: string | undefined
+  readonly failed?: string | undefined
+  readonly notes?: ReadonlyArray<string> | undefined
+}
 
-/** @internal what one leaf evaluation gave: a raw value to check, or an outcome of a typed failure */
+/** @internal what one leaf evaluation gave: a raw value to check, or an outcome of a typed failure; and what its scorer noted */
 export type LeafResult =
-  | { readonly _tag: "Value"; readonly value: unknown }
+  | { readonly _tag: "Value"; readonly value: unknown; readonly notes: ReadonlyArray<string> }
   | { readonly _tag: "Outcome"; readonly outcome: LeafOutcome }
 
 // ===== Backoff =====
@@ -188,6 +202,7 @@ const attempt = <R>(
   call: (context: ScoreContext) => unknown,
   permits: ReadonlyArray<Semaphore.Semaphore>,
   timeout: Duration.Input | undefined,
+  note: (text: string) => void,
 ): Effect.Effect<unknown, RewardFailure, R> =>
   Effect.uninterruptibleMask((restore) => {
     let controller: AbortController | undefined
@@ -202,6 +217,7 @@ const attempt = <R>(
         }
         return controller.signal
       },
+      note,
     }
     const releaseAll = Effect.suspend(() => Effect.forEach(held, (release) => release, { discard: true }))
     // Calls the scorer and, for a Promise, hands the permits to a fiber that returns
@@ -254,14 +270,15 @@ const leafSemaphore = (node: object, permits: number | undefined) => {
   return s
 }
 
-const failureOutcome = (name: string, e: RewardFailure): LeafResult => {
+const failureOutcome = (name: string, e: RewardFailure, notes: ReadonlyArray<string>): LeafResult => {
+  const noted = notes.length > 0 ? { notes } : {}
   switch (e._tag) {
     case "NotApplicable":
-      return { _tag: "Outcome", outcome: { value: undefined, masked: undefined } }
+      return { _tag: "Outcome", outcome: { value: undefined, masked: undefined, ...noted } }
     case "ModelFault":
-      return { _tag: "Outcome", outcome: { value: e.penalty, masked: undefined } }
+      return { _tag: "Outcome", outcome: { value: e.penalty, masked: undefined, ...noted } }
     case "InfraFault":
-      return { _tag: "Outcome", outcome: { value: undefined, masked: `${name}: ${e.message}` } }
+      return { _tag: "Outcome", outcome: { value: undefined, masked: `${name}: ${e.message}`, failed: e.message, ...noted } }
   }
 }
 
@@ -270,7 +287,7 @@ const isInfraFault = (e: RewardFailure) => e._tag === "InfraFault"
 /**
  * Runs one leaf evaluation under its policies and maps typed failures to outcomes.
  * Anything thrown (or a rejection that is not a typed failure) is a `RewardDefect`
- * naming the leaf.
+ * naming the leaf; a scorer that dies with a `RewardDefect` keeps its message.
  * @internal
  */
 export const runLeaf = <R>(
@@ -284,22 +301,29 @@ export const runLeaf = <R>(
     // own permit never holds a global permit that other leaves could use.
     const own = leafSemaphore(node, options.concurrency)
     const permits = own === undefined ? (global === undefined ? [] : [global]) : global === undefined ? [own] : [own, global]
-    let once = attempt<R>(call, permits, options.timeout)
+    const notes: Array<string> = []
+    const note = (text: string) => {
+      notes.push(String(text))
+    }
+    let once = attempt<R>(call, permits, options.timeout, note)
     if (options.retries !== undefined && options.retries > 0) {
       once = Effect.retry(once, { schedule: backoffSchedule(options.backoff), times: options.retries, while: isInfraFault })
     }
     return once.pipe(
       Effect.match({
-        onSuccess: (value): LeafResult => ({ _tag: "Value", value }),
-        onFailure: (e) => failureOutcome(name, e),
+        // a copy: an abandoned Promise may still note after this
+        onSuccess: (value): LeafResult => ({ _tag: "Value", value, notes: [...notes] }),
+        onFailure: (e) => failureOutcome(name, e, [...notes]),
       }),
       Effect.catchDefect((defect) =>
         Effect.fail(
-          new RewardDefect({
-            reward: name,
-            message: `threw ${defect instanceof Error ? defect.message : String(defect)}`,
-            cause: defect,
-          }),
+          defect instanceof RewardDefect
+            ? new RewardDefect({ reward: name, message: defect.message, ...(defect.cause !== undefined ? { cause: defect.cause } : {}) })
+            : new RewardDefect({
+              reward: name,
+              message: `threw ${defect instanceof Error ? defect.message : String(defect)}`,
+              cause: defect,
+            }),
         )
       ),
     )

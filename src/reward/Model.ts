@@ -36,12 +36,19 @@ export interface Rollout<P> {
 /**
  * The score of one rollout: `value` is undefined when nothing applied; `masked` says why
  * the sample must not be trained on; `components` holds each leaf's raw score.
+ *
+ * `failed` names each leaf that failed on this rollout (an `InfraFault`, a timeout
+ * included, after its retries) with its message, whatever its weight: a weight-0 leaf
+ * masks nothing, but its failure is still kept here. `notes` holds what each leaf's
+ * scorer recorded with `context.note` (a judge's replies). Both are absent when empty.
  * @since 0.1.0 @category models
  */
 export interface Score {
   readonly value: number | undefined
   readonly masked: string | undefined
   readonly components: Readonly<Record<string, number | undefined>>
+  readonly failed?: Readonly<Record<string, string>>
+  readonly notes?: Readonly<Record<string, ReadonlyArray<string>>>
 }
 
 /**
