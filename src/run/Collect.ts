@@ -30,7 +30,8 @@ export interface Group {
  * One row per sample of a group, as `rollouts.jsonl` and `eval.jsonl` write them: the
  * prompt and completion (for episodes every turn, what the model wrote and what the env
  * answered, and why it ended), the reward (none when masked: a partial sum would read as
- * a real total), the mask reason and the components.
+ * a real total), the mask reason and the components; when there are any, the components
+ * that failed with their messages (`failed`) and what rewards noted (`notes`).
  * @since 0.1.0 @category rollouts
  */
 export const sampleRows = (g: Group) =>
@@ -46,6 +47,9 @@ export const sampleRows = (g: Group) =>
     reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
     masked: g.scores[si]!.masked ?? null,
     components: g.scores[si]!.components,
+    // each component that failed (any weight) with its message, and what a reward noted (a judge's replies)
+    ...(g.scores[si]!.failed !== undefined ? { failed: g.scores[si]!.failed } : {}),
+    ...(g.scores[si]!.notes !== undefined ? { notes: g.scores[si]!.notes } : {}),
     ...(g.task.envDef.episode !== undefined
       ? {
         turns: g.episodes[si]!.turns.map((t) => ({
