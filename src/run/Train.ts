@@ -6,8 +6,9 @@
  */
 import { Effect } from "effect"
 import * as Advantage from "../Advantage.ts"
-import { type Datum as DatumT, type ForwardBackwardResult, modelInputTokens } from "../Contract.ts"
+import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../Contract.ts"
 import * as Datum from "../Datum.ts"
+import { render } from "../DatumIssue.ts"
 import * as Metrics from "../Metrics.ts"
 import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
@@ -180,13 +181,7 @@ export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSett
     weights,
     ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
     onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
-  }).pipe(Effect.mapError((e) => {
-    // name the problem and sample behind a datum the trainer refused (the issue's datum is its index in the step)
-    const d = e.issue?.datum
-    const origin = d === undefined ? undefined : origins[d]
-    const where = origin ? ` (datum ${d} is sample ${origin.sample} of problem ${batch.groups[origin.group]!.task.key})` : ""
-    return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
-  }))
+  }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
   const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
   const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
   const optim = yield* trainer.optimStep({ ...settings.adam, learningRate: lr }).pipe(
@@ -201,6 +196,21 @@ export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSett
   }
   return { metrics, divergence } satisfies Optimized
 })
+
+/**
+ * A refused `forward_backward` as the step's error, naming the problem and sample behind
+ * the datum: the issue's datum is its index in the step. A refusal that carries no issue
+ * (a remote backend answers with text) is located by the one validator run here on the
+ * step's datums, which finds every problem but those of the model's limits.
+ */
+const refused = (e: BackendError, batch: Batch, datums: Datums, lossFn: LossFn): RunError => {
+  const local = e.issue === undefined && e.reason === "InvalidInput" ? Datum.checkAll(datums.data, lossFn) : undefined
+  const d = (e.issue ?? local)?.datum
+  const origin = d === undefined ? undefined : datums.origins[d]
+  const sample = origin ? `datum ${d} is sample ${origin.sample} of problem ${batch.groups[origin.group]!.task.key}` : undefined
+  const where = sample === undefined ? "" : local === undefined ? ` (${sample})` : ` (checked here: ${render(local)}; ${sample})`
+  return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
+}
 
 /** Sampler and learner log-probs of the trained positions (advantage != 0), with the datum and position of each. */
 interface TrainedLogprobs {

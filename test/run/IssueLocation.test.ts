@@ -9,7 +9,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as fc from "fast-check"
 import { Local } from "../../src/backends/local/index.ts"
 import { BackendError, type Datum, float32, modelInputFromTokens } from "../../src/Contract.ts"
@@ -18,6 +18,7 @@ import { type DatumIssue, render } from "../../src/DatumIssue.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { forwardBackwardChunked, inStep } from "../../src/run/MicroBatch.ts"
+import { Sampler } from "../../src/Sampler.ts"
 import { Trainer } from "../../src/Trainer.ts"
 import { makeToy } from "../backends/http/ToyBackend.ts"
 import vowels, { quiet, TINY, toySettings } from "../envs/vowels.ts"
@@ -135,5 +136,49 @@ describe("the runner names the sample behind a refused datum from the issue", ()
       const error = yield* runRefused(0, 1, issue)
       assert.include(error.message, "reworded refusal that mentions data[0] only")
       assert.match(error.message, /\(datum 1 is sample \d+ of problem \S+\)$/)
+    }), 60_000)
+})
+
+/**
+ * A backend that answers with text only (as a remote one does): the embedded sampler hands
+ * out a positive log-prob for every sampled token's first position, and the trainer's
+ * refusal loses its issue.
+ */
+const textOnly = (dir: string) =>
+  Layer.effectContext(
+    Effect.gen(function* () {
+      const trainer = yield* Trainer
+      const sampler = yield* Sampler
+      return Context.make(
+        Trainer,
+        Trainer.of({
+          ...trainer,
+          forwardBackward: (data, lossFn, options) =>
+            trainer.forwardBackward(data, lossFn, options).pipe(Effect.mapError((e) => new BackendError({ reason: e.reason, operation: e.operation, message: `HTTP 400: ${e.message}` }))),
+        }),
+      ).pipe(
+        Context.add(
+          Sampler,
+          Sampler.of({
+            ...sampler,
+            sample: (prompt, params, options) =>
+              Effect.map(sampler.sample(prompt, params, options), (r) => ({ ...r, sequences: r.sequences.map((q) => ({ ...q, logprobs: q.logprobs.map((v, i) => (i === 0 ? 0.5 : v)) })) })),
+          }),
+        ),
+      )
+    }),
+  ).pipe(
+    Layer.provideMerge(Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] } }))),
+  )
+
+describe("a refusal without an issue", () => {
+  it.effect("is located by the validator run on the step's datums, and names the sample", () =>
+    Effect.gen(function* () {
+      const dir = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-issue-")), "r")
+      const settings = toySettings(dir, { steps: 1, groups: 4, groupSize: 8, microBatch: 3 })
+      const error = yield* Runner.run(settings, vowels).pipe(Effect.provide(textOnly(dir)), quiet, Effect.flip)
+      assert.strictEqual(error.reason, "Backend")
+      assert.include(error.message, "HTTP 400: data[0].lossFnInputs.logprobs")
+      assert.match(error.message, /\(checked here: data\[0\]\.lossFnInputs\.logprobs\[\d+\] = 0\.5; a log-probability must be <= 0; datum 0 is sample \d+ of problem \S+\)$/)
     }), 60_000)
 })
