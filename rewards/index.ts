@@ -4,7 +4,8 @@
  * - `answers`: numeric answers (`numericAnswer`) and exact text answers (`exactMatch`);
  * - `format`: regular expressions, tags, tag sequences, JSON objects (1 or 0, never fail);
  * - `length`: hard limits, a soft length penalty, not cut off;
- * - `judge`: a language model asked a templated question (the `Judge` service).
+ * - `judge`: a language model asked a templated question (the `Judge` service);
+ * - `code`: model-written JavaScript run against tests in a QuickJS sandbox (the `Sandbox` service).
  *
  * @since 0.1.0
  */
@@ -14,6 +15,8 @@ export * as answers from "./answers.ts"
 export * as format from "./format.ts"
 /** Length limits and penalties in characters or tokens. */
 export * as length from "./length.ts"
+/** Code rewards: programs run against tests in a QuickJS sandbox. */
+export * as code from "./code.ts"
 export {
   /** Scores 1 when the answer read from the completion equals the problem's number. */
   numericAnswer,
@@ -48,3 +51,15 @@ export {
   /** The last number in a judge's reply (the default score parser). */
   lastNumber,
 } from "./judge.ts"
+export {
+  /** The fraction of a problem's tests that the completion's program passes, run in the `Sandbox`. */
+  passesTests,
+  /** Runs a program against tests in the `Sandbox`, reporting what passed. */
+  runTests,
+  /** The sandbox code rewards run programs in (QuickJS in WebAssembly; provide `Sandbox.layer()`). */
+  Sandbox,
+  /** A program that could not run to the end, with its `reason`. */
+  ProgramError,
+  /** A sandbox that could not start or answer. */
+  SandboxError,
+} from "./code.ts"

@@ -1,0 +1,319 @@
+/**
+ * A sandbox for model-written JavaScript: QuickJS compiled to WebAssembly, run in Node
+ * worker threads.
+ *
+ * Each evaluation gets a fresh QuickJS runtime and context (nothing a program does,
+ * prototype pollution included, reaches the next one), with:
+ * - no file system, network, process, timers, module loader or host objects: a program
+ *   sees the ECMAScript built-ins and `print` / `console.log`, nothing else;
+ * - a memory limit (`memoryMb`, default 32) and a stack limit (`stackKb`, default 256);
+ * - a time limit (`time`, default 1 second), enforced twice: QuickJS' interrupt handler
+ *   stops the program at its deadline, and if a long native call keeps it from checking,
+ *   the worker itself is terminated a grace period later (and replaced);
+ * - an output cap (`outputChars`) on what it prints, and a cap (`resultChars`) on each
+ *   result's JSON;
+ * - bounded concurrency: at most `concurrency` evaluations at once (one worker each), the
+ *   others wait in line. Evaluations run off the main thread, so a hostile program stalls
+ *   neither the runner nor other rewards, only its own worker, for at most its time limit.
+ *
+ * A program's own failure (time, memory, stack, output, a throw, a value that is not a
+ * function) is a `ProgramError` with its `reason`; a sandbox that cannot start or stops
+ * answering is a `SandboxError`. `Sandbox` is a service: provide `Sandbox.layer()` (or
+ * your own implementation) through the env's `services`.
+ *
+ * @since 0.1.0
+ */
+import { createRequire } from "node:module"
+import { Worker } from "node:worker_threads"
+import { Context, Duration, Effect, Layer, Schema, Semaphore } from "effect"
+import { type WorkerRequest, workerSource } from "./worker.ts"
+
+// ===== Models =====
+
+/**
+ * The limits of one evaluation.
+ * @since 0.1.0 @category models
+ */
+export interface Limits {
+  /** wall-clock time of the whole evaluation, in its worker (default 1 second) */
+  readonly time: Duration.Input
+  /** QuickJS heap limit in MiB (default 32) */
+  readonly memoryMb: number
+  /** QuickJS stack limit in KiB (default 256) */
+  readonly stackKb: number
+  /** characters a program may print (default 65,536); more ends it */
+  readonly outputChars: number
+  /** characters of each result's JSON (default 65,536); more ends it */
+  readonly resultChars: number
+}
+
+/** @since 0.1.0 @category models */
+export const defaultLimits: Limits = { time: "1 second", memoryMb: 32, stackKb: 256, outputChars: 65_536, resultChars: 65_536 }
+
+/**
+ * One evaluation: a script, and optionally calls of the function it evaluates to.
+ * @since 0.1.0 @category models
+ */
+export interface Request {
+  /** a script (global code); its value is the value of its last expression statement */
+  readonly source: string
+  /** call the script's value with each of these argument lists (JSON values); absent: read the value itself */
+  readonly calls?: ReadonlyArray<ReadonlyArray<Schema.Json>>
+  /** limits for this evaluation, over the sandbox's own */
+  readonly limits?: Partial<Limits>
+}
+
+/**
+ * What an evaluation gave: the script's value (without `calls`) or each call's result, as
+ * JSON values (`undefined` for one that has no JSON: a function, `undefined`, a symbol).
+ * @since 0.1.0 @category models
+ */
+export interface Evaluation {
+  readonly value: Schema.Json | undefined
+  readonly results: ReadonlyArray<Schema.Json | undefined>
+  /** what the program printed, at most `outputChars` */
+  readonly output: string
+  /** time the evaluation took in its worker */
+  readonly millis: number
+}
+
+// ===== Errors =====
+
+/**
+ * Why a program failed: the program's fault, never the sandbox's.
+ * @since 0.1.0 @category errors
+ */
+export const ProgramFailure = Schema.Literals(["Timeout", "OutOfMemory", "StackOverflow", "OutputLimit", "Threw", "NotAFunction", "Crashed"])
+
+/**
+ * The program failed: it ran out of time, memory or stack, printed or returned too much,
+ * threw, or is not a function when it was called.
+ * @since 0.1.0 @category errors
+ */
+export class ProgramError extends Schema.TaggedError<ProgramError>()("ProgramError", {
+  reason: ProgramFailure,
+  message: Schema.String,
+  output: Schema.String,
+}) {}
+
+/**
+ * The sandbox itself failed: it could not start (`Unavailable`), or it answered with
+ * something it should never send (`Protocol`).
+ * @since 0.1.0 @category errors
+ */
+export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
+  reason: Schema.Literals(["Unavailable", "Protocol"]),
+  message: Schema.String,
+}) {}
+
+// ===== Service =====
+
+/** @since 0.1.0 @category models */
+export interface SandboxShape {
+  /** Evaluates one program in a fresh context. */
+  readonly run: (request: Request) => Effect.Effect<Evaluation, ProgramError | SandboxError>
+}
+
+/** Options of `Sandbox.layer`. @since 0.1.0 @category models */
+export interface Options {
+  /** evaluations at once, each in its own worker thread (default 2) */
+  readonly concurrency?: number
+  /** the default limits of every evaluation */
+  readonly limits?: Partial<Limits>
+  /** how long a worker may take to start (default 10 seconds) */
+  readonly startTimeout?: Duration.Input
+  /** how much past its time limit an evaluation's worker is terminated (default 1 second) */
+  readonly grace?: Duration.Input
+}
+
+// ===== Workers =====
+
+const Reply = Schema.Union([
+  Schema.Struct({
+    id: Schema.Number,
+    ok: Schema.Literal(true),
+    value: Schema.optional(Schema.String),
+    results: Schema.Array(Schema.UndefinedOr(Schema.String)),
+    output: Schema.String,
+    millis: Schema.Number,
+    broken: Schema.Boolean,
+  }),
+  Schema.Struct({
+    id: Schema.Number,
+    ok: Schema.Literal(false),
+    reason: ProgramFailure,
+    message: Schema.String,
+    output: Schema.String,
+    millis: Schema.Number,
+    broken: Schema.Boolean,
+  }),
+])
+const decodeReply = Schema.decodeUnknownEffect(Reply)
+
+/** How one evaluation in a worker ended: a reply, or the worker died or was stopped. */
+type Answer =
+  | { readonly reply: typeof Reply.Type; readonly died: undefined; readonly reason: undefined }
+  | { readonly reply: undefined; readonly died: string; readonly reason: "Timeout" | "Crashed" }
+
+const packagePaths = Effect.try({
+  try: () => {
+    const require = createRequire(import.meta.url)
+    return { core: require.resolve("quickjs-emscripten-core"), variant: require.resolve("@jitl/quickjs-wasmfile-release-sync") }
+  },
+  catch: (e) => new SandboxError({ reason: "Unavailable", message: `QuickJS is not installed: ${e instanceof Error ? e.message : String(e)}` }),
+})
+
+/** Starts one worker and waits until QuickJS is loaded in it. */
+const startWorker = (startTimeout: Duration.Input) =>
+  Effect.flatMap(packagePaths, (paths) =>
+    Effect.callback<Worker, SandboxError>((resume) => {
+      const worker = new Worker(workerSource, { eval: true, workerData: paths, resourceLimits: { maxOldGenerationSizeMb: 128, stackSizeMb: 4 } })
+      worker.unref()
+      const unavailable = (message: string) => {
+        void worker.terminate()
+        resume(Effect.fail(new SandboxError({ reason: "Unavailable", message: `the sandbox could not start: ${message}` })))
+      }
+      const onMessage = (m: { ready?: boolean; message?: string }) => {
+        cleanup()
+        if (m.ready === true) resume(Effect.succeed(worker))
+        else unavailable(m.message ?? "QuickJS did not load")
+      }
+      const onError = (e: Error) => (cleanup(), unavailable(e.message))
+      const onExit = (code: number) => (cleanup(), unavailable(`its worker exited with code ${code}`))
+      const cleanup = () => {
+        worker.off("message", onMessage).off("error", onError).off("exit", onExit)
+      }
+      worker.on("message", onMessage).on("error", onError).on("exit", onExit)
+      return Effect.sync(() => (cleanup(), void worker.terminate()))
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: startTimeout,
+        orElse: () => Effect.fail(new SandboxError({ reason: "Unavailable", message: `the sandbox did not start within ${Duration.format(Duration.fromInputUnsafe(startTimeout))}` })),
+      }),
+    ))
+
+type Outcome = { readonly _tag: "Reply"; readonly reply: unknown } | { readonly _tag: "Died"; readonly message: string }
+
+/** Sends one request and waits for its reply, or for the worker to die. */
+const ask = (worker: Worker, request: WorkerRequest) =>
+  Effect.callback<Outcome>((resume) => {
+    const onMessage = (m: unknown) => {
+      cleanup()
+      resume(Effect.succeed({ _tag: "Reply", reply: m }))
+    }
+    const onError = (e: Error) => (cleanup(), resume(Effect.succeed({ _tag: "Died", message: e.message })))
+    const onExit = (code: number) => (cleanup(), resume(Effect.succeed({ _tag: "Died", message: `its worker exited with code ${code}` })))
+    const cleanup = () => {
+      worker.off("message", onMessage).off("error", onError).off("exit", onExit)
+    }
+    worker.on("message", onMessage).on("error", onError).on("exit", onExit)
+    worker.postMessage(request)
+    return Effect.sync(cleanup)
+  })
+
+/**
+ * A program's message as it may be shown and logged: control, zero-width and
+ * bidirectional characters and lone surrogates written as `\\uXXXX` escapes.
+ */
+const printable = (s: string): string =>
+  s.replace(
+    /[\u0000-\u001f\u007f-\u009f\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  )
+
+/** Text with each lone surrogate replaced by U+FFFD (what a program printed, as it may be shown). */
+const wellFormed = (s: string): string => s.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd")
+
+const parseJson = (text: string | undefined): Schema.Json | undefined => (text === undefined ? undefined : (JSON.parse(text) as Schema.Json))
+
+const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
+  const positive = (name: string, n: number) => {
+    if (!(Number.isFinite(n) && n > 0)) throw new RangeError(`Sandbox: limits.${name} must be a positive number, got ${n}`)
+    return n
+  }
+  return {
+    timeMillis: positive("time", Duration.toMillis(Duration.fromInputUnsafe(limits.time))),
+    memoryBytes: Math.round(positive("memoryMb", limits.memoryMb) * 1024 * 1024),
+    stackBytes: Math.round(positive("stackKb", limits.stackKb) * 1024),
+    outputChars: positive("outputChars", limits.outputChars),
+    resultChars: positive("resultChars", limits.resultChars),
+  }
+}
+
+/**
+ * Builds a sandbox: workers are started on first use (so a sandbox that cannot start
+ * fails its evaluations, not the layer) and kept while the scope lasts.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fnUntraced(function* (options: Options = {}) {
+  const concurrency = options.concurrency ?? 2
+  if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`Sandbox: concurrency must be a positive integer, got ${concurrency}`)
+  const base = { ...defaultLimits, ...options.limits }
+  limitsOf(base)
+  const grace = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "1 second"))
+  const startTimeout = options.startTimeout ?? "10 seconds"
+  const permits = yield* Semaphore.make(concurrency)
+  const idle: Array<Worker> = []
+  let nextId = 0
+  yield* Effect.addFinalizer(() => Effect.sync(() => idle.splice(0).forEach((w) => void w.terminate())))
+
+  const evaluate = (worker: Worker, request: WorkerRequest): Effect.Effect<Answer, SandboxError> =>
+    ask(worker, request).pipe(
+      Effect.timeoutOption(request.limits.timeMillis + grace),
+      Effect.flatMap((outcome): Effect.Effect<Answer, SandboxError> => {
+        if (outcome._tag === "None") {
+          return Effect.succeed({ reply: undefined, died: `ran past its time limit of ${request.limits.timeMillis} ms and its worker was stopped`, reason: "Timeout" as const })
+        }
+        const o = outcome.value
+        if (o._tag === "Died") return Effect.succeed({ reply: undefined, died: `crashed its worker: ${o.message}`, reason: "Crashed" as const })
+        return decodeReply(o.reply).pipe(
+          Effect.map((reply): Answer => ({ reply, died: undefined, reason: undefined })),
+          Effect.mapError((e) => new SandboxError({ reason: "Protocol", message: `the sandbox's worker sent an answer that does not decode: ${e.message}` })),
+        )
+      }),
+    )
+
+  const run = (request: Request): Effect.Effect<Evaluation, ProgramError | SandboxError> =>
+    Effect.gen(function* () {
+      const limits = yield* Effect.try({
+        try: () => limitsOf({ ...base, ...request.limits }),
+        catch: (e) => new SandboxError({ reason: "Protocol", message: e instanceof Error ? e.message : String(e) }),
+      })
+      const worker = idle.pop() ?? (yield* startWorker(startTimeout))
+      const message: WorkerRequest = { id: nextId++, source: request.source, calls: request.calls, limits }
+      const answer = yield* evaluate(worker, message).pipe(
+        // A worker whose evaluation was cut short is in an unknown state: it is never reused.
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            const reusable = exit._tag === "Success" && exit.value.reply !== undefined && !exit.value.reply.broken
+            if (reusable) idle.push(worker)
+            else void worker.terminate()
+          })
+        ),
+      )
+      if (answer.reply === undefined) return yield* new ProgramError({ reason: answer.reason, message: answer.died, output: "" })
+      const reply = answer.reply
+      if (!reply.ok) return yield* new ProgramError({ reason: reply.reason, message: printable(reply.message), output: wellFormed(reply.output) })
+      return { value: parseJson(reply.value), results: reply.results.map(parseJson), output: wellFormed(reply.output), millis: reply.millis }
+    }).pipe(Semaphore.withPermits(permits, 1))
+
+  return Sandbox.of({ run })
+})
+
+/**
+ * The sandbox that code rewards run programs in.
+ * @since 0.1.0 @category services
+ */
+export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("gyre/rewards/Sandbox") {
+  /** QuickJS in worker threads (see the module's documentation for the limits) */
+  static readonly layer = (options: Options = {}): Layer.Layer<Sandbox> => Layer.effect(Sandbox, make(options))
+}
+
+/**
+ * Evaluates one program in the `Sandbox`.
+ * @since 0.1.0 @category operations
+ */
+export const run = Effect.fn("Sandbox.run")(function* (request: Request) {
+  const sandbox = yield* Sandbox
+  return yield* sandbox.run(request)
+})

@@ -1,0 +1,186 @@
+/**
+ * Hostile programs in the code sandbox: each is contained (it scores 0 with its reason),
+ * nothing reaches the host, and the next evaluation is normal.
+ */
+import { existsSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Scope } from "effect"
+import { score } from "gyre/testing"
+import { functionExpression, passesTests, type ProgramError, runTests, Sandbox, type TestCase } from "../../rewards/code.ts"
+import { type Limits, make, run } from "../../rewards/code/Sandbox.ts"
+
+const scope = Scope.makeUnsafe()
+const sandbox = await Effect.runPromise(Scope.provide(make({ concurrency: 2 }), scope))
+afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+const withSandbox = <A, E>(effect: Effect.Effect<A, E, Sandbox>) => Effect.runPromise(Effect.provideService(effect, Sandbox, sandbox))
+
+// f(x) = 3x + 1
+const tests: ReadonlyArray<TestCase> = [{ args: [2], expected: 7 }, { args: [3], expected: 10 }, { args: [0], expected: 1 }, { args: [-4], expected: -11 }]
+const reward = passesTests<null>(() => tests)
+
+/** No lone surrogate (String.prototype.isWellFormed, which the es2022 lib does not type). */
+const isWellFormed = (s: string) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s)
+
+const MARKER = "__gyreHostMarker"
+;(globalThis as Record<string, unknown>)[MARKER] = "untouched"
+
+/** The host as it should stay: the marker, the prototypes, the process. */
+const assertHostIntact = () => {
+  assert.strictEqual((globalThis as Record<string, unknown>)[MARKER], "untouched")
+  assert.isUndefined((Object.prototype as Record<string, unknown>)["polluted"])
+  assert.isUndefined((globalThis as Record<string, unknown>)["hacked"])
+  assert.strictEqual(JSON.stringify({ a: [1] }), "{\"a\":[1]}")
+  assert.strictEqual(typeof process.pid, "number")
+}
+
+/** A normal program, run after a hostile one, scores 1. */
+const assertNextIsNormal = async () => {
+  const s = await withSandbox(score(reward, null, "x=>3*x+1"))
+  assert.strictEqual(s.value, 1)
+}
+
+/** Runs a hostile completion: it scores 0, unmasked, and fails with `reason`, a message matching `message`. */
+const contained = async (completion: string, reason: ProgramError["reason"], message: RegExp, limits?: Partial<Limits>) => {
+  const s = await withSandbox(score(limits === undefined ? reward : passesTests<null>(() => tests, { limits }), null, completion))
+  assert.strictEqual(s.value, 0, `${completion} scored ${s.value}`)
+  assert.isUndefined(s.masked)
+  const failure = await withSandbox(Effect.flip(runTests(functionExpression(completion), tests, limits)))
+  assert.strictEqual(failure._tag, "ProgramError")
+  if (failure._tag !== "ProgramError") return
+  assert.strictEqual(failure.reason, reason, failure.message)
+  assert.match(failure.message, message)
+  assertHostIntact()
+  await assertNextIsNormal()
+  return failure
+}
+
+describe("the code reward", () => {
+  it("scores the fraction of tests passed", async () => {
+    const scores = await Promise.all(["x=>3*x+1", "x=>7", "x=>x>0?3*x+1:0", "x=>'7'", "function (x) { return 3 * x + 1 }"].map((c) => withSandbox(score(reward, null, c))))
+    assert.deepStrictEqual(scores.map((s) => s.value), [1, 0.25, 0.5, 0, 1])
+  })
+
+  it("a completion that is not a function scores 0, and cannot escape its parentheses", async () => {
+    await contained("x=>1);globalThis.hacked=1;(0", "NotAFunction", /is not a function/)
+    await contained("", "Threw", /SyntaxError/)
+  })
+})
+
+describe("hostile programs", () => {
+  it("this.constructor.constructor('return process')() finds no process", () =>
+    contained("x=>this.constructor.constructor('return process')().exit(1)", "Threw", /ReferenceError: 'process' is not defined/))
+
+  it("globalThis holds only the language's built-ins", async () => {
+    await contained("x=>globalThis.process.exit(1)", "Threw", /TypeError/)
+    const probe = "x=>[typeof process,typeof require,typeof module,typeof fetch,typeof setTimeout,typeof WebAssembly,typeof std,typeof os,typeof Deno].join()"
+    const report = await withSandbox(runTests(functionExpression(probe), [{ args: [0], expected: "" }]))
+    assert.deepStrictEqual(report.results, [Array(9).fill("undefined").join()])
+  })
+
+  it("require is not defined", () => contained("x=>require('fs').writeFileSync('/tmp/x','')", "Threw", /ReferenceError: 'require' is not defined/))
+
+  it("import() never loads a module", async () => {
+    const file = join(tmpdir(), `gyre-sandbox-${process.pid}`)
+    const program = `(()=>{import('fs').then(m=>m.writeFileSync(${JSON.stringify(file)},'x'));return x=>import('node:fs')})()`
+    const report = await withSandbox(runTests(program, tests))
+    assert.strictEqual(report.passed, 0)
+    assert.isFalse(existsSync(file))
+    assertHostIntact()
+    await assertNextIsNormal()
+  })
+
+  it("an infinite loop is interrupted at its deadline, even one that catches", async () => {
+    const started = Date.now()
+    await contained("x=>{while(true){}}", "Timeout", /time limit of 1000 ms/)
+    await contained("x=>{for(;;){try{for(;;){}}catch(e){}}}", "Timeout", /time limit/)
+    assert.isBelow(Date.now() - started, 8_000)
+  })
+
+  it("a long call inside QuickJS' own code is stopped with its worker", () =>
+    contained("x=>{let a=[];for(;;)a.push(new Array(1e5).fill(1))}", "Timeout", /worker was stopped/))
+
+  it("deep recursion overflows the sandbox's stack, not the host's", async () => {
+    await contained("function f(x){return f(x+1)+1}", "StackOverflow", /stack/)
+    await contained("x=>{const g=n=>[g(n+1)];return g(0)}", "StackOverflow", /stack/)
+  })
+
+  it("a memory bomb runs out of the sandbox's memory", async () => {
+    await contained("x=>'a'.repeat(2**29)", "OutOfMemory", /out of memory \(32 MB\)/)
+    await contained("x=>{let a=[];for(;;)a.push([a.length,a.length,{a}])}", "OutOfMemory", /out of memory \(8 MB\)/, { time: "20 seconds", memoryMb: 8 })
+    // ArrayBuffers, whose memory QuickJS does not count, cannot be made at all
+    await contained("x=>{let a=[];for(;;)a.push(new Uint8Array(1e6))}", "Threw", /ReferenceError: 'Uint8Array' is not defined/)
+    await contained("x=>new ArrayBuffer(1e9)", "Threw", /ReferenceError: 'ArrayBuffer' is not defined/)
+  })
+
+  it("100 MB of output stops at the output cap", async () => {
+    const failure = await contained("x=>{for(let i=0;i<100;i++)print('x'.repeat(1e6))}", "OutputLimit", /printed more than 65536 characters/)
+    assert.strictEqual(failure?.output.length, 65_536)
+    // a program that catches the cap's error is stopped all the same
+    await contained("x=>{for(;;)try{console.log('y'.repeat(1e6))}catch(e){}}", "Timeout", /time limit/)
+    // and so is a 10 MB result
+    await contained("x=>'x'.repeat(1e7)", "OutputLimit", /returned a result of 10000002 characters/)
+  })
+
+  it("Atomics.wait and SharedArrayBuffer are not there", async () => {
+    await contained("x=>Atomics.wait(new Int32Array(new SharedArrayBuffer(16)),0,0)", "Threw", /'Atomics' is not defined/)
+    await contained("x=>new SharedArrayBuffer(8)", "Threw", /'SharedArrayBuffer' is not defined/)
+  })
+
+  it("state does not leak from one evaluation to the next (prototype pollution)", async () => {
+    const polluter = "(Object.prototype.polluted=1,Array.prototype.map=()=>[7],JSON.stringify=()=>'7',globalThis.hacked=1,x=>7)"
+    const first = await withSandbox(runTests(polluter, tests))
+    assert.strictEqual(first.passed, 1) // replacing JSON does not change how results are compared
+    const clean = "x=>({}).polluted===undefined&&[1].map(y=>y+1)[0]===2&&JSON.stringify([1])==='[1]'&&typeof hacked==='undefined'?3*x+1:-1"
+    const second = await withSandbox(runTests(functionExpression(clean), tests))
+    assert.strictEqual(second.passed, 4)
+    assertHostIntact()
+  })
+
+  it("strange unicode in output, results and errors stays data", async () => {
+    const weird = "\\u202e\\ud800\\u0000\\u200b\\ufeff\\u2028\\ud83d\\ude00"
+    const failure = await contained(`x=>{print('${weird}');throw new Error('${weird}')}`, "Threw", /threw Error: /)
+    assert.isTrue(isWellFormed(failure!.message))
+    assert.notMatch(failure!.message, /[\u0000\u200b\u202e\ufeff\u2028]/)
+    assert.include(failure!.message, "\\u202e")
+    assert.include(failure!.message, "😀")
+    assert.isTrue(isWellFormed(failure!.output))
+    // a result crosses whole, NUL and lone surrogates included: "a\0b" is not "a"
+    const report = await withSandbox(runTests(functionExpression(`x=>x?'${weird}':'a\\u0000b'`), [{ args: [1], expected: "\u202e" }, { args: [0], expected: "a" }]))
+    assert.strictEqual(report.passed, 0)
+    assert.deepStrictEqual(report.results, ["\u202e\ud800\u0000\u200b\ufeff\u2028\ud83d\ude00", "a\u0000b"])
+  })
+})
+
+describe("the sandbox", () => {
+  it("runs hostile programs off the main thread, at most `concurrency` at once", async () => {
+    let ticks = 0
+    const timer = setInterval(() => ticks++, 50)
+    const started = Date.now()
+    const scores = await Promise.all(Array.from({ length: 4 }, () => withSandbox(score(reward, null, "x=>{for(;;);}"))))
+    clearInterval(timer)
+    const elapsed = Date.now() - started
+    assert.deepStrictEqual(scores.map((s) => s.value), [0, 0, 0, 0])
+    // two at a time, one second each: about two seconds, and the main thread kept ticking
+    assert.isAtLeast(elapsed, 1_900)
+    assert.isAtLeast(ticks, Math.floor(elapsed / 50 / 3))
+    await assertNextIsNormal()
+  })
+
+  it("a sandbox that cannot start masks the sample (InfraFault)", async () => {
+    const broken = Scope.makeUnsafe()
+    const unstartable = await Effect.runPromise(Scope.provide(make({ startTimeout: 1 }), broken))
+    const s = await Effect.runPromise(Effect.provideService(score(reward, null, "x=>3*x+1"), Sandbox, unstartable))
+    await Effect.runPromise(Scope.close(broken, Exit.void))
+    assert.isUndefined(s.value)
+    assert.match(s.masked ?? "", /tests: Unavailable: the sandbox did not start within 1ms/)
+  })
+
+  it("a program's value can be read without calls", async () => {
+    const ev = await withSandbox(run({ source: "print('hi'); [1, 'two', { three: 3 }, null]" }))
+    assert.deepStrictEqual(ev.value, [1, "two", { three: 3 }, null])
+    assert.strictEqual(ev.output, "hi\n")
+  })
+})
