@@ -15,6 +15,8 @@
  * @since 0.1.0
  */
 
+import * as K from "./MetricKeys.ts"
+
 /** @since 0.1.0 @category models */
 export type MetricRecord = Record<string, number>
 
@@ -63,14 +65,14 @@ export const klSampleTrain = (pairs: LogprobPairs): MetricRecord => {
   }
   ws.sort((a, b) => a - b)
   return {
-    "optim/kl_sample_train_v1": v1 / n,
-    "optim/kl_sample_train_v2": v2 / n,
-    "optim/kl_sample_train_k3": k3 / n,
-    "optim/entropy": entropy / n,
-    "optim/is_ratio/mean": sumW / n,
-    "optim/is_ratio/p99": quantile(ws, 0.99),
-    "optim/is_ratio/max": ws[ws.length - 1]!,
-    "optim/ess_over_n": sumW2 === 0 ? 0 : (sumW * sumW) / sumW2 / n,
+    [K.Optim.klSampleTrainV1]: v1 / n,
+    [K.Optim.klSampleTrainV2]: v2 / n,
+    [K.Optim.klSampleTrainK3]: k3 / n,
+    [K.Optim.entropy]: entropy / n,
+    [K.Optim.isRatioMean]: sumW / n,
+    [K.Optim.isRatioP99]: quantile(ws, 0.99),
+    [K.Optim.isRatioMax]: ws[ws.length - 1]!,
+    [K.Optim.essOverN]: sumW2 === 0 ? 0 : (sumW * sumW) / sumW2 / n,
   }
 }
 
@@ -145,8 +147,14 @@ export const mean = (values: ReadonlyArray<number | undefined>): number | undefi
  */
 export const groupFractions = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>): MetricRecord => {
   const scored = groups.map((g) => g.filter((v): v is number => v !== undefined && !Number.isNaN(v))).filter((xs) => xs.length > 0)
-  const out = { "by_group/frac_mixed": 0, "by_group/frac_all_good": 0, "by_group/frac_all_bad": 0, "by_group/frac_all_equal": 0 }
-  if (scored.length === 0) return out
+  const counts = { mixed: 0, good: 0, bad: 0, equal: 0 }
+  const fractions = (n: number): MetricRecord => ({
+    [K.ByGroup.fracMixed]: counts.mixed / n,
+    [K.ByGroup.fracAllGood]: counts.good / n,
+    [K.ByGroup.fracAllBad]: counts.bad / n,
+    [K.ByGroup.fracAllEqual]: counts.equal / n,
+  })
+  if (scored.length === 0) return fractions(1)
   let lo = Infinity
   let hi = -Infinity
   for (const xs of scored) {
@@ -162,29 +170,43 @@ export const groupFractions = (groups: ReadonlyArray<ReadonlyArray<number | unde
   for (const xs of scored) {
     const gLo = Math.min(...xs)
     const gHi = Math.max(...xs)
-    if (!same(gLo, gHi)) out["by_group/frac_mixed"]++
-    else if (batchHasSpread && same(gLo, hi)) out["by_group/frac_all_good"]++
-    else if (batchHasSpread && same(gHi, lo)) out["by_group/frac_all_bad"]++
-    else out["by_group/frac_all_equal"]++
+    if (!same(gLo, gHi)) counts.mixed++
+    else if (batchHasSpread && same(gLo, hi)) counts.good++
+    else if (batchHasSpread && same(gHi, lo)) counts.bad++
+    else counts.equal++
   }
-  const n = scored.length
-  return {
-    "by_group/frac_mixed": out["by_group/frac_mixed"] / n,
-    "by_group/frac_all_good": out["by_group/frac_all_good"] / n,
-    "by_group/frac_all_bad": out["by_group/frac_all_bad"] / n,
-    "by_group/frac_all_equal": out["by_group/frac_all_equal"] / n,
-  }
+  return fractions(scored.length)
 }
 
 /**
- * The held-out score a step line and a run summary show, named for what it is: the mean
- * of the held-out `correct` component where the env has one (`held-out correct`), else
- * the mean held-out total reward (`held-out reward`). Undefined when the record has no
- * held-out evaluation.
+ * The reward components a progress line and a run summary name: those with a weight in
+ * the total (`rewardWeights`, as `config.json` records them), in the reward's order.
+ * Metric-only components (weight 0) are left out; a reward that is not a weighted sum
+ * names none (its total says it all).
+ *
+ * @example
+ * headline({ correct: 1, brief: 0 }) // => ["correct"]
  * @since 0.1.0 @category estimators
  */
-export const heldOutScore = (metrics: Readonly<Record<string, unknown>>): { readonly label: string; readonly key: string; readonly value: number } | undefined => {
-  for (const [key, label] of [["test/env/all/correct", "held-out correct"], ["test/env/all/reward/total", "held-out reward"]] as const) {
+export const headline = (weights: Readonly<Record<string, number>> | undefined): ReadonlyArray<string> =>
+  Object.entries(weights ?? {}).filter(([, w]) => w !== 0).map(([name]) => name)
+
+/**
+ * The held-out score a step line and a run summary show, named for what it is: the mean
+ * held-out score of the reward's one weighted component where the reward has exactly one
+ * (`held-out <component>`, see {@link headline}), else the mean held-out total reward
+ * (`held-out reward`). Undefined when the record has no held-out evaluation.
+ * @since 0.1.0 @category estimators
+ */
+export const heldOutScore = (
+  metrics: Readonly<Record<string, unknown>>,
+  components: ReadonlyArray<string> = [],
+): { readonly label: string; readonly key: string; readonly value: number } | undefined => {
+  const candidates: ReadonlyArray<readonly [string, string]> = [
+    ...(components.length === 1 ? [[K.envKey("test", K.ALL, components[0]!), `held-out ${components[0]}`] as const] : []),
+    [K.envKey("test", K.ALL, K.EnvStat.total), "held-out reward"],
+  ]
+  for (const [key, label] of candidates) {
     const value = metrics[key]
     if (typeof value === "number" && Number.isFinite(value)) return { label, key, value }
   }

@@ -8,12 +8,16 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
-import { Cause, Effect } from "effect"
+import { Cause, Effect, Option, Schema } from "effect"
+import * as K from "./MetricKeys.ts"
 import * as Metrics from "./Metrics.ts"
+import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 
-type Row = Record<string, unknown>
+type Row = Readonly<Record<string, unknown>>
+
+/** A rollout row as the table shows it; rows of older folders may lack fields. */
+type RolloutRow = Partial<RunFolder.RolloutRow>
 
 /**
  * A run folder's `divergence.jsonl`: one row per rollout-logging step, `{ step, edges,
@@ -23,7 +27,7 @@ type Row = Record<string, unknown>
  * token id and text, sampler and trainer log-probs).
  * @since 0.1.0 @category models
  */
-export const divergencePath = (dir: string) => RunLog.paths(dir).divergence
+export const divergencePath = (dir: string) => RunFolder.paths(dir).divergence
 
 /** Logged steps the divergence panel pools. @since 0.1.0 @category models */
 export const DIVERGENCE_RECENT = 5
@@ -55,7 +59,7 @@ export interface Series {
 /** An SVG line chart of several series over `step`. @since 0.1.0 @category rendering */
 export const chart = (
   title: string,
-  rows: ReadonlyArray<Row>,
+  rows: ReadonlyArray<RunFolder.MetricsRow>,
   keys: ReadonlyArray<string | Series>,
   options: { readonly smooth?: number; /** y-axis span to show at least, e.g. [0, 1] for fractions */ readonly span?: readonly [number, number] } = {},
 ): string => {
@@ -66,7 +70,10 @@ export const chart = (
     .map((k) => {
       const spec: Series = typeof k === "string" ? { key: k } : k
       const window = spec.smooth ?? options.smooth ?? 1
-      const pts = rows.filter((r) => typeof r[spec.key] === "number" && Number.isFinite(r[spec.key] as number)).map((r) => [Number(r["step"]), r[spec.key] as number] as const)
+      const pts = rows.flatMap((r) => {
+        const v = r[spec.key]
+        return typeof v === "number" && Number.isFinite(v) ? [[r.step, v] as const] : []
+      })
       const ys = window > 1 ? smooth(pts.map((p) => p[1]), window) : pts.map((p) => p[1])
       return { label: spec.label ?? spec.key, pts: pts.map((p, i) => [p[0], ys[i]!] as const) }
     })
@@ -107,15 +114,11 @@ ${lines.join("\n")}
  * Each reward component's weight in the total, from `config.json`'s `rewardWeights`
  * (component name -> weight; 0 = a metric only). Undefined when the run did not record them.
  */
-const rewardWeights = (config: Row | undefined): Readonly<Record<string, number>> | undefined => {
-  const w = config?.["rewardWeights"]
-  if (typeof w !== "object" || w === null || Array.isArray(w)) return undefined
-  const entries = Object.entries(w as Record<string, unknown>).filter((e): e is [string, number] => typeof e[1] === "number" && Number.isFinite(e[1]))
-  return Object.fromEntries(entries)
-}
+const rewardWeights = (config: Row | undefined): Readonly<Record<string, number>> | undefined =>
+  Option.getOrUndefined(Schema.decodeUnknownOption(RunFolder.ConfigHints.fields.rewardWeights)(config?.["rewardWeights"]))
 
-/** Metric keys under `env/all/` that are not reward components. */
-const NOT_A_COMPONENT = new Set(["reward/total", "frac_masked", "problems", "turns", "tool_calls", "tool_errors", "parse_errors"])
+/** Names under `env/all/` that are not reward components. */
+const NOT_A_COMPONENT: ReadonlySet<string> = new Set(Object.values(K.EnvStat))
 
 const cell = (v: unknown, digits = 3) => (typeof v === "number" && Number.isFinite(v) ? v.toFixed(digits) : "-")
 
@@ -177,6 +180,13 @@ ${svg}
 ${worst.length > 0 ? `<p>The worst-divergent tokens of ${esc(span)}:</p>` : ""}${table}`
 }
 
+/** The problem of a rollout row: its JSON (older folders logged none: its key), the key on hover. */
+const problemCell = (r: RolloutRow) => {
+  const key = r.key !== undefined ? ` title="${esc(r.key)}"` : ""
+  const text = r.problem !== undefined ? JSON.stringify(r.problem) : r.key
+  return text === undefined ? "" : `<code${key}>${esc(text.length > 200 ? `${text.slice(0, 200)}…` : text)}</code>`
+}
+
 /**
  * The whole page from parsed run files.
  *
@@ -189,63 +199,61 @@ ${worst.length > 0 ? `<p>The worst-divergent tokens of ${esc(span)}:</p>` : ""}$
  */
 export const render = (options: {
   readonly name: string
+  /** `config.json` as JSON */
   readonly config: Row | undefined
-  readonly metrics: ReadonlyArray<Row>
-  readonly rollouts: ReadonlyArray<Row>
+  readonly metrics: ReadonlyArray<RunFolder.MetricsRow>
+  readonly rollouts: ReadonlyArray<RolloutRow>
   /** rows of `divergence.jsonl` (absent or empty: no divergence panel) */
   readonly divergence?: ReadonlyArray<Row>
 }): string => {
   const { metrics, rollouts } = options
   const keys = new Set(metrics.flatMap((r) => Object.keys(r)))
   const componentOf = (k: string) => {
-    const m = /^(?:test\/)?env\/all\/(.+)$/.exec(k)
-    return m === null || NOT_A_COMPONENT.has(m[1]!) || m[1]!.startsWith("stop/") ? undefined : m[1]!
+    const name = K.envAllName(k)
+    return name === undefined || NOT_A_COMPONENT.has(name) || name.startsWith(K.STOP_PREFIX) ? undefined : name
   }
   const weights = rewardWeights(options.config)
   const rank = (c: string) => (weights?.[c] === undefined ? 1 : weights[c] === 0 ? 2 : 0)
   const components = [...new Set([...keys].map(componentOf).filter((c): c is string => c !== undefined))]
     .sort((a, b) => rank(a) - rank(b))
   const win = Math.max(1, Math.round(metrics.length / 40))
-  const train = (key: string): Series => ({ key, label: win > 1 ? `train (moving mean of ${win})` : "train", smooth: win })
-  const heldOut = (key: string): Series => ({ key: `test/${key}`, label: "held-out", smooth: 1 })
+  const trainKey = (name: string) => K.envKey("train", K.ALL, name)
+  const train = (name: string): Series => ({ key: trainKey(name), label: win > 1 ? `train (moving mean of ${win})` : "train", smooth: win })
+  const heldOut = (name: string): Series => ({ key: K.envKey("test", K.ALL, name), label: "held-out", smooth: 1 })
   const componentTitle = (c: string) => {
     const w = weights?.[c]
     return w === undefined ? `reward component: ${c}` : w === 0 ? `${c}: metric only (weight 0, not in the total)` : `reward component: ${c} (weight ${w})`
   }
   const has = (k: string) => keys.has(k)
   const last = metrics[metrics.length - 1]
-  const lastEval = [...metrics].reverse().map((r) => ({ step: r["step"], score: Metrics.heldOutScore(r) })).find((r) => r.score !== undefined)
+  const lastEval = [...metrics].reverse().map((r) => ({ step: r.step, score: Metrics.heldOutScore(r, Metrics.headline(weights)) })).find((r) => r.score !== undefined)
   const recent = rollouts.slice(-40).reverse()
   const summary = last === undefined
     ? "<p>No steps yet.</p>"
-    : `<p>step ${esc(String(last["step"]))} · train reward ${cell(last["env/all/reward/total"])} · masked ${cell(last["env/all/frac_masked"], 2)} · mixed groups ${cell(last["by_group/frac_mixed"], 2)} · ${cell(last["time/total"], 2)} s/step${lastEval?.score !== undefined ? ` · ${lastEval.score.label} ${lastEval.score.value.toFixed(3)} (step ${esc(String(lastEval.step))})` : ""}</p>`
-  const maskedCell = (r: Row) => {
-    const m = r["masked"]
-    return m === null || m === undefined || m === false ? "" : esc(typeof m === "string" ? m : JSON.stringify(m))
-  }
-  const rewardCell = (r: Row) => {
+    : `<p>step ${esc(String(last.step))} · train reward ${cell(last[trainKey(K.EnvStat.total)])} · masked ${cell(last[trainKey(K.EnvStat.fracMasked)], 2)} · mixed groups ${cell(last[K.ByGroup.fracMixed], 2)} · ${cell(last[K.Time.total], 2)} s/step${lastEval?.score !== undefined ? ` · ${lastEval.score.label} ${lastEval.score.value.toFixed(3)} (step ${esc(String(lastEval.step))})` : ""}</p>`
+  const maskedCell = (r: RolloutRow) => (r.masked === null || r.masked === undefined ? "" : esc(r.masked))
+  const rewardCell = (r: RolloutRow) => {
     if (maskedCell(r) !== "") return "—"
-    return typeof r["reward"] === "number" ? r["reward"].toFixed(3) : "n/a"
+    return typeof r.reward === "number" ? r.reward.toFixed(3) : "n/a"
   }
-  const clipKeys = ["optim/clip_fraction"].filter(has)
-  const stopKeys = [...keys].filter((k) => k.startsWith("env/all/stop/")).sort()
+  const clipKeys = [K.Optim.clipFraction].filter(has)
+  const stopPrefix = trainKey(K.STOP_PREFIX)
+  const stopKeys = [...keys].filter((k) => k.startsWith(stopPrefix)).sort()
   // an episode turn by turn: sampled text as code, the env's observations set apart
-  const completionCell = (r: Row) => {
-    const turns = r["turns"]
-    if (!Array.isArray(turns)) return `<code>${esc(String(r["completion"] ?? ""))}</code>`
-    const parts = turns.map((t: { sampled?: unknown; observation?: unknown }) =>
-      `<code>${esc(String(t.sampled ?? ""))}</code>${t.observation !== undefined ? `<span class="obs" title="observation">${esc(String(t.observation))}</span>` : ""}`
+  const completionCell = (r: RolloutRow) => {
+    if (r.turns === undefined) return `<code>${esc(r.completion ?? "")}</code>`
+    const parts = r.turns.map((t) =>
+      `<code>${esc(t.sampled)}</code>${t.observation !== undefined ? `<span class="obs" title="observation">${esc(t.observation)}</span>` : ""}`
     )
-    return parts.join("") + (typeof r["episodeStop"] === "string" ? ` <span class="stop">(${esc(r["episodeStop"])})</span>` : "")
+    return parts.join("") + (r.episodeStop !== undefined ? ` <span class="stop">(${esc(r.episodeStop)})</span>` : "")
   }
   // the components, then each component that failed with its message, and what a reward noted (a judge's replies)
-  const componentsCell = (r: Row) => {
-    const entries = (k: string) => (typeof r[k] === "object" && r[k] !== null && !Array.isArray(r[k]) ? Object.entries(r[k] as Row) : [])
-    const failed = entries("failed").map(([c, m]) => `<br><span style="color:#b91c1c">${esc(c)} failed: ${esc(String(m))}</span>`)
-    const notes = entries("notes").map(([c, n]) => `<br><span style="color:#4b5563">${esc(c)}: ${esc((Array.isArray(n) ? n : [n]).map((x) => JSON.stringify(String(x))).join(", "))}</span>`)
-    return esc(JSON.stringify(r["components"] ?? {})) + failed.join("") + notes.join("")
+  const componentsCell = (r: RolloutRow) => {
+    const failed = Object.entries(r.failed ?? {}).map(([c, m]) => `<br><span style="color:#b91c1c">${esc(c)} failed: ${esc(m)}</span>`)
+    const notes = Object.entries(r.notes ?? {}).map(([c, n]) => `<br><span style="color:#4b5563">${esc(c)}: ${esc(n.map((x) => JSON.stringify(x)).join(", "))}</span>`)
+    return esc(JSON.stringify(r.components ?? {})) + failed.join("") + notes.join("")
   }
-  const failedKeys = [...keys].filter((k) => /^reward\/.+\/failed$/.test(k)).sort()
+  const failedKeys = [...keys].filter(K.isRewardFailed).sort()
   return `<!doctype html><html><head><meta charset="utf-8"><title>gyre run ${esc(options.name)}</title>
 <style>body{font:14px system-ui,sans-serif;margin:24px;color:#111}h1{font-size:20px}.grid{display:flex;flex-wrap:wrap;gap:12px}
 .chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:6px}.empty{color:#6b7280;width:440px}
@@ -253,31 +261,31 @@ table{border-collapse:collapse;font-size:12px;margin-top:12px}td,th{border:1px s
 code{white-space:pre-wrap}details{margin:8px 0}.obs{background:#eef2ff;color:#3730a3;border-radius:3px;padding:0 2px;font-family:monospace;white-space:pre-wrap}.stop{color:#6b7280}</style></head><body>
 <h1>gyre run ${esc(options.name)}</h1>${summary}
 <div class="grid">
-${chart("reward (total)", metrics, [train("env/all/reward/total"), heldOut("env/all/reward/total")])}
-${components.map((c) => chart(componentTitle(c), metrics, [train(`env/all/${c}`), heldOut(`env/all/${c}`)])).join("\n")}
-${has("env/all/turns") ? chart("episodes (per episode, train)", metrics, ["env/all/turns", "env/all/tool_calls", "env/all/tool_errors", "env/all/parse_errors"], { smooth: win }) : ""}
-${stopKeys.length > 0 ? chart("why episodes ended (fraction, train)", metrics, stopKeys.map((k) => ({ key: k, label: k.slice("env/all/stop/".length) })), { smooth: win, span: [0, 1] }) : ""}
+${chart("reward (total)", metrics, [train(K.EnvStat.total), heldOut(K.EnvStat.total)])}
+${components.map((c) => chart(componentTitle(c), metrics, [train(c), heldOut(c)])).join("\n")}
+${has(trainKey(K.EnvStat.turns)) ? chart("episodes (per episode, train)", metrics, [K.EnvStat.turns, K.EnvStat.toolCalls, K.EnvStat.toolErrors, K.EnvStat.parseErrors].map(trainKey), { smooth: win }) : ""}
+${stopKeys.length > 0 ? chart("why episodes ended (fraction, train)", metrics, stopKeys.map((k) => ({ key: k, label: k.slice(stopPrefix.length) })), { smooth: win, span: [0, 1] }) : ""}
 ${failedKeys.length > 0 ? chart("reward failures (count per step, reward/<name>/failed)", metrics, failedKeys) : ""}
-${chart("masked samples (fraction)", metrics, [train("env/all/frac_masked"), heldOut("env/all/frac_masked")], { span: [0, 1] })}
+${chart("masked samples (fraction)", metrics, [train(K.EnvStat.fracMasked), heldOut(K.EnvStat.fracMasked)], { span: [0, 1] })}
 ${chart("sampler/trainer KL (optim/kl_sample_train_*)", metrics, [
-    { key: "optim/kl_sample_train_v1", label: "v1" },
-    { key: "optim/kl_sample_train_v2", label: "v2" },
-    { key: "optim/kl_sample_train_k3", label: "k3" },
+    { key: K.Optim.klSampleTrainV1, label: "v1" },
+    { key: K.Optim.klSampleTrainV2, label: "v2" },
+    { key: K.Optim.klSampleTrainK3, label: "k3" },
   ], { smooth: win })}
 ${chart("group shapes (fraction of groups, by_group/frac_*)", metrics, [
-    { key: "by_group/frac_mixed", label: "mixed" },
-    { key: "by_group/frac_all_good", label: "all good" },
-    { key: "by_group/frac_all_bad", label: "all bad" },
-    { key: "by_group/frac_all_equal", label: "all equal" },
+    { key: K.ByGroup.fracMixed, label: "mixed" },
+    { key: K.ByGroup.fracAllGood, label: "all good" },
+    { key: K.ByGroup.fracAllBad, label: "all bad" },
+    { key: K.ByGroup.fracAllEqual, label: "all equal" },
   ], { smooth: win, span: [0, 1] })}
 ${clipKeys.length > 0 ? chart("clipped tokens (fraction, the loss's own clip)", metrics, clipKeys, { smooth: win, span: [0, 1] }) : ""}
-${chart("policy lag", metrics, ["policy_version/lag_mean", "policy_version/lag_max", "async/stale_groups"])}
-${chart("step time (s)", metrics, ["time/total", "time/sample", "time/train"], { smooth: win })}
+${chart("policy lag", metrics, [K.PolicyVersion.lagMean, K.PolicyVersion.lagMax, K.Async.staleGroups])}
+${chart("step time (s)", metrics, [K.Time.total, K.Time.sample, K.Time.train], { smooth: win })}
 </div>
 ${divergencePanel(options.divergence ?? [])}
 <h2>Recent rollouts</h2>
-<table><tr><th>step</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
-${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeof r["prompt"] === "string" ? r["prompt"] : JSON.stringify(r["prompt"]))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${componentsCell(r)}</td><td>${cell(r["advantage"] ?? 0)}</td></tr>`).join("\n")}
+<table><tr><th>step</th><th>problem</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
+${recent.map((r) => `<tr><td>${esc(String(r.step ?? ""))}</td><td>${problemCell(r)}</td><td><code>${esc(typeof r.prompt === "string" ? r.prompt : JSON.stringify(r.prompt ?? ""))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${componentsCell(r)}</td><td>${cell(r.advantage ?? 0)}</td></tr>`).join("\n")}
 </table>
 <details><summary>config</summary><code>${esc(JSON.stringify(options.config ?? {}, null, 2))}</code></details>
 </body></html>
@@ -286,20 +294,18 @@ ${recent.map((r) => `<tr><td>${esc(String(r["step"]))}</td><td><code>${esc(typeo
 
 const build = (dir: string) =>
   Effect.gen(function* () {
-    const files = RunLog.paths(dir)
-    const metrics = yield* RunLog.readJsonl(files.metrics)
-    const rollouts = yield* RunLog.readJsonl(files.rollouts, { tailBytes: 1 << 20 })
-    const config = Fs.existsSync(files.config)
-      ? yield* Effect.try({
-        try: () => JSON.parse(Fs.readFileSync(files.config, "utf8")) as Row,
-        catch: () => undefined,
-      }).pipe(Effect.orElseSucceed(() => undefined))
-      : undefined
-    const divergence = yield* RunLog.readJsonl(divergencePath(dir), { tailBytes: 1 << 18 })
+    const files = RunFolder.paths(dir)
+    const metrics = yield* RunFolder.readMetrics(files)
+    const rollouts = yield* RunFolder.readRollouts(files, { tailBytes: 1 << 20 })
+    // a config.json that cannot be read leaves the page without weights and settings
+    const config = yield* RunFolder.readConfigHints(files).pipe(Effect.map((c) => c.json), Effect.orElseSucceed(() => undefined))
+    const divergence = yield* RunLog.readJsonl(divergencePath(dir), { tailBytes: 1 << 18 }).pipe(Effect.mapError(ioError))
     const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence })
-    yield* RunLog.writeAtomic(files.report, html)
+    yield* RunLog.writeAtomic(files.report, html).pipe(Effect.mapError(ioError))
     return files.report
   })
+
+const ioError = (e: RunLog.RunLogError) => new RunFolder.RunFolderError({ reason: "Io", path: e.path, message: `${e.path}: ${e.message}` })
 
 /**
  * Reads a run folder and writes its `report.html` atomically; returns the path, or fails
@@ -323,7 +329,7 @@ export const write = (dir: string): Effect.Effect<void> =>
     Effect.catchCause((cause) =>
       Cause.hasInterruptsOnly(cause)
         ? Effect.failCause(cause as Cause.Cause<never>)
-        : Effect.logWarning(`could not write the report ${RunLog.paths(dir).report}: ${errorText(cause)}; the run goes on (rewrite it later with \`npx tsx report ${dir}\`)`)
+        : Effect.logWarning(`could not write the report ${RunFolder.paths(dir).report}: ${errorText(cause)}; the run goes on (rewrite it later with \`npx tsx report ${dir}\`)`)
     ),
     Effect.withSpan("Report.write"),
   )

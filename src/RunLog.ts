@@ -120,15 +120,25 @@ export const appendJsonl = (path: string, rows: ReadonlyArray<unknown>) =>
     })
 
 /**
- * Reads a JSONL file's complete rows, skipping lines that are not JSON (a line torn by
- * a crash, or one a later append was glued to). `filterJsonl` rewrites the file clean.
- * With `tailBytes`, reads only the rows in the file's last `tailBytes` bytes (rollout
- * logs grow large).
+ * A JSON row of a JSONL file and where it is: its 1-based line number, or undefined when
+ * only the file's tail was read (the lines before it were not counted).
+ * @since 0.1.0 @category models
+ */
+export interface JsonlLine {
+  readonly line: number | undefined
+  readonly value: unknown
+}
+
+/**
+ * Reads a JSONL file's complete rows with their line numbers, skipping lines that are not
+ * JSON (a line torn by a crash, or one a later append was glued to). A missing file has
+ * no rows. With `tailBytes`, reads only the rows in the file's last `tailBytes` bytes
+ * (rollout logs grow large), without line numbers.
  * @since 0.1.0 @category io
  */
-export const readJsonl = (path: string, options: { readonly tailBytes?: number } = {}) =>
+export const readJsonlLines = (path: string, options: { readonly tailBytes?: number } = {}) =>
   io(path, () => {
-    if (!Fs.existsSync(path)) return [] as Array<Record<string, unknown>>
+    if (!Fs.existsSync(path)) return [] as Array<JsonlLine>
     const size = Fs.statSync(path).size
     const from = options.tailBytes === undefined ? 0 : Math.max(0, size - options.tailBytes)
     const buf = Buffer.alloc(size - from)
@@ -142,17 +152,25 @@ export const readJsonl = (path: string, options: { readonly tailBytes?: number }
     if (from > 0) lines.shift() // starts mid-line
     // The part after the last newline is either empty or a torn line.
     const complete = lines.slice(0, -1)
-    const rows: Array<Record<string, unknown>> = []
-    for (const line of complete) {
+    const rows: Array<JsonlLine> = []
+    for (const [i, line] of complete.entries()) {
       if (line.trim() === "") continue
       try {
-        rows.push(JSON.parse(line))
+        rows.push({ line: from === 0 ? i + 1 : undefined, value: JSON.parse(line) })
       } catch {
         continue
       }
     }
     return rows
   })
+
+/**
+ * Reads a JSONL file's complete rows, as {@link readJsonlLines} does, without their line
+ * numbers. `filterJsonl` rewrites the file clean.
+ * @since 0.1.0 @category io
+ */
+export const readJsonl = (path: string, options: { readonly tailBytes?: number } = {}) =>
+  readJsonlLines(path, options).pipe(Effect.map((rows) => rows.map((r) => r.value as Record<string, unknown>)))
 
 /**
  * Keeps only the rows whose `step` passes `keep`, rewriting the file atomically.

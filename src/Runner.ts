@@ -28,10 +28,12 @@
 import * as Path from "node:path"
 import { Cause, Context, Effect, Exit, Semaphore } from "effect"
 import type * as Env from "./Env.ts"
+import * as K from "./MetricKeys.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Reference from "./Reference.ts"
 import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
+import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 import type { Sampler } from "./Sampler.ts"
 import type { Tokenizer } from "./Tokenizer.ts"
@@ -39,17 +41,17 @@ import { Trainer } from "./Trainer.ts"
 import { type Batch, collect, sampleGroup, sampleRows } from "./run/Collect.ts"
 import { evaluate, scoreMetrics } from "./run/Evaluate.ts"
 import * as Pipeline from "./run/Pipeline.ts"
-import { Progress } from "./run/Progress.ts"
+import { headline, Progress } from "./run/Progress.ts"
 import { check, fail, inForce, RunError, type RunSettings } from "./run/Settings.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
 import * as Train from "./run/Train.ts"
 
-export { aggregationOf, defaults, DynamicSampling, envDefaults, LossAggregation, LrSchedule, RunError, RunSettings } from "./run/Settings.ts"
+export { aggregationOf, defaults, DynamicSampling, envDefaults, LossAggregation, LrSchedule, rewardWeightsOf, RunError, RunSettings } from "./run/Settings.ts"
 export { learningRate } from "./run/Train.ts"
 export { divergencePath } from "./Report.ts"
-export { formatStep, Progress, type StepSummary } from "./run/Progress.ts"
+export { formatStep, headline, Progress, type StepSummary } from "./run/Progress.ts"
 export { evaluate } from "./run/Evaluate.ts"
 
 /**
@@ -90,8 +92,10 @@ interface RunContext {
   readonly source: Env.AnyEnv | Env.Mixture
   /** the prefix of every affinity key */
   readonly runId: string
-  readonly files: ReturnType<typeof RunLog.paths>
+  readonly files: RunFolder.Files
   readonly divergenceFile: string
+  /** the reward components the progress line shows (`Progress.headline`) */
+  readonly headline: ReadonlyArray<string>
   /** provides the envs' services, the reward permits and cache, and the model's context length */
   readonly provide: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
@@ -133,8 +137,9 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
     resolved,
     source,
     runId: `${Path.basename(settings.outDir)}-${settings.seed}`,
-    files: RunLog.paths(settings.outDir),
+    files: RunFolder.paths(settings.outDir),
     divergenceFile: Report.divergencePath(settings.outDir),
+    headline: headline(recorded.rewardWeights),
     provide: (effect) =>
       effect.pipe(
         Effect.provideContext(envServices),
@@ -145,7 +150,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   }
   const { start, version } = yield* prepare(recorded, resume)
   // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
-  if (resume) yield* RunLog.filterJsonl(ctx.divergenceFile, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
+  if (resume) yield* RunFolder.keepThrough(ctx.divergenceFile, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
   const ledger: Ledger = { version, completed: start, savedAt: start, training: false }
   return { ctx, ledger }
 })
@@ -153,10 +158,11 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
 /** Scores the base policy on the held-out problems and writes it as the metrics row of step 0. */
 const evaluateBase = Effect.fn("Runner.evaluateBase")(function* (ctx: RunContext, version: number) {
   const base = yield* ctx.provide(evaluate(ctx.settings, ctx.source, ctx.runId, 0, version))
-  yield* RunLog.appendJsonl(ctx.files.metrics, [{ step: 0, ...base }]).pipe(Effect.mapError(fail("RunFolder", 0)))
-  const scores = Object.entries(base).filter(([k]) => k.startsWith("test/env/all/") && k !== "test/env/all/problems")
-  const problems = Object.entries(base).filter(([k]) => k.endsWith("/problems")).reduce((n, [, v]) => n + v, 0)
-  yield* Effect.logInfo(`base policy on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(13)} ${v.toFixed(3)}`).join(", ")}`)
+  yield* RunFolder.appendMetrics(ctx.files, { [K.STEP]: 0, ...base }).pipe(Effect.mapError(fail("RunFolder", 0)))
+  const all = K.envPrefix("test", K.ALL)
+  const scores = Object.entries(base).filter(([k]) => k.startsWith(all) && k !== K.envKey("test", K.ALL, K.EnvStat.problems))
+  const problems = Object.entries(base).filter(([k]) => k.endsWith(`/${K.EnvStat.problems}`)).reduce((n, [, v]) => n + v, 0)
+  yield* Effect.logInfo(`base policy on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(all.length)} ${v.toFixed(3)}`).join(", ")}`)
 })
 
 /**
@@ -189,8 +195,8 @@ const finishStep = Effect.fn("Runner.finishStep")(function* (ctx: RunContext, le
   ledger.completed = step + 1
   const last = step + 1 === settings.steps
   if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) yield* checkpoint(ctx, ledger, step + 1)
-  if ("test/env/all/reward/total" in metrics || last || (step + 1) % 100 === 0) yield* Report.write(settings.outDir)
-  yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics })
+  if (K.envKey("test", K.ALL, K.EnvStat.total) in metrics || last || (step + 1) % 100 === 0) yield* Report.write(settings.outDir)
+  yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics, components: ctx.headline })
   ledger.training = false
   return metrics
 })
@@ -217,13 +223,13 @@ const train = Effect.fn("Runner.train")(function* (ctx: RunContext, batch: Batch
   const optimized = datums.data.length > 0 ? yield* Train.optimize(settings, batch, datums, lr) : undefined
   const published = optimized !== undefined ? yield* Train.publish(batch.step, beforePublish) : version
   const metrics: Metrics.MetricRecord = {
-    "by_group/no_op": noOpGroups,
-    "train/datums": datums.data.length,
+    [K.ByGroup.noOp]: noOpGroups,
+    [K.Train.datums]: datums.data.length,
     ...datums.klMetrics,
     ...optimized?.metrics,
     // the schedule's value for this step (the one the optimizer step used, when there was one)
-    "optim/learning_rate": lr,
-    "time/train": (performance.now() - started) / 1000,
+    [K.Optim.learningRate]: lr,
+    [K.Time.train]: (performance.now() - started) / 1000,
   }
   return { metrics, version: published, advantages, divergence: optimized?.divergence } satisfies Trained
 })
@@ -233,51 +239,55 @@ const train = Effect.fn("Runner.train")(function* (ctx: RunContext, batch: Batch
  * step's first draw, what the run would train on without it, so they compare with a run
  * without it), training, dynamic sampling, policy lag, times and throughput.
  */
-const stepMetrics = (batch: Batch, trained: Trained, versionBefore: number, started: number): Metrics.MetricRecord => {
+const stepMetrics = (batch: Batch, trained: Trained, versionBefore: number, started: number): StepRow => {
   const scored = batch.dynamic?.drawn ?? batch.groups
   const sampledTokens = [...batch.groups, ...(batch.dynamic?.dropped ?? [])].reduce((s, g) => s + g.rollouts.reduce((t, r) => t + r.tokens.length, 0), 0)
   const lags = batch.groups.map((g) => versionBefore - g.version)
   const total = (performance.now() - started) / 1000
   return {
-    step: batch.step + 1,
-    ...scoreMetrics(scored, ""),
+    [K.STEP]: batch.step + 1,
+    ...scoreMetrics(scored, "train"),
     ...Metrics.groupFractions(scored.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))),
     ...trained.metrics,
     ...(batch.dynamic !== undefined
       ? {
-        "dynamic/dropped": batch.dynamic.dropped.length,
-        "dynamic/refilled": batch.dynamic.refilled,
-        "dynamic/rounds": batch.dynamic.rounds,
-        "dynamic/groups": batch.groups.length,
+        [K.Dynamic.dropped]: batch.dynamic.dropped.length,
+        [K.Dynamic.refilled]: batch.dynamic.refilled,
+        [K.Dynamic.rounds]: batch.dynamic.rounds,
+        [K.Dynamic.groups]: batch.groups.length,
       }
       : {}),
-    "policy_version/lag_max": Math.max(0, ...lags),
-    "policy_version/lag_mean": Metrics.mean(lags) ?? 0,
-    "async/stale_groups": batch.staleGroups,
-    "policy_version/trainer": trained.version,
-    "time/sample": batch.sampleSeconds,
-    "time/total": total,
-    "throughput/tokens_per_s": sampledTokens / Math.max(1e-9, total),
+    [K.PolicyVersion.lagMax]: Math.max(0, ...lags),
+    [K.PolicyVersion.lagMean]: Metrics.mean(lags) ?? 0,
+    [K.Async.staleGroups]: batch.staleGroups,
+    [K.PolicyVersion.trainer]: trained.version,
+    [K.Time.sample]: batch.sampleSeconds,
+    [K.Time.total]: total,
+    [K.Throughput.tokensPerS]: sampledTokens / Math.max(1e-9, total),
   }
 }
 
+/** A step's metrics row, as `metrics.jsonl` holds it: `step` first. */
+type StepRow = Metrics.MetricRecord & { readonly step: number }
+
 /** Appends the step's metrics row and, at the rollout-logging cadence, its rollouts and divergence rows. */
-const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch, trained: Trained, metrics: Metrics.MetricRecord) {
+const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch, trained: Trained, metrics: StepRow) {
   const { settings } = ctx
   const step = batch.step
-  yield* RunLog.appendJsonl(ctx.files.metrics, [metrics]).pipe(Effect.mapError(fail("RunFolder", step)))
+  yield* RunFolder.appendMetrics(ctx.files, metrics).pipe(Effect.mapError(fail("RunFolder", step)))
   if (!(settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps))) return
   const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
   const rows = logged.flatMap(({ advantages, g }) =>
-    sampleRows(g).map((row, si) => ({
+    sampleRows(g).map((row, si): RunFolder.RolloutRow => ({
       step: step + 1,
       ...row,
+      problem: g.task.problem,
       advantage: advantages?.[si] ?? 0,
       // dynamic sampling dropped the group (no signal): it did not train
       ...(advantages === undefined ? { dropped: true } : {}),
     }))
   )
-  yield* RunLog.appendJsonl(ctx.files.rollouts, rows).pipe(Effect.mapError(fail("RunFolder", step)))
+  yield* RunFolder.appendRollouts(ctx.files, rows).pipe(Effect.mapError(fail("RunFolder", step)))
   const d = trained.divergence
   if (d !== undefined) {
     yield* RunLog.appendJsonl(ctx.divergenceFile, [{ step: step + 1, edges: Metrics.DIVERGENCE_EDGES, counts: d.counts, tokens: d.tokens, worst: d.worst }]).pipe(
@@ -296,7 +306,7 @@ const checkpoint = Effect.fn("Runner.checkpoint")(function* (ctx: RunContext, le
   const saved = yield* (yield* Trainer).saveState(`step-${step}`).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
   )
-  yield* RunLog.appendJsonl(ctx.files.checkpoints, [{ step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }]).pipe(
+  yield* RunFolder.appendCheckpoint(ctx.files, { step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }).pipe(
     Effect.mapError(fail("RunFolder", step)),
   )
   ledger.savedAt = step

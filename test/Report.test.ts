@@ -98,8 +98,38 @@ describe("Report.write", () => {
       assert.strictEqual(lines.length, 1, lines.join("\n"))
       assert.match(lines[0]!, /^Warn could not write the report .*not-a-folder\/run\/report\.html: .*ENOTDIR/)
       const failed = yield* Effect.flip(Report.writeOrFail(dir))
-      assert.strictEqual(failed._tag, "RunLogError")
+      assert.strictEqual(failed._tag, "RunFolderError")
+      assert.strictEqual(failed.reason, "Io")
     }).pipe(Effect.provide(Layer.mergeAll(Logger.layer([logger]), Layer.succeed(References.MinimumLogLevel, "All"))))
+  })
+
+  it.effect("a rollout row that does not decode names the file, the line and the field", () =>
+    Effect.gen(function* () {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-report-bad-"))
+      Fs.writeFileSync(Path.join(dir, "metrics.jsonl"), metrics.map((m) => JSON.stringify(m)).join("\n") + "\n")
+      const good = { step: 1, group: 0, sample: 0, env: "math", key: "math/train/0/0", version: 0, prompt: "p", completion: " 1", stopReason: "stop", reward: 1, masked: null, components: { correct: 1 }, advantage: 0 }
+      Fs.writeFileSync(Path.join(dir, "rollouts.jsonl"), [good, { ...good, sample: 1, reward: "high" }].map((r) => JSON.stringify(r)).join("\n") + "\n")
+      const failed = yield* Effect.flip(Report.writeOrFail(dir))
+      assert.strictEqual(failed._tag, "RunFolderError")
+      if (failed._tag !== "RunFolderError") return
+      assert.strictEqual(failed.reason, "Decode")
+      assert.strictEqual(failed.line, 2)
+      assert.strictEqual(failed.field, "reward")
+      assert.include(failed.message, `${Path.join(dir, "rollouts.jsonl")} line 2: field reward`)
+    }))
+})
+
+describe("the rollout table", () => {
+  it("has a problem column: the problem logged with the rollout, else (an older folder) its key", () => {
+    const row = { step: 3, group: 0, sample: 0, env: "math", key: "math/train/2/0", version: 2, prompt: "What is 2 plus 3?", completion: " 5", stopReason: "stop" as const, reward: 1, masked: null, components: { correct: 1 }, advantage: 0.5 }
+    const html = Report.render({ name: "r", config: undefined, metrics, rollouts: [{ ...row, problem: { a: 2, b: 3, op: "plus" } }, { ...row, sample: 1 }] })
+    assert.include(html, "<th>step</th><th>problem</th><th>prompt</th>")
+    const cells = [...html.matchAll(/<tr><td>3<\/td><td>(.*?)<\/td>/g)].map((m) => m[1])
+    // newest first
+    assert.deepStrictEqual(cells, [
+      `<code title="math/train/2/0">math/train/2/0</code>`,
+      `<code title="math/train/2/0">{&quot;a&quot;:2,&quot;b&quot;:3,&quot;op&quot;:&quot;plus&quot;}</code>`,
+    ])
   })
 
   it.effect("writes report.html into a run folder", () =>

@@ -5,6 +5,7 @@
  */
 import { Effect } from "effect"
 import * as Env from "../Env.ts"
+import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
 import { type Group, sampleGroup } from "./Collect.ts"
 import type { EpisodeRecord } from "./Rollout.ts"
@@ -53,7 +54,7 @@ export const evaluateGroups = Effect.fn("Runner.evaluateGroups")(function* (
     const tasks = split === "eval"
       ? yield* Env.evalSet(env, { seed: settings.seed, size, ...difficulty }).pipe(Effect.mapError(fail("Env", step)))
       : (yield* Env.distinctTasks(env, { split, seed: settings.seed, size, ...difficulty }).pipe(Effect.mapError(fail("Env", step)))).tasks
-    counts[`test/env/${members.length > 1 ? env.name : "all"}/problems`] = tasks.length
+    counts[K.envKey("test", members.length > 1 ? env.name : K.ALL, K.EnvStat.problems)] = tasks.length
     const scored = yield* Effect.forEach(
       tasks,
       (task, i) =>
@@ -67,29 +68,34 @@ export const evaluateGroups = Effect.fn("Runner.evaluateGroups")(function* (
     groups.push(...scored)
     offset += tasks.length
   }
-  const metrics = { ...scoreMetrics(groups, "test/"), ...counts }
-  metrics["time/eval"] = (performance.now() - start) / 1000
+  const metrics = { ...scoreMetrics(groups, "test"), ...counts }
+  metrics[K.Time.eval] = (performance.now() - start) / 1000
   return { metrics, groups }
 })
 
-/** Reward and component means over groups, overall and per env. @since 0.1.0 @category evaluation */
-export const scoreMetrics = (groups: ReadonlyArray<Group>, prefix: string): Metrics.MetricRecord => {
+/**
+ * Reward and component means over groups, overall and per env, under the keys of `split`
+ * (`env/...` for a training batch, `test/env/...` for an evaluation).
+ * @since 0.1.0 @category evaluation
+ */
+export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metrics.MetricRecord => {
   const out: Metrics.MetricRecord = {}
   const byEnv = new Map<string, Array<Group>>()
   for (const g of groups) byEnv.set(g.task.env, [...(byEnv.get(g.task.env) ?? []), g])
-  const scopes: Array<readonly [string, ReadonlyArray<Group>]> = [["all", groups]]
+  const scopes: Array<readonly [string, ReadonlyArray<Group>]> = [[K.ALL, groups]]
   if (byEnv.size > 1) scopes.push(...byEnv.entries())
   for (const [scope, gs] of scopes) {
     const scores = gs.flatMap((g) => g.scores)
+    const key = (name: string) => K.envKey(split, scope, name)
     const total = Metrics.mean(scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
-    if (total !== undefined) out[`${prefix}env/${scope}/reward/total`] = total
+    if (total !== undefined) out[key(K.EnvStat.total)] = total
     const names = new Set(scores.flatMap((s) => Object.keys(s.components)))
     for (const name of names) {
       const m = Metrics.mean(scores.map((s) => s.components[name]))
-      if (m !== undefined) out[`${prefix}env/${scope}/${name}`] = m
+      if (m !== undefined) out[key(name)] = m
     }
-    out[`${prefix}env/${scope}/frac_masked`] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
-    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes), `${prefix}env/${scope}/`))
+    out[key(K.EnvStat.fracMasked)] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
+    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
   }
   return out
 }
@@ -104,12 +110,15 @@ export const episodeMetrics = (episodes: ReadonlyArray<EpisodeRecord>, prefix: s
   const n = episodes.length
   const sum = (f: (e: EpisodeRecord) => number) => episodes.reduce((s, e) => s + f(e), 0)
   const out: Metrics.MetricRecord = {
-    [`${prefix}turns`]: sum((e) => e.turns.length) / n,
-    [`${prefix}tool_calls`]: sum((e) => e.toolCalls) / n,
-    [`${prefix}tool_errors`]: sum((e) => e.toolErrors) / n,
-    [`${prefix}parse_errors`]: sum((e) => e.parseErrors) / n,
+    [`${prefix}${K.EnvStat.turns}`]: sum((e) => e.turns.length) / n,
+    [`${prefix}${K.EnvStat.toolCalls}`]: sum((e) => e.toolCalls) / n,
+    [`${prefix}${K.EnvStat.toolErrors}`]: sum((e) => e.toolErrors) / n,
+    [`${prefix}${K.EnvStat.parseErrors}`]: sum((e) => e.parseErrors) / n,
   }
-  for (const e of episodes) out[`${prefix}stop/${e.stop}`] = (out[`${prefix}stop/${e.stop}`] ?? 0) + 1 / n
+  for (const e of episodes) {
+    const stop = `${prefix}${K.STOP_PREFIX}${e.stop}`
+    out[stop] = (out[stop] ?? 0) + 1 / n
+  }
   return out
 }
 

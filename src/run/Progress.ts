@@ -4,13 +4,21 @@
  * @since 0.1.0
  */
 import { Context, Effect } from "effect"
+import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
+
+export { headline } from "../Metrics.ts"
 
 /** What the runner reports after each step (the CLI renders it). @since 0.1.0 @category models */
 export interface StepSummary {
   readonly step: number
   readonly steps: number
   readonly metrics: Metrics.MetricRecord
+  /**
+   * the reward components to show beside the total: the env's weighted ones
+   * (`Metrics.headline` of its reward's weights); none when absent
+   */
+  readonly components?: ReadonlyArray<string> | undefined
 }
 
 /** Hooks for progress output; the default logs one line per step. @since 0.1.0 @category services */
@@ -25,16 +33,23 @@ export const Progress = Context.Reference<{
 })
 
 /**
- * One progress line: train reward (and train `correct` where the env has it), mixed
- * groups, throughput, step time, and on evaluation steps the held-out score named for
- * what it is (`held-out correct`, else `held-out reward`).
+ * One progress line: train reward and each of the env's weighted reward components,
+ * for multi-turn envs the turns and tool calls per episode, mixed groups, throughput,
+ * step time, and on evaluation steps the held-out score named for what it is
+ * (`held-out <component>` for a reward with one weighted component, else `held-out reward`).
+ *
+ * @example
+ * // step 3/30 | reward 0.266 correct 0.266 | turns 1.28 tools 0.28 | mixed 1.00 | 69 tok/s | 5.06s | held-out correct 0.275
  * @since 0.1.0 @category formatting
  */
-export const formatStep = ({ step, steps, metrics: m }: StepSummary): string => {
+export const formatStep = ({ components = [], step, steps, metrics: m }: StepSummary): string => {
   const f = (k: string, digits = 3) => (m[k] === undefined ? "-" : m[k]!.toFixed(digits))
-  const acc = m["env/all/correct"] !== undefined ? ` correct ${f("env/all/correct")}` : ""
-  const held = Metrics.heldOutScore(m)
+  const train = (name: string) => K.envKey("train", K.ALL, name)
+  const parts = components.filter((c) => m[train(c)] !== undefined).map((c) => ` ${c} ${f(train(c))}`).join("")
+  const episodes = m[train(K.EnvStat.turns)] !== undefined
+    ? ` | turns ${f(train(K.EnvStat.turns), 2)} tools ${f(train(K.EnvStat.toolCalls), 2)}`
+    : ""
+  const held = Metrics.heldOutScore(m, components)
   const evalPart = held !== undefined ? ` | ${held.label} ${held.value.toFixed(3)}` : ""
-  return `step ${step + 1}/${steps} | reward ${f("env/all/reward/total")}${acc} | mixed ${f("by_group/frac_mixed", 2)} | ${Math.round(m["throughput/tokens_per_s"] ?? 0)} tok/s | ${f("time/total", 2)}s${evalPart}`
+  return `step ${step + 1}/${steps} | reward ${f(train(K.EnvStat.total))}${parts}${episodes} | mixed ${f(K.ByGroup.fracMixed, 2)} | ${Math.round(m[K.Throughput.tokensPerS] ?? 0)} tok/s | ${f(K.Time.total, 2)}s${evalPart}`
 }
-

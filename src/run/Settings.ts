@@ -255,6 +255,22 @@ export const aggregationOf = (settings: RunSettings, maxTokens: number = setting
 }
 
 /**
+ * Each reward component's weight in the total, over the envs of `source` (in a mixture, a
+ * component weighted in any env counts as weighted); empty when no env's reward is a
+ * weighted sum. What `config.json` records as `rewardWeights`.
+ * @since 0.1.0 @category running
+ */
+export const rewardWeightsOf = (source: Env.AnyEnv | Env.Mixture): Record<string, number> => {
+  const weights: Record<string, number> = {}
+  for (const [env] of Env.members(source)) {
+    for (const [name, w] of Object.entries(Reward.weights(env.reward) ?? {})) {
+      if (weights[name] === undefined || weights[name] === 0) weights[name] = w
+    }
+  }
+  return weights
+}
+
+/**
  * The settings a run trains with and the ones `config.json` records.
  * - `resolved`: the loss aggregation given, resolved (Dr. GRPO's divisor, when not given,
  *   is samples per step x the most tokens a sample of any env may have);
@@ -265,12 +281,7 @@ export const aggregationOf = (settings: RunSettings, maxTokens: number = setting
  */
 export const inForce = (settings: RunSettings, source: Env.AnyEnv | Env.Mixture): { readonly resolved: RunSettings; readonly inForce: RunSettings } => {
   const members = Env.members(source)
-  const weights: Record<string, number> = {}
-  for (const [env] of members) {
-    for (const [name, w] of Object.entries(Reward.weights(env.reward) ?? {})) {
-      if (weights[name] === undefined || weights[name] === 0) weights[name] = w
-    }
-  }
+  const weights = rewardWeightsOf(source)
   const maxTokens = Math.max(...members.map(([env]) => samplingOf(settings, env).maxTokens))
   const resolved: RunSettings = settings.lossAggregation === undefined ? settings : { ...settings, lossAggregation: aggregationOf(settings, maxTokens) }
   const single = members.length === 1 ? members[0]![0] : undefined

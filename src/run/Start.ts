@@ -8,27 +8,15 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect } from "effect"
 import type { BackendError } from "../Contract.ts"
+import * as RunFolder from "../RunFolder.ts"
 import * as RunLog from "../RunLog.ts"
 import { Trainer } from "../Trainer.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
-type Files = ReturnType<typeof RunLog.paths>
+type Files = RunFolder.Files
 
 /** Failures that say a checkpoint itself is bad (missing, truncated, corrupt, refused), so an older one may do. */
 const badCheckpoint = (e: BackendError) => e.reason === "InvalidInput" || e.reason === "Rejected"
-
-/**
- * Whether a run folder holds work worth keeping: a finished step (a `metrics.jsonl` row
- * after step 0) or a checkpoint. A folder left by a run that failed at startup holds
- * neither, only its `config.json` and perhaps the base evaluation (step 0).
- */
-const holdsWork = (files: Files) =>
-  Effect.gen(function* () {
-    const checkpoints = yield* RunLog.readJsonl(files.checkpoints)
-    if (checkpoints.length > 0) return true
-    const metrics = yield* RunLog.readJsonl(files.metrics)
-    return metrics.some((row) => Number(row["step"]) > 0)
-  })
 
 /** Deletes temp files left by writes that a kill interrupted, in the run folder and its state folder. */
 const removeTempFiles = (files: Files) =>
@@ -36,13 +24,6 @@ const removeTempFiles = (files: Files) =>
     const removed = yield* RunLog.removeTempFiles([files.dir, files.state])
     if (removed.length > 0) yield* Effect.logDebug(`removed ${removed.length} temp file(s) left by an interrupted write: ${removed.join(", ")}`)
   })
-
-/** The state file of a `checkpoints.jsonl` row: a run folder that was moved still finds its state files. */
-const statePath = (files: Files, row: Record<string, unknown>) => {
-  const recorded = String(row["path"])
-  const moved = Path.join(files.state, Path.basename(recorded))
-  return !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
-}
 
 /**
  * Loads the newest checkpoint that loads, newest first. A checkpoint whose file is
@@ -54,7 +35,8 @@ const loadNewest = (files: Files, settings: RunSettings) =>
   Effect.gen(function* () {
     const trainer = yield* Trainer
     // Rewriting drops a line torn by a crash, so rows appended after it stay readable.
-    const checkpoints = yield* RunLog.filterJsonl(files.checkpoints, () => true)
+    yield* RunFolder.keepThrough(files.checkpoints, Number.POSITIVE_INFINITY)
+    const checkpoints = yield* RunFolder.readCheckpoints(files)
     if (checkpoints.length === 0) {
       yield* Effect.logInfo(`no checkpoint in ${settings.outDir}: starting from step 1`)
       return 0
@@ -62,8 +44,8 @@ const loadNewest = (files: Files, settings: RunSettings) =>
     const skipped: Array<string> = []
     for (let i = checkpoints.length - 1; i >= 0; i--) {
       const row = checkpoints[i]!
-      const path = statePath(files, row)
-      const step = Number(row["step"])
+      const path = RunFolder.statePath(files, row)
+      const step = row.step
       const loaded = yield* trainer.loadState(path, { withOptimizer: true }).pipe(
         Effect.as(undefined),
         Effect.catchIf(badCheckpoint, (e) => Effect.succeed(e.message)),
@@ -72,7 +54,7 @@ const loadNewest = (files: Files, settings: RunSettings) =>
       if (loaded === undefined) {
         yield* Effect.logInfo(`resuming ${settings.outDir} after step ${step} from ${path}`)
         // Rows of the skipped checkpoints go: those steps are redone and saved again.
-        if (i < checkpoints.length - 1) yield* RunLog.filterJsonl(files.checkpoints, (r) => Number(r["step"]) <= step)
+        if (i < checkpoints.length - 1) yield* RunFolder.keepThrough(files.checkpoints, step)
         return step
       }
       skipped.push(`${path}: ${loaded}`)
@@ -118,14 +100,11 @@ const INIT_FROM_FORMS =
   "give a run folder (runs/<name>: its newest checkpoint that loads), a run folder and step (runs/<name>/step-30) or a state file (runs/<name>/state/step-30.ckpt)"
 
 /**
- * The trainer a run trained, as `config.json` records it (`trainer`): an adapter fits only
- * the base model and LoRA rank it was trained on. Embedded model folders are absolute.
+ * The trainer a run trained, as `config.json` records it (`RunFolder.TrainerRecord`).
+ * Embedded model folders are absolute.
  * @since 0.1.0 @category models
  */
-export interface TrainerRecord {
-  readonly model: string
-  readonly loraRank: number
-}
+export type TrainerRecord = RunFolder.TrainerRecord
 
 const trainerRecord = (info: { readonly modelName: string; readonly loraRank: number }): TrainerRecord => ({
   model: info.modelName.startsWith("local:") && info.modelName !== "local:random" ? `local:${Path.resolve(info.modelName.slice("local:".length))}` : info.modelName,
@@ -133,14 +112,11 @@ const trainerRecord = (info: { readonly modelName: string; readonly loraRank: nu
 })
 
 /** The `trainer` record in a run folder's config.json; undefined when it has none (an older run) or none can be read. */
-const recordedTrainer = (dir: string): TrainerRecord | undefined => {
-  try {
-    const t = (JSON.parse(Fs.readFileSync(RunLog.paths(dir).config, "utf8")) as { trainer?: unknown }).trainer as Partial<TrainerRecord> | undefined
-    return typeof t?.model === "string" && typeof t.loraRank === "number" ? { model: t.model, loraRank: t.loraRank } : undefined
-  } catch {
-    return undefined
-  }
-}
+const recordedTrainer = (dir: string) =>
+  RunFolder.readConfigHints(RunFolder.paths(dir)).pipe(
+    Effect.map(({ hints }) => hints?.trainer),
+    Effect.orElseSucceed(() => undefined),
+  )
 
 /** The `--model` value that names a recorded model. */
 const modelFlag = (model: string) => (model.startsWith("local:") ? model.slice("local:".length) : model)
@@ -166,25 +142,25 @@ const resolveInit = (given: string) =>
       const dir = Path.basename(Path.dirname(given)) === "state" ? Path.dirname(Path.dirname(given)) : undefined
       const step = /^step-(\d+)\.ckpt$/.exec(Path.basename(given))
       return {
-        dir: dir !== undefined && Fs.existsSync(RunLog.paths(dir).config) ? dir : undefined,
+        dir: dir !== undefined && Fs.existsSync(RunFolder.paths(dir).config) ? dir : undefined,
         candidates: [{ step: step ? Number(step[1]) : undefined, path: given }],
       } satisfies InitSource
     }
     const stepOf = stat === undefined ? /^step-(\d+)$/.exec(Path.basename(given)) : null
     const dir = stepOf ? Path.dirname(given) : given
     if (!Fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return yield* bad("no such file or folder")
-    const files = RunLog.paths(dir)
+    const files = RunFolder.paths(dir)
     if (!Fs.existsSync(files.checkpoints) && Fs.existsSync(Path.join(dir, "weights.bin"))) {
       return yield* bad(`${dir} is not a run folder but a base model folder (weights.bin): give it as --model ${dir}, or SFT on it first`)
     }
     if (!Fs.existsSync(files.config) && !Fs.existsSync(files.checkpoints)) {
       return yield* bad(`${dir} is not a run folder (it has no config.json or checkpoints.jsonl)`)
     }
-    const rows = yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError(fail("Settings", undefined)))
+    const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError(fail("Settings", undefined)))
     if (rows.length === 0) {
       return yield* bad(`run folder ${dir} holds no checkpoint (${files.checkpoints} has no rows): a run saves one at its last step and every --save-every steps; finish or --resume that run first`)
     }
-    const all = rows.map((row) => ({ step: Number(row["step"]), path: statePath(files, row) }))
+    const all = rows.map((row) => ({ step: row.step, path: RunFolder.statePath(files, row) }))
     if (stepOf) {
       const step = Number(stepOf[1])
       const found = all.filter((c) => c.step === step)
@@ -204,7 +180,7 @@ const loadInit = (given: string, current: TrainerRecord) =>
   Effect.gen(function* () {
     const trainer = yield* Trainer
     const source: InitSource = yield* resolveInit(given)
-    const recorded = source.dir !== undefined ? recordedTrainer(source.dir) : undefined
+    const recorded = source.dir !== undefined ? yield* recordedTrainer(source.dir) : undefined
     if (recorded !== undefined && (recorded.model !== current.model || recorded.loraRank !== current.loraRank)) {
       return yield* new RunError({
         reason: "Settings",
@@ -244,11 +220,11 @@ const loadInit = (given: string, current: TrainerRecord) =>
  */
 export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: boolean) {
   const trainer = yield* Trainer
-  const files = RunLog.paths(settings.outDir)
+  const files = RunFolder.paths(settings.outDir)
   const current = trainerRecord(yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` }))))
   let start = 0
   if (!resume && Fs.existsSync(files.config)) {
-    if (yield* holdsWork(files).pipe(Effect.mapError(fail("RunFolder", undefined)))) {
+    if (yield* RunFolder.holdsWork(files).pipe(Effect.mapError(fail("RunFolder", undefined)))) {
       return yield* new RunError({
         reason: "RunFolder",
         message: `run folder ${settings.outDir} already holds a run: continue it with --resume ${settings.outDir}, or pick another --name`,
@@ -269,14 +245,14 @@ export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resum
     // Drop rows of steps after the checkpoint: they are redone with the same data and seeds.
     for (const file of [files.metrics, files.rollouts]) {
       // With no checkpoint the run starts over, base evaluation (step 0) included.
-      yield* RunLog.filterJsonl(file, (row) => start > 0 && Number(row["step"]) <= start).pipe(Effect.mapError(fail("RunFolder", undefined)))
+      yield* RunFolder.keepThrough(file, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
     }
   }
   // A fresh run (or a resumed one with no checkpoint of its own yet) starts from initFrom's
   // weights; config.json records the state file it resolved to, so a resume loads the same.
   const initFrom = settings.initFrom !== undefined && start === 0 ? yield* loadInit(settings.initFrom, current) : settings.initFrom
-  const recorded = { ...settings, ...(initFrom !== undefined ? { initFrom } : {}), trainer: current }
-  yield* RunLog.writeAtomic(files.config, JSON.stringify(recorded, null, 2) + "\n").pipe(Effect.mapError(fail("RunFolder", undefined)))
+  const recorded: RunFolder.Config = { ...settings, ...(initFrom !== undefined ? { initFrom } : {}), trainer: current }
+  yield* RunFolder.writeConfig(files, recorded).pipe(Effect.mapError(fail("RunFolder", undefined)))
   const published = yield* trainer.saveWeightsForSampler(`step-${start}`).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
   )

@@ -1,0 +1,401 @@
+/**
+ * The run folder `runs/<name>/` as data: a Schema for each file a run writes and reads
+ * back, and the readers and writers that decode and encode with them.
+ *
+ * - `config.json`: {@link Config}, the settings in force and the trainer trained; the
+ *   lenient {@link ConfigHints} for readers that need a few of its fields (export, report);
+ * - `checkpoints.jsonl`: {@link CheckpointRow}, one per saved checkpoint;
+ * - `metrics.jsonl`: {@link MetricsRow}, one per step, `step` and numbers
+ *   (keys in `MetricKeys.ts`);
+ * - `rollouts.jsonl`: {@link RolloutRow}, one per logged sample;
+ * - `eval.jsonl`: {@link EvalRow}, one per sample `gyre eval` scored.
+ *
+ * A row that does not decode fails with a {@link RunFolderError} naming the file, the line
+ * and the field. Folders written by earlier versions read the same (their rows fit these
+ * Schemas; an older `config.json`'s snake_case `adam` keys are read as camelCase). The
+ * durable writes themselves are `RunLog.ts`'s.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Effect, Schema, SchemaIssue } from "effect"
+import * as RunLog from "./RunLog.ts"
+import { RunSettings } from "./run/Settings.ts"
+
+// ===== Errors =====
+
+/**
+ * A run folder's file could not be read or written (`Io`), is not there (`Missing`), or
+ * holds a row that does not decode (`Decode`: the line and field are named).
+ * @since 0.1.0 @category errors
+ */
+export class RunFolderError extends Schema.TaggedError<RunFolderError>()("RunFolderError", {
+  reason: Schema.Literals(["Io", "Missing", "Decode"]),
+  path: Schema.String,
+  line: Schema.optional(Schema.Int),
+  field: Schema.optional(Schema.String),
+  message: Schema.String,
+}) {}
+
+// ===== Schemas =====
+
+/** Where the files of a run folder are. @since 0.1.0 @category models */
+export const paths = RunLog.paths
+
+/** The files of a run folder. @since 0.1.0 @category models */
+export type Files = ReturnType<typeof paths>
+
+/**
+ * The trainer a run trained, as `config.json` records it (`trainer`): an adapter fits only
+ * the base model and LoRA rank it was trained on.
+ * @since 0.1.0 @category models
+ */
+export const TrainerRecord = Schema.Struct({
+  model: Schema.String,
+  loraRank: Schema.Int,
+})
+export type TrainerRecord = typeof TrainerRecord.Type
+
+/**
+ * `config.json`: every setting in force (`RunSettings`), and the trainer trained (absent
+ * in folders written before it was recorded).
+ * @since 0.1.0 @category models
+ */
+export const Config = Schema.Struct({
+  ...RunSettings.fields,
+  trainer: Schema.optional(TrainerRecord),
+})
+export type Config = typeof Config.Type
+
+/**
+ * The fields of `config.json` that readers other than `--resume` use, each optional, so
+ * a folder with a partial config (or one written by another tool) still exports and
+ * reports. `baseModel` and `model` name a base model for export where a config gives one.
+ * @since 0.1.0 @category models
+ */
+export const ConfigHints = Schema.Struct({
+  name: Schema.optional(Schema.String),
+  env: Schema.optional(Schema.String),
+  envSpec: Schema.optional(Schema.String),
+  backend: Schema.optional(Schema.String),
+  baseModel: Schema.optional(Schema.String),
+  model: Schema.optional(Schema.String),
+  rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
+  trainer: Schema.optional(TrainerRecord),
+})
+export type ConfigHints = typeof ConfigHints.Type
+
+/**
+ * A `checkpoints.jsonl` row: the step saved, the checkpoint's name (`step-<step>`), where
+ * its state is (a state file, or a backend's `tinker://` or `bt://` path) and when.
+ * @since 0.1.0 @category models
+ */
+export const CheckpointRow = Schema.Struct({
+  step: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  name: Schema.String,
+  path: Schema.String,
+  time: Schema.optional(Schema.String),
+})
+export type CheckpointRow = typeof CheckpointRow.Type
+
+/**
+ * A `metrics.jsonl` row: `step` (0 is the base policy's evaluation) and numbers under the
+ * keys of `MetricKeys.ts` (null where a value was not a number, as JSON writes NaN).
+ * @since 0.1.0 @category models
+ */
+export const MetricsRow = Schema.StructWithRest(
+  Schema.Struct({ step: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }),
+  [Schema.Record(Schema.String, Schema.NullOr(Schema.Number))],
+)
+export type MetricsRow = typeof MetricsRow.Type
+
+/** A chat message of a prompt. @since 0.1.0 @category models */
+export const Message = Schema.Struct({
+  role: Schema.Literals(["system", "user", "assistant"]),
+  content: Schema.String,
+})
+
+/** One turn of an episode: what the model wrote, and what the env answered. @since 0.1.0 @category models */
+export const TurnRow = Schema.Struct({
+  sampled: Schema.String,
+  observation: Schema.optional(Schema.String),
+  toolError: Schema.optional(Schema.String),
+  toolResult: Schema.optional(Schema.String),
+})
+
+/**
+ * One scored sample, as `rollouts.jsonl` and `eval.jsonl` write it: the group and sample,
+ * the env and problem key, the policy version it was sampled from, the prompt and
+ * completion (for episodes every turn and why it ended), the reward (null when masked: a
+ * partial sum would read as a real total), the mask reason and each component's score.
+ * @since 0.1.0 @category models
+ */
+export const sampleFields = {
+  group: Schema.Int,
+  sample: Schema.Int,
+  env: Schema.String,
+  key: Schema.String,
+  version: Schema.Int,
+  prompt: Schema.Union([Schema.String, Schema.Array(Message)]),
+  completion: Schema.String,
+  stopReason: Schema.Literals(["stop", "length"]),
+  reward: Schema.NullOr(Schema.Number),
+  masked: Schema.NullOr(Schema.String),
+  // a component that did not apply is left out; JSON writes a NaN score as null
+  components: Schema.Record(Schema.String, Schema.NullishOr(Schema.Number)),
+  /** each component that failed (any weight) with its message, when one did */
+  failed: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  /** what a reward noted (a judge's replies), when one did */
+  notes: Schema.optional(Schema.Record(Schema.String, Schema.Array(Schema.String))),
+  turns: Schema.optional(Schema.Array(TurnRow)),
+  episodeStop: Schema.optional(Schema.String),
+} as const
+
+const { env, group, key, sample, ...sampleRest } = sampleFields
+
+/**
+ * A `rollouts.jsonl` row: a sample of a step, its problem (absent in folders written
+ * before it was logged), its advantage, and `dropped` when dynamic sampling dropped its
+ * group (it did not train).
+ * @since 0.1.0 @category models
+ */
+export const RolloutRow = Schema.Struct({
+  step: Schema.Int,
+  group,
+  sample,
+  env,
+  key,
+  problem: Schema.optional(Schema.Unknown),
+  ...sampleRest,
+  advantage: Schema.Number,
+  dropped: Schema.optional(Schema.Boolean),
+})
+export type RolloutRow = typeof RolloutRow.Type
+
+/**
+ * An `eval.jsonl` row: the split scored (`heldout` or `train`), the checkpoint (`base`
+ * for the base model), the problem and the sample.
+ * @since 0.1.0 @category models
+ */
+export const EvalRow = Schema.Struct({
+  split: Schema.Literals(["heldout", "train"]),
+  checkpoint: Schema.String,
+  problem: Schema.Unknown,
+  ...sampleFields,
+})
+export type EvalRow = typeof EvalRow.Type
+
+// ===== Decoding =====
+
+/** The first issue of a Schema failure: its field (dotted path) and message. */
+const firstIssue = (issue: SchemaIssue.Issue, value: unknown): { readonly field: string | undefined; readonly text: string } => {
+  const [first] = SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues
+  if (first === undefined) return { field: undefined, text: "does not decode" }
+  const path = (first.path ?? []).map((k) => String(typeof k === "object" && k !== null ? k.key : k))
+  const given = path.reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), value)
+  const what = first.message.startsWith("Expected ") ? `must be ${first.message.slice("Expected ".length)}` : first.message
+  const got = given !== undefined && !/, got /.test(what) ? `, got ${JSON.stringify(given)}` : ""
+  return { field: path.length > 0 ? path.join(".") : undefined, text: `${what}${got}` }
+}
+
+/** Decodes one value of `path` (at `line`, when known) with `schema`; a failure names the file, line and field. */
+const decodeAt = <S extends Schema.Decoder<unknown>>(schema: S, path: string, line: number | undefined) => {
+  const run = Schema.decodeUnknownEffect(schema)
+  return (value: unknown): Effect.Effect<S["Type"], RunFolderError> =>
+    run(value).pipe(Effect.mapError((e) => {
+      const { field, text } = firstIssue(e.issue, value)
+      const where = line !== undefined ? `${path} line ${line}` : path
+      return new RunFolderError({
+        reason: "Decode",
+        path,
+        ...(line !== undefined ? { line } : {}),
+        ...(field !== undefined ? { field } : {}),
+        message: `${where}: ${field !== undefined ? `field ${field} ` : ""}${text}`,
+      })
+    }))
+}
+
+const ioError = (e: RunLog.RunLogError) => new RunFolderError({ reason: "Io", path: e.path, message: `${e.path}: ${e.message}` })
+
+/**
+ * The rows of a JSONL file of the run folder, decoded with `schema` (a missing file has
+ * none; a line torn by a crash is skipped). With `tailBytes`, only the rows of its last
+ * `tailBytes` bytes.
+ * @since 0.1.0 @category io
+ */
+export const readRows = <S extends Schema.Decoder<unknown>>(schema: S, path: string, options: { readonly tailBytes?: number } = {}) =>
+  RunLog.readJsonlLines(path, options).pipe(
+    Effect.mapError(ioError),
+    Effect.flatMap((lines) => Effect.forEach(lines, ({ line, value }) => decodeAt(schema, path, line)(value))),
+  )
+
+/** The rows of `checkpoints.jsonl`, oldest first. @since 0.1.0 @category io */
+export const readCheckpoints = Effect.fn("RunFolder.readCheckpoints")(function* (files: Files) {
+  return yield* readRows(CheckpointRow, files.checkpoints)
+})
+
+/** The rows of `metrics.jsonl`, in order. @since 0.1.0 @category io */
+export const readMetrics = Effect.fn("RunFolder.readMetrics")(function* (files: Files) {
+  return yield* readRows(MetricsRow, files.metrics)
+})
+
+/** The rows of `rollouts.jsonl` (with `tailBytes`, the last ones only). @since 0.1.0 @category io */
+export const readRollouts = Effect.fn("RunFolder.readRollouts")(function* (files: Files, options: { readonly tailBytes?: number } = {}) {
+  return yield* readRows(RolloutRow, files.rollouts, options)
+})
+
+/**
+ * Keeps only the rows of a JSONL file of the run folder whose `step` is at most `last`
+ * (none with `last` 0), rewriting it atomically: what a resume after step `last` keeps.
+ * Every row must decode as a `{ step }` row.
+ * @since 0.1.0 @category io
+ */
+export const keepThrough = Effect.fn("RunFolder.keepThrough")(function* (path: string, last: number) {
+  const rows = yield* RunLog.readJsonlLines(path).pipe(Effect.mapError(ioError))
+  const steps = yield* Effect.forEach(rows, ({ line, value }) => decodeAt(Stepped, path, line)(value))
+  if (!Fs.existsSync(path)) return
+  const kept = rows.filter((_, i) => last > 0 && steps[i]!.step <= last)
+  yield* RunLog.writeAtomic(path, kept.map((r) => JSON.stringify(r.value) + "\n").join("")).pipe(Effect.mapError(ioError))
+})
+
+/** Any row of a step-keyed JSONL file (metrics, rollouts, checkpoints, divergence). */
+const Stepped = Schema.Struct({ step: Schema.Int })
+
+// ===== config.json =====
+
+/** Keys of `adam` a config.json written before AdamParams was camelCase has, and their names now. */
+const OLD_ADAM_KEYS: ReadonlyArray<readonly [string, string]> = [
+  ["learning_rate", "learningRate"],
+  ["weight_decay", "weightDecay"],
+  ["grad_clip_norm", "gradClipNorm"],
+]
+
+/**
+ * A config.json as this version reads it: an older run's snake_case `adam` keys
+ * (`learning_rate`, `weight_decay`, `grad_clip_norm`) become camelCase; a key already in
+ * camelCase wins over its old name.
+ * @since 0.1.0 @category io
+ */
+export const upgradeConfig = (json: unknown): unknown => {
+  if (typeof json !== "object" || json === null || !("adam" in json)) return json
+  const adam = (json as { adam: unknown }).adam
+  if (typeof adam !== "object" || adam === null || Array.isArray(adam)) return json
+  const renamed: Record<string, unknown> = { ...adam }
+  for (const [old, now] of OLD_ADAM_KEYS) {
+    if (!(old in renamed)) continue
+    if (!(now in renamed)) renamed[now] = renamed[old]
+    delete renamed[old]
+  }
+  return { ...json, adam: renamed }
+}
+
+/** `config.json` of `files` as JSON (older keys upgraded); fails `Missing` when there is none. */
+const readConfigJson = (files: Files) =>
+  Effect.gen(function* () {
+    const file = files.config
+    if (!Fs.existsSync(file)) return yield* new RunFolderError({ reason: "Missing", path: file, message: `${file} not found` })
+    const text = yield* Effect.try({
+      try: () => Fs.readFileSync(file, "utf8"),
+      catch: (e) => new RunFolderError({ reason: "Io", path: file, message: `${file}: ${(e as Error).message}` }),
+    })
+    return yield* Effect.try({
+      try: () => upgradeConfig(JSON.parse(text)),
+      catch: (e) => new RunFolderError({ reason: "Decode", path: file, message: `${file} is not valid JSON: ${(e as Error).message}` }),
+    })
+  })
+
+/**
+ * A run folder's `config.json`, decoded: what `--resume` and `gyre eval --from` read.
+ * Fails `Missing` when there is none, `Decode` naming the field that does not fit.
+ * @since 0.1.0 @category io
+ */
+export const readConfig = Effect.fn("RunFolder.readConfig")(function* (files: Files) {
+  const json = yield* readConfigJson(files)
+  return yield* decodeAt(Config, files.config, undefined)(json)
+})
+
+/**
+ * The fields of a run folder's `config.json` that export and the report use
+ * ({@link ConfigHints}) and the whole of it as JSON; both undefined when it is missing.
+ * @since 0.1.0 @category io
+ */
+export const readConfigHints = Effect.fn("RunFolder.readConfigHints")(function* (files: Files) {
+  if (!Fs.existsSync(files.config)) return { hints: undefined, json: undefined }
+  const json = yield* readConfigJson(files)
+  const hints = yield* decodeAt(ConfigHints, files.config, undefined)(json)
+  return { hints, json: json as Readonly<Record<string, unknown>> }
+})
+
+/** Writes `config.json` atomically. @since 0.1.0 @category io */
+export const writeConfig = Effect.fn("RunFolder.writeConfig")(function* (files: Files, config: Config) {
+  const encoded = yield* Schema.encodeEffect(Config)(config).pipe(Effect.mapError((e) => encodeError(files.config, e.issue, config)))
+  yield* RunLog.writeAtomic(files.config, JSON.stringify(encoded, null, 2) + "\n").pipe(Effect.mapError(ioError))
+})
+
+// ===== Writing rows =====
+
+const encodeError = (path: string, issue: SchemaIssue.Issue, value: unknown) => {
+  const { field, text } = firstIssue(issue, value)
+  return new RunFolderError({
+    reason: "Decode",
+    path,
+    ...(field !== undefined ? { field } : {}),
+    message: `a row for ${path} does not fit its Schema: ${field !== undefined ? `field ${field} ` : ""}${text}`,
+  })
+}
+
+/**
+ * Appends rows to a JSONL file of the run folder, encoded with `schema`, in one durable
+ * write (`RunLog.appendJsonl`).
+ * @since 0.1.0 @category io
+ */
+export const appendRows = <S extends Schema.Codec<unknown, unknown>>(schema: S, path: string, rows: ReadonlyArray<S["Type"]>) =>
+  Effect.forEach(rows, (row) => Schema.encodeEffect(schema)(row).pipe(Effect.mapError((e) => encodeError(path, e.issue, row)))).pipe(
+    Effect.flatMap((encoded) => RunLog.appendJsonl(path, encoded).pipe(Effect.mapError(ioError))),
+  )
+
+/** Appends a step's metrics row. @since 0.1.0 @category io */
+export const appendMetrics = Effect.fn("RunFolder.appendMetrics")(function* (files: Files, row: MetricsRow) {
+  yield* appendRows(MetricsRow, files.metrics, [row])
+})
+
+/** Appends a step's logged samples. @since 0.1.0 @category io */
+export const appendRollouts = Effect.fn("RunFolder.appendRollouts")(function* (files: Files, rows: ReadonlyArray<RolloutRow>) {
+  yield* appendRows(RolloutRow, files.rollouts, rows)
+})
+
+/** Records a saved checkpoint (after its state exists). @since 0.1.0 @category io */
+export const appendCheckpoint = Effect.fn("RunFolder.appendCheckpoint")(function* (files: Files, row: CheckpointRow) {
+  yield* appendRows(CheckpointRow, files.checkpoints, [row])
+})
+
+/** Writes `eval.jsonl` at `path` atomically, one row per sample. @since 0.1.0 @category io */
+export const writeEval = Effect.fn("RunFolder.writeEval")(function* (path: string, rows: ReadonlyArray<EvalRow>) {
+  const encoded = yield* Effect.forEach(rows, (row) => Schema.encodeEffect(EvalRow)(row).pipe(Effect.mapError((e) => encodeError(path, e.issue, row))))
+  yield* RunLog.writeAtomic(path, encoded.map((r) => JSON.stringify(r)).join("\n") + (encoded.length > 0 ? "\n" : "")).pipe(Effect.mapError(ioError))
+})
+
+// ===== Reading a folder =====
+
+/**
+ * The state file of a checkpoint row: the path recorded, else (a run folder that was
+ * moved) the file of the same name in the folder's `state/`. Remote paths are kept.
+ * @since 0.1.0 @category io
+ */
+export const statePath = (files: Files, row: CheckpointRow): string => {
+  const recorded = row.path
+  const moved = Path.join(files.state, Path.basename(recorded))
+  return !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
+}
+
+/**
+ * Whether a run folder holds work worth keeping: a checkpoint, or a finished step (a
+ * `metrics.jsonl` row after step 0). A folder left by a run that failed at startup holds
+ * neither, only its `config.json` and perhaps the base evaluation (step 0).
+ * @since 0.1.0 @category io
+ */
+export const holdsWork = Effect.fn("RunFolder.holdsWork")(function* (files: Files) {
+  if ((yield* readCheckpoints(files)).length > 0) return true
+  return (yield* readMetrics(files)).some((row) => row.step > 0)
+})
