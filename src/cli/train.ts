@@ -380,8 +380,9 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     Effect.provide(Layer.fresh(layer)),
     print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
   )
-  const lastEval = [...metrics].reverse().find((m) => Metrics.heldOutScore(m) !== undefined)
-  const score = lastEval === undefined ? undefined : Metrics.heldOutScore(lastEval)
+  const components = Runner.headline(Runner.rewardWeightsOf(source))
+  const lastEval = [...metrics].reverse().find((m) => Metrics.heldOutScore(m, components) !== undefined)
+  const score = lastEval === undefined ? undefined : Metrics.heldOutScore(lastEval, components)
   const heldOut = score === undefined ? undefined : { label: score.label, value: score.value, step: Number(lastEval!["step"]) }
   yield* say(
     `done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl)${heldOut !== undefined ? `; ${heldOut.label} ${heldOut.value.toFixed(3)} at step ${heldOut.step}` : ""}`,
