@@ -186,13 +186,28 @@ export interface AnswerCompletionOptions {
   readonly distractors?: boolean
 }
 
+/** What may stand between the text before a plain answer and the answer. */
+const LEADS = [" ", "\n", ": ", " = ", " is ", "\n\n"]
+/** The same, with a word or a sign: never only whitespace. */
+const WORDED = [": ", " = ", " is ", " so ", "\nthe answer is "]
+
+/**
+ * Whether a text ends in a number followed only by what may separate alternatives
+ * (whitespace, `,` `;` `|` brackets): after such a text, whitespace and then the answer
+ * would read as a list of candidates ("0/1  594"), which hedges and is no answer.
+ */
+const endsInNumber = (text: string): boolean => /\d[\s,;|()[\]]*$/.test(text)
+
 const answerArb = (answer: number | string | fc.Arbitrary<string>): fc.Arbitrary<string> =>
   typeof answer === "number" ? spellings(answer) : typeof answer === "string" ? fc.constant(answer) : answer
 
 /**
  * Completions that give `answer` (a number, written in any of its `spellings`; a fixed
  * text; or an arbitrary of texts) in the given style, surrounded by noise. A correct
- * extractor reads `answer` back from every one of them.
+ * extractor reads `answer` back from every one of them. In the plain style, a distractor
+ * right before the answer is set apart by a word or a sign (`3 apples, so 56`, `0/1: 56`),
+ * never by whitespace alone: `0/1  56` lists two candidates, which is a hedge, not an
+ * answer (see `numericAnswer`).
  *
  * @example
  * arb.answerCompletion(56)                       // "so 7 times 8 is 56."
@@ -206,8 +221,9 @@ export const answerCompletion = (answer: number | string | fc.Arbitrary<string>,
   const clean = noise()
   switch (style) {
     case "plain":
-      return fc
-        .tuple(others, fc.constantFrom(" ", "\n", ": ", " = ", " is ", "\n\n"), text, fc.constantFrom("", ".", " ", "!", "\n", ". "), clean)
+      return others
+        .chain((before) => fc.tuple(fc.constant(before), fc.constantFrom(...(endsInNumber(before) ? WORDED : LEADS))))
+        .chain(([before, lead]) => fc.tuple(fc.constant(before + lead), text, fc.constantFrom("", ".", " ", "!", "\n", ". "), clean))
         .map((parts) => parts.join(""))
     case "tagged": {
       const tag = options.tag ?? "answer"
