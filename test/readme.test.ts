@@ -1,52 +1,109 @@
 /**
- * The README's TypeScript examples compile as written, against gyre's entry points.
+ * The README's TypeScript examples compile as written, against gyre's entry points, and
+ * run: every block is imported as a module (an env block's default export is an env
+ * whose first problems draw and render; the rewards block's export is a reward), and the
+ * reward test example runs as a test suite, once for each of 20 fast-check seeds.
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { assert, describe, it } from "@effect/vitest"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as fc from "fast-check"
+import * as Env from "../src/Env.ts"
+import * as Reward from "../src/Reward.ts"
 
 const root = Path.resolve(import.meta.dirname, "..")
 
+/** The README's ```ts blocks, unindented, with the line each starts on. */
+const readmeBlocks = (): Array<{ readonly line: number; readonly code: string }> => {
+  const readme = Fs.readFileSync(Path.join(root, "README.md"), "utf8")
+  return [...readme.matchAll(/^( *)```ts\n([\s\S]*?)^\1```/gm)].map((m) => ({
+    line: readme.slice(0, m.index).split("\n").length,
+    code: m[2]!.split("\n").map((l) => (l.startsWith(m[1]!) ? l.slice(m[1]!.length) : l)).join("\n"),
+  }))
+}
+
+const blocks = readmeBlocks()
+// inside the repo (tmp/ is git-ignored), so "gyre" resolves through the same paths as envs/
+const dir = Path.join(root, "tmp", `readme-${process.pid}`)
+const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1)
+const isSuite = (code: string) => code.includes(`from "@effect/vitest"`)
+const blockFile = (i: number, seed?: number) => Path.join(dir, "blocks", seed === undefined ? `block${i}.ts` : `block${i}-seed${seed}.ts`)
+
+Fs.rmSync(dir, { recursive: true, force: true })
+Fs.mkdirSync(Path.join(dir, "blocks"), { recursive: true })
+blocks.forEach((b, i) => {
+  Fs.writeFileSync(blockFile(i), b.code)
+  // a suite registers its tests when imported: one copy per seed
+  if (isSuite(b.code)) for (const seed of SEEDS) Fs.writeFileSync(blockFile(i, seed), b.code)
+})
+const rel = (p: string) => Path.relative(dir, Path.join(root, p))
+Fs.writeFileSync(Path.join(dir, "tsconfig.json"), JSON.stringify({
+  extends: rel("tsconfig.json"),
+  compilerOptions: {
+    noUnusedLocals: false,
+    paths: {
+      gyre: [rel("src/index.ts")],
+      "gyre/testing": [rel("src/testing/index.ts")],
+      "gyre/rewards": [rel("rewards/index.ts")],
+      "gyre/runner": [rel("src/entry/runner.ts")],
+      "gyre/embedded": [rel("src/entry/embedded.ts")],
+      "gyre/http": [rel("src/entry/http.ts")],
+      "gyre/mcp": [rel("src/mcp/index.ts")],
+    },
+  },
+  include: ["blocks"],
+}))
+afterAll(() => Fs.rmSync(dir, { recursive: true, force: true }))
+
 describe("README", () => {
   it("every ```ts block typechecks", () => {
-    const readme = Fs.readFileSync(Path.join(root, "README.md"), "utf8")
-    const blocks = [...readme.matchAll(/^( *)```ts\n([\s\S]*?)^\1```/gm)].map(([, indent, body]) =>
-      body!.split("\n").map((l) => (l.startsWith(indent!) ? l.slice(indent!.length) : l)).join("\n")
-    )
-    assert.isAtLeast(blocks.length, 5)
-    // inside the repo (tmp/ is git-ignored), so "gyre" resolves through the same paths as envs/
-    const dir = Path.join(root, "tmp", `readme-${process.pid}`)
-    Fs.rmSync(dir, { recursive: true, force: true })
-    Fs.mkdirSync(Path.join(dir, "blocks"), { recursive: true })
+    assert.isAtLeast(blocks.length, 8)
+    let output = ""
     try {
-      blocks.forEach((b, i) => Fs.writeFileSync(Path.join(dir, "blocks", `block${i}.ts`), b))
-      const rel = (p: string) => Path.relative(dir, Path.join(root, p))
-      Fs.writeFileSync(Path.join(dir, "tsconfig.json"), JSON.stringify({
-        extends: rel("tsconfig.json"),
-        compilerOptions: {
-          noUnusedLocals: false,
-          paths: {
-            gyre: [rel("src/index.ts")],
-            "gyre/testing": [rel("src/testing/index.ts")],
-            "gyre/rewards": [rel("rewards/index.ts")],
-            "gyre/runner": [rel("src/entry/runner.ts")],
-            "gyre/embedded": [rel("src/entry/embedded.ts")],
-            "gyre/http": [rel("src/entry/http.ts")],
-            "gyre/mcp": [rel("src/mcp/index.ts")],
-          },
-        },
-        include: ["blocks"],
-      }))
-      let output = ""
-      try {
-        execFileSync(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", dir], { encoding: "utf8" })
-      } catch (e) {
-        output = String((e as { stdout?: string }).stdout ?? e)
-      }
-      assert.strictEqual(output, "", `README examples do not compile:\n${output}`)
-    } finally {
-      Fs.rmSync(dir, { recursive: true, force: true })
+      execFileSync(process.execPath, [Path.join(root, "node_modules/typescript/bin/tsc"), "--noEmit", "-p", dir], { encoding: "utf8" })
+    } catch (e) {
+      output = String((e as { stdout?: string }).stdout ?? e)
     }
+    assert.strictEqual(output, "", `README examples do not compile:\n${output}`)
   }, 120_000)
+
+  describe("every ```ts block runs", () => {
+    blocks.forEach((b, i) => {
+      if (isSuite(b.code)) return
+      it.effect(`the block at line ${b.line}`, () =>
+        Effect.gen(function* () {
+          const module = (yield* Effect.promise(() => import(blockFile(i)))) as Record<string, unknown>
+          const env = module["default"]
+          if (env !== undefined) {
+            // an env: its first problems draw and their prompts render
+            const def = env as Env.AnyEnv
+            assert.isString(def.name)
+            for (let index = 0; index < 3; index++) {
+              const task = yield* Env.taskAt(def, { seed: 1, index, split: "train" })
+              const prompt = def.prompt(task.problem)
+              assert.isTrue(typeof prompt === "string" ? prompt.length > 0 : prompt.length > 0, `${def.name}: an empty prompt`)
+            }
+          }
+          if (module["reward"] !== undefined) assert.isTrue(Reward.isReward(module["reward"]))
+        }), 60_000)
+    })
+  })
+
+  // the reward test example, as a user runs it, with 20 seeds: every law and probe holds on each
+  blocks.forEach((b, i) => {
+    if (!isSuite(b.code)) return
+    for (const seed of SEEDS) {
+      describe(`the test block at line ${b.line}, fast-check seed ${seed}`, async () => {
+        beforeAll(() => {
+          fc.configureGlobal({ ...fc.readConfigureGlobal(), seed })
+        })
+        afterAll(() => {
+          fc.resetConfigureGlobal()
+        })
+        await import(blockFile(i, seed))
+      })
+    }
+  })
 })
