@@ -11,227 +11,27 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import { Rng } from "./Rng.ts"
+import { gelu, layerNorm, linearFrozen, linearTrainable, type TensorMap, type WeightView } from "./Layers.ts"
+import { baseShapes, checkConfig, LORA_TARGETS, type ModelConfig, sizeOf, type Weights } from "./Config.ts"
 
-/** @since 0.1.0 @category models */
-export interface ModelConfig {
-  readonly vocabSize: number
-  readonly contextLength: number
-  readonly nLayers: number
-  readonly dModel: number
-  readonly nHeads: number
-  /** MLP hidden width = mlpRatio * dModel */
-  readonly mlpRatio: number
-}
-
-/** @since 0.1.0 @category models */
-export type LoraTarget = "q" | "k" | "v" | "o" | "w1" | "w2"
-
-/** @since 0.1.0 @category models */
-export const LORA_TARGETS: ReadonlyArray<LoraTarget> = ["q", "k", "v", "o", "w1", "w2"]
-
-/** @since 0.1.0 @category models */
-export interface LoraConfig {
-  readonly rank: number
-  readonly alpha: number
-  readonly targets: ReadonlyArray<LoraTarget>
-}
-
-/** Named flat float32 arrays. @since 0.1.0 @category models */
-export type Weights = Record<string, Float32Array>
-
-/** Named shapes. @since 0.1.0 @category models */
-export type Shapes = Record<string, ReadonlyArray<number>>
-
-/** @since 0.1.0 @category models */
-export const defaultLora: LoraConfig = { rank: 8, alpha: 16, targets: LORA_TARGETS }
-
-const mlpWidth = (c: ModelConfig) => Math.round(c.mlpRatio * c.dModel)
-
-/** Checks a config for consistency; returns an error message or undefined. @since 0.1.0 @category combinators */
-export const checkConfig = (c: ModelConfig): string | undefined => {
-  const ints: Array<keyof ModelConfig> = ["vocabSize", "contextLength", "nLayers", "dModel", "nHeads"]
-  for (const k of ints) if (!Number.isInteger(c[k]) || c[k] < 1) return `model config ${k} must be a positive integer`
-  if (!(c.mlpRatio > 0)) return "model config mlpRatio must be positive"
-  if (c.dModel % c.nHeads !== 0) return `model config dModel (${c.dModel}) must be divisible by nHeads (${c.nHeads})`
-  return undefined
-}
-
-/** @since 0.1.0 @category combinators */
-export const checkLora = (l: LoraConfig): string | undefined => {
-  if (!Number.isInteger(l.rank) || l.rank < 1) return "lora rank must be a positive integer"
-  if (!Number.isFinite(l.alpha)) return "lora alpha must be finite"
-  if (l.targets.length === 0) return "lora targets must not be empty"
-  for (const t of l.targets) if (!LORA_TARGETS.includes(t)) return `unknown lora target ${t}; allowed: ${LORA_TARGETS.join(", ")}`
-  return undefined
-}
-
-/** Shapes of the base weights. @since 0.1.0 @category combinators */
-export const baseShapes = (c: ModelConfig): Shapes => {
-  const D = c.dModel
-  const M = mlpWidth(c)
-  const s: Record<string, Array<number>> = {
-    tok_emb: [c.vocabSize, D],
-    pos_emb: [c.contextLength, D],
-  }
-  for (let i = 0; i < c.nLayers; i++) {
-    s[`l${i}.ln1.g`] = [D]
-    s[`l${i}.ln1.b`] = [D]
-    s[`l${i}.q`] = [D, D]
-    s[`l${i}.k`] = [D, D]
-    s[`l${i}.v`] = [D, D]
-    s[`l${i}.o`] = [D, D]
-    s[`l${i}.ln2.g`] = [D]
-    s[`l${i}.ln2.b`] = [D]
-    s[`l${i}.w1`] = [D, M]
-    s[`l${i}.w2`] = [M, D]
-  }
-  s["ln_f.g"] = [D]
-  s["ln_f.b"] = [D]
-  s["head"] = [D, c.vocabSize]
-  return s
-}
-
-/** Shapes of the LoRA adapter: `<proj>.A` [in, r] and `<proj>.B` [r, out]. @since 0.1.0 @category combinators */
-export const loraShapes = (c: ModelConfig, l: LoraConfig): Shapes => {
-  const base = baseShapes(c)
-  const s: Record<string, Array<number>> = {}
-  for (let i = 0; i < c.nLayers; i++) {
-    for (const t of LORA_TARGETS) {
-      if (!l.targets.includes(t)) continue
-      const [din, dout] = base[`l${i}.${t}`] as [number, number]
-      s[`l${i}.${t}.A`] = [din, l.rank]
-      s[`l${i}.${t}.B`] = [l.rank, dout]
-    }
-  }
-  return s
-}
-
-/** @since 0.1.0 @category combinators */
-export const sizeOf = (shape: ReadonlyArray<number>) => shape.reduce((a, b) => a * b, 1)
-
-/** @since 0.1.0 @category combinators */
-export const countParams = (shapes: Shapes) => Object.values(shapes).reduce((a, s) => a + sizeOf(s), 0)
-
-/** Random base weights (fan-in normal init; residual projections scaled by 1/sqrt(2·layers)). @since 0.1.0 @category constructors */
-export const initBase = (c: ModelConfig, seed: number): Weights => {
-  const rng = new Rng(seed)
-  const shapes = baseShapes(c)
-  const w: Weights = {}
-  const resid = 1 / Math.sqrt(2 * c.nLayers)
-  for (const [name, shape] of Object.entries(shapes)) {
-    const n = sizeOf(shape)
-    const a = new Float32Array(n)
-    if (name.endsWith(".g")) a.fill(1)
-    else if (name.endsWith(".b")) a.fill(0)
-    else {
-      let std = 1 / Math.sqrt(shape[0]!)
-      if (name === "tok_emb" || name === "pos_emb") std = 1 / Math.sqrt(c.dModel)
-      if (name.endsWith(".o") || name.endsWith(".w2")) std *= resid
-      for (let i = 0; i < n; i++) a[i] = rng.normal() * std
-    }
-    w[name] = a
-  }
-  return w
-}
-
-/** A fresh adapter: A ~ N(0, 1/in), B = 0 (so the adapted model equals the base). @since 0.1.0 @category constructors */
-export const initLora = (c: ModelConfig, l: LoraConfig, seed: number): Weights => {
-  const rng = new Rng(seed)
-  const w: Weights = {}
-  for (const [name, shape] of Object.entries(loraShapes(c, l))) {
-    const a = new Float32Array(sizeOf(shape))
-    if (name.endsWith(".A")) {
-      const std = 1 / Math.sqrt(shape[0]!)
-      for (let i = 0; i < a.length; i++) a[i] = rng.normal() * std
-    }
-    w[name] = a
-  }
-  return w
-}
-
-/** Copies every array. @since 0.1.0 @category combinators */
-export const cloneWeights = (w: Weights): Weights => {
-  const out: Weights = {}
-  for (const [k, v] of Object.entries(w)) out[k] = v.slice()
-  return out
-}
-
-// ---------------------------------------------------------------------------
-// dense layers with wasm-friendly gradients
-// ---------------------------------------------------------------------------
-
-type GradArgs = Array<tf.Tensor | tf.GradSaveFunc>
-
-/** x @ W with both inputs differentiable; dX = dY·Wᵀ, dW = Xᵀ·dY with explicit transposes. */
-const linearTrainable = tf.customGrad(((...args: GradArgs) => {
-  const x = args[0] as tf.Tensor2D
-  const w = args[1] as tf.Tensor2D
-  const save = args[2] as tf.GradSaveFunc
-  save([x, w])
-  return {
-    value: tf.matMul(x, w),
-    gradFunc: (dy: tf.Tensor, saved: Array<tf.Tensor>) => {
-      const [sx, sw] = saved as [tf.Tensor2D, tf.Tensor2D]
-      const g = dy as tf.Tensor2D
-      // dW = Xᵀ·dY or (dYᵀ·X)ᵀ: XNNPACK repacks its right operand on every call, which costs
-      // more than a transpose, so the wider of X and dY is transposed and the narrower packed
-      const dw = g.shape[1] <= sx.shape[1] ? tf.matMul(tf.transpose(sx), g) : tf.transpose(tf.matMul(tf.transpose(g), sx))
-      return [tf.matMul(g, tf.transpose(sw)), dw]
-    },
-  }
-}) as (...args: GradArgs) => { value: tf.Tensor; gradFunc: (dy: tf.Tensor, saved: Array<tf.Tensor>) => Array<tf.Tensor> }) as (
-  x: tf.Tensor2D,
-  w: tf.Tensor2D,
-) => tf.Tensor2D
-
-/** x @ W for a frozen W: only dX = dY·Wᵀ, with Wᵀ computed once. */
-const linearFrozen = (x: tf.Tensor2D, w: tf.Tensor2D, wT: tf.Tensor2D): tf.Tensor2D =>
-  (tf.customGrad(((...args: GradArgs) => {
-    const xi = args[0] as tf.Tensor2D
-    return {
-      value: tf.matMul(xi, w),
-      gradFunc: (dy: tf.Tensor) => [tf.matMul(dy as tf.Tensor2D, wT)],
-    }
-  }) as (...args: GradArgs) => { value: tf.Tensor; gradFunc: (dy: tf.Tensor) => Array<tf.Tensor> }) as (x: tf.Tensor2D) => tf.Tensor2D)(x)
-
-const gelu = (x: tf.Tensor): tf.Tensor => tf.mul(x, tf.sigmoid(tf.mul(x, 1.702)))
-
-const layerNorm = (x: tf.Tensor2D, g: tf.Tensor, b: tf.Tensor): tf.Tensor2D => {
-  const mu = tf.mean(x, -1, true)
-  const xc = tf.sub(x, mu)
-  const variance = tf.mean(tf.mul(xc, xc), -1, true)
-  return tf.add(tf.mul(tf.mul(xc, tf.rsqrt(tf.add(variance, 1e-5))), g), b) as tf.Tensor2D
-}
-
-/**
- * How the forward pass reads its weights: `lin(name, x)` applies the projection
- * `name` (with its adapter, if any), `get(name)` returns a plain weight.
- * @since 0.1.0 @category models
- */
-export interface WeightView {
-  readonly lin: (name: string, x: tf.Tensor2D) => tf.Tensor2D
-  readonly get: (name: string) => tf.Tensor
-}
-
-/** @since 0.1.0 @category models */
-export type TensorMap = Record<string, tf.Tensor>
-
-/** Every weight trainable (full fine-tuning / pretraining). @since 0.1.0 @category constructors */
-export const trainableView = (t: TensorMap): WeightView => ({
-  lin: (name, x) => linearTrainable(x, t[name] as tf.Tensor2D),
-  get: (name) => t[name]!,
-})
-
-/** Plain matMul, no gradients needed (sampling with merged weights). @since 0.1.0 @category constructors */
-export const inferenceView = (t: TensorMap): WeightView => ({
-  lin: (name, x) => tf.matMul(x, t[name] as tf.Tensor2D),
-  get: (name) => t[name]!,
-})
+export { baseShapes, checkConfig, checkLora, cloneWeights, countParams, defaultLora, forwardFlops, initBase, initLora, LORA_TARGETS, type LoraConfig, loraShapes, type LoraTarget, type ModelConfig, type Shapes, sizeOf, type Weights } from "./Config.ts"
+export { inferenceView, type TensorMap, trainableView, type WeightView } from "./Layers.ts"
 
 // ---------------------------------------------------------------------------
 // the model
 // ---------------------------------------------------------------------------
+
+/** How a block's attention lays out its rows, masks, and finds the K/V it attends to. */
+interface Attention {
+  /** rows [N, D] as heads [B, H, T, dh] */
+  readonly heads: (t: tf.Tensor2D) => tf.Tensor4D
+  /** attention output [B, H, T, dh] back to rows [N, D] */
+  readonly merge: (att: tf.Tensor4D) => tf.Tensor2D
+  /** additive mask over the scores [T, S], if any */
+  readonly mask?: tf.Tensor2D
+  /** layer `i`'s K and V to attend to, given the new positions' own (e.g. after a cache) */
+  readonly kv: (i: number, k: tf.Tensor4D, v: tf.Tensor4D) => readonly [tf.Tensor4D, tf.Tensor4D]
+}
 
 /** Per-layer K and V, each [R, H, T, dh]. @since 0.1.0 @category models */
 export interface KvCache {
@@ -340,38 +140,58 @@ export class LocalModel {
   }
 
   /**
+   * One pre-LN block, layer `i`, over the rows `x` ([N, D]): causal self-attention, then
+   * the GELU MLP, each added to the residual stream. `a` says how rows become heads and
+   * back, the mask, and which K/V the new positions attend to.
+   */
+  private block(w: WeightView, i: number, x: tf.Tensor2D, a: Attention): tf.Tensor2D {
+    const p = `l${i}.`
+    const h = layerNorm(x, w.get(p + "ln1.g"), w.get(p + "ln1.b"))
+    const q = a.heads(tf.mul(w.lin(p + "q", h), 1 / Math.sqrt(this.headDim)) as tf.Tensor2D)
+    const [k, v] = a.kv(i, a.heads(w.lin(p + "k", h)), a.heads(w.lin(p + "v", h)))
+    const qk = tf.matMul(q, k, false, true)
+    const att = tf.matMul(tf.softmax(a.mask ? tf.add(qk, a.mask) : qk), v) as tf.Tensor4D
+    const y = tf.add(x, w.lin(p + "o", a.merge(att))) as tf.Tensor2D
+    const h2 = layerNorm(y, w.get(p + "ln2.g"), w.get(p + "ln2.b"))
+    return tf.add(y, w.lin(p + "w2", gelu(w.lin(p + "w1", h2)) as tf.Tensor2D)) as tf.Tensor2D
+  }
+
+  /** Every block, then the final norm and the output head: logits [N, V]. */
+  private blocks(w: WeightView, x: tf.Tensor2D, a: Attention): tf.Tensor2D {
+    let y = x
+    for (let i = 0; i < this.config.nLayers; i++) y = this.block(w, i, y, a)
+    return w.lin("head", layerNorm(y, w.get("ln_f.g"), w.get("ln_f.b")))
+  }
+
+  /** Rows of B sequences of T positions as heads [B, H, T, dh], and back to [B·T, D]. */
+  private layout(B: number, T: number): Pick<Attention, "heads" | "merge"> {
+    const { dModel: D, nHeads: H } = this.config
+    const dh = this.headDim
+    return {
+      heads: (t) => tf.transpose(tf.reshape(t, [B, T, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D,
+      merge: (att) => tf.reshape(tf.transpose(att, [0, 2, 1, 3]), [B * T, D]) as tf.Tensor2D,
+    }
+  }
+
+  /**
    * Full causal forward over right-padded rows. `tokens` is [B*L] row-major.
    * Returns logits [B*L, V]; with `collect` the per-layer K/V ([B, H, L, dh]) are
    * pushed into it (for the sampler's prompt prefill).
    */
   forward(w: WeightView, tokens: Int32Array, B: number, L: number, collect?: { k: Array<tf.Tensor4D>; v: Array<tf.Tensor4D> }): tf.Tensor2D {
-    const { dModel: D, nHeads: H, nLayers } = this.config
     if (L > this.config.contextLength) throw new Error(`sequence length ${L} exceeds the context length ${this.config.contextLength}`)
-    const dh = this.headDim
-    const scale = 1 / Math.sqrt(dh)
-    const tok = tf.tensor1d(tokens, "int32")
-    let x = this.embed(w, tok, B, L, 0)
-    const mask = this.causalMask(L)
-    const heads = (t: tf.Tensor2D) => tf.transpose(tf.reshape(t, [B, L, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D
-    for (let i = 0; i < nLayers; i++) {
-      const p = `l${i}.`
-      const h = layerNorm(x, w.get(p + "ln1.g"), w.get(p + "ln1.b"))
-      const q = heads(tf.mul(w.lin(p + "q", h), scale) as tf.Tensor2D)
-      const k = heads(w.lin(p + "k", h))
-      const v = heads(w.lin(p + "v", h))
-      if (collect) {
-        collect.k.push(k)
-        collect.v.push(v)
-      }
-      const scores = tf.add(tf.matMul(q, k, false, true), mask)
-      const att = tf.matMul(tf.softmax(scores), v)
-      const merged = tf.reshape(tf.transpose(att, [0, 2, 1, 3]), [B * L, D]) as tf.Tensor2D
-      x = tf.add(x, w.lin(p + "o", merged)) as tf.Tensor2D
-      const h2 = layerNorm(x, w.get(p + "ln2.g"), w.get(p + "ln2.b"))
-      x = tf.add(x, w.lin(p + "w2", gelu(w.lin(p + "w1", h2)) as tf.Tensor2D)) as tf.Tensor2D
-    }
-    const hf = layerNorm(x, w.get("ln_f.g"), w.get("ln_f.b"))
-    return w.lin("head", hf)
+    const x = this.embed(w, tf.tensor1d(tokens, "int32"), B, L, 0)
+    return this.blocks(w, x, {
+      ...this.layout(B, L),
+      mask: this.causalMask(L),
+      kv: (_, k, v) => {
+        if (collect) {
+          collect.k.push(k)
+          collect.v.push(v)
+        }
+        return [k, v]
+      },
+    })
   }
 
   /**
@@ -383,7 +203,6 @@ export class LocalModel {
    * With an empty past this is `forward` with `collect`.
    */
   extend(w: WeightView, tokens: Int32Array, B: number, E: number, past: KvCache): { logits: tf.Tensor2D; cache: KvCache } {
-    const { dModel: D, nHeads: H, nLayers } = this.config
     const pos0 = past.length
     if (pos0 + E > this.config.contextLength) throw new Error(`sequence length ${pos0 + E} exceeds the context length ${this.config.contextLength}`)
     if (tokens.length !== B * E) throw new Error(`extend: ${tokens.length} tokens for ${B} rows of ${E}`)
@@ -398,30 +217,18 @@ export class LocalModel {
       })
       return { logits, cache: { k, v, length: E } }
     }
-    const dh = this.headDim
-    const scale = 1 / Math.sqrt(dh)
-    const logits = tf.tidy(() => {
-      let x = this.embed(w, tf.tensor1d(tokens, "int32"), B, E, pos0)
-      // rows pos0 .. pos0 + E - 1 of the causal mask over every position
-      const mask = tf.slice(this.causalMask(pos0 + E), [pos0, 0], [E, pos0 + E])
-      const heads = (t: tf.Tensor2D) => tf.transpose(tf.reshape(t, [B, E, H, dh]), [0, 2, 1, 3]) as tf.Tensor4D
-      for (let i = 0; i < nLayers; i++) {
-        const p = `l${i}.`
-        const h = layerNorm(x, w.get(p + "ln1.g"), w.get(p + "ln1.b"))
-        const q = heads(tf.mul(w.lin(p + "q", h), scale) as tf.Tensor2D)
-        const ki = tf.keep(tf.concat([past.k[i]!, heads(w.lin(p + "k", h))], 2))
-        const vi = tf.keep(tf.concat([past.v[i]!, heads(w.lin(p + "v", h))], 2))
-        k.push(ki)
-        v.push(vi)
-        const scores = tf.add(tf.matMul(q, ki, false, true), mask)
-        const att = tf.matMul(tf.softmax(scores), vi)
-        const merged = tf.reshape(tf.transpose(att, [0, 2, 1, 3]), [B * E, D]) as tf.Tensor2D
-        x = tf.add(x, w.lin(p + "o", merged)) as tf.Tensor2D
-        const h2 = layerNorm(x, w.get(p + "ln2.g"), w.get(p + "ln2.b"))
-        x = tf.add(x, w.lin(p + "w2", gelu(w.lin(p + "w1", h2)) as tf.Tensor2D)) as tf.Tensor2D
-      }
-      return w.lin("head", layerNorm(x, w.get("ln_f.g"), w.get("ln_f.b")))
-    })
+    const logits = tf.tidy(() =>
+      this.blocks(w, this.embed(w, tf.tensor1d(tokens, "int32"), B, E, pos0), {
+        ...this.layout(B, E),
+        // rows pos0 .. pos0 + E - 1 of the causal mask over every position
+        mask: tf.slice(this.causalMask(pos0 + E), [pos0, 0], [E, pos0 + E]),
+        kv: (i, ki, vi) => {
+          k.push(tf.keep(tf.concat([past.k[i]!, ki], 2)))
+          v.push(tf.keep(tf.concat([past.v[i]!, vi], 2)))
+          return [k[i]!, v[i]!]
+        },
+      })
+    )
     return { logits, cache: { k, v, length: pos0 + E } }
   }
 
@@ -430,30 +237,25 @@ export class LocalModel {
    * Returns the logits [R, V] and the extended cache (the old one is disposed).
    */
   decode(w: WeightView, tokens: Int32Array, cache: KvCache): { logits: tf.Tensor2D; cache: KvCache } {
-    const { dModel: D, nHeads: H, nLayers } = this.config
+    const { dModel: D, nHeads: H } = this.config
     const R = tokens.length
     const dh = this.headDim
     const pos = cache.length
     if (pos >= this.config.contextLength) throw new Error("decode past the context length")
     const newK: Array<tf.Tensor4D> = []
     const newV: Array<tf.Tensor4D> = []
-    const logits = tf.tidy(() => {
-      let x = this.embed(w, tf.tensor1d(tokens, "int32"), R, 1, pos)
-      for (let i = 0; i < nLayers; i++) {
-        const p = `l${i}.`
-        const h = layerNorm(x, w.get(p + "ln1.g"), w.get(p + "ln1.b"))
-        const q = tf.reshape(tf.mul(w.lin(p + "q", h), 1 / Math.sqrt(dh)), [R, H, 1, dh]) as tf.Tensor4D
-        const k = tf.concat([cache.k[i]!, tf.reshape(w.lin(p + "k", h), [R, H, 1, dh]) as tf.Tensor4D], 2)
-        const v = tf.concat([cache.v[i]!, tf.reshape(w.lin(p + "v", h), [R, H, 1, dh]) as tf.Tensor4D], 2)
-        newK.push(tf.keep(k))
-        newV.push(tf.keep(v))
-        const att = tf.matMul(tf.softmax(tf.matMul(q, k, false, true)), v)
-        x = tf.add(x, w.lin(p + "o", tf.reshape(att, [R, D]) as tf.Tensor2D)) as tf.Tensor2D
-        const h2 = layerNorm(x, w.get(p + "ln2.g"), w.get(p + "ln2.b"))
-        x = tf.add(x, w.lin(p + "w2", gelu(w.lin(p + "w1", h2)) as tf.Tensor2D)) as tf.Tensor2D
-      }
-      return w.lin("head", layerNorm(x, w.get("ln_f.g"), w.get("ln_f.b")))
-    })
+    const logits = tf.tidy(() =>
+      this.blocks(w, this.embed(w, tf.tensor1d(tokens, "int32"), R, 1, pos), {
+        // one position per row: heads are a reshape, and it sees every cached position
+        heads: (t) => tf.reshape(t, [R, H, 1, dh]) as tf.Tensor4D,
+        merge: (att) => tf.reshape(att, [R, D]) as tf.Tensor2D,
+        kv: (i, ki, vi) => {
+          newK.push(tf.keep(tf.concat([cache.k[i]!, ki], 2)))
+          newV.push(tf.keep(tf.concat([cache.v[i]!, vi], 2)))
+          return [newK[i]!, newV[i]!]
+        },
+      })
+    )
     disposeCache(cache)
     return { logits, cache: { k: newK, v: newV, length: pos + 1 } }
   }
@@ -464,18 +266,4 @@ export class LocalModel {
     for (const t of this.masks.values()) t.dispose()
     this.masks.clear()
   }
-}
-
-/**
- * Matmul FLOPs of one forward pass over B rows of length L (dense layers and
- * attention; elementwise work is not counted).
- * @since 0.1.0 @category combinators
- */
-export const forwardFlops = (c: ModelConfig, B: number, L: number): { dense: number; attention: number } => {
-  const D = c.dModel
-  const M = mlpWidth(c)
-  const N = B * L
-  const perLayerDense = 2 * N * (4 * D * D + 2 * D * M)
-  const perLayerAtt = 2 * 2 * B * L * L * D
-  return { dense: c.nLayers * perLayerDense + 2 * N * D * c.vocabSize, attention: c.nLayers * perLayerAtt }
 }
