@@ -4,7 +4,7 @@
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { evalCommand } from "./src/cli/eval.ts"
-import { version } from "./src/cli/paths.ts"
+import { version } from "./src/Paths.ts"
 import { cliPresenter } from "./src/cli/run.ts"
 import { runMain, Services } from "./src/platform/index.ts"
 

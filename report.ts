@@ -3,7 +3,7 @@
  */
 import { Effect } from "effect"
 import { Command } from "effect/cli"
-import { version } from "./src/cli/paths.ts"
+import { version } from "./src/Paths.ts"
 import { reportCommand } from "./src/cli/report.ts"
 import { runMain, Services } from "./src/platform/index.ts"
 

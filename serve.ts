@@ -4,7 +4,7 @@
  */
 import { Effect } from "effect"
 import { Command } from "effect/cli"
-import { version } from "./src/cli/paths.ts"
+import { version } from "./src/Paths.ts"
 import { serveCommand } from "./src/cli/serve.ts"
 import { runMain, Services } from "./src/platform/index.ts"
 

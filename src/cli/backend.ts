@@ -18,7 +18,7 @@ import { Tokenizer } from "../Tokenizer.ts"
 import type { Trainer } from "../Trainer.ts"
 import * as Tokenizers from "../tokenizers/index.ts"
 import * as RunLog from "../RunLog.ts"
-import { defaultModelDir } from "./paths.ts"
+import { defaultModelDir } from "../Paths.ts"
 
 /** `--backend loops` settings: the flags of `gyre run` that only Loops reads. */
 export interface LoopsFlags {

@@ -9,7 +9,7 @@ import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
 import * as Env from "../Env.ts"
-import { compiled, envsDir, packageRoot } from "./paths.ts"
+import { compiled, envsDir, packageRoot } from "../Paths.ts"
 
 const EXT = compiled ? /\.js$/ : /\.ts$/
 

@@ -6,7 +6,7 @@
  */
 import * as Local from "../backends/local/index.ts"
 import * as Path from "node:path"
-import { defaultModelDir, packageRoot } from "../cli/paths.ts"
+import { defaultModelDir, packageRoot } from "../Paths.ts"
 
 export type {
   /** Options of the embedded backend: model folder or config, LoRA, seed, state folder, workers. */
@@ -19,9 +19,9 @@ export type {
 /** The embedded backend: `Local.layer(options)` provides Trainer, Sampler and Tokenizer. */
 export { Local } from "../backends/local/index.ts"
 /** The folder of the base model shipped with gyre. */
-export { defaultModelDir } from "../cli/paths.ts"
+export { defaultModelDir } from "../Paths.ts"
 /** The embedded backend behind the Tinker-protocol server, as `gyre serve` runs it (`Serve.layer(options)`, sampler replicas, one adapter per model). */
-export * as Serve from "../cli/serve.ts"
+export * as Serve from "../backends/local/Serve.ts"
 
 /** A model folder shipped with gyre, by name (`shippedModel("calculator")` is `<package>/models/calculator`). */
 export const shippedModel = (name: string): string => Path.join(packageRoot, "models", name)

@@ -16,7 +16,7 @@ import * as CheckpointIndex from "../../../src/backends/http/CheckpointIndex.ts"
 import { stateOfArchive } from "../../../src/backends/http/ClientCheckpoints.ts"
 import * as Tar from "../../../src/backends/http/Tar.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
-import * as Serve from "../../../src/cli/serve.ts"
+import * as Serve from "../../../src/backends/local/Serve.ts"
 import { tinyConfig, tinyLora } from "../local/helpers.ts"
 import { call, createModel, post, result, session, train, wireDatum } from "./JsonClient.ts"
 

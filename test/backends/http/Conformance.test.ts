@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import * as Serve from "../../../src/cli/serve.ts"
+import * as Serve from "../../../src/backends/local/Serve.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
 import { createModel, post, result, session, train, wireDatum } from "./JsonClient.ts"
 

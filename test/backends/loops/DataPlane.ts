@@ -7,7 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { Context, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import * as Server from "../../../src/backends/http/Server.ts"
-import * as Serve from "../../../src/cli/serve.ts"
+import * as Serve from "../../../src/backends/local/Serve.ts"
 import { TINY } from "../../envs/vowels.ts"
 
 /** The model name a random-init `serve` reports (the base model of its runs). */

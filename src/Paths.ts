@@ -1,7 +1,9 @@
 /**
  * Where the gyre package lies, so that its files (the embedded base model, envs/) are
- * found wherever the command runs: from a clone (`src/cli/`) or from an install
- * (`node_modules/gyre/dist/src/cli/`).
+ * found wherever the code runs: from a clone (`src/`) or from an install
+ * (`node_modules/gyre/dist/src/`).
+ *
+ * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -16,7 +18,8 @@ const findRoot = (from: string): string => {
         // not a readable package.json: keep looking upwards
       }
     }
-    if (Path.dirname(dir) === dir) return Path.resolve(from, "../..")
+    // src/ in a clone, dist/src/ in an install
+    if (Path.dirname(dir) === dir) return Path.resolve(from, import.meta.url.endsWith(".ts") ? ".." : "../..")
   }
 }
 
