@@ -1,8 +1,8 @@
 /**
  * Reward failures are never silent: each leaf failure (an `InfraFault`, a timeout
- * included) is kept with its rollout's score (`Score.failed`), counted per component in
- * the step's metrics (`reward/<name>/failed`), and the first failure of each kind is
- * logged as a warning once per run, for every weight, 0 included.
+ * included) is kept with its rollout's score (`Score.failed`), counted per component by
+ * `failureCounts` (a step's `reward/<name>/failed`), and the first failure of each kind
+ * is logged as a warning once per run, for every weight, 0 included.
  *
  * A run is known by its reward cache: the runner makes one per run, `withCache` one per
  * program; where none is in force, each `evaluate` call is a run of its own.
@@ -28,7 +28,7 @@ export const failureKind = (component: string, message: string): string => `${co
 
 /**
  * How many of `scores` each component failed on (`Score.failed`), 0 for the components
- * that never failed: what a step's `reward/<name>/failed` metrics hold.
+ * that never failed: a step's `reward/<name>/failed`.
  *
  * @example
  * Reward.failureCounts(scores) // => { correct: 0, judged: 3 }
@@ -67,7 +67,7 @@ export const logFailures = (cache: ScoreCache, scores: ReadonlyArray<Score>): Ef
       fresh,
       ([component, message]) =>
         Effect.logWarning(
-          `reward component "${component}" failed: ${message} (the first failure of this kind in the run; the next ones are counted in reward/${component}/failed and kept with their rollouts under "failed", not logged)`,
+          `reward component "${component}" failed: ${message} (the first failure of this kind in this run: the next ones are not logged, each is kept with its rollout under "failed")`,
         ),
       { discard: true },
     )
