@@ -159,7 +159,7 @@ const runBaseModel = (dir: string) =>
     for (const key of ["baseModel", "model"]) if (typeof config[key] === "string") return config[key] as string
     const spec = typeof config["envSpec"] === "string" ? config["envSpec"] : typeof config["env"] === "string" ? config["env"] : undefined
     if (spec === undefined) return undefined
-    const { loadEnv } = yield* Effect.promise(() => import("./cli/loadEnv.ts"))
+    const { loadEnv } = yield* Effect.promise(() => import("./LoadEnv.ts"))
     const source = yield* loadEnv(spec).pipe(Effect.option)
     if (Option.isNone(source)) return undefined
     return Env.members(source.value)[0]?.[0].baseModel

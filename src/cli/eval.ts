@@ -17,10 +17,10 @@ import { buildServices } from "../run/Services.ts"
 import { ContextLength } from "../run/Rollout.ts"
 import { RunError, type RunSettings, defaults } from "../run/Settings.ts"
 import { Trainer } from "../Trainer.ts"
-import { backendLayer } from "./backend.ts"
-import { availableEnvs } from "./loadEnv.ts"
+import { backendLayer } from "../Backend.ts"
+import { availableEnvs } from "../LoadEnv.ts"
 import { failure, verboseFlag } from "./run.ts"
-import { readSaved, resolveEnv } from "./train.ts"
+import { readSaved, resolveEnv } from "../Training.ts"
 
 /** Which problems `gyre eval` scores. */
 export type EvalSplit = "heldout" | "train" | "all"

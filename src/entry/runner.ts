@@ -13,7 +13,7 @@
  */
 import { Effect } from "effect"
 import { evaluateModel, type EvalOptions, type EvalSummary } from "../cli/eval.ts"
-import { type RunOptions, type RunSummary, train } from "../cli/train.ts"
+import { type RunOptions, type RunSummary, train } from "../Training.ts"
 
 export type {
   /** Scores a model on an env: which checkpoint, which problems, how many samples. */
@@ -30,9 +30,9 @@ export type {
   RunOptions,
   /** What a finished run returns: its folder, settings, metrics and last held-out score. */
   RunSummary,
-} from "../cli/train.ts"
+} from "../Training.ts"
 /** Runs a training (RL, or SFT with `sft: true`) as an Effect; what `gyre run` does. */
-export { train } from "../cli/train.ts"
+export { train } from "../Training.ts"
 /** Scores the base model or a run's checkpoint as an Effect; what `gyre eval` does. */
 export { evaluateModel } from "../cli/eval.ts"
 /** A 95% interval of a mean: Wilson's for 0/1 values, else the normal approximation. */

@@ -1,24 +1,26 @@
 /**
- * `--backend`: the embedded model (default), a Tinker-protocol service at a URL, or a
- * run provisioned on Loops (`loops`).
+ * The backend a run trains on, as `--backend` names it: the embedded model (default), a
+ * Tinker-protocol service at a URL, or a run provisioned on Loops (`loops`).
+ *
+ * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Effect, Layer } from "effect"
-import * as Http from "../backends/http/Client.ts"
-import * as LoopsBackend from "../backends/loops/Backend.ts"
-import { stopCommand } from "../backends/loops/Provision.ts"
-import * as LoopsRecord from "../backends/loops/RunRecord.ts"
-import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
-import { Local } from "../backends/local/index.ts"
-import { BackendError } from "../Contract.ts"
-import type { Sampler } from "../Sampler.ts"
-import { Tokenizer } from "../Tokenizer.ts"
-import type { Trainer } from "../Trainer.ts"
-import * as Tokenizers from "../tokenizers/index.ts"
-import * as RunLog from "../RunLog.ts"
-import { defaultModelDir } from "../Paths.ts"
+import * as Http from "./backends/http/Client.ts"
+import * as LoopsBackend from "./backends/loops/Backend.ts"
+import { stopCommand } from "./backends/loops/Provision.ts"
+import * as LoopsRecord from "./backends/loops/RunRecord.ts"
+import * as CharTokenizer from "./backends/local/CharTokenizer.ts"
+import { Local } from "./backends/local/index.ts"
+import { BackendError } from "./Contract.ts"
+import type { Sampler } from "./Sampler.ts"
+import { Tokenizer } from "./Tokenizer.ts"
+import type { Trainer } from "./Trainer.ts"
+import * as Tokenizers from "./tokenizers/index.ts"
+import * as RunLog from "./RunLog.ts"
+import { defaultModelDir } from "./Paths.ts"
 
 /** `--backend loops` settings: the flags of `gyre run` that only Loops reads. */
 export interface LoopsFlags {

@@ -1,15 +1,18 @@
 /**
- * Resolves `<env>` on the command line: a name in gyre's `envs/` or a path to a user's
- * module whose default export is an `Env` (or an `Env.mixture`). The module may be
- * TypeScript or JavaScript, in an ESM or a CommonJS folder.
+ * Resolves an env as a run names it (`<env>` on the command line): a name in gyre's
+ * `envs/` or a path to a user's module whose default export is an `Env` (or an
+ * `Env.mixture`). The module may be TypeScript or JavaScript, in an ESM or a CommonJS
+ * folder.
+ *
+ * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import Module, { createRequire } from "node:module"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
-import * as Env from "../Env.ts"
-import { compiled, envsDir, packageRoot } from "../Paths.ts"
+import * as Env from "./Env.ts"
+import { compiled, envsDir, packageRoot } from "./Paths.ts"
 
 const EXT = compiled ? /\.js$/ : /\.ts$/
 

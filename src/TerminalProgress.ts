@@ -1,9 +1,12 @@
 /**
  * Terminal progress: a live status line during each step (phase, done/total, ETA for
- * the run) and one permanent line per step.
+ * the run) and one permanent line per step; a run that prints (`gyre run`, or
+ * `train({ print: true })`) provides it as its `Progress`.
+ *
+ * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as Runner from "../Runner.ts"
+import * as Runner from "./Runner.ts"
 
 const fmtDuration = (seconds: number) => {
   if (!Number.isFinite(seconds) || seconds < 0) return "?"

@@ -1,20 +1,22 @@
 /**
  * A training run from a settings object: what `gyre run` does after parsing its flags,
  * and what `gyre/runner` offers to code. One path for both.
+ *
+ * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Console, Effect, Layer, Schema, SchemaIssue } from "effect"
-import type * as Advantage from "../Advantage.ts"
-import type { LossFn } from "../Contract.ts"
-import * as Env from "../Env.ts"
-import * as Metrics from "../Metrics.ts"
-import * as Runner from "../Runner.ts"
-import * as RunLog from "../RunLog.ts"
-import { resumeBackend } from "../run/Start.ts"
-import { backendLayer, type LoopsFlags } from "./backend.ts"
-import { availableEnvs, isPath, loadEnv } from "./loadEnv.ts"
-import { terminalProgress } from "./progress.ts"
+import type * as Advantage from "./Advantage.ts"
+import type { LossFn } from "./Contract.ts"
+import * as Env from "./Env.ts"
+import * as Metrics from "./Metrics.ts"
+import * as Runner from "./Runner.ts"
+import * as RunLog from "./RunLog.ts"
+import { resumeBackend } from "./run/Start.ts"
+import { backendLayer, type LoopsFlags } from "./Backend.ts"
+import { availableEnvs, isPath, loadEnv } from "./LoadEnv.ts"
+import { terminalProgress } from "./TerminalProgress.ts"
 
 /**
  * Everything `gyre run` takes, as an object: each field is the flag of the same name
