@@ -39,7 +39,7 @@
  */
 import { Effect, Schema } from "effect"
 import { type Datum, float32, type ForwardBackwardResult, int64, modelInputTokens } from "./Contract.ts"
-import { forwardBackwardChunked } from "./run/MicroBatch.ts"
+import { forwardBackwardChunked } from "./MicroBatch.ts"
 import { Trainer } from "./Trainer.ts"
 
 /**

@@ -26,11 +26,11 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "../Contract.ts"
-import { activeCount } from "../Datum.ts"
-import { render, shiftDatum } from "../DatumIssue.ts"
-import { LOSS_CONFIG } from "../Loss.ts"
-import { Trainer } from "../Trainer.ts"
+import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "./Contract.ts"
+import { activeCount } from "./Datum.ts"
+import { render, shiftDatum } from "./DatumIssue.ts"
+import { LOSS_CONFIG } from "./Loss.ts"
+import { Trainer } from "./Trainer.ts"
 
 /** What a chunked call adds up to. @since 0.1.0 @category models */
 export interface ChunkedResult {
