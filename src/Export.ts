@@ -51,6 +51,7 @@ import * as Checkpoint from "./backends/local/Checkpoint.ts"
 import { encodeSafetensors, peftAdapter } from "./backends/local/Peft.ts"
 import * as Env from "./Env.ts"
 import * as PlatformHttpClient from "./platform/HttpClient.ts"
+import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 
 // ===== Errors =====
@@ -98,31 +99,29 @@ export interface ExportResult {
 const fail = (reason: ExportError["reason"], message: string) => new ExportError({ reason, message })
 
 /** The state file of a checkpoint on this machine: the path the run recorded, else its name in the run's state folder. */
-const localState = (stateDir: string, row: Record<string, unknown>, step: number, saved: string) =>
+const localState = (stateDir: string, row: RunFolder.CheckpointRow) =>
   Effect.gen(function* () {
-    const candidates = [saved, Path.join(stateDir, `${String(row["name"] ?? `step-${step}`)}.ckpt`)]
+    const { path: saved, step } = row
+    const candidates = [saved, Path.join(stateDir, `${row.name}.ckpt`)]
     const file = candidates.find((f) => Fs.existsSync(f))
     if (file === undefined) return yield* fail("State", `the state file of step ${step} is missing (looked at ${[...new Set(candidates)].join(" and ")})`)
     const state = yield* Effect.tryPromise({ try: () => Checkpoint.read(file), catch: (e) => fail("State", `${file}: ${e instanceof Error ? e.message : String(e)}`) })
     return { file, state }
   })
 
-/** The run's config.json, or an empty record when it is missing or unreadable. */
-const readConfig = (dir: string): Record<string, unknown> => {
-  try {
-    const value = JSON.parse(Fs.readFileSync(Path.join(dir, "config.json"), "utf8")) as unknown
-    return typeof value === "object" && value !== null ? (value as Record<string, unknown>) : {}
-  } catch {
-    return {}
-  }
-}
+/** The fields of the run's config.json that export reads; empty when it is missing or does not decode. */
+const readConfig = (dir: string) =>
+  RunFolder.readConfigHints(RunFolder.paths(dir)).pipe(
+    Effect.map(({ hints }): RunFolder.ConfigHints => hints ?? {}),
+    Effect.orElseSucceed((): RunFolder.ConfigHints => ({})),
+  )
 
 /** The server of a run's remote checkpoints: `--backend`, else config.json's `backend`, else `TINKER_BASE_URL`. */
 const serverOf = (dir: string, given: string | undefined) =>
   Effect.gen(function* () {
     if (given !== undefined) return Option.some({ url: given, from: "--backend" })
-    const recorded = readConfig(dir)["backend"]
-    if (typeof recorded === "string" && /^https?:\/\//.test(recorded)) return Option.some({ url: recorded, from: "config.json" })
+    const recorded = (yield* readConfig(dir)).backend
+    if (recorded !== undefined && /^https?:\/\//.test(recorded)) return Option.some({ url: recorded, from: "config.json" })
     const env = yield* Config.option(Config.String("TINKER_BASE_URL")).pipe(Effect.orElseSucceed(() => Option.none<string>()))
     return Option.map(env, (url) => ({ url, from: "TINKER_BASE_URL" }))
   })
@@ -154,10 +153,10 @@ const downloadState = (dir: string, step: number, saved: string, backend: string
 /** The run's base model, as its config names it or its env declares it. */
 const runBaseModel = (dir: string) =>
   Effect.gen(function* () {
-    const file = Path.join(dir, "config.json")
-    const config = Fs.existsSync(file) ? (JSON.parse(Fs.readFileSync(file, "utf8")) as Record<string, unknown>) : {}
-    for (const key of ["baseModel", "model"]) if (typeof config[key] === "string") return config[key] as string
-    const spec = typeof config["envSpec"] === "string" ? config["envSpec"] : typeof config["env"] === "string" ? config["env"] : undefined
+    const config = yield* readConfig(dir)
+    if (config.baseModel !== undefined) return config.baseModel
+    if (config.model !== undefined) return config.model
+    const spec = config.envSpec ?? config.env
     if (spec === undefined) return undefined
     const { loadEnv } = yield* Effect.promise(() => import("./LoadEnv.ts"))
     const source = yield* loadEnv(spec).pipe(Effect.option)
@@ -172,12 +171,11 @@ const runBaseModel = (dir: string) =>
  * @since 0.1.0 @category exporting
  */
 export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, options: ExportOptions) {
-  const files = RunLog.paths(dir)
+  const files = RunFolder.paths(dir)
   if (!Fs.existsSync(dir) || !Fs.statSync(dir).isDirectory()) {
     return yield* fail("RunFolder", `${dir} is not a folder: give a run folder, e.g. runs/math-2026-11-29T12-00-00`)
   }
-  const rows = (yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError((e) => fail("RunFolder", e.message))))
-    .filter((r) => typeof r["step"] === "number" && typeof r["path"] === "string")
+  const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError((e) => fail("RunFolder", e.message)))
   if (rows.length === 0) {
     return yield* fail(
       "NoCheckpoint",
@@ -185,17 +183,16 @@ export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, o
         "a run saves one every --save-every steps and at its last step; continue it with `run --resume " + dir + "` to save one",
     )
   }
-  const row = options.step === undefined ? rows[rows.length - 1]! : [...rows].reverse().find((r) => r["step"] === options.step)
+  const row = options.step === undefined ? rows[rows.length - 1]! : [...rows].reverse().find((r) => r.step === options.step)
   if (row === undefined) {
-    return yield* fail("NoCheckpoint", `${dir} has no checkpoint of step ${options.step}; --step must be one of ${[...new Set(rows.map((r) => r["step"]))].join(", ")}`)
+    return yield* fail("NoCheckpoint", `${dir} has no checkpoint of step ${options.step}; --step must be one of ${[...new Set(rows.map((r) => r.step))].join(", ")}`)
   }
-  const step = row["step"] as number
-  const saved = row["path"] as string
+  const { path: saved, step } = row
   if (saved.startsWith("bt://")) {
     const got = yield* LoopsCheckpoints.exportCheckpoint(saved, options.out, { runDir: dir }).pipe(Effect.mapError((e) => fail("Remote", `the checkpoint of step ${step}: ${e.message}`)))
     return { step, checkpoint: saved, files: got.files, tensors: got.tensors } satisfies ExportResult
   }
-  const { file, state } = saved.startsWith("tinker://") ? yield* downloadState(dir, step, saved, options.backend, options.retry) : yield* localState(files.state, row, step, saved)
+  const { file, state } = saved.startsWith("tinker://") ? yield* downloadState(dir, step, saved, options.backend, options.retry) : yield* localState(files.state, row)
   const baseModel = options.baseModel ?? (yield* runBaseModel(dir)) ?? "gyre/models/base"
   const adapter = peftAdapter(state, baseModel)
   if (typeof adapter === "string") return yield* fail("State", `${file} ${adapter}`)

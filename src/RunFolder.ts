@@ -312,7 +312,9 @@ const readConfigJson = (files: Files) =>
  */
 export const readConfig = Effect.fn("RunFolder.readConfig")(function* (files: Files) {
   const json = yield* readConfigJson(files)
-  return yield* decodeAt(Config, files.config, undefined)(json)
+  return yield* decodeAt(Config, files.config, undefined)(json).pipe(
+    Effect.mapError((e) => new RunFolderError({ ...e, message: `${files.config} is not a run's config: ${e.message.slice(files.config.length + 2)}` })),
+  )
 })
 
 /**

@@ -9,8 +9,9 @@ import * as Path from "node:path"
 import { Console, Effect, Layer, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as Env from "../Env.ts"
+import * as K from "../MetricKeys.ts"
 import * as Reward from "../Reward.ts"
-import * as RunLog from "../RunLog.ts"
+import * as RunFolder from "../RunFolder.ts"
 import { type Group, sampleRows } from "../run/Collect.ts"
 import { evaluateGroups } from "../run/Evaluate.ts"
 import { buildServices } from "../run/Services.ts"
@@ -20,7 +21,7 @@ import { Trainer } from "../Trainer.ts"
 import { backendLayer } from "../Backend.ts"
 import { availableEnvs } from "../LoadEnv.ts"
 import { failure, verboseFlag } from "./run.ts"
-import { readSaved, resolveEnv } from "../Training.ts"
+import { resolveEnv } from "../Training.ts"
 
 /** Which problems `gyre eval` scores. */
 export type EvalSplit = "heldout" | "train" | "all"
@@ -72,8 +73,18 @@ export interface EvalSummary {
   readonly file: string
   /** the checkpoint scored (`base` for the base model) */
   readonly checkpoint: string
-  /** per split scored: its problems, rollouts and one interval per component (`reward/total` first) */
-  readonly splits: ReadonlyArray<{ readonly split: "heldout" | "train"; readonly problems: number; readonly rollouts: number; readonly intervals: ReadonlyArray<Interval> }>
+  /**
+   * per split scored: its problems, rollouts, one interval per component (`reward/total`
+   * first) and, for multi-turn envs, per episode: turns, tool calls, tool errors and parse
+   * errors (`episodes`, empty for single-turn envs)
+   */
+  readonly splits: ReadonlyArray<{
+    readonly split: "heldout" | "train"
+    readonly problems: number
+    readonly rollouts: number
+    readonly intervals: ReadonlyArray<Interval>
+    readonly episodes: ReadonlyArray<Interval>
+  }>
 }
 
 const Z = 1.959963984540054
@@ -109,28 +120,79 @@ export const intervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
   ]
 }
 
+/**
+ * Per-episode intervals of a multi-turn env's groups: turns, tool calls, tool errors and
+ * parse errors; none for single-turn envs.
+ */
+export const episodeIntervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
+  const episodes = groups.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes)
+  if (episodes.length === 0) return []
+  return [
+    interval(K.EnvStat.turns, episodes.map((e) => e.turns.length)),
+    interval(K.EnvStat.toolCalls, episodes.map((e) => e.toolCalls)),
+    interval(K.EnvStat.toolErrors, episodes.map((e) => e.toolErrors)),
+    interval(K.EnvStat.parseErrors, episodes.map((e) => e.parseErrors)),
+  ]
+}
+
 /** The checkpoint file that `--from` names: `<run>` (newest) or `<run>/step-N`. */
 const checkpointOf = (from: string) =>
   Effect.gen(function* () {
     const stepMatch = /^(.*?)[\\/]+(step-\d+)(\.ckpt)?[\\/]*$/.exec(from)
     const dir = stepMatch !== null && !Fs.existsSync(Path.join(from, "config.json")) ? stepMatch[1]! : from
     const wanted = stepMatch !== null && dir !== from ? stepMatch[2]! : undefined
-    const files = RunLog.paths(dir)
-    const rows = yield* RunLog.readJsonl(files.checkpoints).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `--from ${from}: ${e.message}` })))
-    const row = wanted === undefined ? rows[rows.length - 1] : rows.find((r) => r["name"] === wanted)
+    const files = RunFolder.paths(dir)
+    const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `--from ${from}: ${e.message}` })))
+    const row = wanted === undefined ? rows[rows.length - 1] : rows.find((r) => r.name === wanted)
     if (row === undefined) {
       return yield* new RunError({
         reason: "Resume",
-        message: `--from ${from}: ${wanted === undefined ? `${files.checkpoints} lists no checkpoint` : `no checkpoint ${wanted} in ${files.checkpoints} (there: ${rows.map((r) => String(r["name"])).join(", ") || "none"})`}`,
+        message: `--from ${from}: ${wanted === undefined ? `${files.checkpoints} lists no checkpoint` : `no checkpoint ${wanted} in ${files.checkpoints} (there: ${rows.map((r) => r.name).join(", ") || "none"})`}`,
       })
     }
-    const recorded = String(row["path"])
-    const moved = Path.join(files.state, Path.basename(recorded))
-    const path = !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
-    return { dir, name: String(row["name"]), path }
+    return { dir, name: row.name, path: RunFolder.statePath(files, row) }
   })
 
+/** A run folder's config.json, as `--from` reads it; failures name the file and what to do. */
+const readSaved = (dir: string) =>
+  RunFolder.readConfig(RunFolder.paths(dir)).pipe(
+    Effect.mapError((e) =>
+      new RunError({ reason: "Resume", message: e.reason === "Missing" ? `${e.path} not found: give a run folder such as runs/math-2026-01-01T00-00-00` : e.message })
+    ),
+  )
+
 const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")
+
+/** The settings an evaluation samples with: the run's (with `--from`) or the env's defaults, and the options over them. */
+const evalSettings = (options: EvalOptions, source: Env.AnyEnv | Env.Mixture, saved: RunSettings | undefined) =>
+  Effect.gen(function* () {
+    const first = Env.members(source)[0]![0]
+    for (const [flag, v] of [["--size", options.size], ["--samples", options.samples], ["--sample-concurrency", options.sampleConcurrency]] as const) {
+      if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return yield* new RunError({ reason: "Settings", message: `${flag} must be a whole number of at least 1, got ${v}` })
+    }
+    if (options.temperature !== undefined && !(options.temperature >= 0)) {
+      return yield* new RunError({ reason: "Settings", message: `--temperature must be 0 or more, got ${options.temperature}` })
+    }
+    const base = saved ?? defaults(source.name)
+    return {
+      ...base,
+      env: source.name,
+      ...(options.seed !== undefined ? { seed: options.seed } : {}),
+      evalSize: options.size ?? (saved === undefined ? first.eval?.size : undefined) ?? base.evalSize,
+      evalTemperature: options.temperature ?? (saved === undefined ? first.eval?.temperature : undefined) ?? base.evalTemperature,
+      ...(options.sampleConcurrency !== undefined ? { sampleConcurrency: options.sampleConcurrency } : {}),
+    } satisfies RunSettings
+  })
+
+/** The summary `gyre eval` prints: per split, each component's interval, then (multi-turn envs) the per-episode counts'. */
+const summaryLines = (splits: EvalSummary["splits"]): Array<string> => {
+  const line = (i: Interval) => `  ${i.name.padEnd(24)} ${fmt(i.mean)}  95% ${i.method === "wilson" ? "Wilson" : "normal"} interval [${fmt(i.low)}, ${fmt(i.high)}]  n=${i.n}`
+  return splits.flatMap((s) => [
+    `${s.split}: ${s.problems} problems, ${s.rollouts} rollouts`,
+    ...s.intervals.map(line),
+    ...(s.episodes.length > 0 ? ["  per episode:", ...s.episodes.map(line)] : []),
+  ])
+}
 
 /** Scores a model on an env without training and writes eval.jsonl; see `EvalOptions`. */
 export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOptions, print = false) {
@@ -142,22 +204,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     return yield* new RunError({ reason: "Settings", message: `give an env, e.g. \`npx gyre eval math\` (available: ${availableEnvs().join(", ")}), or --from runs/<name>` })
   }
   const { source } = yield* resolveEnv(given)
-  const first = Env.members(source)[0]![0]
-  for (const [flag, v] of [["--size", options.size], ["--samples", options.samples], ["--sample-concurrency", options.sampleConcurrency]] as const) {
-    if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return yield* new RunError({ reason: "Settings", message: `${flag} must be a whole number of at least 1, got ${v}` })
-  }
-  if (options.temperature !== undefined && !(options.temperature >= 0)) {
-    return yield* new RunError({ reason: "Settings", message: `--temperature must be 0 or more, got ${options.temperature}` })
-  }
-  const base = saved ?? defaults(source.name)
-  const settings: RunSettings = {
-    ...base,
-    env: source.name,
-    ...(options.seed !== undefined ? { seed: options.seed } : {}),
-    evalSize: options.size ?? (saved === undefined ? first.eval?.size : undefined) ?? base.evalSize,
-    evalTemperature: options.temperature ?? (saved === undefined ? first.eval?.temperature : undefined) ?? base.evalTemperature,
-    ...(options.sampleConcurrency !== undefined ? { sampleConcurrency: options.sampleConcurrency } : {}),
-  }
+  const settings = yield* evalSettings(options, source, saved)
   const split = options.split ?? "heldout"
   const samples = options.samples ?? 1
   const checkpoint = from?.name ?? "base"
@@ -168,7 +215,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     backend,
     seed: settings.seed,
     // nothing is saved: a checkpoint is only read
-    stateDir: from !== undefined ? RunLog.paths(from.dir).state : Os.tmpdir(),
+    stateDir: from !== undefined ? RunFolder.paths(from.dir).state : Os.tmpdir(),
     // the env's own base model (Env.make({ baseModel })) unless --model names one
     model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : undefined),
     loraRank: options.loraRank,
@@ -203,9 +250,9 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
   }).pipe(Effect.scoped, Effect.provide(Layer.fresh(layer)))
 
   const rows = scored.flatMap(({ split: s, groups }) =>
-    groups.flatMap((g) => sampleRows(g).map((row) => ({ split: s, checkpoint, problem: g.task.problem, ...row })))
+    groups.flatMap((g) => sampleRows(g).map((row): RunFolder.EvalRow => ({ split: s, checkpoint, problem: g.task.problem, ...row })))
   )
-  yield* RunLog.writeAtomic(file, rows.map((r) => JSON.stringify(r)).join("\n") + (rows.length > 0 ? "\n" : "")).pipe(
+  yield* RunFolder.writeEval(file, rows).pipe(
     Effect.mapError((e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${e.message}; pick another --out` })),
   )
   const splits = scored.map(({ split: s, groups }) => ({
@@ -213,13 +260,9 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     problems: groups.length,
     rollouts: groups.reduce((a, g) => a + g.rollouts.length, 0),
     intervals: intervals(groups),
+    episodes: episodeIntervals(groups),
   }))
-  for (const s of splits) {
-    yield* say(`${s.split}: ${s.problems} problems, ${s.rollouts} rollouts`)
-    for (const i of s.intervals) {
-      yield* say(`  ${i.name.padEnd(24)} ${fmt(i.mean)}  95% ${i.method === "wilson" ? "Wilson" : "normal"} interval [${fmt(i.low)}, ${fmt(i.high)}]  n=${i.n}`)
-    }
-  }
+  for (const line of summaryLines(splits)) yield* say(line)
   yield* say(`wrote ${file}`)
   return { file, checkpoint, splits } satisfies EvalSummary
 })

@@ -2,23 +2,27 @@
  * `gyre report runs/<name>`: (re)writes the run folder's report.html.
  */
 import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { Console, Effect } from "effect"
 import { Argument, Command } from "effect/cli"
 import * as Report from "../Report.ts"
-import { RunLogError } from "../RunLog.ts"
+import * as RunFolder from "../RunFolder.ts"
 
 /** The `report` command. */
 export const reportCommand = Command.make("report", { dir: Argument.String("run-folder").pipe(Argument.withDescription("a run folder, e.g. runs/math-2026-11-29T12-00-00")) }, ({ dir }) =>
   Effect.gen(function* () {
-    if (!Fs.existsSync(Path.join(dir, "config.json")) && !Fs.existsSync(Path.join(dir, "metrics.jsonl"))) {
-      return yield* new RunLogError({ path: dir, message: "not a run folder (no config.json or metrics.jsonl); give a folder a run wrote, e.g. runs/math-2026-11-29T12-00-00" })
+    const files = RunFolder.paths(dir)
+    if (!Fs.existsSync(files.config) && !Fs.existsSync(files.metrics)) {
+      return yield* new RunFolder.RunFolderError({
+        reason: "Missing",
+        path: dir,
+        message: `${dir}: not a run folder (no config.json or metrics.jsonl); give a folder a run wrote, e.g. runs/math-2026-11-29T12-00-00`,
+      })
     }
     return yield* Report.writeOrFail(dir)
   }).pipe(
     Effect.flatMap((path) => Console.log(`wrote ${path}`)),
     Effect.catch((e) =>
-      Console.error(`error: ${e.path}: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
+      Console.error(`error: ${e.message}`).pipe(Effect.andThen(Effect.sync(() => {
         process.exitCode = 1
       })))
     ),

@@ -35,6 +35,11 @@ describe("gyre eval", () => {
       const correct = heldout!.intervals.find((i) => i.name === "correct")!
       assert.isAtLeast(correct.mean, correct.low)
       assert.isAtMost(correct.mean, correct.high)
+      // a multi-turn env: turns and tool calls per episode, with their intervals
+      assert.deepStrictEqual(heldout!.episodes.map((i) => i.name), ["turns", "tool_calls", "tool_errors", "parse_errors"])
+      const turns = heldout!.episodes[0]!
+      assert.strictEqual(turns.n, 24)
+      assert.isAtLeast(turns.mean, 1)
       const rows = Fs.readFileSync(summary.file, "utf8").trim().split("\n").map((l) => JSON.parse(l))
       assert.strictEqual(rows.length, 24)
       assert.strictEqual(new Set(rows.map((r) => r.key)).size, 24, "distinct problems")
