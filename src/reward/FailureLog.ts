@@ -5,16 +5,25 @@
  * is logged as a warning once per run, for every weight, 0 included.
  *
  * A run is known by its reward cache: the runner makes one per run, `withCache` one per
- * program; where none is in force, each `evaluate` call is a run of its own.
+ * program; where none is in force, each `evaluate` call is a run of its own. A law of
+ * `gyre/testing` scores with a fresh cache each time, and logs once per reward instead
+ * (`FailureScope`).
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import type { ScoreCache } from "./Cache.ts"
 import type { Score } from "./Model.ts"
 
 /** The kinds of failure already logged, per run. */
-const logged = new WeakMap<ScoreCache, Set<string>>()
+const logged = new WeakMap<object, Set<string>>()
+
+/**
+ * What failures are logged once per kind for, when not the run's cache: the laws of
+ * `gyre/testing` set the reward under test.
+ * @internal
+ */
+export const FailureScope = Context.Reference<object | undefined>("gyre/reward/FailureScope", { defaultValue: () => undefined })
 
 /** Kinds of failure logged per component and run; later kinds are still counted and kept. */
 const KINDS_PER_COMPONENT = 5
@@ -48,8 +57,9 @@ export const failureCounts = (scores: ReadonlyArray<Score>): Record<string, numb
  * @internal
  */
 export const logFailures = (cache: ScoreCache, scores: ReadonlyArray<Score>): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    let seen = logged.get(cache)
+  Effect.flatMap(Effect.service(FailureScope), (scope) => {
+    const key = scope ?? cache
+    let seen = logged.get(key)
     const fresh: Array<readonly [string, string]> = []
     for (const s of scores) {
       for (const [component, message] of Object.entries(s.failed ?? {})) {
@@ -62,7 +72,7 @@ export const logFailures = (cache: ScoreCache, scores: ReadonlyArray<Score>): Ef
         fresh.push([component, message])
       }
     }
-    if (seen !== undefined) logged.set(cache, seen)
+    if (seen !== undefined) logged.set(key, seen)
     return Effect.forEach(
       fresh,
       ([component, message]) =>

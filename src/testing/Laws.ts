@@ -16,6 +16,7 @@ import { isDeepStrictEqual } from "node:util"
 import { Cause, Effect, Exit } from "effect"
 import * as fc from "fast-check"
 import * as Reward from "../Reward.ts"
+import { FailureScope } from "../reward/FailureLog.ts"
 import { completion as anyCompletion } from "./Arbitraries.ts"
 import { rollout } from "./Rollouts.ts"
 
@@ -123,7 +124,8 @@ const scoreAll = async <P, R>(
   const rollouts = completions.map((c, index) => rollout(problem, c, { index, groupSize: completions.length }))
   // Each scoring gets a cache of its own, so `Reward.cached` (even under a cache that
   // `provide` supplies) cannot replay one scoring's results into another.
-  const evaluated = Reward.withCache(Reward.evaluate(reward, rollouts))
+  // A failure of the reward is logged once per kind for the reward, not once per case.
+  const evaluated = Reward.withCache(Reward.evaluate(reward, rollouts)).pipe(Effect.provideService(FailureScope, reward))
   const runnable = (provide === undefined ? evaluated : provide(evaluated)) as Effect.Effect<ReadonlyArray<Reward.Score>, unknown, never>
   const exit = await Effect.runPromiseExit(runnable)
   if (Exit.isFailure(exit)) {

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import * as Reward from "../../src/Reward.ts"
 import { sampleRows } from "../../src/run/Collect.ts"
+import { laws } from "../../src/testing/index.ts"
 import { group, rollout } from "../../src/testing/Rollouts.ts"
 
 /** Runs `self` with a logger that records each warning's message. */
@@ -73,6 +74,20 @@ describe("a failing weight-0 component", () => {
       const [s] = yield* Reward.evaluate(Reward.weighted({ correct: [correct, 1], slow: [slow, 0] }), [rollout("7", "7")])
       assert.deepStrictEqual(s!.failed, { slow: "timed out after 10ms" })
     }), { timeout: 10_000 })
+})
+
+describe("in a law", () => {
+  it("a failing reward is logged once per kind, not once per case", async () => {
+    const lines: Array<string> = []
+    const log = console.log
+    console.log = (...parts: Array<unknown>) => lines.push(parts.map(String).join(" "))
+    try {
+      await laws.finite(Reward.weighted({ correct: [correct, 1], judged: [overlong, 0] }), { problems: ["7"], numRuns: 30 })
+    } finally {
+      console.log = log
+    }
+    assert.strictEqual(lines.filter((l) => l.includes(`reward component "judged" failed`)).length, 1, lines.join("\n"))
+  })
 })
 
 describe("notes", () => {
