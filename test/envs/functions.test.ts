@@ -1,0 +1,43 @@
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Scope } from "effect"
+import { Env } from "gyre"
+import { score } from "gyre/testing"
+import { Sandbox } from "../../rewards/code.ts"
+import functions, { f, prompt, tests } from "../../envs/functions.ts"
+
+const scope = Scope.makeUnsafe()
+// the layer the env provides (its `services`), built once for the file
+const services = await Effect.runPromise(Scope.provide(Layer.build(Sandbox.layer({ concurrency: 2 })), scope))
+afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+const scoreOf = (problem: { a: number; b: number }, completion: string) =>
+  Effect.runPromise(Effect.provide(score(functions.reward, problem, completion), services))
+
+const all = Array.from({ length: 90 }, (_, i) => ({ a: 1 + Math.floor(i / 10), b: i % 10 }))
+
+describe("envs/functions.ts", () => {
+  it("prompt and completion fit the embedded model's 48 characters at difficulty 1 and 2", () => {
+    for (const p of [...all, { a: 99, b: 99 }]) assert.isAtMost(1 + prompt(p).length + functions.sampling!.maxTokens!, 48, prompt(p))
+    assert.strictEqual(prompt({ a: 3, b: 1 }), "f(2)=7,f(3)=10. What is f(x)?")
+  })
+
+  it("provides the sandbox its reward needs", () => assert.isTrue(Layer.isLayer(functions.services)))
+
+  it("holds 18 of its 90 functions out", () => {
+    assert.strictEqual(all.filter((p) => Env.splitOf(functions, p) === "eval").length, 18)
+  })
+
+  it("tests the two shown points and three hidden ones", () => {
+    assert.deepStrictEqual(tests({ a: 3, b: 1 }).map((t) => [t.args[0], t.expected]), [[2, 7], [3, 10], [0, 1], [1, 4], [5, 16]])
+  })
+
+  it("scores the reference 1, a copied value 1/5, a number or a hostile program 0", async () => {
+    for (const p of [{ a: 3, b: 1 }, { a: 7, b: 0 }]) {
+      const s = await scoreOf(p, functions.reference!(p))
+      assert.strictEqual(s.components["correct"], 1, functions.reference!(p))
+    }
+    assert.strictEqual((await scoreOf({ a: 3, b: 1 }, ` ${f({ a: 3, b: 1 })(2)}`)).components["correct"], 0.2)
+    assert.strictEqual((await scoreOf({ a: 3, b: 1 }, " 8")).components["correct"], 0)
+    const loop = await scoreOf({ a: 3, b: 1 }, "{for(;;);}")
+    assert.deepStrictEqual([loop.components["correct"], loop.masked], [0, undefined])
+  })
+})
