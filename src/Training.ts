@@ -4,7 +4,6 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Console, Effect, Layer, Schema, SchemaIssue } from "effect"
 import type * as Advantage from "./Advantage.ts"
@@ -12,6 +11,7 @@ import type { LossFn } from "./Contract.ts"
 import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Runner from "./Runner.ts"
+import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 import { resumeBackend } from "./run/Start.ts"
 import { backendLayer, type LoopsFlags } from "./Backend.ts"
@@ -269,48 +269,19 @@ const settingsFrom = (
 /** Options that would change the data order of a resumed run. */
 const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty", "dynamicSampling"] as const
 
-/** Keys of `adam` a config.json written before AdamParams was camelCase has, and their names now. */
-const OLD_ADAM_KEYS: ReadonlyArray<readonly [string, string]> = [
-  ["learning_rate", "learningRate"],
-  ["weight_decay", "weightDecay"],
-  ["grad_clip_norm", "gradClipNorm"],
-]
-
 /**
- * A config.json as this version reads it: an older run's snake_case `adam` keys
- * (`learning_rate`, `weight_decay`, `grad_clip_norm`) become camelCase; a key already
- * in camelCase wins over its old name.
+ * A config.json as this version reads it: an older run's snake_case `adam` keys become
+ * camelCase (`RunFolder.upgradeConfig`).
  */
-export const upgradeSaved = (json: unknown): unknown => {
-  if (typeof json !== "object" || json === null || !("adam" in json)) return json
-  const adam = (json as { adam: unknown }).adam
-  if (typeof adam !== "object" || adam === null || Array.isArray(adam)) return json
-  const renamed: Record<string, unknown> = { ...adam }
-  for (const [old, now] of OLD_ADAM_KEYS) {
-    if (!(old in renamed)) continue
-    if (!(now in renamed)) renamed[now] = renamed[old]
-    delete renamed[old]
-  }
-  return { ...json, adam: renamed }
-}
+export const upgradeSaved = RunFolder.upgradeConfig
 
-/** A run folder's config.json, decoded (older runs' keys too: `upgradeSaved`); failures name the file and what to do. */
+/** A run folder's config.json, decoded (`RunFolder.readConfig`, older runs' keys too); failures name the file and what to do. */
 export const readSaved = (dir: string) =>
-  Effect.gen(function* () {
-    const file = Path.join(dir, "config.json")
-    if (!Fs.existsSync(file)) {
-      return yield* new Runner.RunError({ reason: "Resume", message: `${file} not found: give a run folder such as runs/math-2026-01-01T00-00-00` })
-    }
-    const json = yield* Effect.try({
-      try: () => upgradeSaved(JSON.parse(Fs.readFileSync(file, "utf8"))),
-      catch: (e) => new Runner.RunError({ reason: "Resume", message: `${file} is not valid JSON: ${(e as Error).message}` }),
-    })
-    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(json).pipe(
-      Effect.mapError((e) =>
-        new Runner.RunError({ reason: "Resume", message: `${file} is not a run's config: ${describeIssues(e.issue, json, (path) => `field ${path.join(".")}`)}` })
-      ),
-    )
-  })
+  RunFolder.readConfig(RunFolder.paths(dir)).pipe(
+    Effect.mapError((e) =>
+      new Runner.RunError({ reason: "Resume", message: e.reason === "Missing" ? `${e.path} not found: give a run folder such as runs/math-2026-01-01T00-00-00` : e.message })
+    ),
+  )
 
 /** The env of `env` (a name, a path, or the env itself): loaded when it is a name or a path. */
 export const resolveEnv = (env: string | Env.AnyEnv | Env.Mixture) =>

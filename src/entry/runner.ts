@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { evaluateModel, type EvalOptions, type EvalSummary } from "../cli/eval.ts"
+import { evaluateModel, type EvalOptions, type EvalSummary } from "../Evaluation.ts"
 import { type RunOptions, type RunSummary, train } from "../Training.ts"
 
 export type {
@@ -24,7 +24,7 @@ export type {
   Interval,
   /** Which problems an evaluation scores: held-out, training, or both. */
   EvalSplit,
-} from "../cli/eval.ts"
+} from "../Evaluation.ts"
 export type {
   /** Every `gyre run` flag as a field of an object, plus the env itself. */
   RunOptions,
@@ -34,9 +34,9 @@ export type {
 /** Runs a training (RL, or SFT with `sft: true`) as an Effect; what `gyre run` does. */
 export { train } from "../Training.ts"
 /** Scores the base model or a run's checkpoint as an Effect; what `gyre eval` does. */
-export { evaluateModel } from "../cli/eval.ts"
+export { evaluateModel } from "../Evaluation.ts"
 /** A 95% interval of a mean: Wilson's for 0/1 values, else the normal approximation. */
-export { interval } from "../cli/eval.ts"
+export { interval } from "../Evaluation.ts"
 /** The settings a run is configured with (`config.json`), its defaults, its error, and the loop itself. */
 export { defaults, Progress, run, RunError, RunSettings } from "../Runner.ts"
 

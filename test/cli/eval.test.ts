@@ -7,7 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { evaluateModel, interval } from "../../src/cli/eval.ts"
+import { evaluateModel, interval } from "../../src/Evaluation.ts"
 
 describe("gyre eval", () => {
   it("Wilson intervals for 0/1 scores, normal ones otherwise", () => {

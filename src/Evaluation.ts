@@ -1,0 +1,269 @@
+/**
+ * An evaluation: scores the base model or a run's checkpoint on an env's held-out set
+ * (or its training problems, or both) without training, with the mean and a 95%
+ * interval per reward component, and writes every rollout to `eval.jsonl`. What
+ * `gyre eval` runs, and what `gyre/runner` offers to code.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { Console, Effect, Layer } from "effect"
+import * as Env from "./Env.ts"
+import * as K from "./MetricKeys.ts"
+import * as Reward from "./Reward.ts"
+import * as RunFolder from "./RunFolder.ts"
+import { type Group, sampleRows } from "./run/Collect.ts"
+import { evaluateGroups } from "./run/Evaluate.ts"
+import { buildServices } from "./run/Services.ts"
+import { ContextLength } from "./run/Rollout.ts"
+import { RunError, type RunSettings, defaults } from "./run/Settings.ts"
+import { Trainer } from "./Trainer.ts"
+import { backendLayer } from "./Backend.ts"
+import { availableEnvs } from "./LoadEnv.ts"
+import { resolveEnv } from "./Training.ts"
+
+/** Which problems `gyre eval` scores. */
+export type EvalSplit = "heldout" | "train" | "all"
+
+/** What `gyre eval` takes, as an object (each field is the flag of the same name). */
+export interface EvalOptions {
+  /** an env by name or path, or the env itself; default: the env of `from` */
+  readonly env?: string | Env.AnyEnv | Env.Mixture | undefined
+  /** a run folder (its newest checkpoint) or `<run folder>/step-N`; default: the base model */
+  readonly from?: string | undefined
+  /** held-out problems (default), the first training problems, or both */
+  readonly split?: EvalSplit | undefined
+  /** problems per split (default: the run's or env's eval size) */
+  readonly size?: number | undefined
+  /** completions sampled per problem (default 1) */
+  readonly samples?: number | undefined
+  /** sampling temperature (default: the run's or env's eval temperature, else 1) */
+  readonly temperature?: number | undefined
+  /** seed of the problems and the sampling (default: the run's, else 0) */
+  readonly seed?: number | undefined
+  /** where to write eval.jsonl (default: the run folder with `from`, else `runs/eval-<env>-<time>`) */
+  readonly out?: string | undefined
+  /** "embedded" (default) or the URL of a Tinker-protocol service */
+  readonly backend?: string | undefined
+  /** embedded: folder of the base model (default: the one shipped with gyre) */
+  readonly model?: string | undefined
+  /** LoRA rank of the checkpoint (default 8) */
+  readonly loraRank?: number | undefined
+  /** http: folder with the remote model's tokenizer files */
+  readonly tokenizer?: string | undefined
+  /** sample requests in flight (default 8) */
+  readonly sampleConcurrency?: number | undefined
+}
+
+/** A component's mean over the scored rollouts, with a 95% interval. */
+export interface Interval {
+  readonly name: string
+  readonly n: number
+  readonly mean: number
+  readonly low: number
+  readonly high: number
+  /** `wilson` for scores that are all 0 or 1, else `normal` (mean ± 1.96 standard errors) */
+  readonly method: "wilson" | "normal"
+}
+
+/** What `gyre eval` returns. */
+export interface EvalSummary {
+  /** the eval.jsonl written */
+  readonly file: string
+  /** the checkpoint scored (`base` for the base model) */
+  readonly checkpoint: string
+  /**
+   * per split scored: its problems, rollouts, one interval per component (`reward/total`
+   * first) and, for multi-turn envs, per episode: turns, tool calls, tool errors and parse
+   * errors (`episodes`, empty for single-turn envs)
+   */
+  readonly splits: ReadonlyArray<{
+    readonly split: "heldout" | "train"
+    readonly problems: number
+    readonly rollouts: number
+    readonly intervals: ReadonlyArray<Interval>
+    readonly episodes: ReadonlyArray<Interval>
+  }>
+}
+
+const Z = 1.959963984540054
+
+/**
+ * A 95% interval for the mean of `values`: Wilson's score interval when every value is
+ * 0 or 1 (it stays inside [0, 1] and is not empty at 0 or 1 successes), else the normal
+ * approximation mean ± 1.96 · sd / √n (sd with n - 1).
+ */
+export const interval = (name: string, values: ReadonlyArray<number>): Interval => {
+  const n = values.length
+  if (n === 0) return { name, n, mean: Number.NaN, low: Number.NaN, high: Number.NaN, method: "normal" }
+  const mean = values.reduce((a, b) => a + b, 0) / n
+  if (values.every((v) => v === 0 || v === 1)) {
+    const z2 = Z * Z
+    const center = (mean + z2 / (2 * n)) / (1 + z2 / n)
+    const half = (Z / (1 + z2 / n)) * Math.sqrt((mean * (1 - mean)) / n + z2 / (4 * n * n))
+    return { name, n, mean, low: Math.max(0, center - half), high: Math.min(1, center + half), method: "wilson" }
+  }
+  const sd = n > 1 ? Math.sqrt(values.reduce((a, v) => a + (v - mean) ** 2, 0) / (n - 1)) : 0
+  const half = Z * sd / Math.sqrt(n)
+  return { name, n, mean, low: mean - half, high: mean + half, method: "normal" }
+}
+
+/** One interval per component over the groups' rollouts, the total first. Masked rollouts have no total. */
+export const intervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
+  const scores = groups.flatMap((g) => g.scores)
+  const names = [...new Set(scores.flatMap((s) => Object.keys(s.components)))].sort()
+  const total = scores.flatMap((s) => (s.masked === undefined && s.value !== undefined && Number.isFinite(s.value) ? [s.value] : []))
+  return [
+    interval("reward/total", total),
+    ...names.map((name) => interval(name, scores.flatMap((s) => { const v = s.components[name]; return v !== undefined && Number.isFinite(v) ? [v] : [] }))),
+  ]
+}
+
+/**
+ * Per-episode intervals of a multi-turn env's groups: turns, tool calls, tool errors and
+ * parse errors; none for single-turn envs.
+ */
+export const episodeIntervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
+  const episodes = groups.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes)
+  if (episodes.length === 0) return []
+  return [
+    interval(K.EnvStat.turns, episodes.map((e) => e.turns.length)),
+    interval(K.EnvStat.toolCalls, episodes.map((e) => e.toolCalls)),
+    interval(K.EnvStat.toolErrors, episodes.map((e) => e.toolErrors)),
+    interval(K.EnvStat.parseErrors, episodes.map((e) => e.parseErrors)),
+  ]
+}
+
+/** The checkpoint file that `--from` names: `<run>` (newest) or `<run>/step-N`. */
+const checkpointOf = (from: string) =>
+  Effect.gen(function* () {
+    const stepMatch = /^(.*?)[\\/]+(step-\d+)(\.ckpt)?[\\/]*$/.exec(from)
+    const dir = stepMatch !== null && !Fs.existsSync(Path.join(from, "config.json")) ? stepMatch[1]! : from
+    const wanted = stepMatch !== null && dir !== from ? stepMatch[2]! : undefined
+    const files = RunFolder.paths(dir)
+    const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `--from ${from}: ${e.message}` })))
+    const row = wanted === undefined ? rows[rows.length - 1] : rows.find((r) => r.name === wanted)
+    if (row === undefined) {
+      return yield* new RunError({
+        reason: "Resume",
+        message: `--from ${from}: ${wanted === undefined ? `${files.checkpoints} lists no checkpoint` : `no checkpoint ${wanted} in ${files.checkpoints} (there: ${rows.map((r) => r.name).join(", ") || "none"})`}`,
+      })
+    }
+    return { dir, name: row.name, path: RunFolder.statePath(files, row) }
+  })
+
+/** A run folder's config.json, as `--from` reads it; failures name the file and what to do. */
+const readSaved = (dir: string) =>
+  RunFolder.readConfig(RunFolder.paths(dir)).pipe(
+    Effect.mapError((e) =>
+      new RunError({ reason: "Resume", message: e.reason === "Missing" ? `${e.path} not found: give a run folder such as runs/math-2026-01-01T00-00-00` : e.message })
+    ),
+  )
+
+const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")
+
+/** The settings an evaluation samples with: the run's (with `--from`) or the env's defaults, and the options over them. */
+const evalSettings = (options: EvalOptions, source: Env.AnyEnv | Env.Mixture, saved: RunSettings | undefined) =>
+  Effect.gen(function* () {
+    const first = Env.members(source)[0]![0]
+    for (const [flag, v] of [["--size", options.size], ["--samples", options.samples], ["--sample-concurrency", options.sampleConcurrency]] as const) {
+      if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return yield* new RunError({ reason: "Settings", message: `${flag} must be a whole number of at least 1, got ${v}` })
+    }
+    if (options.temperature !== undefined && !(options.temperature >= 0)) {
+      return yield* new RunError({ reason: "Settings", message: `--temperature must be 0 or more, got ${options.temperature}` })
+    }
+    const base = saved ?? defaults(source.name)
+    return {
+      ...base,
+      env: source.name,
+      ...(options.seed !== undefined ? { seed: options.seed } : {}),
+      evalSize: options.size ?? (saved === undefined ? first.eval?.size : undefined) ?? base.evalSize,
+      evalTemperature: options.temperature ?? (saved === undefined ? first.eval?.temperature : undefined) ?? base.evalTemperature,
+      ...(options.sampleConcurrency !== undefined ? { sampleConcurrency: options.sampleConcurrency } : {}),
+    } satisfies RunSettings
+  })
+
+/** The summary `gyre eval` prints: per split, each component's interval, then (multi-turn envs) the per-episode counts'. */
+const summaryLines = (splits: EvalSummary["splits"]): Array<string> => {
+  const line = (i: Interval) => `  ${i.name.padEnd(24)} ${fmt(i.mean)}  95% ${i.method === "wilson" ? "Wilson" : "normal"} interval [${fmt(i.low)}, ${fmt(i.high)}]  n=${i.n}`
+  return splits.flatMap((s) => [
+    `${s.split}: ${s.problems} problems, ${s.rollouts} rollouts`,
+    ...s.intervals.map(line),
+    ...(s.episodes.length > 0 ? ["  per episode:", ...s.episodes.map(line)] : []),
+  ])
+}
+
+/** Scores a model on an env without training and writes eval.jsonl; see `EvalOptions`. */
+export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOptions, print = false) {
+  const say = (line: string) => (print ? Console.log(line) : Effect.logInfo(line))
+  const from = options.from !== undefined ? yield* checkpointOf(options.from) : undefined
+  const saved = from !== undefined ? yield* readSaved(from.dir) : undefined
+  const given = options.env ?? saved?.envSpec ?? saved?.env
+  if (given === undefined) {
+    return yield* new RunError({ reason: "Settings", message: `give an env, e.g. \`npx gyre eval math\` (available: ${availableEnvs().join(", ")}), or --from runs/<name>` })
+  }
+  const { source } = yield* resolveEnv(given)
+  const settings = yield* evalSettings(options, source, saved)
+  const split = options.split ?? "heldout"
+  const samples = options.samples ?? 1
+  const checkpoint = from?.name ?? "base"
+  const outDir = options.out ?? from?.dir ?? Path.join("runs", `eval-${source.name}-${new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19)}`)
+  const file = Path.join(outDir, "eval.jsonl")
+  const backend = options.backend ?? "embedded"
+  const layer = backendLayer({
+    backend,
+    seed: settings.seed,
+    // nothing is saved: a checkpoint is only read
+    stateDir: from !== undefined ? RunFolder.paths(from.dir).state : Os.tmpdir(),
+    // the env's own base model (Env.make({ baseModel })) unless --model names one
+    model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : undefined),
+    loraRank: options.loraRank,
+    tokenizer: options.tokenizer,
+    workers: false,
+  })
+  yield* say(`gyre eval: ${checkpoint === "base" ? "the base model" : `${from!.dir} ${checkpoint}`} on ${source.name} | ${split} | ${samples} sample(s) per problem at temperature ${settings.evalTemperature} | backend ${backend}`)
+
+  const scored = yield* Effect.gen(function* () {
+    const trainer = yield* Trainer
+    if (from !== undefined) {
+      yield* trainer.loadState(from.path).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `cannot load checkpoint ${from.path} (${e.reason}): ${e.message}` })))
+    }
+    const published = yield* trainer.saveWeightsForSampler(`eval-${checkpoint}`).pipe(
+      Effect.mapError((e) => new RunError({ reason: "Backend", message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
+    )
+    const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
+    const services = yield* buildServices(source)
+    const runId = `eval-${source.name}-${settings.seed}`
+    const out: Array<{ readonly split: "heldout" | "train"; readonly groups: ReadonlyArray<Group> }> = []
+    for (const s of split === "all" ? (["heldout", "train"] as const) : [split]) {
+      // the runner's own evaluation: distinct problems of the split, `samples` each
+      const { groups } = yield* evaluateGroups(settings, source, runId, 0, published.version, { split: s === "heldout" ? "eval" : "train", samples }).pipe(
+        Effect.provideContext(services),
+        Effect.provideService(Reward.RewardPermits, undefined),
+        Effect.provideService(Reward.RewardCache, Reward.makeCache()),
+        Effect.provideService(ContextLength, info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER),
+      )
+      out.push({ split: s, groups })
+    }
+    return out
+  }).pipe(Effect.scoped, Effect.provide(Layer.fresh(layer)))
+
+  const rows = scored.flatMap(({ split: s, groups }) =>
+    groups.flatMap((g) => sampleRows(g).map((row): RunFolder.EvalRow => ({ split: s, checkpoint, problem: g.task.problem, ...row })))
+  )
+  yield* RunFolder.writeEval(file, rows).pipe(
+    Effect.mapError((e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${e.message}; pick another --out` })),
+  )
+  const splits = scored.map(({ split: s, groups }) => ({
+    split: s,
+    problems: groups.length,
+    rollouts: groups.reduce((a, g) => a + g.rollouts.length, 0),
+    intervals: intervals(groups),
+    episodes: episodeIntervals(groups),
+  }))
+  for (const line of summaryLines(splits)) yield* say(line)
+  yield* say(`wrote ${file}`)
+  return { file, checkpoint, splits } satisfies EvalSummary
+})
