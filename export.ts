@@ -4,7 +4,7 @@
 import { Effect } from "effect"
 import { Command } from "effect/cli"
 import { version } from "./src/Paths.ts"
-import { exportCommand } from "./src/Export.ts"
+import { exportCommand } from "./src/cli/export.ts"
 import { runMain, Services } from "./src/platform/index.ts"
 
 exportCommand.pipe(Command.run({ version }), Effect.provide(Services.layer), runMain)

@@ -5,7 +5,7 @@
  */
 import { Effect } from "effect"
 import { Command } from "effect/cli"
-import { exportCommand } from "../Export.ts"
+import { exportCommand } from "./export.ts"
 import { evalCommand } from "./eval.ts"
 import { loopsCommand } from "./loops.ts"
 import { version } from "../Paths.ts"
