@@ -19,7 +19,7 @@ import type { Sampler } from "./Sampler.ts"
 import { Tokenizer } from "./Tokenizer.ts"
 import type { Trainer } from "./Trainer.ts"
 import * as Tokenizers from "./tokenizers/index.ts"
-import * as RunLog from "./RunLog.ts"
+import * as RunFolder from "./RunFolder.ts"
 import { defaultModelDir } from "./Paths.ts"
 
 /** `--backend loops` settings: the flags of `gyre run` that only Loops reads. */
@@ -56,12 +56,7 @@ export interface BackendOptions {
 }
 
 /** A run folder with a finished step or a checkpoint: a fresh start there is refused (before anything is provisioned). */
-const holdsWork = (dir: string) =>
-  Effect.gen(function* () {
-    const files = RunLog.paths(dir)
-    if ((yield* RunLog.readJsonl(files.checkpoints)).length > 0) return true
-    return (yield* RunLog.readJsonl(files.metrics)).some((row) => Number(row["step"]) > 0)
-  }).pipe(Effect.orElseSucceed(() => false))
+const holdsWork = (dir: string) => RunFolder.holdsWork(RunFolder.paths(dir)).pipe(Effect.orElseSucceed(() => false))
 
 /** `--backend loops`: a run provisioned for this training and deactivated at its end. */
 const loopsLayer = (options: BackendOptions, tokenizer: Layer.Layer<Tokenizer, { readonly message: string }>) => {
