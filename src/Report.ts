@@ -11,6 +11,7 @@
 import { Cause, Effect, Option, Schema } from "effect"
 import * as K from "./MetricKeys.ts"
 import * as Metrics from "./Metrics.ts"
+import { latestSummary, type Summary as RescoreSummary } from "./rescore/Summary.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 
@@ -188,6 +189,26 @@ const problemCell = (r: RolloutRow) => {
 }
 
 /**
+ * The newest `gyre rescore` of the run: what rescored it, the counts of changed scores and
+ * of advantage sign changes, each component's mean old and new, and the samples that
+ * changed most.
+ * @since 0.1.0 @category rendering
+ */
+export const rescorePanel = (r: RescoreSummary): string => {
+  const n = (x: number | null) => (x === null ? "-" : x.toFixed(3))
+  const s = r.signChanges
+  return `<h2>Rescored with ${esc(r.scorer)}</h2>
+<p>${esc(r.time)}${r.file !== undefined ? ` · ${esc(r.file)}` : ""} · ${r.samples} samples · scores changed: ${r.changed} · advantage sign: ${s.reversed} reversed, ${s.activated} activated, ${s.silenced} silenced · masked ${r.masked.old} → ${r.masked.new} (advantage ${esc(r.advantage)})</p>
+<table><tr><th>component</th><th>old</th><th>new</th><th>changed</th></tr>
+<tr><td>reward/total</td><td>${n(r.reward.old)}</td><td>${n(r.reward.new)}</td><td></td></tr>
+${r.components.map((c) => `<tr><td>${esc(c.name)}</td><td>${n(c.old)}</td><td>${n(c.new)}</td><td>${c.changed}</td></tr>`).join("\n")}
+</table>
+${r.top.length === 0 ? "" : `<table><tr><th>step</th><th>group</th><th>sample</th><th>completion</th><th>reward old → new</th><th>advantage old → new</th><th>sign</th></tr>
+${r.top.map((t) => `<tr><td>${t.step}</td><td>${t.group}</td><td>${t.sample}</td><td><code>${esc(t.completion)}</code></td><td>${n(t.reward.old)} → ${n(t.reward.new)}</td><td>${n(t.advantage.old)} → ${n(t.advantage.new)}</td><td>${t.sign}</td></tr>`).join("\n")}
+</table>`}`
+}
+
+/**
  * The whole page from parsed run files.
  *
  * Reward components get one chart each (train and held-out on the same axes), so a
@@ -205,6 +226,8 @@ export const render = (options: {
   readonly rollouts: ReadonlyArray<RolloutRow>
   /** rows of `divergence.jsonl` (absent or empty: no divergence panel) */
   readonly divergence?: ReadonlyArray<Row>
+  /** the newest `gyre rescore` summary (absent: no rescore panel) */
+  readonly rescore?: RescoreSummary | undefined
 }): string => {
   const { metrics, rollouts } = options
   const keys = new Set(metrics.flatMap((r) => Object.keys(r)))
@@ -283,6 +306,7 @@ ${chart("policy lag", metrics, [K.PolicyVersion.lagMean, K.PolicyVersion.lagMax,
 ${chart("step time (s)", metrics, [K.Time.total, K.Time.sample, K.Time.train], { smooth: win })}
 </div>
 ${divergencePanel(options.divergence ?? [])}
+${options.rescore !== undefined ? rescorePanel(options.rescore) : ""}
 <h2>Recent rollouts</h2>
 <table><tr><th>step</th><th>problem</th><th>prompt</th><th>completion</th><th>reward</th><th>masked</th><th>components</th><th>advantage</th></tr>
 ${recent.map((r) => `<tr><td>${esc(String(r.step ?? ""))}</td><td>${problemCell(r)}</td><td><code>${esc(typeof r.prompt === "string" ? r.prompt : JSON.stringify(r.prompt ?? ""))}</code></td><td>${completionCell(r)}</td><td>${rewardCell(r)}</td><td>${maskedCell(r)}</td><td>${componentsCell(r)}</td><td>${cell(r.advantage ?? 0)}</td></tr>`).join("\n")}
@@ -300,7 +324,7 @@ const build = (dir: string) =>
     // a config.json that cannot be read leaves the page without weights and settings
     const config = yield* RunFolder.readConfigHints(files).pipe(Effect.map((c) => c.json), Effect.orElseSucceed(() => undefined))
     const divergence = yield* RunLog.readJsonl(divergencePath(dir), { tailBytes: 1 << 18 }).pipe(Effect.mapError(ioError))
-    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence })
+    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence, rescore: latestSummary(dir) })
     yield* RunLog.writeAtomic(files.report, html).pipe(Effect.mapError(ioError))
     return files.report
   })

@@ -31,9 +31,9 @@ import * as RunLog from "./RunLog.ts"
 import { Sampler } from "./Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "./Tokenizer.ts"
 import { buildServices } from "./run/Services.ts"
-import { RescoreRow, type Side, signChange, summarize, Summary } from "./rescore/Summary.ts"
+import { RescoreRow, type Side, signChange, summarize, type Summary } from "./rescore/Summary.ts"
 
-export { RescoreRow, Summary, type Side, type SignChange } from "./rescore/Summary.ts"
+export { latestSummary, RescoreRow, Summary, type Side, type SignChange } from "./rescore/Summary.ts"
 
 // ===== Errors =====
 
@@ -345,19 +345,3 @@ export const write = Effect.fn("Rescore.write")(function* (dir: string, result: 
   yield* RunLog.writeAtomic(summaryFile, JSON.stringify({ ...result.summary, file: Path.basename(rowsFile) }, null, 2) + "\n").pipe(Effect.mapError(fail("Io")))
   return { rows: rowsFile, summary: summaryFile }
 })
-
-/**
- * The newest rescoring summary of a run folder (`rescore-*.json`), or undefined when there
- * is none or it does not decode.
- * @since 0.1.0 @category io
- */
-export const latestSummary = (dir: string): Summary | undefined => {
-  const names = Fs.existsSync(dir) ? Fs.readdirSync(dir).filter((f) => /^rescore-.*\.json$/.test(f)) : []
-  const newest = names.map((f) => ({ f, t: Fs.statSync(Path.join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || a.f.localeCompare(b.f)).pop()?.f
-  if (newest === undefined) return undefined
-  try {
-    return Schema.decodeUnknownSync(Summary)(JSON.parse(Fs.readFileSync(Path.join(dir, newest), "utf8")))
-  } catch {
-    return undefined
-  }
-}

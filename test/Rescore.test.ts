@@ -14,6 +14,7 @@ import * as CharTokenizer from "../src/backends/local/CharTokenizer.ts"
 import { Local } from "../src/backends/local/index.ts"
 import { rescoreRun } from "../src/rescore/Run.ts"
 import * as Env from "../src/Env.ts"
+import * as Report from "../src/Report.ts"
 import * as Rescore from "../src/Rescore.ts"
 import * as Reward from "../src/Reward.ts"
 import * as RunLog from "../src/RunLog.ts"
@@ -120,6 +121,16 @@ describe("Rescore", () => {
       assert.strictEqual(summary.top.length, Math.min(20, trained))
       assert.isTrue(summary.top.every((t) => t.sign === "silenced"))
       assert.deepStrictEqual(summary.reward.new, 1)
+    }))
+
+  it.effect("the report shows the newest rescoring", () =>
+    Effect.gen(function* () {
+      const dir = copyOf(run)
+      yield* rescoreRun({ run: dir, scorer: Reward.make("one", () => 1) })
+      const html = Fs.readFileSync(yield* Report.writeOrFail(dir), "utf8")
+      assert.include(html, "<h2>Rescored with one</h2>")
+      assert.match(html, /\d+ silenced/)
+      assert.include(html, "<td>one</td><td>-</td><td>1.000</td>")
     }))
 
   it.effect("the opposite reward reverses the sign of every advantage that trained", () =>

@@ -6,6 +6,8 @@
  *
  * @since 0.1.0
  */
+import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { Schema } from "effect"
 import * as Advantage from "../Advantage.ts"
 
@@ -151,5 +153,21 @@ export const summarize = (run: string, scorer: string, advantage: Advantage.Mode
       advantage: { old: r.old.advantage, new: r.new.advantage },
       sign: r.sign,
     })),
+  }
+}
+
+/**
+ * The newest rescoring summary of a run folder (`rescore-*.json`), or undefined when there
+ * is none or it does not decode.
+ * @since 0.1.0 @category io
+ */
+export const latestSummary = (dir: string): Summary | undefined => {
+  const names = Fs.existsSync(dir) ? Fs.readdirSync(dir).filter((f) => /^rescore-.*\.json$/.test(f)) : []
+  const newest = names.map((f) => ({ f, t: Fs.statSync(Path.join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || a.f.localeCompare(b.f)).pop()?.f
+  if (newest === undefined) return undefined
+  try {
+    return Schema.decodeUnknownSync(Summary)(JSON.parse(Fs.readFileSync(Path.join(dir, newest), "utf8")))
+  } catch {
+    return undefined
   }
 }
