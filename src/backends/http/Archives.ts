@@ -26,7 +26,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Stream } from "effect"
 import { type CheckpointIndex, type Entry, stateFileOf } from "./CheckpointIndex.ts"
-import { checkName, notFound, Reject } from "./Requests.ts"
+import { checkName, type FileReply, notFound, Reject } from "./Requests.ts"
 import * as Tar from "./Tar.ts"
 import * as Wire from "./Wire.ts"
 
@@ -36,14 +36,7 @@ export const FILES_ROUTE = "checkpoint_files"
 /** How long a download URL works. @since 0.1.0 @category constants */
 export const DEFAULT_TTL_MILLIS = 15 * 60 * 1000
 
-/** A file to send: its bytes as a stream, their count and the name to save it under. @since 0.1.0 @category models */
-export interface FileReply {
-  readonly stream: Stream.Stream<Uint8Array, Error>
-  readonly size: number
-  readonly filename: string
-  /** default `application/octet-stream` */
-  readonly contentType?: string | undefined
-}
+export type { FileReply } from "./Requests.ts"
 
 /** @since 0.1.0 @category models */
 export interface Archives {

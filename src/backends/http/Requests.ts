@@ -5,10 +5,9 @@
  *
  * @since 0.1.0
  */
-import { Data, Effect, Result, type Schema } from "effect"
+import { Data, Effect, Result, type Schema, type Stream } from "effect"
 import type { BackendError, SamplingParams } from "../../Contract.ts"
 import { decode } from "./Decode.ts"
-import type { FileReply } from "./Archives.ts"
 import type * as Wire from "./Wire.ts"
 
 /** A request the server refuses: the HTTP status and the `detail` it answers. @since 0.1.0 @category errors */
@@ -18,6 +17,15 @@ export class Reject extends Data.TaggedError("Reject")<{
   /** seconds, sent as `Retry-After` (429 and 503) */
   readonly retryAfter?: number | undefined
 }> {}
+
+/** A file to send: its bytes as a stream, their count and the name to save it under. @since 0.1.0 @category models */
+export interface FileReply {
+  readonly stream: Stream.Stream<Uint8Array, Error>
+  readonly size: number
+  readonly filename: string
+  /** default `application/octet-stream` */
+  readonly contentType?: string | undefined
+}
 
 /** An answer: the status and the JSON body. @since 0.1.0 @category models */
 export interface Reply {
