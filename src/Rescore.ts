@@ -262,11 +262,6 @@ const side = (reward: number | null, masked: string | null, components: Readonly
   advantage,
 })
 
-const sameComponents = (a: Side["components"], b: Side["components"]) => {
-  const keys = Object.keys(a)
-  return keys.length === Object.keys(b).length && keys.every((k) => k in b && a[k] === b[k])
-}
-
 /**
  * Scores every stored sample of a run again with `scorer` and recomputes the advantages
  * with the run's advantage mode over each step's groups (dropped groups stay at 0).
@@ -310,7 +305,8 @@ export const rescore = Effect.fn("Rescore.rescore")(function* (run: StoredRun, s
         ...(row.dropped === true ? { dropped: true } : {}),
         old: before,
         new: { ...after, ...(s.failed !== undefined ? { failed: s.failed } : {}), ...(s.notes !== undefined ? { notes: s.notes } : {}) },
-        changed: before.reward !== after.reward || before.masked !== after.masked || !sameComponents(before.components, after.components),
+        // the score: its total or why it is masked (each component's changes are counted in the summary)
+        changed: before.reward !== after.reward || before.masked !== after.masked,
         sign: signChange(before.advantage, after.advantage),
       }
     })

@@ -114,9 +114,13 @@ describe("Rescore", () => {
         assert.strictEqual(r.new.reward, 1)
         assert.deepStrictEqual(r.new.components, { one: 1 })
         assert.strictEqual(r.new.advantage, 0)
-        assert.isTrue(r.changed)
+        assert.strictEqual(r.changed, r.old.reward !== 1)
       }
-      assert.strictEqual(summary.changed, rows.length)
+      const was0 = rows.filter((r) => r.old.reward === 0).length
+      assert.isAbove(was0, 0)
+      assert.strictEqual(summary.changed, was0)
+      // every sample's components changed: vowel and length are gone, one is new
+      assert.deepStrictEqual(summary.components.map((c) => [c.name, c.changed]), [["length", rows.length], ["one", rows.length], ["vowel", rows.length]])
       assert.deepStrictEqual(summary.signChanges, { reversed: 0, activated: 0, silenced: trained })
       assert.strictEqual(summary.top.length, Math.min(20, trained))
       assert.isTrue(summary.top.every((t) => t.sign === "silenced"))

@@ -18,7 +18,7 @@ export const table = (summary: Rescore.Summary): Array<string> => {
   const s = summary.signChanges
   return [
     `${summary.samples} samples, ${summary.groups} groups, ${summary.steps} logged steps | advantage ${summary.advantage}`,
-    `scores changed: ${summary.changed} of ${summary.samples} | advantage sign: ${s.reversed} reversed, ${s.activated} activated (0 -> not 0), ${s.silenced} silenced (not 0 -> 0) | masked ${summary.masked.old} -> ${summary.masked.new}`,
+    `totals changed: ${summary.changed} of ${summary.samples} | advantage sign: ${s.reversed} reversed, ${s.activated} activated (0 -> not 0), ${s.silenced} silenced (not 0 -> 0) | masked ${summary.masked.old} -> ${summary.masked.new}`,
     "",
     `${"component".padEnd(24)} ${"old".padStart(8)} ${"new".padStart(8)}  changed`,
     `${"reward/total".padEnd(24)} ${fmt(summary.reward.old).padStart(8)} ${fmt(summary.reward.new).padStart(8)}`,

@@ -37,7 +37,8 @@ export type Side = typeof Side.Type
  * A `rescore-<time>.jsonl` row: the sample (step, group, sample, env, problem key and
  * completion; `dropped` when dynamic sampling dropped its group), its `old` score as the
  * run logged it and its `new` one (with the components that failed and what rewards
- * noted), whether the score changed, and how the advantage's sign changed.
+ * noted), whether the score changed (its total or mask reason), and how the advantage's
+ * sign changed.
  * @since 0.1.0 @category models
  */
 export const RescoreRow = Schema.Struct({
@@ -77,7 +78,7 @@ export type Changed = typeof Changed.Type
 
 /**
  * A `rescore-<time>.json`: the run folder and what rescored it, the advantage mode, the
- * counts (samples, groups, steps, samples whose score changed, sign changes by kind,
+ * counts (samples, groups, steps, samples whose total or mask changed, sign changes by kind,
  * masked samples), the mean total and each component's mean old and new (with how many
  * samples' component changed), and up to {@link TOP} changed samples, sign changes first.
  * @since 0.1.0 @category models
