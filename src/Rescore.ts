@@ -5,9 +5,10 @@
  * advantage settings (`config.json`'s `advantage`, over each step's groups as the run
  * computed them), and whether the advantage changed sign.
  *
- * - Problems: each row's stored `problem`, decoded with the env's problem Schema (a reward
- *   module sees it as stored); a row written before problems were logged gets its problem
- *   again from its key (`<env>/<split>/<seed>/<index>`) and the env.
+ * - Problems: each row's stored `problem`, decoded with the env's problem Schema (for a
+ *   reward alone, the run's own env's when it is given, else as stored); a row written
+ *   before problems were logged gets its problem again from its key
+ *   (`<env>/<split>/<seed>/<index>`) and the env.
  * - Tokens: the completion re-encoded with the tokenizer given, with the end-of-sequence
  *   token when the sample stopped without a stop string (as the sampler returns them).
  * - Episodes: the env's per-turn rewards (`turn_reward`) are added back as stored, since the
@@ -138,32 +139,31 @@ const envsOf = (source: Env.AnyEnv | Env.Mixture | undefined): ReadonlyArray<Env
 const memberOf = (source: Env.AnyEnv | Env.Mixture | undefined, name: string) => envsOf(source).find((e) => e.name === name)
 
 /** A row's problem: its stored one (decoded with the env's Schema), or the one its key names. */
-const problemOf = (run: StoredRun, row: Row, env: Env.AnyEnv | undefined) =>
-  Effect.gen(function* () {
-    const where = `${RunFolder.paths(run.dir).rollouts} line ${row.line} (${row.key})`
-    if (row.problem !== undefined) {
-      if (env === undefined) return row.problem
-      return yield* Schema.decodeUnknownEffect(env.problem)(row.problem).pipe(
-        Effect.mapError((e) =>
-          new RescoreError({
-            reason: "Problem",
-            message: `${where}: env ${env.name}'s problem Schema does not decode the stored problem ${JSON.stringify(row.problem)}: ${e.message}. Rescore with the env the run trained on, or one whose problems are the same`,
-          })
-        ),
-      )
-    }
-    const m = /^(.+)\/(train|eval)\/(-?\d+)\/(\d+)$/.exec(row.key)
-    if (env === undefined || m === null) {
-      return yield* new RescoreError({
-        reason: "Problem",
-        message: `${where} stores no problem (a run before problems were logged)${env === undefined ? `, and no env ${row.env} is known to regenerate it from its key: rescore with an env` : ` and its key does not name one`}`,
-      })
-    }
-    const task = yield* Env.problemAt(env, { seed: Number(m[3]), index: Number(m[4]), split: m[2] as Env.Split, ...(run.config.difficulty !== undefined ? { difficulty: run.config.difficulty } : {}) }).pipe(
-      Effect.mapError((e) => new RescoreError({ reason: "Problem", message: `${where}: cannot regenerate its problem with env ${env.name}: ${e.message}` })),
+const problemOf = Effect.fnUntraced(function* (run: StoredRun, row: Row, env: Env.AnyEnv | undefined) {
+  const where = `${RunFolder.paths(run.dir).rollouts} line ${row.line} (${row.key})`
+  if (row.problem !== undefined) {
+    if (env === undefined) return row.problem
+    return yield* Schema.decodeUnknownEffect(env.problem)(row.problem).pipe(
+      Effect.mapError((e) =>
+        new RescoreError({
+          reason: "Problem",
+          message: `${where}: env ${env.name}'s problem Schema does not decode the stored problem ${JSON.stringify(row.problem)}: ${e.message}. Rescore with the env the run trained on, or one whose problems are the same`,
+        })
+      ),
     )
-    return task.problem
-  })
+  }
+  const m = /^(.+)\/(train|eval)\/(-?\d+)\/(\d+)$/.exec(row.key)
+  if (env === undefined || m === null) {
+    return yield* new RescoreError({
+      reason: "Problem",
+      message: `${where} stores no problem (a run before problems were logged)${env === undefined ? `, and no env ${row.env} is known to regenerate it from its key: rescore with an env` : ` and its key does not name one`}`,
+    })
+  }
+  const task = yield* Env.problemAt(env, { seed: Number(m[3]), index: Number(m[4]), split: m[2] as Env.Split, ...(run.config.difficulty !== undefined ? { difficulty: run.config.difficulty } : {}) }).pipe(
+    Effect.mapError((e) => new RescoreError({ reason: "Problem", message: `${where}: cannot regenerate its problem with env ${env.name}: ${e.message}` })),
+  )
+  return task.problem
+})
 
 /** The stop strings a sample of `env` may have ended with. */
 const stopsOf = (env: Env.AnyEnv | undefined, tokenizer: TokenizerShape): ReadonlyArray<string> => {
@@ -187,6 +187,22 @@ const scorerFor = (scorer: Scorer, name: string) => {
   return env === undefined ? undefined : { reward: env.reward as Reward.Reward<unknown, never>, env: env as Env.AnyEnv | undefined }
 }
 
+/** A stored sample as a reward sees it. */
+const rolloutOf = Effect.fnUntraced(function* (run: StoredRun, row: Row, env: Env.AnyEnv | undefined, tokenizer: TokenizerShape, stops: ReadonlyArray<string>, groupSize: number) {
+  const problem = yield* problemOf(run, row, env)
+  const tokens = yield* tokensOf(tokenizer, row, stops)
+  return {
+    problem,
+    prompt: row.prompt,
+    completion: row.completion,
+    tokens,
+    stopReason: row.stopReason,
+    index: row.sample,
+    groupSize,
+    ...(row.turns !== undefined ? { turns: row.turns.map((t) => ({ text: t.sampled, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
+  } satisfies Reward.Rollout<unknown>
+})
+
 /** One stored group, scored again. */
 const scoreGroup = Effect.fnUntraced(function* (run: StoredRun, scorer: Scorer, rows: ReadonlyArray<Row>, tokenizer: TokenizerShape) {
   const first = rows[0]!
@@ -196,21 +212,7 @@ const scoreGroup = Effect.fnUntraced(function* (run: StoredRun, scorer: Scorer, 
     return yield* new RescoreError({ reason: "Scorer", message: `${RunFolder.paths(run.dir).rollouts} line ${first.line}: the run's samples of env ${first.env} have no env of that name to score them (the env given has: ${names})` })
   }
   const stops = stopsOf(chosen.env, tokenizer)
-  const rollouts = yield* Effect.forEach(rows, (row) =>
-    Effect.gen(function* () {
-      const problem = yield* problemOf(run, row, chosen.env)
-      const tokens = yield* tokensOf(tokenizer, row, stops)
-      return {
-        problem,
-        prompt: row.prompt,
-        completion: row.completion,
-        tokens,
-        stopReason: row.stopReason,
-        index: row.sample,
-        groupSize: rows.length,
-        ...(row.turns !== undefined ? { turns: row.turns.map((t) => ({ text: t.sampled, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
-      } satisfies Reward.Rollout<unknown>
-    }))
+  const rollouts = yield* Effect.forEach(rows, (row) => rolloutOf(run, row, chosen.env, tokenizer, stops, rows.length))
   const scores = yield* Reward.evaluate(chosen.reward, rollouts).pipe(
     Effect.mapError((e) =>
       new RescoreError({ reason: "Reward", message: `reward ${e.reward}, problem ${JSON.stringify(rollouts[0]!.problem)} (${first.key}, step ${first.step}): ${e.message}` })

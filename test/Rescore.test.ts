@@ -127,6 +127,24 @@ describe("Rescore", () => {
       assert.deepStrictEqual(summary.reward.new, 1)
     }))
 
+  it.effect("a module whose default export is a Reward, named by its path", () =>
+    Effect.gen(function* () {
+      // inside the repo (tmp/ is git-ignored), so "gyre" resolves as it does for envs/
+      const dir = Path.join(import.meta.dirname, "..", "tmp", `rescore-${process.pid}`)
+      Fs.mkdirSync(dir, { recursive: true })
+      const file = Path.join(dir, "one.ts")
+      Fs.writeFileSync(file, `import { Reward } from "gyre"\nexport default Reward.make("one", () => 1)\n`)
+      const { summary, scorer, kind } = yield* rescoreRun({ run, scorer: file, write: false })
+      assert.strictEqual(kind, "reward")
+      assert.strictEqual(scorer, file)
+      assert.strictEqual(summary.reward.new, 1)
+      Fs.writeFileSync(Path.join(dir, "three.ts"), "export default 3\n")
+      const error = yield* Effect.flip(rescoreRun({ run, scorer: Path.join(dir, "three.ts"), write: false }))
+      assert.strictEqual(error.reason, "Scorer")
+      assert.include(error.message, "must have a default export made with Reward.make")
+      Fs.rmSync(dir, { recursive: true, force: true })
+    }))
+
   it.effect("the report shows the newest rescoring", () =>
     Effect.gen(function* () {
       const dir = copyOf(run)

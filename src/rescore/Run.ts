@@ -41,20 +41,19 @@ export interface RescoreOptions {
 const scorerError = (message: string) => new Rescore.RescoreError({ reason: "Scorer", message })
 
 /** A module's default export when it is a Reward (its `services` export with it), else undefined. */
-const rewardModule = (spec: string) =>
-  Effect.gen(function* () {
-    const file = envFile(spec)
-    // loadEnv imported it already: this is the same module
-    const mod = yield* Effect.tryPromise({
-      try: () => import(pathToFileURL(file).href).catch(() => ({ default: createRequire(file)(file) as unknown })) as Promise<Record<string, unknown>>,
-      catch: (e) => scorerError(`${file} failed to load: ${e instanceof Error ? e.message : String(e)}`),
-    })
-    const value = Reward.isReward(mod["default"]) ? mod["default"] : (mod["default"] as Record<string, unknown> | undefined)?.["default"]
-    if (!Reward.isReward(value)) return undefined
-    const services = mod["services"]
-    if (services !== undefined && !Layer.isLayer(services)) return yield* scorerError(`${file}: its \`services\` export must be a Layer`)
-    return { reward: value, services: services as Layer.Layer<any, unknown, Env.RunServices> | undefined }
+const rewardModule = Effect.fnUntraced(function* (spec: string) {
+  const file = envFile(spec)
+  // loadEnv imported it already: this is the same module
+  const mod = yield* Effect.tryPromise({
+    try: () => import(pathToFileURL(file).href).catch(() => ({ default: createRequire(file)(file) as unknown })) as Promise<Record<string, unknown>>,
+    catch: (e) => scorerError(`${file} failed to load: ${e instanceof Error ? e.message : String(e)}`),
   })
+  const value = Reward.isReward(mod["default"]) ? mod["default"] : (mod["default"] as Record<string, unknown> | undefined)?.["default"]
+  if (!Reward.isReward(value)) return undefined
+  const services = mod["services"]
+  if (services !== undefined && !Layer.isLayer(services)) return yield* scorerError(`${file}: its \`services\` export must be a Layer`)
+  return { reward: value, services: services as Layer.Layer<any, unknown, Env.RunServices> | undefined }
+})
 
 /** Loads what `scorer` names: an env (its reward) or a reward module. */
 const loadScorer = Effect.fnUntraced(function* (spec: string) {
