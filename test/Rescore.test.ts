@@ -14,6 +14,7 @@ import * as CharTokenizer from "../src/backends/local/CharTokenizer.ts"
 import { Local } from "../src/backends/local/index.ts"
 import { rescoreRun } from "../src/rescore/Run.ts"
 import * as Env from "../src/Env.ts"
+import * as Episode from "../src/Episode.ts"
 import * as Report from "../src/Report.ts"
 import * as Rescore from "../src/Rescore.ts"
 import * as Reward from "../src/Reward.ts"
@@ -188,6 +189,31 @@ describe("Rescore", () => {
       assert.strictEqual(error._tag, "RescoreError")
       assert.match(error.message, /stores no problem/)
     }))
+
+  it.effect("episodes: every turn reaches the reward, and the env's per-turn rewards are kept as logged", () =>
+    Effect.gen(function* () {
+      const talk = Env.make({
+        name: "talk",
+        problem: Schema.Struct({ n: Schema.Int }),
+        source: Env.seeded(({ random }) => ({ n: random.int(0, 9) })),
+        prompt: ({ n }) => `Say ${n}:`,
+        reward: Reward.weighted({ vowel: [Reward.make("vowel", (r) => (/^[aeiou]/.test(r.completion) ? 1 : 0)), 1] }),
+        episode: Episode.make({ initial: () => 0, step: (turn) => Effect.succeed(turn.index === 0 ? Episode.observe(1, "?", { reward: 0.25 }) : Episode.end(2, { reward: 0.5 })) }),
+        sampling: { maxTokens: 3, temperature: 1 },
+      })
+      const dir = Path.join(tmp(), "e")
+      yield* Runner.run(settings(dir, { env: "talk", steps: 2 }), talk).pipe(Effect.provide(backend(dir)), quiet)
+      const same = yield* rescoreRun({ run: dir, scorer: talk, write: false })
+      assert.strictEqual(same.summary.changed, 0)
+      assert.isTrue(same.rows.every((r) => r.new.components["turn_reward"] === 0.75 && r.new.advantage === r.old.advantage))
+      const stored = yield* RunLog.readJsonl(RunLog.paths(dir).rollouts)
+      const turns = Reward.make("turns", (r) => r.turns?.length ?? 0)
+      const counted = yield* rescoreRun({ run: dir, scorer: turns, write: false })
+      counted.rows.forEach((r, i) => {
+        assert.strictEqual(r.new.components["turns"], (stored[i]!["turns"] as Array<unknown>).length)
+        assert.strictEqual(r.new.reward, 2 + 0.75)
+      })
+    }), 60_000)
 
   it.effect("services are built once and closed at the end, as in a run", () =>
     Effect.gen(function* () {
