@@ -12,7 +12,8 @@
  *
  * A program that runs out of time, memory or stack, prints or returns too much, throws
  * (while loading or in any test), or is not a function, scores `penalty` (0) as a
- * `ModelFault` whose message says why. A sandbox that cannot start is an `InfraFault`:
+ * `ModelFault` whose message says why; the message is also noted with the rollout (the
+ * `notes` of its row in `rollouts.jsonl`). A sandbox that cannot start is an `InfraFault`:
  * retried when the leaf asks for it, then the sample is masked.
  *
  * @example
@@ -24,7 +25,7 @@
  */
 import { Effect, Schema } from "effect"
 import { Reward } from "gyre"
-import { type Limits, ProgramError, run, Sandbox, SandboxError } from "./code/Sandbox.ts"
+import { checkLimits, type Limits, ProgramError, run, Sandbox, SandboxError } from "./code/Sandbox.ts"
 
 export { defaultLimits, type Evaluation, type Limits, type Options as SandboxOptions, ProgramError, ProgramFailure, type Request, Sandbox, SandboxError, type SandboxShape } from "./code/Sandbox.ts"
 
@@ -116,13 +117,19 @@ export interface PassesTestsOptions<P> extends Reward.LeafOptions {
 export const passesTests = <P>(tests: (problem: P) => ReadonlyArray<TestCase>, options: PassesTestsOptions<P> = {}): Reward.Reward<P, Sandbox> => {
   const { name = "tests", program = functionExpression, limits, penalty = 0, ...leaf } = options
   if (!Number.isFinite(penalty)) throw new RangeError(`passesTests: penalty must be a finite number, got ${penalty}`)
-  return Reward.make<P, Sandbox>(name, (r) =>
+  if (limits !== undefined) checkLimits(limits)
+  return Reward.make<P, Sandbox>(name, (r, { note }) =>
     Effect.gen(function* () {
       const cases = tests(r.problem)
       if (cases.length === 0) return yield* new Reward.NotApplicable({ message: "the problem has no tests" })
       const report = yield* runTests(program(r.completion, r.problem), cases, limits).pipe(
         Effect.catchTags({
-          ProgramError: (e: ProgramError) => Effect.fail(new Reward.ModelFault({ penalty, message: `${e.reason}: the program ${e.message}` })),
+          ProgramError: (e: ProgramError) => {
+            // the reason goes with the rollout (its row's notes) as well as in the fault
+            const message = `${e.reason}: the program ${e.message}`
+            note(message)
+            return Effect.fail(new Reward.ModelFault({ penalty, message }))
+          },
           SandboxError: (e: SandboxError) => Effect.fail(new Reward.InfraFault({ message: `${e.reason}: ${e.message}` })),
         }),
       )

@@ -241,17 +241,28 @@ const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
 }
 
 /**
- * Builds a sandbox: workers are started on first use (so a sandbox that cannot start
- * fails its evaluations, not the layer) and kept while the scope lasts.
+ * Checks limits (over the defaults); throws a RangeError naming an invalid one.
  * @since 0.1.0 @category constructors
  */
-export const make = Effect.fnUntraced(function* (options: Options = {}) {
+export const checkLimits = (limits: Partial<Limits>): void => void limitsOf({ ...defaultLimits, ...limits })
+
+/** The options with their defaults; throws a RangeError naming an invalid one. */
+const checkOptions = (options: Options) => {
   const concurrency = options.concurrency ?? 2
   if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`Sandbox: concurrency must be a positive integer, got ${concurrency}`)
   const base = { ...defaultLimits, ...options.limits }
   limitsOf(base)
   const grace = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "1 second"))
-  const startTimeout = options.startTimeout ?? "10 seconds"
+  return { concurrency, base, grace, startTimeout: options.startTimeout ?? "10 seconds" }
+}
+
+/**
+ * Builds a sandbox: workers are started on first use (so a sandbox that cannot start
+ * fails its evaluations, not the layer) and kept while the scope lasts.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fnUntraced(function* (options: Options = {}) {
+  const { concurrency, base, grace, startTimeout } = checkOptions(options)
   const permits = yield* Semaphore.make(concurrency)
   const idle: Array<Worker> = []
   let nextId = 0
@@ -305,8 +316,14 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
  * @since 0.1.0 @category services
  */
 export class Sandbox extends Context.Service<Sandbox, SandboxShape>()("gyre/rewards/Sandbox") {
-  /** QuickJS in worker threads (see the module's documentation for the limits) */
-  static readonly layer = (options: Options = {}): Layer.Layer<Sandbox> => Layer.effect(Sandbox, make(options))
+  /**
+   * QuickJS in worker threads (see the module's documentation for the limits). Invalid
+   * options throw a RangeError here, where the env is defined.
+   */
+  static readonly layer = (options: Options = {}): Layer.Layer<Sandbox> => {
+    checkOptions(options)
+    return Layer.effect(Sandbox, make(options))
+  }
 }
 
 /**

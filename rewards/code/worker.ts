@@ -89,12 +89,19 @@ function readString(state, h) {
   try { return JSON.parse(text) } catch (e) { return vm.getString(h) }
 }
 
+// The length of a QuickJS string (its own property: no code of the program runs).
+const stringLength = (vm, h) => vm.getProp(h, "length").consume((n) => vm.getNumber(n))
+
 // A QuickJS value as JSON text (undefined when it has none: a function, a symbol, undefined).
 function readJson(state, h) {
   const vm = state.vm
   const type = vm.typeof(h)
   let text
-  if (type === "string") text = JSON.stringify(readString(state, h))
+  if (type === "string") {
+    const n = stringLength(vm, h)
+    if (n > state.limits.resultChars) throw new ResultTooLong(n)
+    text = JSON.stringify(readString(state, h))
+  }
   else if (type === "number") text = JSON.stringify(vm.getNumber(h))
   else if (type === "boolean" || type === "object") text = JSON.stringify(dumpObject(vm, h))
   if (text !== undefined && text.length > state.limits.resultChars) throw new ResultTooLong(text.length)
@@ -160,6 +167,10 @@ function prepare(state) {
 function installOutput(state) {
   const vm = state.vm
   const print = vm.newFunction("print", (...args) => {
+    // a string longer than the room left is not read at all
+    const room = state.limits.outputChars - state.output.length
+    if (args.some((h) => vm.typeof(h) === "string" && stringLength(vm, h) > room)) state.outputExceeded = true
+    if (state.outputExceeded) throw new Error("output limit reached")
     const line = args.map((h) => show(state, h)).join(" ") + "\n"
     if (state.output.length + line.length > state.limits.outputChars) {
       state.output += line.slice(0, Math.max(0, state.limits.outputChars - state.output.length))

@@ -66,6 +66,11 @@ describe("passesTests", () => {
     assert.strictEqual(p.value, -1)
   })
 
+  it("refuses an invalid penalty or limit where it is defined", () => {
+    assert.throws(() => passesTests(tests, { penalty: Number.NaN }), /penalty must be a finite number/)
+    assert.throws(() => passesTests(tests, { limits: { stackKb: 0 } }), /limits.stackKb must be a positive number/)
+  })
+
   it("a problem with no tests is not applicable", async () => {
     const none = passesTests<Linear>(() => [])
     const s = await Effect.runPromise(provide(score(none, { a: 1, b: 0 }, "x=>x")))

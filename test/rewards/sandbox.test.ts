@@ -47,6 +47,7 @@ const contained = async (completion: string, reason: ProgramError["reason"], mes
   const s = await withSandbox(score(limits === undefined ? reward : passesTests<null>(() => tests, { limits }), null, completion))
   assert.strictEqual(s.value, 0, `${completion} scored ${s.value}`)
   assert.isUndefined(s.masked)
+  assert.match(s.notes?.["tests"]?.[0] ?? "", new RegExp(`^${reason}: the program `))
   const failure = await withSandbox(Effect.flip(runTests(functionExpression(completion), tests, limits)))
   assert.strictEqual(failure._tag, "ProgramError")
   if (failure._tag !== "ProgramError") return
@@ -116,12 +117,15 @@ describe("hostile programs", () => {
   })
 
   it("100 MB of output stops at the output cap", async () => {
-    const failure = await contained("x=>{for(let i=0;i<100;i++)print('x'.repeat(1e6))}", "OutputLimit", /printed more than 65536 characters/)
-    assert.strictEqual(failure?.output.length, 65_536)
+    const failure = await contained("x=>{for(let i=0;i<100;i++)print('x'.repeat(1e6))}", "OutputLimit", /printed more than 65536 characters/, { time: "5 seconds" })
+    assert.isAtMost(failure!.output.length, 65_536)
+    const lines = await contained("x=>{for(let i=0;i<1e8;i++)console.log('line '+i)}", "OutputLimit", /printed more than 65536 characters/, { time: "5 seconds" })
+    assert.isAtLeast(lines!.output.length, 65_500)
+    assert.isAtMost(lines!.output.length, 65_536)
     // a program that catches the cap's error is stopped all the same
     await contained("x=>{for(;;)try{console.log('y'.repeat(1e6))}catch(e){}}", "Timeout", /time limit/)
     // and so is a 10 MB result
-    await contained("x=>'x'.repeat(1e7)", "OutputLimit", /returned a result of 10000002 characters/)
+    await contained("x=>'x'.repeat(1e7)", "OutputLimit", /returned a result of 10000000 characters/, { time: "5 seconds" })
   })
 
   it("Atomics.wait and SharedArrayBuffer are not there", async () => {
@@ -182,5 +186,13 @@ describe("the sandbox", () => {
     const ev = await withSandbox(run({ source: "print('hi'); [1, 'two', { three: 3 }, null]" }))
     assert.deepStrictEqual(ev.value, [1, "two", { three: 3 }, null])
     assert.strictEqual(ev.output, "hi\n")
+  })
+})
+
+describe("Sandbox.layer", () => {
+  it("refuses invalid options where the env is defined", () => {
+    assert.throws(() => Sandbox.layer({ concurrency: 0 }), /concurrency must be a positive integer/)
+    assert.throws(() => Sandbox.layer({ limits: { memoryMb: -1 } }), /limits.memoryMb must be a positive number/)
+    assert.throws(() => Sandbox.layer({ limits: { time: "0 millis" } }), /limits.time/)
   })
 })
