@@ -9,6 +9,7 @@ import * as Advantage from "../Advantage.ts"
 import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../Contract.ts"
 import * as Datum from "../Datum.ts"
 import { render } from "../DatumIssue.ts"
+import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
 import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
@@ -188,10 +189,10 @@ export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSett
     Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
   )
   const metrics: Metrics.MetricRecord = {
-    "train/loss": out.loss,
-    "train/active_tokens": out.activeTokens,
-    ...(out.clipFraction !== undefined ? { "optim/clip_fraction": out.clipFraction } : {}),
-    ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [`optim/${k}`, v])),
+    [K.Train.loss]: out.loss,
+    [K.Train.activeTokens]: out.activeTokens,
+    ...(out.clipFraction !== undefined ? { [K.Optim.clipFraction]: out.clipFraction } : {}),
+    ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [K.optim(k), v])),
     ...Metrics.klSampleTrain({ sampler: trained.sampler, trainer: trained.learner }),
   }
   return { metrics, divergence } satisfies Optimized
