@@ -39,7 +39,7 @@ export interface Limits {
   readonly time: Duration.Input
   /** QuickJS heap limit in MiB (default 32) */
   readonly memoryMb: number
-  /** QuickJS stack limit in KiB (default 256) */
+  /** QuickJS stack limit in KiB (default 256, at most 1,024) */
   readonly stackKb: number
   /** characters a program may print (default 65,536); more ends it */
   readonly outputChars: number
@@ -226,6 +226,14 @@ const wellFormed = (s: string): string => s.replace(/[\ud800-\udbff](?![\udc00-\
 
 const parseJson = (text: string | undefined): Schema.Json | undefined => (text === undefined ? undefined : (JSON.parse(text) as Schema.Json))
 
+/** QuickJS' stack lives in the WebAssembly build's own stack, which holds about 1 MiB more. */
+const MAX_STACK_KB = 1024
+
+const atMost = (name: string, n: number, max: number) => {
+  if (n > max) throw new RangeError(`Sandbox: limits.${name} must be at most ${max}, got ${n}`)
+  return n
+}
+
 const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
   const positive = (name: string, n: number) => {
     if (!(Number.isFinite(n) && n > 0)) throw new RangeError(`Sandbox: limits.${name} must be a positive number, got ${n}`)
@@ -234,7 +242,7 @@ const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
   return {
     timeMillis: positive("time", Duration.toMillis(Duration.fromInputUnsafe(limits.time))),
     memoryBytes: Math.round(positive("memoryMb", limits.memoryMb) * 1024 * 1024),
-    stackBytes: Math.round(positive("stackKb", limits.stackKb) * 1024),
+    stackBytes: Math.round(atMost("stackKb", positive("stackKb", limits.stackKb), MAX_STACK_KB) * 1024),
     outputChars: positive("outputChars", limits.outputChars),
     resultChars: positive("resultChars", limits.resultChars),
   }

@@ -250,7 +250,7 @@ core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).the
         const overflow = e instanceof RangeError && /call stack/.test(String(e.message))
         reply = overflow
           ? { ok: false, reason: "StackOverflow", message: "overflowed its stack", output: "", broken: true }
-          : { ok: false, reason: "Crashed", message: "crashed the sandbox: " + clip(String(e && e.message), 300), output: "", broken: true }
+          : { ok: false, reason: "Crashed", message: "crashed the sandbox: " + clip(String(e && e.name) + ": " + String(e && e.message), 300), output: "", broken: true }
       }
       parentPort.postMessage({ id: request.id, millis: Date.now() - started, ...reply })
     })

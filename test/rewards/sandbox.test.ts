@@ -106,6 +106,8 @@ describe("hostile programs", () => {
   it("deep recursion overflows the sandbox's stack, not the host's", async () => {
     await contained("function f(x){return f(x+1)+1}", "StackOverflow", /stack/)
     await contained("x=>{const g=n=>[g(n+1)];return g(0)}", "StackOverflow", /stack/)
+    // the largest stack limit allowed still ends inside the sandbox
+    await contained("function f(x){return f(x+1)+1}", "StackOverflow", /overflowed its stack \(1024 KB\)/, { stackKb: 1024 })
   })
 
   it("a memory bomb runs out of the sandbox's memory", async () => {
@@ -194,5 +196,6 @@ describe("Sandbox.layer", () => {
     assert.throws(() => Sandbox.layer({ concurrency: 0 }), /concurrency must be a positive integer/)
     assert.throws(() => Sandbox.layer({ limits: { memoryMb: -1 } }), /limits.memoryMb must be a positive number/)
     assert.throws(() => Sandbox.layer({ limits: { time: "0 millis" } }), /limits.time/)
+    assert.throws(() => Sandbox.layer({ limits: { stackKb: 2048 } }), /limits.stackKb must be at most 1024/)
   })
 })
