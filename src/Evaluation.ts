@@ -22,7 +22,7 @@ import { RunError, type RunSettings, defaults } from "./run/Settings.ts"
 import { Trainer } from "./Trainer.ts"
 import { backendLayer } from "./Backend.ts"
 import { availableEnvs } from "./LoadEnv.ts"
-import { resolveEnv } from "./Training.ts"
+import { readSaved, resolveEnv } from "./Training.ts"
 
 /** Which problems `gyre eval` scores. */
 export type EvalSplit = "heldout" | "train" | "all"
@@ -153,14 +153,6 @@ const checkpointOf = (from: string) =>
     }
     return { dir, name: row.name, path: RunFolder.statePath(files, row) }
   })
-
-/** A run folder's config.json, as `--from` reads it; failures name the file and what to do. */
-const readSaved = (dir: string) =>
-  RunFolder.readConfig(RunFolder.paths(dir)).pipe(
-    Effect.mapError((e) =>
-      new RunError({ reason: "Resume", message: e.reason === "Missing" ? `${e.path} not found: give a run folder such as runs/math-2026-01-01T00-00-00` : e.message })
-    ),
-  )
 
 const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")
 

@@ -1,5 +1,7 @@
 /**
- * Metric names and estimators: sampler/trainer KL, importance ratios, group fractions.
+ * Estimators of a step's metrics: sampler/trainer KL, importance ratios, group fractions,
+ * and the reward components and held-out score a progress line names. The keys they are
+ * written under are `MetricKeys.ts`'s.
  *
  * Per action token with sampler log-prob `s` and trainer log-prob `p`, `d = s - p`
  * (tinker-cookbook convention) and importance ratio `w = exp(p - s) = exp(-d)`:

@@ -329,10 +329,11 @@ export const readConfigHints = Effect.fn("RunFolder.readConfigHints")(function* 
   return { hints, json: json as Readonly<Record<string, unknown>> }
 })
 
-/** Writes `config.json` atomically. @since 0.1.0 @category io */
+/** Writes `config.json` atomically, its keys in the order `config` has them. @since 0.1.0 @category io */
 export const writeConfig = Effect.fn("RunFolder.writeConfig")(function* (files: Files, config: Config) {
-  const encoded = yield* Schema.encodeEffect(Config)(config).pipe(Effect.mapError((e) => encodeError(files.config, e.issue, config)))
-  yield* RunLog.writeAtomic(files.config, JSON.stringify(encoded, null, 2) + "\n").pipe(Effect.mapError(ioError))
+  const encoded: Record<string, unknown> = yield* Schema.encodeEffect(Config)(config).pipe(Effect.mapError((e) => encodeError(files.config, e.issue, config)))
+  const ordered = Object.fromEntries(Object.keys(config).filter((k) => k in encoded).map((k) => [k, encoded[k]]))
+  yield* RunLog.writeAtomic(files.config, JSON.stringify(ordered, null, 2) + "\n").pipe(Effect.mapError(ioError))
 })
 
 // ===== Writing rows =====
