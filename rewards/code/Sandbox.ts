@@ -286,8 +286,12 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
         const o = outcome.value
         if (o._tag === "Died") return Effect.succeed({ reply: undefined, died: `crashed its worker: ${o.message}`, reason: "Crashed" as const })
         return decodeReply(o.reply).pipe(
-          Effect.map((reply): Answer => ({ reply, died: undefined, reason: undefined })),
           Effect.mapError((e) => new SandboxError({ reason: "Protocol", message: `the sandbox's worker sent an answer that does not decode: ${e.message}` })),
+          Effect.filterOrFail(
+            (reply) => reply.id === request.id,
+            (reply) => new SandboxError({ reason: "Protocol", message: `the sandbox's worker answered request ${reply.id} to request ${request.id}` }),
+          ),
+          Effect.map((reply): Answer => ({ reply, died: undefined, reason: undefined })),
         )
       }),
     )
