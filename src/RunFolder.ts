@@ -106,7 +106,8 @@ export type CheckpointRow = typeof CheckpointRow.Type
  */
 export const MetricsRow = Schema.StructWithRest(
   Schema.Struct({ step: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }),
-  [Schema.Record(Schema.String, Schema.NullOr(Schema.Number))],
+  // a value that is not a number is written as null (NaN) or left out (undefined), as JSON does
+  [Schema.Record(Schema.String, Schema.NullishOr(Schema.Number))],
 )
 export type MetricsRow = typeof MetricsRow.Type
 
