@@ -7,6 +7,7 @@ import { Effect } from "effect"
 import * as Env from "../Env.ts"
 import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
+import { failureCounts } from "../reward/FailureLog.ts"
 import { type Group, sampleGroup } from "./Collect.ts"
 import type { EpisodeRecord } from "./Rollout.ts"
 import { fail, type RunSettings } from "./Settings.ts"
@@ -96,6 +97,10 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
     }
     out[key(K.EnvStat.fracMasked)] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
     Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
+  }
+  // failures of a reward component, at any weight (0 included): only where there were some
+  for (const [name, n] of Object.entries(failureCounts(groups.flatMap((g) => g.scores)))) {
+    if (n > 0) out[`${split === "test" ? "test/" : ""}${K.rewardFailed(name)}`] = n
   }
   return out
 }

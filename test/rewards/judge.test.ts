@@ -132,6 +132,9 @@ describe("judge in a run (Judge.ownSampler, the run's context of 32)", () => {
         assert.match(r.failed!["judged"]!, /^the judge's question has \d+ tokens; the context length is 32, leaving no room to answer$/)
         assert.isNull(r.masked)
       }
+      // counted per step, where there were failures
+      const counted = metrics.reduce((n, m) => n + ((m as Record<string, number | undefined>)["reward/judged/failed"] ?? 0), 0)
+      assert.strictEqual(counted, failed.length)
       const judgeWarnings = warnings.filter((w) => w.includes(`reward component "judged" failed`))
       assert.strictEqual(judgeWarnings.length, 1, warnings.join("\n"))
     }), { timeout: 120_000 })
