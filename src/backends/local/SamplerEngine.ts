@@ -31,13 +31,13 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import type { SampledSequence, SampleResult, SamplingParams, StopReason } from "../../Contract.ts"
-import { decodeChars, EOS } from "./CharTokenizer.ts"
+import type { SampledSequence, SampleResult, SamplingParams } from "../../Contract.ts"
+import { EOS } from "./CharTokenizer.ts"
 import { logprobAt } from "./LogSoftmax.ts"
 import { disposeCache, inferenceView, type KvCache, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
-import { type FinishedRow, PrefixCache, type PrefixStats } from "./PrefixCache.ts"
+import { PrefixCache, type PrefixStats } from "./PrefixCache.ts"
 import { Rng } from "./Rng.ts"
-import { sampleRow } from "./SampleRow.ts"
+import { type BatchRow, sampleStep } from "./SampleStep.ts"
 import type { PublishedAdapter } from "./TrainerEngine.ts"
 import { checkSample } from "./Validate.ts"
 
@@ -83,6 +83,13 @@ interface Pending {
   readonly rng: Rng
   readonly resolve: (r: SampleResult) => void
   readonly reject: (e: unknown) => void
+}
+
+/** A batch's first logits and K/V after the prompts, and each request's prompt log-probs. */
+interface Prefilled {
+  readonly logits: Float32Array
+  readonly cache: KvCache | undefined
+  readonly promptLogprobs: Array<Array<number>>
 }
 
 /** Statistics for tests and benchmarks (the prefix cache's counters: `PrefixStats`). @since 0.1.0 @category models */
@@ -225,7 +232,7 @@ export class LocalSamplerEngine {
 
 
   private runBatch(group: Array<Pending>): Array<SampleResult> {
-    const { contextLength: ctx, vocabSize: V, nLayers } = this.model.config
+    const { contextLength: ctx, vocabSize: V } = this.model.config
     const P = group[0]!.prompt.length
     this.stats.batches++
     this.stats.requests += group.length
@@ -239,7 +246,7 @@ export class LocalSamplerEngine {
     this.stats.rows += R
     const limit = group.map((g) => Math.min(g.params.maxTokens, ctx - P))
     const maxSteps = Math.max(...limit)
-    const rows: Array<FinishedRow & { logprobs: Array<number>; text: string; done: boolean; stop: StopReason }> = rowReq.map(() => ({
+    const rows: Array<BatchRow> = rowReq.map(() => ({
       tokens: [],
       logprobs: [],
       modelLogprobs: [],
@@ -251,85 +258,18 @@ export class LocalSamplerEngine {
     const needCache = this.useKvCache && maxSteps > 1
     // finished rows' K/V are kept for a next turn that extends them
     const keep = needCache && this.prefixReuse && this.turnReuse && this.prefixes.capacity > 0
-    let cache: KvCache | undefined
-    let logits: Float32Array = new Float32Array(R * V)
-    let promptLogprobs: Array<Array<number>>
+    const first = this.prefill(group, rowReq, needCache)
+    let cache = first.cache
+    let logits = first.logits
+    const promptLogprobs = first.promptLogprobs
 
-    if (this.prefixReuse) {
-      // each distinct prompt once, its K/V tiled to the rows
-      const entries = this.prefixes.prefill(this.view, this.version, group.map((g) => g.prompt))
-      if (needCache) {
-        // each row's copy of its prompt's K/V (a copy in memory; wasm's Gather and Tile are slow)
-        const { nHeads: H } = this.model.config
-        const n = H * P * this.model.headDim
-        const tile = (kv: "k" | "v", l: number) => {
-          const buf = new Float32Array(R * n)
-          rowReq.forEach((j, r) => buf.set(entries[j]![kv][l]!, r * n))
-          return tf.tensor4d(buf, [R, H, P, this.model.headDim])
-        }
-        const k: Array<tf.Tensor4D> = []
-        const v: Array<tf.Tensor4D> = []
-        for (let l = 0; l < nLayers; l++) {
-          k.push(tile("k", l))
-          v.push(tile("v", l))
-        }
-        cache = { k, v, length: P }
-      }
-      rowReq.forEach((j, r) => logits.set(entries[j]!.next, r * V))
-      promptLogprobs = entries.map((e) => e.logprobs.slice())
-    } else {
-      // every row prefills its own prompt (the baseline that prefix reuse is measured against)
-      const tok = new Int32Array(R * P)
-      rowReq.forEach((j, r) => group[j]!.prompt.forEach((t, i) => (tok[r * P + i] = t)))
-      const collect = { k: [] as Array<tf.Tensor4D>, v: [] as Array<tf.Tensor4D> }
-      const all = tf.tidy(() => {
-        const l = this.model.forward(this.view, tok, R, P, needCache ? collect : undefined)
-        collect.k.forEach((t) => tf.keep(t))
-        collect.v.forEach((t) => tf.keep(t))
-        return l
-      })
-      const vals = all.dataSync() as Float32Array
-      all.dispose()
-      if (needCache) cache = { k: collect.k, v: collect.v, length: P }
-      for (let r = 0; r < R; r++) logits.set(vals.subarray((r * P + P - 1) * V, (r * P + P) * V), r * V)
-      promptLogprobs = group.map((g) => {
-        const r = rowReq.indexOf(group.indexOf(g))
-        const out = new Array<number>(P).fill(0)
-        for (let i = 1; i < P; i++) out[i] = logprobAt(vals, (r * P + i - 1) * V, V, g.prompt[i]!)
-        return out
-      })
-    }
-
+    // whether a request samples from the model's own distribution (its log-prob is the sampled one)
     const plain = group.map((g) => g.params.temperature === 1 && ((g.params.topK ?? 0) === 0 || g.params.topK! >= V) && (g.params.topP ?? 1) >= 1)
     const stopStrings = group.map((g) => (g.params.stop ?? []).filter((s): s is string => typeof s === "string"))
     const stopIds = group.map((g) => new Set((g.params.stop ?? []).filter((s): s is number => typeof s === "number")))
     try {
       for (let step = 0; step < maxSteps; step++) {
-        for (let r = 0; r < R; r++) {
-          const row = rows[r]!
-          if (row.done) continue
-          const j = rowReq[r]!
-          const g = group[j]!
-          const { token, logprob } = sampleRow(logits, r * V, V, g.params, g.rng)
-          row.tokens.push(token)
-          row.logprobs.push(logprob)
-          // the model's log-prob (temperature 1): the sampled one where that is what was sampled from
-          if (keep) row.modelLogprobs.push(plain[j] ? logprob : logprobAt(logits, r * V, V, token))
-          if (token === EOS || stopIds[j]!.has(token)) {
-            row.done = true
-            row.stop = "stop"
-          } else if (stopStrings[j]!.length > 0) {
-            // a stop string may span tokens: look for one that ends in the new token's text
-            const before = row.text.length
-            row.text += decodeChars([token])
-            if (stopStrings[j]!.some((s) => row.text.indexOf(s, Math.max(0, before - s.length + 1)) >= 0)) {
-              row.done = true
-              row.stop = "stop"
-            }
-          }
-          if (!row.done && row.tokens.length >= limit[j]!) row.done = true
-          if (keep && row.done) row.next = logits.slice(r * V, (r + 1) * V)
-        }
+        sampleStep(group, rowReq, rows, logits, V, { keep, plain, stopStrings, stopIds, limit })
         if (rows.every((row) => row.done)) break
         const last = Int32Array.from(rows.map((row) => row.tokens[row.tokens.length - 1] ?? EOS))
         if (cache) {
@@ -354,6 +294,72 @@ export class LocalSamplerEngine {
         ? { sequences, policyVersion: this.version, promptLogprobs: promptLogprobs[j]!.slice() }
         : { sequences, policyVersion: this.version }
     })
+  }
+
+  /**
+   * The prompts' prefill: per row, the logits of its first sampled token and (with
+   * `needCache`) its prompt's K/V; per request, its prompt's log-probs.
+   */
+  private prefill(group: Array<Pending>, rowReq: Array<number>, needCache: boolean): Prefilled {
+    return this.prefixReuse ? this.prefillShared(group, rowReq, needCache) : this.prefillEach(group, rowReq, needCache)
+  }
+
+  /** Each distinct prompt once (through the prefix cache), its K/V tiled to the rows. */
+  private prefillShared(group: Array<Pending>, rowReq: Array<number>, needCache: boolean): Prefilled {
+    const { vocabSize: V, nLayers } = this.model.config
+    const P = group[0]!.prompt.length
+    const R = rowReq.length
+    const logits = new Float32Array(R * V)
+    let cache: KvCache | undefined
+    const entries = this.prefixes.prefill(this.view, this.version, group.map((g) => g.prompt))
+    if (needCache) {
+      // each row's copy of its prompt's K/V (a copy in memory; wasm's Gather and Tile are slow)
+      const { nHeads: H } = this.model.config
+      const n = H * P * this.model.headDim
+      const tile = (kv: "k" | "v", l: number) => {
+        const buf = new Float32Array(R * n)
+        rowReq.forEach((j, r) => buf.set(entries[j]![kv][l]!, r * n))
+        return tf.tensor4d(buf, [R, H, P, this.model.headDim])
+      }
+      const k: Array<tf.Tensor4D> = []
+      const v: Array<tf.Tensor4D> = []
+      for (let l = 0; l < nLayers; l++) {
+        k.push(tile("k", l))
+        v.push(tile("v", l))
+      }
+      cache = { k, v, length: P }
+    }
+    rowReq.forEach((j, r) => logits.set(entries[j]!.next, r * V))
+    return { logits, cache, promptLogprobs: entries.map((e) => e.logprobs.slice()) }
+  }
+
+  /** Every row prefills its own prompt (the baseline that prefix reuse is measured against). */
+  private prefillEach(group: Array<Pending>, rowReq: Array<number>, needCache: boolean): Prefilled {
+    const V = this.model.config.vocabSize
+    const P = group[0]!.prompt.length
+    const R = rowReq.length
+    const logits = new Float32Array(R * V)
+    let cache: KvCache | undefined
+    const tok = new Int32Array(R * P)
+    rowReq.forEach((j, r) => group[j]!.prompt.forEach((t, i) => (tok[r * P + i] = t)))
+    const collect = { k: [] as Array<tf.Tensor4D>, v: [] as Array<tf.Tensor4D> }
+    const all = tf.tidy(() => {
+      const l = this.model.forward(this.view, tok, R, P, needCache ? collect : undefined)
+      collect.k.forEach((t) => tf.keep(t))
+      collect.v.forEach((t) => tf.keep(t))
+      return l
+    })
+    const vals = all.dataSync() as Float32Array
+    all.dispose()
+    if (needCache) cache = { k: collect.k, v: collect.v, length: P }
+    for (let r = 0; r < R; r++) logits.set(vals.subarray((r * P + P - 1) * V, (r * P + P) * V), r * V)
+    const promptLogprobs = group.map((g) => {
+      const r = rowReq.indexOf(group.indexOf(g))
+      const out = new Array<number>(P).fill(0)
+      for (let i = 1; i < P; i++) out[i] = logprobAt(vals, (r * P + i - 1) * V, V, g.prompt[i]!)
+      return out
+    })
+    return { logits, cache, promptLogprobs }
   }
 
   /** the no-cache path: logits of the last position of every row, recomputed from scratch */

@@ -11,15 +11,14 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import type { AdamParams, Datum, ForwardBackwardResult, LossFnOutput, OptimStepResult, TopK } from "../../Contract.ts"
-import { modelInputTokens } from "../../Contract.ts"
+import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
-import { isActive, isClipped, type ResolvedLoss, tokenLoss } from "../../Loss.ts"
+import type { ResolvedLoss } from "../../Loss.ts"
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
 import * as Checkpoint from "./Checkpoint.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { PAD } from "./CharTokenizer.ts"
-import { rowLse } from "./LogSoftmax.ts"
+import { activeIn, type CallTotals, chunksOf, evaluateChunk, prepare } from "./ChunkLoss.ts"
 import {
   type LocalModel,
   type LoraConfig,
@@ -56,17 +55,6 @@ export interface TrainerEngineOptions {
   readonly maxBatchTokens?: number
 }
 
-interface Prepared {
-  readonly index: number
-  readonly tokens: Array<number>
-  /** per position (length L): target id or -100, sampler logprob, advantage, weight */
-  readonly target: Array<number>
-  readonly q: ArrayLike<number> | undefined
-  readonly adv: ArrayLike<number> | undefined
-  readonly weight: ArrayLike<number> | undefined
-}
-
-/** @since 0.1.0 @category models */
 export class LocalTrainerEngine {
   readonly mode: "lora" | "full"
   readonly lora: LoraConfig | undefined
@@ -170,90 +158,21 @@ export class LocalTrainerEngine {
   ): ForwardBackwardResult {
     this.discard()
     const V = this.model.config.vocabSize
-    const prepared: Array<Prepared> = data.map((d, index) => {
-      const tokens = modelInputTokens(d.modelInput)
-      const inputs = d.lossFnInputs
-      const target = inputs["target_tokens"] ? inputs["target_tokens"].data.map((x) => x) : tokens.slice()
-      return {
-        index,
-        tokens,
-        target,
-        q: inputs["logprobs"]?.data,
-        adv: inputs["advantages"]?.data,
-        weight: inputs["weights"]?.data,
-      }
-    })
+    const prepared = data.map(prepare)
     // pooled denominator over the whole call
     const active = activeCount(data, loss.lossFn)
     const pool = options.denominator ?? active
-    const outputs: Array<LossFnOutput> = new Array(data.length)
+    const totals: CallTotals = { outputs: new Array(data.length), lossSum: 0, clipped: 0 }
     const callGrads = options.backward ? this.zeros() : undefined
-    let lossSum = 0
-    let clipped = 0
-    // micro-batches of similar lengths
-    const order = prepared.slice().sort((a, b) => a.tokens.length - b.tokens.length)
-    const chunks: Array<Array<Prepared>> = []
-    let cur: Array<Prepared> = []
-    for (const p of order) {
-      const L = Math.max(p.tokens.length, ...cur.map((c) => c.tokens.length))
-      if (cur.length > 0 && (cur.length + 1) * L > this.maxBatchTokens) {
-        chunks.push(cur)
-        cur = []
-      }
-      cur.push(p)
-    }
-    if (cur.length > 0) chunks.push(cur)
-
-    for (const chunk of chunks) {
+    for (const chunk of chunksOf(prepared, this.maxBatchTokens)) {
       const B = chunk.length
       const L = Math.max(...chunk.map((c) => c.tokens.length))
       const tok = new Int32Array(B * L).fill(PAD)
       chunk.forEach((c, b) => c.tokens.forEach((t, i) => (tok[b * L + i] = t)))
-      let chunkActive = 0
-      for (const c of chunk) {
-        for (let i = 1; i < c.tokens.length; i++) {
-          if (isActive(loss.lossFn, i, c.target[i]!, c.weight ? c.weight[i]! : 1, c.adv ? c.adv[i]! : 0)) chunkActive++
-        }
-      }
-      const doBackward = options.backward && chunkActive > 0
+      const doBackward = options.backward && activeIn(chunk, loss) > 0
       // consumes the logits values: per-datum logprobs, loss, and (for backward) dloss/dlogits
-      const evaluate = (logits: Float32Array): Float32Array | undefined => {
-        const dlogits = doBackward ? new Float32Array(B * L * V) : undefined
-        chunk.forEach((c, b) => {
-          const Lb = c.tokens.length
-          const lps = new Array<number>(Lb).fill(0)
-          const topK: Array<TopK> = []
-          for (let i = 1; i < Lb; i++) {
-            const tgt = c.target[i]!
-            if (tgt === -100) continue
-            const off = (b * L + i - 1) * V
-            const lse = rowLse(logits, off, V)
-            const lp = logits[off + tgt]! - lse
-            lps[i] = lp
-            const w = c.weight ? c.weight[i]! : 1
-            const A = c.adv ? c.adv[i]! : 0
-            if (!isActive(loss.lossFn, i, tgt, w, A)) continue
-            const q = c.q ? c.q[i]! : 0
-            const t = tokenLoss(loss, lp, q, A, w)
-            if (!Number.isFinite(t.loss) || !Number.isFinite(Math.fround(t.dlp / pool))) {
-              throw new NonFiniteError(
-                `data[${c.index}] position ${i}: the ${loss.lossFn} loss is ${t.loss} with gradient ${t.dlp / pool} ` +
-                  `(lossFnInputs.advantages[${i}] = ${A}, lossFnInputs.logprobs[${i}] = ${q}, learner logprob ${lp}); nothing was applied`,
-              )
-            }
-            lossSum += t.loss
-            if (isClipped(loss, lp, q, A)) clipped++
-            if (options.topK && options.topK > 0) topK.push(topKAt(logits, off, V, lse, options.topK, i))
-            if (dlogits && t.dlp !== 0) {
-              const coef = t.dlp / pool
-              for (let v = 0; v < V; v++) dlogits[off + v] = -coef * Math.exp(logits[off + v]! - lse)
-              dlogits[off + tgt] = dlogits[off + tgt]! + coef
-            }
-          }
-          outputs[c.index] = options.topK && options.topK > 0 ? { logprobs: lps, topK } : { logprobs: lps }
-        })
-        return dlogits
-      }
+      const evaluate = (logits: Float32Array) =>
+        evaluateChunk(chunk, L, V, logits, loss, { pool, backward: doBackward, ...(options.topK === undefined ? {} : { topK: options.topK }) }, totals)
       if (!doBackward) {
         const logits = tf.tidy(() => this.model.forward(this.view(this.paramTensors()), tok, B, L))
         const vals = logits.dataSync() as Float32Array
@@ -286,6 +205,7 @@ export class LocalTrainerEngine {
       if (options.defer) this.deferred = callGrads
       else this.addGrads(callGrads)
     }
+    const { outputs, lossSum, clipped } = totals
     const metrics: Record<string, number> = {
       loss: active > 0 ? lossSum / active : 0,
       "loss:sum": lossSum,
@@ -391,11 +311,4 @@ export class LocalTrainerEngine {
   dispose() {
     this.invalidate()
   }
-}
-
-const topKAt = (logits: Float32Array, off: number, V: number, lse: number, k: number, position: number): TopK => {
-  const idx = Array.from({ length: V }, (_, v) => v)
-  idx.sort((a, b) => logits[off + b]! - logits[off + a]! || a - b)
-  const tokens = idx.slice(0, Math.min(k, V))
-  return { position, tokens, logprobs: tokens.map((t) => logits[off + t]! - lse) }
 }
