@@ -2,7 +2,8 @@
  * The embedded backend on two threads: the trainer and the sampler each run in their
  * own worker thread, with their own tfjs-wasm instance, so a 2-core machine trains and
  * samples at the same time (tfjs-wasm uses one thread per instance). The main thread
- * only validates requests and passes messages. `LocalWorkers.layer(options)` (or
+ * only checks requests (the services of `Embedded.ts`, as in-process) and passes
+ * messages (`EngineThread.ts`). `LocalWorkers.layer(options)` (or
  * `Local.layer({ ...options, workers: true })`) provides the same `Trainer`, `Sampler`,
  * `Tokenizer` and `Reference` services as `Local.layer`, with the same seeds and the same
  * results. The reference log-probs (base model, adapter off) are computed on the sampler
