@@ -12,7 +12,7 @@
  */
 import { Schema } from "effect"
 import { Env, Reward } from "gyre"
-import { maxLength, numericAnswer } from "gyre/rewards"
+import { answers, maxLength, numericAnswer } from "gyre/rewards"
 
 const Op = Schema.Literals(["plus", "minus", "times"])
 const Problem = Schema.Struct({ a: Schema.Int, b: Schema.Int, op: Op })
@@ -34,6 +34,8 @@ export default Env.make({
     correct: [numericAnswer(answer), 1],
     brief: [maxLength(8), 0],
   }),
+  // majority vote (gyre eval's maj@k) counts " 56" and "56." as one answer: the number read as the reward reads it
+  answer: (completion) => String(answers.extractAnswer(completion) ?? completion.trim()),
   sampling: { maxTokens: 6, temperature: 1 },
   eval: { heldOut: 0.2, size: 300 },
 })

@@ -45,6 +45,12 @@ export interface EnvFields<P, R = never> {
   /** a reference completion, for SFT and for pretraining the embedded base model */
   readonly reference?: (problem: P) => string
   readonly sampling?: Partial<SamplingParams>
+  /**
+   * the answer a completion gives, for majority vote (`gyre eval`'s maj@k): completions
+   * with the same answer count as one vote (default: the completion with whitespace
+   * collapsed, trimmed and lower-cased)
+   */
+  readonly answer?: (completion: string, problem: P) => string
   /** default difficulty passed to the generator (default 1) */
   readonly difficulty?: number
   readonly eval?: EvalSpec
@@ -149,6 +155,7 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
   if (!isReward(spec.reward)) fail("reward must be a Reward (Reward.make, Reward.weighted, ...)")
   if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
+  if (spec.answer !== undefined && typeof spec.answer !== "function") fail("answer must be a function from a completion and its problem to the answer it gives")
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")
   if (spec.services !== undefined && !Layer.isLayer(spec.services)) fail("services must be a Layer (Layer.effect, Layer.succeed, ...)")
