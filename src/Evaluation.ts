@@ -12,6 +12,7 @@ import * as Path from "node:path"
 import { Console, Effect, Layer } from "effect"
 import * as Env from "./Env.ts"
 import * as K from "./MetricKeys.ts"
+import * as PassAtK from "./PassAtK.ts"
 import * as Reward from "./Reward.ts"
 import * as RunFolder from "./RunFolder.ts"
 import { type Group, sampleRows } from "./run/Collect.ts"
@@ -39,6 +40,10 @@ export interface EvalOptions {
   readonly size?: number | undefined
   /** completions sampled per problem (default 1) */
   readonly samples?: number | undefined
+  /** the ks of pass@k and maj@k, as a list or as `--k` takes it ("1,4,16"); default 1 and `samples` */
+  readonly k?: ReadonlyArray<number> | string | undefined
+  /** a sample is correct (pass@k, maj@k) when its total reward is at least this (default 1) */
+  readonly threshold?: number | undefined
   /** sampling temperature (default: the run's or env's eval temperature, else 1) */
   readonly temperature?: number | undefined
   /** seed of the problems and the sampling (default: the run's, else 0) */
@@ -68,6 +73,13 @@ export interface Interval {
   readonly method: "wilson" | "normal"
 }
 
+/** pass@k and maj@k of one env's problems in a split (`PassAtK.estimates`). */
+export interface EnvAttempts {
+  readonly env: string
+  /** pass@k then maj@k for each k, each with its 95% bootstrap interval over problems */
+  readonly estimates: ReadonlyArray<PassAtK.Estimate>
+}
+
 /** What `gyre eval` returns. */
 export interface EvalSummary {
   /** the eval.jsonl written */
@@ -77,7 +89,8 @@ export interface EvalSummary {
   /**
    * per split scored: its problems, rollouts, one interval per component (`reward/total`
    * first) and, for multi-turn envs, per episode: turns, tool calls, tool errors and parse
-   * errors (`episodes`, empty for single-turn envs)
+   * errors (`episodes`, empty for single-turn envs), and per env pass@k and maj@k
+   * (`attempts`; a sample is correct when its total reaches `threshold`)
    */
   readonly splits: ReadonlyArray<{
     readonly split: "heldout" | "train"
@@ -85,7 +98,10 @@ export interface EvalSummary {
     readonly rollouts: number
     readonly intervals: ReadonlyArray<Interval>
     readonly episodes: ReadonlyArray<Interval>
+    readonly attempts: ReadonlyArray<EnvAttempts>
   }>
+  /** the total reward a sample needs to count as correct */
+  readonly threshold: number
 }
 
 const Z = 1.959963984540054
@@ -136,6 +152,29 @@ export const episodeIntervals = (groups: ReadonlyArray<Group>): Array<Interval> 
   ]
 }
 
+/**
+ * Each sample of a group as pass@k and maj@k read it: correct when its total reward is at
+ * least `threshold`, under the answer its env gives (`Env.answer`, else the normalized
+ * completion); `undefined` for a masked sample (no total).
+ */
+export const attemptSamples = (g: Group, threshold: number): Array<PassAtK.Sample | undefined> =>
+  g.rollouts.map((r, i) => {
+    const s = g.scores[i]!
+    if (s.masked !== undefined || s.value === undefined || !Number.isFinite(s.value)) return undefined
+    const answer = g.task.envDef.answer?.(r.completion, g.task.problem) ?? PassAtK.normalizeAnswer(r.completion)
+    return { correct: s.value >= threshold, answer }
+  })
+
+/** pass@k and maj@k for each k, per env, over the groups (one per problem) and their scored samples. */
+export const attempts = (groups: ReadonlyArray<Group>, ks: ReadonlyArray<number>, threshold: number): Array<EnvAttempts> => {
+  const byEnv = new Map<string, Array<Array<PassAtK.Sample>>>()
+  for (const g of groups) {
+    const scored = attemptSamples(g, threshold).filter((s) => s !== undefined)
+    byEnv.set(g.task.env, [...(byEnv.get(g.task.env) ?? []), scored])
+  }
+  return [...byEnv].map(([env, problems]) => ({ env, estimates: PassAtK.estimates(problems, ks) }))
+}
+
 /** The checkpoint file that `--from` names: `<run>` (newest) or `<run>/step-N`. */
 const checkpointOf = (from: string) =>
   Effect.gen(function* () {
@@ -177,13 +216,29 @@ const evalSettings = (options: EvalOptions, source: Env.AnyEnv | Env.Mixture, sa
     } satisfies RunSettings
   })
 
+/**
+ * The ks of pass@k and maj@k (`k`, a list or "1,4,16", each from 1 to `samples`; else 1
+ * and `samples`) and the threshold a sample's total must reach to be correct (default 1).
+ */
+const attemptSettings = (options: EvalOptions, samples: number) =>
+  Effect.gen(function* () {
+    const threshold = options.threshold ?? 1
+    if (!Number.isFinite(threshold)) return yield* new RunError({ reason: "Settings", message: `--threshold must be a number, got ${threshold}` })
+    if (options.k === undefined) return { ks: PassAtK.defaultKs(samples), threshold }
+    const parsed = PassAtK.parseKs(typeof options.k === "string" ? options.k : options.k.join(","), samples)
+    const ks = yield* Effect.fromResult(parsed).pipe(Effect.mapError((message) => new RunError({ reason: "Settings", message })))
+    return { ks, threshold }
+  })
+
 /** The summary `gyre eval` prints: per split, each component's interval, then (multi-turn envs) the per-episode counts'. */
-const summaryLines = (splits: EvalSummary["splits"]): Array<string> => {
+const summaryLines = (splits: EvalSummary["splits"], threshold: number): Array<string> => {
   const line = (i: Interval) => `  ${i.name.padEnd(24)} ${fmt(i.mean)}  95% ${i.method === "wilson" ? "Wilson" : "normal"} interval [${fmt(i.low)}, ${fmt(i.high)}]  n=${i.n}`
+  const estimate = (e: PassAtK.Estimate) => `    ${e.name.padEnd(22)} ${fmt(e.mean)}  95% bootstrap interval [${fmt(e.low)}, ${fmt(e.high)}]  n=${e.problems} problems`
   return splits.flatMap((s) => [
     `${s.split}: ${s.problems} problems, ${s.rollouts} rollouts`,
     ...s.intervals.map(line),
     ...(s.episodes.length > 0 ? ["  per episode:", ...s.episodes.map(line)] : []),
+    ...s.attempts.flatMap((a) => [`  ${a.env}: pass@k and maj@k (correct: total reward >= ${threshold})`, ...a.estimates.map(estimate)]),
   ])
 }
 
@@ -200,6 +255,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
   const settings = yield* evalSettings(options, source, saved)
   const split = options.split ?? "heldout"
   const samples = options.samples ?? 1
+  const { ks, threshold } = yield* attemptSettings(options, samples)
   const checkpoint = from?.name ?? "base"
   const outDir = options.out ?? from?.dir ?? Path.join("runs", `eval-${source.name}-${new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19)}`)
   const file = Path.join(outDir, "eval.jsonl")
@@ -243,7 +299,10 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
   }).pipe(Effect.scoped, Effect.provide(Layer.fresh(layer)))
 
   const rows = scored.flatMap(({ split: s, groups }) =>
-    groups.flatMap((g) => sampleRows(g).map((row): RunFolder.EvalRow => ({ split: s, checkpoint, problem: g.task.problem, ...row })))
+    groups.flatMap((g) => {
+      const judged = attemptSamples(g, threshold)
+      return sampleRows(g).map((row, i): RunFolder.EvalRow => ({ split: s, checkpoint, problem: g.task.problem, ...row, ...judged[i] }))
+    })
   )
   yield* RunFolder.writeEval(file, rows).pipe(
     Effect.mapError((e) => new RunError({ reason: "RunFolder", message: `cannot write ${file}: ${e.message}; pick another --out` })),
@@ -254,8 +313,9 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     rollouts: groups.reduce((a, g) => a + g.rollouts.length, 0),
     intervals: intervals(groups),
     episodes: episodeIntervals(groups),
+    attempts: attempts(groups, ks, threshold),
   }))
-  for (const line of summaryLines(splits)) yield* say(line)
+  for (const line of summaryLines(splits, threshold)) yield* say(line)
   yield* say(`wrote ${file}`)
-  return { file, checkpoint, splits } satisfies EvalSummary
+  return { file, checkpoint, splits, threshold } satisfies EvalSummary
 })

@@ -176,7 +176,9 @@ export type RolloutRow = typeof RolloutRow.Type
 
 /**
  * An `eval.jsonl` row: the split scored (`heldout` or `train`), the checkpoint (`base`
- * for the base model), the problem and the sample.
+ * for the base model), the problem and the sample; for a scored sample, whether its total
+ * reached the pass@k threshold (`correct`) and the answer majority vote counted it under
+ * (`answer`; both absent for masked samples and in files written before they were).
  * @since 0.1.0 @category models
  */
 export const EvalRow = Schema.Struct({
@@ -184,6 +186,8 @@ export const EvalRow = Schema.Struct({
   checkpoint: Schema.String,
   problem: Schema.Unknown,
   ...sampleFields,
+  correct: Schema.optional(Schema.Boolean),
+  answer: Schema.optional(Schema.String),
 })
 export type EvalRow = typeof EvalRow.Type
 

@@ -1,8 +1,8 @@
 /**
  * `gyre eval`: scores the base model or a run's checkpoint on an env's held-out set
  * (or its training problems, or both) without training. Prints the mean and a 95%
- * interval per reward component and writes every rollout to `eval.jsonl`
- * (`Evaluation.evaluateModel`).
+ * interval per reward component, pass@k and maj@k per env, and writes every rollout to
+ * `eval.jsonl` (`Evaluation.evaluateModel`).
  */
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -21,6 +21,8 @@ export const evalCommand = Command.make("eval", {
   split: Flag.Literals("split", ["heldout", "train", "all"]).pipe(Flag.withDescription("held-out problems (default), the first training problems, or both"), opt),
   size: Flag.Int("size").pipe(Flag.withDescription("problems per split (default: the run's or env's eval size)"), opt),
   samples: Flag.Int("samples").pipe(Flag.withDescription("completions per problem (default 1)"), opt),
+  k: Flag.String("k").pipe(Flag.withDescription("the ks of pass@k and maj@k, e.g. 1,4,16, each at most --samples (default: 1 and --samples)"), opt),
+  threshold: Flag.Finite("threshold").pipe(Flag.withDescription("a sample is correct (pass@k, maj@k) when its total reward is at least this (default 1)"), opt),
   temperature: Flag.Finite("temperature").pipe(Flag.withDescription("sampling temperature (default: the run's or env's eval temperature, else 1)"), opt),
   seed: Flag.Int("seed").pipe(Flag.withDescription("seed of problems and sampling (default: the run's, else 0)"), opt),
   out: Flag.String("out").pipe(Flag.withDescription("folder for eval.jsonl (default: the --from run folder, else runs/eval-<env>-<time>)"), opt),
@@ -36,6 +38,8 @@ export const evalCommand = Command.make("eval", {
     split: Option.getOrUndefined(p.split),
     size: Option.getOrUndefined(p.size),
     samples: Option.getOrUndefined(p.samples),
+    k: Option.getOrUndefined(p.k),
+    threshold: Option.getOrUndefined(p.threshold),
     temperature: Option.getOrUndefined(p.temperature),
     seed: Option.getOrUndefined(p.seed),
     out: Option.getOrUndefined(p.out),
@@ -51,10 +55,11 @@ export const evalCommand = Command.make("eval", {
       })))
     ),
   )).pipe(
-  Command.withDescription("Score the base model or a run's checkpoint on an env's held-out set without training: mean and 95% interval per reward component, every rollout in eval.jsonl."),
+  Command.withDescription("Score the base model or a run's checkpoint on an env's held-out set without training: mean and 95% interval per reward component, pass@k and maj@k per env, every rollout in eval.jsonl."),
   Command.withExamples([
     { command: "eval math", description: "the base model on math's held-out set" },
     { command: "eval --from runs/quick", description: "a run's newest checkpoint on its env's held-out set" },
     { command: "eval --from runs/quick/step-50 --split all --samples 4", description: "an older checkpoint, held-out and training problems, 4 samples each" },
+    { command: "eval math --samples 8 --k 1,2,8", description: "pass@1, pass@2 and pass@8 (and maj@k) of the base model, 8 samples per problem" },
   ]),
 )

@@ -24,7 +24,17 @@ export type {
   Interval,
   /** Which problems an evaluation scores: held-out, training, or both. */
   EvalSplit,
+  /** pass@k and maj@k of one env's problems, each with its 95% bootstrap interval. */
+  EnvAttempts,
 } from "../Evaluation.ts"
+export type {
+  /** One scored sample as pass@k and maj@k read it: correct or not, and its answer. */
+  Sample,
+  /** A pass@k or maj@k mean over problems with its 95% bootstrap interval. */
+  Estimate,
+} from "../PassAtK.ts"
+/** pass@k (the unbiased estimator), maj@k (majority vote) and their means over problems with bootstrap intervals. */
+export { bootstrapMean, estimates, majAtK, normalizeAnswer, passAtK } from "../PassAtK.ts"
 export type {
   /** Every `gyre run` flag as a field of an object, plus the env itself. */
   RunOptions,

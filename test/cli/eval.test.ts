@@ -1,12 +1,14 @@
 /**
  * `gyre eval`: scores a model on an env's held-out set without training, prints a 95%
- * interval per component and writes every rollout to eval.jsonl.
+ * interval per component and pass@k and maj@k per env, and writes every rollout to
+ * eval.jsonl.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { extractAnswer } from "../../rewards/answers.ts"
 import { evaluateModel, interval } from "../../src/Evaluation.ts"
 
 describe("gyre eval", () => {
@@ -48,6 +50,45 @@ describe("gyre eval", () => {
         assert.isArray(r.turns)
       }
     }), { timeout: 60_000 })
+
+  it.effect("--samples 4: pass@1 is the correct rate, pass@k and maj@k per env with intervals, every sample in eval.jsonl", () =>
+    Effect.gen(function* () {
+      const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-eval-k-"))
+      const summary = yield* evaluateModel({ env: "math", size: 12, samples: 4, k: "1,2,4", out })
+      const [heldout] = summary.splits
+      assert.strictEqual(summary.threshold, 1)
+      assert.deepStrictEqual(heldout!.attempts.map((a) => a.env), ["math"])
+      const estimates = heldout!.attempts[0]!.estimates
+      assert.deepStrictEqual(estimates.map((e) => e.name), ["pass@1", "pass@2", "pass@4", "maj@1", "maj@2", "maj@4"])
+      const byName = Object.fromEntries(estimates.map((e) => [e.name, e]))
+      // math's total is its 0/1 `correct`: pass@1 and maj@1 are its mean
+      const correct = heldout!.intervals.find((i) => i.name === "correct")!
+      assert.closeTo(byName["pass@1"]!.mean, correct.mean, 1e-9)
+      assert.closeTo(byName["maj@1"]!.mean, correct.mean, 1e-9)
+      assert.isAtMost(byName["pass@1"]!.mean, byName["pass@2"]!.mean)
+      assert.isAtMost(byName["pass@2"]!.mean, byName["pass@4"]!.mean)
+      for (const e of estimates) {
+        assert.strictEqual(e.problems, 12)
+        assert.isAtMost(e.low, e.mean)
+        assert.isAtLeast(e.high, e.mean)
+      }
+      const rows = Fs.readFileSync(summary.file, "utf8").trim().split("\n").map((l) => JSON.parse(l))
+      assert.strictEqual(rows.length, 48)
+      for (const r of rows) {
+        assert.strictEqual(r.correct, r.reward >= 1)
+        // math's answer (Env.answer) is the number its reward reads
+        assert.strictEqual(r.answer, String(extractAnswer(r.completion) ?? r.completion.trim()))
+      }
+    }), { timeout: 60_000 })
+
+  it.effect("--k past --samples, and a threshold that is not a number, are refused", () =>
+    Effect.gen(function* () {
+      const tooLarge = yield* Effect.flip(evaluateModel({ env: "math", samples: 4, k: "1,8" }))
+      assert.include(tooLarge.message, "--k")
+      assert.include(tooLarge.message, "from 1 to 4")
+      const nan = yield* Effect.flip(evaluateModel({ env: "math", threshold: Number.NaN }))
+      assert.include(nan.message, "--threshold")
+    }))
 
   it.effect("a run folder without checkpoints says so", () =>
     Effect.gen(function* () {
