@@ -111,7 +111,8 @@ describe("Metrics divergence histogram and worst tokens", () => {
 describe("Metrics.groupFractions", () => {
   const fractions = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>) => {
     const f = Metrics.groupFractions(groups)
-    return [f["by_group/frac_mixed"], f["by_group/frac_all_good"], f["by_group/frac_all_bad"], f["by_group/frac_all_equal"]]
+    // every fraction is always there: a missing one fails the test as NaN
+    return [f["by_group/frac_mixed"], f["by_group/frac_all_good"], f["by_group/frac_all_bad"], f["by_group/frac_all_equal"]].map((v) => v ?? Number.NaN)
   }
 
   it("classifies against the batch's observed range: one of each", () => {

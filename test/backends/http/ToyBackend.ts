@@ -113,7 +113,7 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
         for (const c of contributions) {
           const lsm = logSoftmaxRow(W, c.row, V)
           for (let j = 0; j < V; j++) {
-            grad[c.row * V + j] += (c.dlp / active) * ((j === c.target ? 1 : 0) - Math.exp(lsm[j]!))
+            grad[c.row * V + j] = grad[c.row * V + j]! + (c.dlp / active) * ((j === c.target ? 1 : 0) - Math.exp(lsm[j]!))
           }
         }
       }
@@ -128,7 +128,7 @@ export const makeToy = (options: ToyOptions = {}): Toy => {
         let norm = 0
         for (let k = 0; k < W.length; k++) {
           norm += grad[k]! * grad[k]!
-          W[k] -= adam.learningRate * grad[k]!
+          W[k] = W[k]! - adam.learningRate * grad[k]!
           grad[k] = 0
         }
         version++
