@@ -251,7 +251,15 @@ export class ProbeError extends Schema.TaggedError<ProbeError>()("ProbeError", {
 const promptText = (prompt: Prompt | undefined): string =>
   prompt === undefined ? "" : typeof prompt === "string" ? prompt : prompt.map((m) => m.content).join("\n")
 
-const defaultWrong = (gold: string): Array<string> => {
+/**
+ * Wrong answers of the same kind as `gold`: numbers near a numeric gold (+1, -1, +2, +10,
+ * 2x+3 steps), or two other texts. What `probe` uses when `options.wrong` is not given.
+ *
+ * @example
+ * wrongAnswers("56") // => ["57", "55", "58", "66", "115"]
+ * @since 0.1.0 @category probing
+ */
+export const wrongAnswers = (gold: string): Array<string> => {
   const n = Number(gold)
   if (gold.trim() !== "" && Number.isFinite(n)) {
     const step = Number.isInteger(n) ? 1 : Math.max(Math.abs(n) / 10, 0.1)
@@ -282,7 +290,7 @@ export const probe = Effect.fn("Probes.probe")(function* <P, R>(reward: Reward.R
   for (const problem of options.problems) {
     const gold = String(options.gold(problem))
     const prompt: Prompt = options.prompt?.(problem) ?? ""
-    const wrong = (options.wrong?.(problem) ?? defaultWrong(gold)).map(String).filter((w) => w !== gold)
+    const wrong = (options.wrong?.(problem) ?? wrongAnswers(gold)).map(String).filter((w) => w !== gold)
     if (wrong.length === 0) return yield* Effect.fail(new ProbeError({ message: `no wrong answer for gold ${JSON.stringify(gold)}: give options.wrong` }))
     const honest = yield* scoreOf(reward, problem, prompt, format(gold)).pipe(Effect.mapError(defect))
     const wrongScore = yield* scoreOf(reward, problem, prompt, format(wrong[0]!)).pipe(Effect.mapError(defect))

@@ -6,6 +6,7 @@
  */
 import * as fc from "fast-check"
 import { noise, whitespace } from "./Arbitraries.ts"
+import * as Edits from "./Edits.ts"
 
 /**
  * Adds whitespace before and after the completion.
@@ -15,10 +16,10 @@ export const padWhitespace = (completion: string): fc.Arbitrary<string> =>
   fc.tuple(whitespace(), whitespace()).map(([before, after]) => `${before}${completion}${after}`)
 
 /**
- * Doubles every run of whitespace inside the completion.
+ * Doubles every run of whitespace inside the completion (`Edits.stretchWhitespace`).
  * @since 0.1.0 @category transforms
  */
-export const stretchWhitespace = (completion: string): string => completion.replace(/\s+/g, (ws) => ws + ws)
+export const stretchWhitespace: (completion: string) => string = Edits.stretchWhitespace
 
 /**
  * Upper-cases or lower-cases the whole completion.
