@@ -135,3 +135,43 @@ export const Time = {
 export const Throughput = {
   tokensPerS: "throughput/tokens_per_s",
 } as const
+
+/**
+ * The hack watch (`run/HackWatch.ts`), at its cadence: per reward component, the rates
+ * ({@link hackKey}); the completions watched, the rates that rose while the reward rose
+ * (each one warned about) and the watch's seconds.
+ * @since 0.1.0 @category keys
+ */
+export const Hack = {
+  watched: "hack/watched",
+  warnings: "hack/warnings",
+  time: "time/hack_watch",
+} as const
+
+/**
+ * The rates of a component under the hack watch: the fraction of watched completions whose
+ * score a meaning-preserving edit changed, the fraction of exploit variants that scored
+ * above the midpoint between a wrong answer and the real one, and the fraction of watched
+ * completions on which at least one variant did.
+ * @since 0.1.0 @category keys
+ */
+export const HackRate = {
+  transformChanged: "transform_changed",
+  exploitWins: "exploit_wins",
+  exploitable: "exploitable",
+} as const
+
+/**
+ * The key of a component's hack-watch rate (`hack/<component>/<rate>`).
+ *
+ * @example
+ * hackKey("correct", HackRate.exploitWins) // => "hack/correct/exploit_wins"
+ * @since 0.1.0 @category keys
+ */
+export const hackKey = (component: string, rate: (typeof HackRate)[keyof typeof HackRate]): string => `hack/${component}/${rate}`
+
+/** The component and rate a hack-watch key names, or undefined for another key. @since 0.1.0 @category keys */
+export const hackRateOf = (key: string): { readonly component: string; readonly rate: string } | undefined => {
+  const m = /^hack\/(.+)\/(transform_changed|exploit_wins|exploitable)$/.exec(key)
+  return m === null ? undefined : { component: m[1]!, rate: m[2]! }
+}

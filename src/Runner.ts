@@ -18,10 +18,10 @@
  *
  * `run` reads as its steps: check the settings, open the run (its services, its folder,
  * the version to start from), evaluate the base policy, then per step collect ->
- * advantages -> datums -> train -> publish -> evaluate -> log -> checkpoint, each phase
- * its own span. The pieces live in `src/run/`: settings and their checks, the rollout
- * pipeline (sync or async), collection, the training phases, evaluation, progress, and the
- * start (or resume) of a run folder.
+ * advantages -> datums -> train -> publish -> (hack watch) -> evaluate -> log ->
+ * checkpoint, each phase its own span. The pieces live in `src/run/`: settings and their
+ * checks, the rollout pipeline (sync or async), collection, the training phases, the hack
+ * watch, evaluation, progress, and the start (or resume) of a run folder.
  *
  * @since 0.1.0
  */
@@ -40,6 +40,7 @@ import type { Tokenizer } from "./Tokenizer.ts"
 import { Trainer } from "./Trainer.ts"
 import { type Batch, collect, sampleGroup, sampleRows } from "./run/Collect.ts"
 import { evaluate, scoreMetrics } from "./run/Evaluate.ts"
+import * as HackWatch from "./run/HackWatch.ts"
 import * as Pipeline from "./run/Pipeline.ts"
 import { headline, Progress } from "./run/Progress.ts"
 import { check, fail, inForce, RunError, type RunSettings } from "./run/Settings.ts"
@@ -96,6 +97,8 @@ interface RunContext {
   readonly divergenceFile: string
   /** the reward components the progress line shows (`Progress.headline`) */
   readonly headline: ReadonlyArray<string>
+  /** the hack watch of the run's completions (`hackWatchEvery`) */
+  readonly watch: HackWatch.HackWatch
   /** provides the envs' services, the reward permits and cache, and the model's context length */
   readonly provide: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
@@ -140,6 +143,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
     files: RunFolder.paths(settings.outDir),
     divergenceFile: Report.divergencePath(settings.outDir),
     headline: headline(recorded.rewardWeights),
+    watch: HackWatch.make(),
     provide: (effect) =>
       effect.pipe(
         Effect.provideContext(envServices),
@@ -188,6 +192,7 @@ const finishStep = Effect.fn("Runner.finishStep")(function* (ctx: RunContext, le
   const trained = yield* train(ctx, batch, ledger.version, pipeline.settle)
   ledger.version = trained.version
   const metrics = stepMetrics(batch, trained, versionBefore, started)
+  if (HackWatch.due(settings.hackWatchEvery, step)) Object.assign(metrics, yield* ctx.provide(ctx.watch.observe(batch, metrics)))
   if (settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)) {
     Object.assign(metrics, yield* ctx.provide(evaluate(settings, ctx.source, ctx.runId, step + 1, ledger.version)))
   }

@@ -98,6 +98,8 @@ export interface RunOptions {
   readonly loops?: LoopsFlags | undefined
   /** write every sample of every Nth step to rollouts.jsonl (0 = never) */
   readonly logRolloutsEvery?: number | undefined
+  /** run the hack watch on every Nth step's completions (0 = never) */
+  readonly hackWatchEvery?: number | undefined
   /** learning-rate schedule after warmup (default constant) */
   readonly lrSchedule?: "constant" | "linear" | "cosine" | undefined
   /** steps of linear warmup up to lr (default 0) */
@@ -141,7 +143,7 @@ export const FLAG_OF: Record<string, string> = {
   gradClipNorm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
-  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", lossConfig: "--loss-config",
+  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
 }
 
@@ -244,6 +246,7 @@ const settingsFrom = (
       ...set("maxLag", p.maxLag),
       ...set("staleGroups", p.stale),
       ...set("logRolloutsEvery", p.logRolloutsEvery),
+      ...set("hackWatchEvery", p.hackWatchEvery),
       ...(p.lrSchedule !== undefined || p.warmupSteps !== undefined || p.minLr !== undefined
         ? {
           lrSchedule: {

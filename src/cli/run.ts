@@ -93,6 +93,10 @@ const flags = {
   ),
   loopsReadyTimeout: int("loops-ready-timeout", "--backend loops: seconds a new run may take to be ready (default 1800; cold starts take minutes)"),
   logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 10; 0 = never)"),
+  hackWatchEvery: int(
+    "hack-watch-every",
+    "every Nth step, rescore a sample of its completions under meaning-preserving edits and exploit probes (hack/<component>/* metrics, a warning when a rate rises with the reward; default 10; 0 = never)",
+  ),
   lrSchedule: Flag.Literals("lr-schedule", ["constant", "linear", "cosine"]).pipe(
     Flag.withDescription("learning-rate schedule after warmup: constant, or linear / cosine decay from --lr to --min-lr over the run's steps (default constant)"),
     Flag.optional,
@@ -176,6 +180,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   tokenizer: get(p.tokenizer),
   loops: { url: get(p.loopsUrl), keepRun: p.keepRun, newRun: p.loopsNewRun, readyTimeoutSeconds: get(p.loopsReadyTimeout) },
   logRolloutsEvery: get(p.logRolloutsEvery),
+  hackWatchEvery: get(p.hackWatchEvery),
   print: true,
 })
 

@@ -122,6 +122,8 @@ export const RunSettings = Schema.Struct({
   lossAggregation: Schema.optional(LossAggregation),
   /** DAPO dynamic sampling: drop groups whose rewards are all equal and refill the batch; absent = off */
   dynamicSampling: Schema.optional(DynamicSampling),
+  /** the hack watch (`run/HackWatch.ts`) every N steps (0 = off); absent = off (older runs) */
+  hackWatchEvery: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
 })
 export type RunSettings = typeof RunSettings.Type
 
@@ -166,6 +168,7 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     logRolloutsEvery: 10,
     lrSchedule: { kind: "constant", warmupSteps: 0 },
     lossAggregation: { kind: "token_mean" },
+    hackWatchEvery: 10,
     ...overrides,
   }
 }
