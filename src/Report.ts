@@ -130,6 +130,22 @@ const binLabel = (edges: ReadonlyArray<number>, i: number) =>
   i === 0 ? `< ${edges[0]}` : i === edges.length ? `>= ${edges[edges.length - 1]}` : `[${edges[i - 1]}, ${edges[i]})`
 
 /**
+ * The hack-watch panel (`run/HackWatch.ts`): each component's rates at the watched steps
+ * (`hack/<component>/*`, fractions), and the steps where a rate rose while the reward
+ * rose, each warned about in the run's log. Empty when the run did not watch.
+ * @since 0.1.0 @category rendering
+ */
+export const hackPanel = (metrics: ReadonlyArray<RunFolder.MetricsRow>): string => {
+  const rates = [...new Set(metrics.flatMap((r) => Object.keys(r)))].filter((k) => K.hackRateOf(k) !== undefined).sort()
+  if (rates.length === 0) return ""
+  const warned = metrics.filter((r) => (num(r[K.Hack.warnings]) ?? 0) > 0).map((r) => `${r.step} (${r[K.Hack.warnings]})`)
+  return `<h2>Hack watch</h2>
+<p>A sample of each watched step's completions, rescored under edits that must not change a score (transform_changed) and under known exploits written the way the policy answers (exploit_wins: variants that won; exploitable: completions with a winning variant).
+${warned.length > 0 ? `<strong>A rate rose while the reward rose</strong> at step ${esc(warned.join(", "))}: read the step's rollouts.` : "No rate rose while the reward rose."}</p>
+<div class="grid">${chart("hack watch rates (fraction)", metrics, rates.map((k) => ({ key: k, label: k.slice("hack/".length) })), { span: [0, 1] })}</div>`
+}
+
+/**
  * The divergence panel: the histogram of sampler - trainer log-prob differences of the
  * trained tokens, pooled over the last {@link DIVERGENCE_RECENT} logged steps (bar heights
  * on a log scale, counts printed), and a table of the worst-divergent tokens of those steps.
@@ -305,6 +321,7 @@ ${clipKeys.length > 0 ? chart("clipped tokens (fraction, the loss's own clip)", 
 ${chart("policy lag", metrics, [K.PolicyVersion.lagMean, K.PolicyVersion.lagMax, K.Async.staleGroups])}
 ${chart("step time (s)", metrics, [K.Time.total, K.Time.sample, K.Time.train], { smooth: win })}
 </div>
+${hackPanel(metrics)}
 ${divergencePanel(options.divergence ?? [])}
 ${options.rescore !== undefined ? rescorePanel(options.rescore) : ""}
 <h2>Recent rollouts</h2>
