@@ -20,7 +20,7 @@ import { Tokenizer } from "./Tokenizer.ts"
 import type { Trainer } from "./Trainer.ts"
 import * as Tokenizers from "./tokenizers/index.ts"
 import * as RunFolder from "./RunFolder.ts"
-import { defaultModelDir } from "./Paths.ts"
+import { defaultModelDir, resolveModelDir, unknownModelMessage } from "./Paths.ts"
 
 /** `--backend loops` settings: the flags of `gyre run` that only Loops reads. */
 export interface LoopsFlags {
@@ -105,6 +105,9 @@ const reportLiveLoopsRuns = (runDir: string | undefined) =>
     }).pipe(Effect.catch((e) => Effect.logWarning(e.message))),
   )
 
+/** `--model` names neither a folder nor a shipped model: say which names there are. */
+export const unknownModel = (model: string) => new BackendError({ reason: "InvalidInput", operation: "--model", message: unknownModelMessage(model) })
+
 /** The layer for `--backend`, with the tokenizer that goes with it. */
 export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
   const lora = options.loraRank === undefined ? undefined : { rank: options.loraRank, alpha: 2 * options.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }
@@ -120,11 +123,13 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
         }),
       ))
     }
+    const modelDir = model === undefined ? defaultModelDir : resolveModelDir(model)
+    if (modelDir === undefined) return Layer.effectContext(Effect.fail(unknownModel(model ?? "")))
     return Layer.merge(reportLiveLoopsRuns(options.runDir), Local.layer({
       seed: options.seed,
       stateDir: options.stateDir,
-      // the base model shipped with gyre, wherever the command runs
-      modelDir: options.model ?? defaultModelDir,
+      // a folder, or a model shipped with gyre by name, wherever the command runs
+      modelDir,
       ...(lora !== undefined ? { lora } : {}),
       // trainer threads share each forward_backward, the sampler has its own thread
       ...(options.workers ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),

@@ -26,8 +26,42 @@ const findRoot = (from: string): string => {
 /** The folder of gyre's own package.json. */
 export const packageRoot: string = findRoot(import.meta.dirname)
 
+/** The folder of the base models shipped with gyre (`<package>/models`). */
+export const modelsDir: string = Path.join(packageRoot, "models")
+
 /** The embedded base model shipped with gyre (`<package>/models/base`). */
-export const defaultModelDir: string = Path.join(packageRoot, "models", "base")
+export const defaultModelDir: string = Path.join(modelsDir, "base")
+
+/** A model folder shipped with gyre, by name (`shippedModel("calculator")` is `<package>/models/calculator`). */
+export const shippedModel = (name: string): string => Path.join(modelsDir, name)
+
+/** The names of the base models shipped with gyre: the folders of `models/` that hold a `config.json`. */
+export const shippedModels = (): ReadonlyArray<string> => {
+  try {
+    return Fs.readdirSync(modelsDir, { withFileTypes: true })
+      .filter((e) => e.isDirectory() && Fs.existsSync(Path.join(modelsDir, e.name, "config.json")))
+      .map((e) => e.name)
+      .sort()
+  } catch {
+    return []
+  }
+}
+
+/**
+ * The folder a `--model` value names: a path that exists (relative to the working
+ * folder), else the shipped model of that name wherever the command runs; undefined when
+ * it is neither.
+ */
+export const resolveModelDir = (given: string): string | undefined => {
+  if (Fs.existsSync(given)) return given
+  const bare = !given.includes("/") && !given.includes(Path.sep) && given !== "." && given !== ".."
+  return bare && shippedModels().includes(given) ? shippedModel(given) : undefined
+}
+
+/** What to say when `--model` names neither a folder nor a shipped model: the names there are. */
+export const unknownModelMessage = (given: string): string =>
+  `--model ${given}: no such folder, and no model shipped with gyre has that name (shipped: ${shippedModels().join(", ")}); ` +
+  "give a base model folder (config.json and weights.bin) or one of those names"
 
 /** Whether this code runs compiled (from dist/) rather than as TypeScript source. */
 export const compiled: boolean = !import.meta.url.endsWith(".ts")

@@ -28,7 +28,7 @@ import { Sampler } from "../Sampler.ts"
 import { Trainer } from "../Trainer.ts"
 import { apiKeyConfig } from "../backends/http/Client.ts"
 import * as Server from "../backends/http/Server.ts"
-import { defaultModelDir } from "../Paths.ts"
+import { defaultModelDir, resolveModelDir, unknownModelMessage } from "../Paths.ts"
 
 const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
 const Positive = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 64 }))
@@ -41,7 +41,7 @@ const flags = {
     Flag.withDescription("sampler replicas; requests with one affinity key stay on one replica (consistent hashing)"),
     Flag.withDefault(1),
   ),
-  model: Flag.String("model").pipe(Flag.withDescription(`folder of the base model (default gyre's own, ${defaultModelDir})`), Flag.optional),
+  model: Flag.String("model").pipe(Flag.withDescription(`folder of the base model, or the name of one shipped with gyre (base, calculator, ...; default gyre's own, ${defaultModelDir})`), Flag.optional),
   randomInit: Flag.Boolean("random-init").pipe(
     Flag.withDescription("serve a small randomly initialised model instead of a base model folder"),
     Flag.withDefault(false),
@@ -95,13 +95,15 @@ export const serveCommand = Command.make(
     if (f.requireApiKey && Option.isNone(apiKey)) {
       return yield* Effect.fail(new BackendError({ reason: "InvalidInput", operation: "serve", message: "--require-api-key needs TINKER_API_KEY or BASETEN_API_KEY" }))
     }
+    const modelDir = Option.isSome(f.model) ? resolveModelDir(f.model.value) : defaultModelDir
+    if (!f.randomInit && modelDir === undefined) return yield* Effect.fail(new BackendError({ reason: "InvalidInput", operation: "--model", message: unknownModelMessage(Option.getOrElse(f.model, () => "")) }))
     const lora = Option.map(f.loraRank, (rank) => ({ rank, alpha: 2 * rank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }))
     const backend = yield* embedded({
       replicas: f.replicas,
       workers: f.workers,
       seed: f.seed,
       stateDir: f.stateDir,
-      ...(f.randomInit ? { config: RANDOM_CONFIG } : { modelDir: Option.getOrElse(f.model, () => defaultModelDir) }),
+      ...(f.randomInit ? { config: RANDOM_CONFIG } : { modelDir: modelDir ?? defaultModelDir }),
       ...(Option.isSome(lora) ? { lora: { ...lora.value, targets: [...lora.value.targets] } } : {}),
     })
     const server = yield* Server.make({

@@ -5,8 +5,7 @@
  * @since 0.1.0
  */
 import * as Local from "../backends/local/index.ts"
-import * as Path from "node:path"
-import { defaultModelDir, packageRoot } from "../Paths.ts"
+import { defaultModelDir } from "../Paths.ts"
 
 export type {
   /** Options of the embedded backend: model folder or config, LoRA, seed, state folder, workers. */
@@ -18,13 +17,10 @@ export type {
 } from "../backends/local/index.ts"
 /** The embedded backend: `Local.layer(options)` provides Trainer, Sampler and Tokenizer. */
 export { Local } from "../backends/local/index.ts"
-/** The folder of the base model shipped with gyre. */
-export { defaultModelDir } from "../Paths.ts"
+/** The folder of the base model shipped with gyre; a shipped model's folder by name; the shipped names. */
+export { defaultModelDir, shippedModel, shippedModels } from "../Paths.ts"
 /** The embedded backend behind the Tinker-protocol server, as `gyre serve` runs it (`Serve.layer(options)`, sampler replicas, one adapter per model). */
 export * as Serve from "../backends/local/Serve.ts"
-
-/** A model folder shipped with gyre, by name (`shippedModel("calculator")` is `<package>/models/calculator`). */
-export const shippedModel = (name: string): string => Path.join(packageRoot, "models", name)
 
 /** The embedded backend's layer, on gyre's shipped base model unless `modelDir` or `config` is given. */
 export const layer = (options: Local.LocalOptions = {}) =>
