@@ -2,25 +2,25 @@
  * Running a program as the Node process's main: SIGINT and SIGTERM interrupt it (so its
  * finalizers run, e.g. the runner's checkpoint on Ctrl-C), its exit sets the exit code
  * (0 on success, 130 when interrupted, 1 or the error's own code on failure), and a
- * failure is logged once.
+ * failure is written once to stderr as `error: <message>`, the format of every gyre
+ * command's errors (a defect, a bug, adds its stack).
  *
  * @since 0.1.0
  */
-import { Runtime } from "effect"
+import { Cause, Effect, Runtime } from "effect"
 
-/**
- * Runs `effect` as the program. The process exits once the effect ends after a signal or
- * with a non-zero code; after a success it ends when nothing else keeps it alive.
- *
- * @example
- * ```ts
- * import { Effect } from "effect"
- * import { runMain } from "./src/platform/index.ts"
- * runMain(Effect.log("hello"))
- * ```
- * @since 0.1.0 @category running
- */
-export const runMain = Runtime.makeRunMain(({ fiber, teardown }) => {
+/** What a failed program writes to stderr: `error: <message>`, with the stack of a defect. @since 0.1.0 @category running */
+export const errorText = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  if (Cause.hasFails(cause)) {
+    const message = error instanceof Error ? error.message : typeof error === "string" ? error : JSON.stringify(error)
+    return `error: ${message}`
+  }
+  return `error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`
+}
+
+/** The program runner: signals interrupt it, its exit sets the exit code. */
+const run = Runtime.makeRunMain(({ fiber, teardown }) => {
   let signalled = false
   const onSignal = () => {
     signalled = true
@@ -36,3 +36,21 @@ export const runMain = Runtime.makeRunMain(({ fiber, teardown }) => {
     })
   })
 })
+
+/**
+ * Runs `effect` as the program. The process exits once the effect ends after a signal or
+ * with a non-zero code; after a success it ends when nothing else keeps it alive.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { runMain } from "./src/platform/index.ts"
+ * runMain(Effect.log("hello"))
+ * ```
+ * @since 0.1.0 @category running
+ */
+export const runMain = <A, E>(effect: Effect.Effect<A, E>): void =>
+  run(
+    effect.pipe(Effect.tapCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.sync(() => process.stderr.write(`${errorText(cause)}\n`)))),
+    { disableErrorReporting: true },
+  )

@@ -1,0 +1,29 @@
+/**
+ * Every command's error output has one format: `error: <message>` on stderr and exit code
+ * 1, whether the command reports its own failure (`report`) or leaves it to the program
+ * runner (`serve`).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { exited, startScript } from "./Processes.ts"
+
+/** Runs `gyre <args>` to its end: its exit code and output. */
+const gyre = async (args: ReadonlyArray<string>) => {
+  const { child, output } = startScript("src/cli/main.ts", args)
+  const code = await exited(child)
+  return { code, out: output() }
+}
+
+describe("error output", () => {
+  it("two failing commands print their failure the same way", async () => {
+    const [serve, report] = await Promise.all([gyre(["serve", "--model", "no-such-model"]), gyre(["report", "no-such-run-folder"])])
+    for (const [what, r] of [["serve", serve], ["report", report]] as const) {
+      assert.strictEqual(r.code, 1, `${what}: ${r.out}`)
+      const lines = r.out.split("\n").filter((l) => l.trim() !== "")
+      assert.lengthOf(lines, 1, `${what}: ${r.out}`)
+      assert.match(lines[0] ?? "", /^error: /, `${what}: ${r.out}`)
+      assert.notMatch(r.out, /Error:|ERROR/, `${what}: ${r.out}`)
+    }
+    assert.include(serve.out, "error: --model no-such-model: no such folder")
+    assert.include(report.out, "error: no-such-run-folder")
+  }, 180_000)
+})
