@@ -124,6 +124,13 @@ describe("seeded envs", () => {
       const e2 = yield* Effect.flip(Env.problemAt(bad, { seed: 1, index: 0, split: "train" }))
       assert.strictEqual(e2.reason, "GeneratorFailed")
       assert.match(e2.message, /does not match the Schema \(bad\/train\/1\/0\)/)
+      // the offending value, not only the field
+      assert.include(e2.message, "a: ")
+      assert.include(e2.message, "got 1.5")
+      const long = Env.make({ name: "long", problem: Problem, source: Env.seeded(() => ({ a: "x".repeat(500), b: 2 }) as unknown as Problem), prompt: () => "", reward: sum })
+      const e3 = yield* Effect.flip(Env.problemAt(long, { seed: 1, index: 0, split: "train" }))
+      assert.include(e3.message, `got "${"x".repeat(20)}`)
+      assert.isBelow(e3.message.length, 300, e3.message)
     }))
 
   it.effect("a problem space too small for a split is reported, not looped on", () =>
@@ -186,7 +193,8 @@ describe("row envs", () => {
       const path = writeJsonl("bad-row.jsonl", [JSON.stringify({ a: 1, b: 2 }), "", JSON.stringify({ a: 3, b: 4 }), "", JSON.stringify({ a: "x", b: 6 })])
       const error = yield* Effect.flip(tasks(rowsEnv("badrow", Env.jsonl(path), 0), 1, "train", 1))
       assert.strictEqual(error.reason, "InvalidRow")
-      assert.include(error.message, `${path}:5:`)
+      assert.include(error.message, `${path}:5: a: `)
+      assert.include(error.message, 'got "x"')
     }))
 
   it.effect("names the file and the line of invalid JSON", () =>

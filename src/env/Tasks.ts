@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
+import { formatIssue } from "../Decode.ts"
 import { type Env, EnvError } from "./Definition.ts"
 import { hash32, random } from "./Sources.ts"
 
@@ -53,7 +54,7 @@ const loadRows = (env: Env<any, any>) =>
           new EnvError({
             env: env.name,
             reason: "InvalidRow",
-            message: `${source.locate?.(i) ?? `${source.origin}[${i}]`}: ${e.message}`,
+            message: `${source.locate?.(i) ?? `${source.origin}[${i}]`}: ${formatIssue(e.issue, "", { value: raw[i] })}`,
           })
         ),
       )
@@ -90,7 +91,7 @@ export const problemAt = Effect.fnUntraced(function* <P, R>(
       )
       const problem = yield* Schema.decodeUnknownEffect(env.problem)(candidate).pipe(
         Effect.mapError((e) =>
-          new EnvError({ env: env.name, reason: "GeneratorFailed", message: `generator returned a problem that does not match the Schema (${key}): ${e.message}` })
+          new EnvError({ env: env.name, reason: "GeneratorFailed", message: `generator returned a problem that does not match the Schema (${key}): ${formatIssue(e.issue, "", { value: candidate })}` })
         ),
       )
       if (heldOutFraction(env) === 0 || splitOf(env, problem) === split) return { key, env: env.name, problem } satisfies Task<P>
