@@ -54,6 +54,8 @@ export type Files = ReturnType<typeof paths>
 export const TrainerRecord = Schema.Struct({
   model: Schema.String,
   loraRank: Schema.Int,
+  /** `sha256:<hex>` of an embedded model's weights.bin, which identifies it wherever its folder lies (absent before it was recorded) */
+  weights: Schema.optional(Schema.String),
 })
 export type TrainerRecord = typeof TrainerRecord.Type
 

@@ -11,6 +11,7 @@ import type { BackendError } from "../Contract.ts"
 import * as RunFolder from "../RunFolder.ts"
 import * as RunLog from "../RunLog.ts"
 import { Trainer } from "../Trainer.ts"
+import * as BaseModel from "./BaseModel.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
 type Files = RunFolder.Files
@@ -101,15 +102,18 @@ const INIT_FROM_FORMS =
 
 /**
  * The trainer a run trained, as `config.json` records it (`RunFolder.TrainerRecord`).
- * Embedded model folders are absolute.
+ * Embedded model folders are absolute, with their weights' digest, which is what
+ * `--init-from` compares.
  * @since 0.1.0 @category models
  */
 export type TrainerRecord = RunFolder.TrainerRecord
 
-const trainerRecord = (info: { readonly modelName: string; readonly loraRank: number }): TrainerRecord => ({
-  model: info.modelName.startsWith("local:") && info.modelName !== "local:random" ? `local:${Path.resolve(info.modelName.slice("local:".length))}` : info.modelName,
-  loraRank: info.loraRank,
-})
+/** The trainer `info` describes, with its embedded model's weights digest (`BaseModel.withDigest`). */
+const trainerRecord = (info: { readonly modelName: string; readonly loraRank: number }) =>
+  BaseModel.withDigest({
+    model: info.modelName.startsWith("local:") && info.modelName !== "local:random" ? `local:${Path.resolve(info.modelName.slice("local:".length))}` : info.modelName,
+    loraRank: info.loraRank,
+  })
 
 /** The `trainer` record in a run folder's config.json; undefined when it has none (an older run) or none can be read. */
 const recordedTrainer = (dir: string) =>
@@ -181,10 +185,12 @@ const loadInit = (given: string, current: TrainerRecord) =>
     const trainer = yield* Trainer
     const source: InitSource = yield* resolveInit(given)
     const recorded = source.dir !== undefined ? yield* recordedTrainer(source.dir) : undefined
-    if (recorded !== undefined && (recorded.model !== current.model || recorded.loraRank !== current.loraRank)) {
+    // the same base model wherever its folder lies (the packaged model of another project, a copy)
+    if (recorded !== undefined && (recorded.loraRank !== current.loraRank || !(yield* BaseModel.sameModel(recorded, current)))) {
       return yield* new RunError({
         reason: "Settings",
-        message: `--init-from ${given}: run ${source.dir} trained ${recorded.model} with LoRA rank ${recorded.loraRank}, this run ${current.model} with LoRA rank ${current.loraRank}; ` +
+        message: `--init-from ${given}: run ${source.dir} trained ${BaseModel.describe(recorded)} with LoRA rank ${recorded.loraRank}, ` +
+          `this run ${BaseModel.describe(current)} with LoRA rank ${current.loraRank}; ` +
           `an adapter fits only the base model and rank it was trained on: run with --model ${modelFlag(recorded.model)} --lora-rank ${recorded.loraRank}`,
       })
     }
@@ -221,7 +227,7 @@ const loadInit = (given: string, current: TrainerRecord) =>
 export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: boolean) {
   const trainer = yield* Trainer
   const files = RunFolder.paths(settings.outDir)
-  const current = trainerRecord(yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` }))))
+  const current = yield* trainerRecord(yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` }))))
   let start = 0
   if (!resume && Fs.existsSync(files.config)) {
     if (yield* RunFolder.holdsWork(files).pipe(Effect.mapError(fail("RunFolder", undefined)))) {

@@ -207,7 +207,23 @@ describe("initFrom errors name the path and what to give", () => {
       yield* Effect.promise(() => Checkpoint.saveBaseModel(two, TINY, initBase(TINY, 2)))
       const sft = yield* sftRun(root, { modelDir: one })
       const error = yield* failure(Path.join(root, "rl"), sft, { modelDir: two })
-      assert.include(error.message, `run ${sft} trained local:${one} with LoRA rank 4, this run local:${two} with LoRA rank 4`)
+      // both models, by folder and weights
+      assert.match(error.message, new RegExp(`run ${sft} trained local:${one} \\(weights sha256:[0-9a-f]{12}\\) with LoRA rank 4, this run local:${two} \\(weights sha256:[0-9a-f]{12}\\) with LoRA rank 4`))
       assert.include(error.message, `--model ${one} --lora-rank 4`)
+    }))
+
+  it.effect("the same base model in another folder (a copy, another project's install) is the same model", () =>
+    Effect.gen(function* () {
+      const root = tmp()
+      const [one, two] = [Path.join(root, "project-1", "base"), Path.join(root, "project-2", "base")]
+      yield* Effect.promise(() => Checkpoint.saveBaseModel(one, TINY, initBase(TINY, 1)))
+      Fs.cpSync(one, two, { recursive: true })
+      const sft = yield* sftRun(root, { modelDir: one })
+      const rl = Path.join(root, "rl")
+      yield* Runner.run(rlSettings(rl, sft, { evalEvery: 0 }), vowels).pipe(Effect.provide(backend(rl, { modelDir: two })), quiet)
+      const trainer = readConfig(rl)["trainer"] as Record<string, unknown>
+      assert.strictEqual(trainer["model"], `local:${two}`)
+      assert.strictEqual(trainer["weights"], (readConfig(sft)["trainer"] as Record<string, unknown>)["weights"])
+      assert.match(String(trainer["weights"]), /^sha256:[0-9a-f]{64}$/)
     }))
 })
