@@ -8,40 +8,13 @@
  */
 import * as tf from "@tensorflow/tfjs"
 import "@tensorflow/tfjs-backend-wasm"
-import type { Duration } from "effect"
 import * as Checkpoint from "./Checkpoint.ts"
-import { initBase, LocalModel, type LoraConfig, type ModelConfig, type Weights } from "./Model.ts"
+import { initBase, LocalModel, type LoraConfig, type Weights } from "./Model.ts"
+import type { LocalOptions } from "./Options.ts"
 import { LocalSamplerEngine } from "./SamplerEngine.ts"
 import { LocalTrainerEngine } from "./TrainerEngine.ts"
 
-/** @since 0.1.0 @category models */
-export interface LocalOptions {
-  /** directory with `config.json` + `weights.bin` (default "models/base"; ignored when `config` is given without it) */
-  readonly modelDir?: string
-  /** a model config for random initialisation (tests); used when no `modelDir` is given */
-  readonly config?: ModelConfig
-  readonly lora?: LoraConfig
-  /** seeds the adapter init, the random base (with `config`) and the sampler's stream */
-  readonly seed?: number
-  /** where `saveState` writes (default "runs/local-state") */
-  readonly stateDir?: string
-  /** K/V entries the sampler keeps: prompts and finished turns (default 256; 0 disables) */
-  readonly prefixCacheSize?: number
-  /**
-   * in this thread only: sampler engines (default 1), each with its own KV and prefix
-   * cache on the shared base weights, all given every publication
-   */
-  readonly replicas?: number | undefined
-  /** `layer` only: run the trainer and the sampler in their own worker threads (see `Workers.ts`) */
-  readonly workers?: boolean
-  /** with `workers`: threads that share each forward(-backward) call (default 1) */
-  readonly trainerThreads?: number
-  /**
-   * how long a request pinned to a policy version (`minPolicyVersion`) waits for it to be
-   * published before failing with reason `Timeout` (default 1 hour, as Loops' `ready_timeout`)
-   */
-  readonly readyTimeout?: Duration.Input
-}
+export type { LocalOptions } from "./Options.ts"
 
 /** Where `saveState` writes when no `stateDir` is given. @since 0.1.0 @category constants */
 export const DEFAULT_STATE_DIR = "runs/local-state"
