@@ -19,6 +19,9 @@ export const errorText = (cause: Cause.Cause<unknown>): string => {
   return `error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`
 }
 
+/** Whether nothing is left to write: an interruption, or an error already shown (the CLI's answer to a bad command line). */
+const reported = (cause: Cause.Cause<unknown>): boolean => Cause.hasInterruptsOnly(cause) || !Runtime.getErrorReported(Cause.squash(cause))
+
 /** The program runner: signals interrupt it, its exit sets the exit code. */
 const run = Runtime.makeRunMain(({ fiber, teardown }) => {
   let signalled = false
@@ -51,6 +54,6 @@ const run = Runtime.makeRunMain(({ fiber, teardown }) => {
  */
 export const runMain = <A, E>(effect: Effect.Effect<A, E>): void =>
   run(
-    effect.pipe(Effect.tapCause((cause) => Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.sync(() => process.stderr.write(`${errorText(cause)}\n`)))),
+    effect.pipe(Effect.tapCause((cause) => reported(cause) ? Effect.void : Effect.sync(() => process.stderr.write(`${errorText(cause)}\n`)))),
     { disableErrorReporting: true },
   )

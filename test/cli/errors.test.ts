@@ -1,7 +1,7 @@
 /**
  * Every command's error output has one format: `error: <message>` on stderr and exit code
- * 1, whether the command reports its own failure (`report`) or leaves it to the program
- * runner (`serve`).
+ * 1, whether the command reports its own failure (`report`), leaves it to the program
+ * runner (`serve`), or the command line is refused.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { exited, startScript } from "./Processes.ts"
@@ -15,8 +15,13 @@ const gyre = async (args: ReadonlyArray<string>) => {
 
 describe("error output", () => {
   it("two failing commands print their failure the same way", async () => {
-    const [serve, report] = await Promise.all([gyre(["serve", "--model", "no-such-model"]), gyre(["report", "no-such-run-folder"])])
-    for (const [what, r] of [["serve", serve], ["report", report]] as const) {
+    const [serve, report, flag] = await Promise.all([
+      gyre(["serve", "--model", "no-such-model"]),
+      gyre(["report", "no-such-run-folder"]),
+      // a command line the CLI refuses is answered once, not again by the program runner
+      gyre(["serve", "--port", "abc"]),
+    ])
+    for (const [what, r] of [["serve", serve], ["report", report], ["flag", flag]] as const) {
       assert.strictEqual(r.code, 1, `${what}: ${r.out}`)
       const lines = r.out.split("\n").filter((l) => l.trim() !== "")
       assert.lengthOf(lines, 1, `${what}: ${r.out}`)
@@ -25,5 +30,6 @@ describe("error output", () => {
     }
     assert.include(serve.out, "error: --model no-such-model: no such folder")
     assert.include(report.out, "error: no-such-run-folder")
+    assert.include(flag.out, "error: Invalid value for flag --port")
   }, 180_000)
 })
