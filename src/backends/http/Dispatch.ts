@@ -75,116 +75,113 @@ const toResponse = (reply: Reply) => {
   return HttpServerResponse.jsonUnsafe(reply.body, { status: reply.status, ...headers })
 }
 
-/** The dispatch over `ctx`: the HTTP app, and how many requests it has answered. @since 0.1.0 @category constructors */
-export const make = (ctx: Context) => {
-  let requests = 0
-  const pollMillis = D.toMillis(D.fromInputUnsafe(ctx.pollWait))
+const bodyError = (ctx: Context) => (e: HttpServerError.HttpServerError) =>
+  e.reason._tag === "RequestParseError" && e.reason.reason === "BodyTooLarge"
+    ? new Reject({ status: 413, message: `the body is larger than ${ctx.maxBody} bytes` })
+    : bad("the body could not be read")
 
-  const bodyError = (e: HttpServerError.HttpServerError) =>
-    e.reason._tag === "RequestParseError" && e.reason.reason === "BodyTooLarge"
-      ? new Reject({ status: 413, message: `the body is larger than ${ctx.maxBody} bytes` })
-      : bad("the body could not be read")
+/** A request body of `endpoint`: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
+const readBody = (ctx: Context, req: HttpServerRequest.HttpServerRequest, endpoint: string): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
+  Effect.gen(function* () {
+    const length = Number(req.headers["content-length"] ?? "0")
+    if (length > ctx.maxBody) return yield* new Reject({ status: 413, message: `the body has ${length} bytes; at most ${ctx.maxBody}` })
+    const limit = Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(ctx.maxBody))
+    if (ProtoRoutes.isProtoRequest(req.headers)) {
+      if (endpoint !== ProtoRoutes.PROTO_ROUTE) return yield* ProtoRoutes.refuseElsewhere(endpoint)
+      const bytes = yield* req.arrayBuffer.pipe(limit, Effect.mapError(bodyError(ctx)))
+      return yield* ProtoRoutes.route(new Uint8Array(bytes), req.headers["content-encoding"])
+    }
+    const text = yield* req.text.pipe(limit, Effect.mapError(bodyError(ctx)))
+    if (text.trim() === "") return { text, value: {} as unknown }
+    const parsed = Result.try(() => JSON.parse(text) as unknown)
+    if (Result.isFailure(parsed)) return yield* bad(`the body is not valid JSON: ${parsed.failure instanceof Error ? parsed.failure.message : String(parsed.failure)}`)
+    return { text, value: parsed.success }
+  })
 
-  /** A request body of `endpoint`: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
-  const readBody = (req: HttpServerRequest.HttpServerRequest, endpoint: string): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
-    Effect.gen(function* () {
-      const length = Number(req.headers["content-length"] ?? "0")
-      if (length > ctx.maxBody) return yield* new Reject({ status: 413, message: `the body has ${length} bytes; at most ${ctx.maxBody}` })
-      const limit = Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(ctx.maxBody))
-      if (ProtoRoutes.isProtoRequest(req.headers)) {
-        if (endpoint !== ProtoRoutes.PROTO_ROUTE) return yield* ProtoRoutes.refuseElsewhere(endpoint)
-        const bytes = yield* req.arrayBuffer.pipe(limit, Effect.mapError(bodyError))
-        return yield* ProtoRoutes.route(new Uint8Array(bytes), req.headers["content-encoding"])
-      }
-      const text = yield* req.text.pipe(limit, Effect.mapError(bodyError))
-      if (text.trim() === "") return { text, value: {} as unknown }
-      const parsed = Result.try(() => JSON.parse(text) as unknown)
-      if (Result.isFailure(parsed)) return yield* bad(`the body is not valid JSON: ${parsed.failure instanceof Error ? parsed.failure.message : String(parsed.failure)}`)
-      return { text, value: parsed.success }
-    })
+/** With `X-Gyre-Wait-Ms`: holds a submission's answer until its future is done (or the wait ends) and puts the outcome in it. */
+const withResult = (ctx: Context, reply: Reply, waitMillis: number): Effect.Effect<Reply> =>
+  Effect.gen(function* () {
+    const b = reply.body
+    if (waitMillis <= 0 || reply.status !== 200 || typeof b !== "object" || b === null || !("request_id" in b) || typeof b.request_id !== "string") return reply
+    const done = yield* ctx.futures.await(b.request_id, D.millis(waitMillis)).pipe(Effect.orElseSucceed(() => Option.none<Reply>()))
+    return Option.isSome(done) ? { status: 200, body: { ...b, result: done.value.body } } : reply
+  })
 
-  /** With `X-Gyre-Wait-Ms`: holds a submission's answer until its future is done (or the wait ends) and puts the outcome in it. */
-  const withResult = (reply: Reply, waitMillis: number): Effect.Effect<Reply> =>
-    Effect.gen(function* () {
-      const b = reply.body
-      if (waitMillis <= 0 || reply.status !== 200 || typeof b !== "object" || b === null || !("request_id" in b) || typeof b.request_id !== "string") return reply
-      const done = yield* ctx.futures.await(b.request_id, D.millis(waitMillis)).pipe(Effect.orElseSucceed(() => Option.none<Reply>()))
-      return Option.isSome(done) ? { status: 200, body: { ...b, result: done.value.body } } : reply
-    })
+const authorized = (ctx: Context, req: HttpServerRequest.HttpServerRequest) =>
+  ctx.apiKey === undefined || sameKey(String(req.headers[Wire.Headers.apiKey] ?? ""), Redacted.value(ctx.apiKey))
 
-  const authorized = (req: HttpServerRequest.HttpServerRequest) =>
-    ctx.apiKey === undefined || sameKey(String(req.headers[Wire.Headers.apiKey] ?? ""), Redacted.value(ctx.apiKey))
-
-  const getRoute = (req: HttpServerRequest.HttpServerRequest, name: string, path: string, query: URLSearchParams): Effect.Effect<Reply> =>
-    Effect.gen(function* () {
-      const g = ctx.get[name]
-      if (g !== undefined) return yield* toReply(g())
-      if (name.startsWith("samplers/")) {
-        const id = Result.try(() => decodeURIComponent(name.slice("samplers/".length)))
-        if (Result.isFailure(id)) return { status: 400, body: { detail: "the sampler id in the path is not valid percent-encoding" } }
-        return yield* toReply(ctx.samplerInfo(id.success))
-      }
-      const restGet = ctx.rest(name, Object.fromEntries(query))
-      if (Option.isSome(restGet)) return yield* toReply(restGet.value)
-      const archive = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name)
-      if (archive !== null) {
-        const host = req.headers["host"]
-        const origin = typeof host === "string" && /^[A-Za-z0-9.:[\]-]+$/.test(host) ? `http://${host}` : ""
-        return yield* ctx.archives.archive(archive[1]!, archive[2]!, origin).pipe(
-          Effect.map((a): Reply => ({ status: 302, body: { url: a.url, expires: a.expires.toISOString() }, headers: { location: a.url, expires: a.expires.toUTCString() } })),
-          Effect.catchTag("Reject", (r) => Effect.succeed(rejected(r))),
-        )
-      }
-      return { status: ctx.post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
-    })
-
-  const postRoute = (req: HttpServerRequest.HttpServerRequest, name: string, path: string): Effect.Effect<Reply> =>
-    Effect.gen(function* () {
-      const handler = ctx.post[name]
-      if (handler === undefined) return { status: ctx.get[name] !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
-      const body = yield* readBody(req, name).pipe(Effect.result)
-      if (Result.isFailure(body)) return rejected(body.failure)
-      const routed = body.success.name === undefined ? handler : (ctx.post[body.success.name] ?? handler)
-      const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
-      if (Result.isFailure(wait)) return rejected(wait.failure)
-      const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, pollMillis)
-      const run = toReply(routed(body.success.value, req.headers))
-      if (name === "retrieve_future") {
-        const reply = yield* run
-        return ProtoRoutes.acceptsProto(req.headers["accept"]) ? yield* ProtoRoutes.encodeResult(reply) : reply
-      }
-      const reply = name === "session_heartbeat" ? yield* run : yield* ctx.idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
-      return yield* withResult(reply, waitMillis)
-    })
-
-  const route = (req: HttpServerRequest.HttpServerRequest, path: string, query: URLSearchParams): Effect.Effect<Reply> => {
-    if (!path.startsWith(`${Wire.API_PREFIX}/`)) return Effect.succeed({ status: 404, body: { detail: `no endpoint ${req.method} ${path.slice(0, 200)}` } })
-    const name = path.slice(Wire.API_PREFIX.length + 1)
-    // a download URL carries its own credential (the token), as a signed URL does
-    if (req.method === "GET" && name.startsWith(`${Archives.FILES_ROUTE}/`)) {
-      return ctx.archives.download(name.slice(Archives.FILES_ROUTE.length + 1)).pipe(
-        Effect.map((file): Reply => ({ status: 200, body: undefined, file })),
+const getRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: string, path: string, query: URLSearchParams): Effect.Effect<Reply> =>
+  Effect.gen(function* () {
+    const g = ctx.get[name]
+    if (g !== undefined) return yield* toReply(g())
+    if (name.startsWith("samplers/")) {
+      const id = Result.try(() => decodeURIComponent(name.slice("samplers/".length)))
+      if (Result.isFailure(id)) return { status: 400, body: { detail: "the sampler id in the path is not valid percent-encoding" } }
+      return yield* toReply(ctx.samplerInfo(id.success))
+    }
+    const restGet = ctx.rest(name, Object.fromEntries(query))
+    if (Option.isSome(restGet)) return yield* toReply(restGet.value)
+    const archive = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name)
+    if (archive !== null) {
+      const host = req.headers["host"]
+      const origin = typeof host === "string" && /^[A-Za-z0-9.:[\]-]+$/.test(host) ? `http://${host}` : ""
+      return yield* ctx.archives.archive(archive[1]!, archive[2]!, origin).pipe(
+        Effect.map((a): Reply => ({ status: 302, body: { url: a.url, expires: a.expires.toISOString() }, headers: { location: a.url, expires: a.expires.toUTCString() } })),
         Effect.catchTag("Reject", (r) => Effect.succeed(rejected(r))),
       )
     }
-    if (name !== "healthz" && !authorized(req)) return Effect.succeed({ status: 401, body: { detail: "missing or wrong X-API-Key" } })
-    if (req.method === "GET") return getRoute(req, name, path, query)
-    if (req.method !== "POST") return Effect.succeed({ status: 405, body: { detail: `${req.method} is not allowed on ${path.slice(0, 200)}` } })
-    return postRoute(req, name, path)
-  }
+    return { status: ctx.post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
+  })
 
+const postRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: string, path: string): Effect.Effect<Reply> =>
+  Effect.gen(function* () {
+    const handler = ctx.post[name]
+    if (handler === undefined) return { status: ctx.get[name] !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
+    const body = yield* readBody(ctx, req, name).pipe(Effect.result)
+    if (Result.isFailure(body)) return rejected(body.failure)
+    const routed = body.success.name === undefined ? handler : (ctx.post[body.success.name] ?? handler)
+    const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
+    if (Result.isFailure(wait)) return rejected(wait.failure)
+    const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, D.toMillis(D.fromInputUnsafe(ctx.pollWait)))
+    const run = toReply(routed(body.success.value, req.headers))
+    if (name === "retrieve_future") {
+      const reply = yield* run
+      return ProtoRoutes.acceptsProto(req.headers["accept"]) ? yield* ProtoRoutes.encodeResult(reply) : reply
+    }
+    const reply = name === "session_heartbeat" ? yield* run : yield* ctx.idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
+    return yield* withResult(ctx, reply, waitMillis)
+  })
+
+const route = (ctx: Context, req: HttpServerRequest.HttpServerRequest, path: string, query: URLSearchParams): Effect.Effect<Reply> => {
+  if (!path.startsWith(`${Wire.API_PREFIX}/`)) return Effect.succeed({ status: 404, body: { detail: `no endpoint ${req.method} ${path.slice(0, 200)}` } })
+  const name = path.slice(Wire.API_PREFIX.length + 1)
+  // a download URL carries its own credential (the token), as a signed URL does
+  if (req.method === "GET" && name.startsWith(`${Archives.FILES_ROUTE}/`)) {
+    return ctx.archives.download(name.slice(Archives.FILES_ROUTE.length + 1)).pipe(
+      Effect.map((file): Reply => ({ status: 200, body: undefined, file })),
+      Effect.catchTag("Reject", (r) => Effect.succeed(rejected(r))),
+    )
+  }
+  if (name !== "healthz" && !authorized(ctx, req)) return Effect.succeed({ status: 401, body: { detail: "missing or wrong X-API-Key" } })
+  if (req.method === "GET") return getRoute(ctx, req, name, path, query)
+  if (req.method !== "POST") return Effect.succeed({ status: 405, body: { detail: `${req.method} is not allowed on ${path.slice(0, 200)}` } })
+  return postRoute(ctx, req, name, path)
+}
+
+/** The dispatch over `ctx`: the HTTP app, and how many requests it has answered. @since 0.1.0 @category constructors */
+export const make = (ctx: Context) => {
+  let requests = 0
   const app = Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
     const started = yield* ctx.now
     requests++
     const parsedUrl = Result.try(() => new URL(req.url, "http://localhost"))
     const path = Result.isSuccess(parsedUrl) ? parsedUrl.success.pathname : ""
-    const reply: Reply = yield* (Result.isFailure(parsedUrl) ? Effect.succeed<Reply>({ status: 400, body: { detail: "the request URL does not parse" } }) : route(req, path, parsedUrl.success.searchParams)).pipe(
+    const reply: Reply = yield* (Result.isFailure(parsedUrl) ? Effect.succeed<Reply>({ status: 400, body: { detail: "the request URL does not parse" } }) : route(ctx, req, path, parsedUrl.success.searchParams)).pipe(
       Effect.catchCause((cause) => Effect.as(Effect.logError(`${req.method} ${path.slice(0, 200)} failed`, cause), { status: 500, body: { detail: "internal error" } } as Reply)),
     )
     yield* Effect.logDebug(`${req.method} ${path.slice(0, 200)} ${reply.status} (${(yield* ctx.now) - started} ms)`)
     return toResponse(reply)
   })
-
   return { app, requests: () => requests }
 }
