@@ -58,9 +58,9 @@ const page = <A>(items: ReadonlyArray<A>, query: typeof Paging.Type, defaultLimi
   return { items: items.slice(offset, offset + limit), cursor: { offset, limit, total_count: items.length } }
 }
 
-/** The routes: `get(name, query)` answers the GET routes (none when it is not one of them), `post` the POST ones. @since 0.1.0 @category constructors */
-export const make = (ctx: Context) => {
-  const runs = Effect.gen(function* () {
+/** Every model this server trained or is training, newest activity first, as `TrainingRun`s. */
+const trainingRuns = (ctx: Context) =>
+  Effect.gen(function* () {
     const nowIso = new Date(yield* ctx.now).toISOString()
     const byId = new Map<string, { id: string; rank: number; last: string; checkpoints: Array<Entry> }>()
     for (const e of ctx.checkpoints.list()) {
@@ -94,6 +94,10 @@ export const make = (ctx: Context) => {
         }
       })
   })
+
+/** The routes: `get(name, query)` answers the GET routes (none when it is not one of them), `post` the POST ones. @since 0.1.0 @category constructors */
+export const make = (ctx: Context) => {
+  const runs = trainingRuns(ctx)
 
   const getRun = (id: string) =>
     Effect.flatMap(runs, (all) => {
