@@ -14,14 +14,12 @@
  * 0, what `run` reports as test/env/...) is measured once, after the choice, for the card.
  */
 import { parseFlags } from "./Flags.ts"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { Effect } from "effect"
 import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
 import { resolveLoss } from "../src/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
-import { saveBaseModel } from "../src/backends/local/Checkpoint.ts"
+import { machine, writeModelFolder } from "./ModelFolder.ts"
 import { initTf } from "../src/backends/local/index.ts"
 import { baseShapes, cloneWeights, countParams, initBase, LocalModel, type ModelConfig, type Weights } from "../src/backends/local/Model.ts"
 import { Rng } from "../src/backends/local/Rng.ts"
@@ -237,12 +235,10 @@ const main = async () => {
       },
     },
     wallSeconds: Number(wallSeconds.toFixed(1)),
-    machine: "2 cores (shared), Node " + process.version + ", tfjs 4.22 wasm backend",
+    machine: machine(),
     command: `npx tsx scripts/pretrain-mixed.ts ${process.argv.slice(2).join(" ")}`.trim(),
   }
-  fs.mkdirSync(args.out, { recursive: true })
-  await saveBaseModel(args.out, config, chosen.weights)
-  fs.writeFileSync(path.join(args.out, "card.json"), JSON.stringify(card, null, 2) + "\n")
+  await writeModelFolder(args.out, config, chosen.weights, card)
   console.log(`chose step ${chosen.step}`)
   console.log(`validation ${fmt(finalValidation)}`)
   console.log(`held-out   ${fmt(heldOut)}`)

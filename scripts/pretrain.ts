@@ -20,15 +20,13 @@
  * starts weak but with signal on the problems it trains on.
  */
 import { failWith, parseFlags } from "./Flags.ts"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { Effect } from "effect"
 import { type Datum, int64, modelInputFromTokens } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
 import { loadEnv } from "../src/LoadEnv.ts"
 import { resolveLoss } from "../src/Loss.ts"
 import { BOS, EOS, encodeChars, decodeChars, VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
-import { saveBaseModel } from "../src/backends/local/Checkpoint.ts"
+import { machine, writeModelFolder } from "./ModelFolder.ts"
 import { initTf } from "../src/backends/local/index.ts"
 import { countParams, baseShapes, initBase, LocalModel, type ModelConfig, type Weights, cloneWeights } from "../src/backends/local/Model.ts"
 import { Rng } from "../src/backends/local/Rng.ts"
@@ -300,11 +298,10 @@ const main = async () => {
     },
     wallSeconds,
     trainSeconds,
-    machine: "2 cores (shared), Node " + process.version + ", tfjs 4.22 wasm backend",
+    machine: machine(),
     command: `npx tsx scripts/pretrain.ts ${process.argv.slice(2).join(" ")}`.trim(),
   }
-  await saveBaseModel(outDir, config, chosen.weights)
-  fs.writeFileSync(path.join(outDir, "card.json"), JSON.stringify(card, null, 2) + "\n")
+  await writeModelFolder(outDir, config, chosen.weights, card)
   console.log(
     `chose step ${chosen.step}: train T=1 ${trainT1.acc.toFixed(3)} (${trainT1.problems} problems x ${settings.candidateSamples}), ` +
       `held-out T=1 ${heldOutT1.acc.toFixed(3)} (${heldOutT1.problems} problems x ${settings.candidateSamples}), held-out greedy ${heldOutGreedy.acc.toFixed(3)}`,
