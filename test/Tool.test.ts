@@ -5,16 +5,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Schema } from "effect"
-import * as CharTokenizer from "../src/backends/local/CharTokenizer.ts"
 import * as Env from "../src/Env.ts"
 import * as Episode from "../src/Episode.ts"
 import * as Reward from "../src/Reward.ts"
 import { sampleRows } from "../src/run/Collect.ts"
-import { ContextLength, playGroup } from "../src/run/Rollout.ts"
 import { Sampler } from "../src/Sampler.ts"
 import * as Tool from "../src/Tool.ts"
-import { Tokenizer } from "../src/Tokenizer.ts"
-import { scriptedSampler } from "./run/ScriptedSampler.ts"
+import { playOne, scriptedSampler } from "./run/ScriptedSampler.ts"
 
 const Problem = Schema.Struct({ n: Schema.Int })
 type Problem = typeof Problem.Type
@@ -29,27 +26,10 @@ const envWith = (episode: Episode.Episode<Problem, any, any>) =>
     episode: episode as Episode.Episode<Problem, unknown, never>,
   })
 
-const enc = (text: string) => {
-  const e = CharTokenizer.encodeChars(text)
-  if (!("ids" in e)) throw new Error(text)
-  return e.ids
-}
 
 /** plays one episode of `episode` on problem {n: 4} with a scripted policy (or sampler) */
 const play = (episode: Episode.Episode<Problem, any, any>, reply: (text: string) => string, sampler?: Sampler["Service"]) =>
-  playGroup({
-    env: envWith(episode),
-    task: { key: "tools/train/0/0", env: "tools", problem: { n: 4 } },
-    promptTokens: [CharTokenizer.BOS, ...enc("n=4:")],
-    sampling: { maxTokens: 40, temperature: 1, seed: 1 },
-    numSamples: 1,
-    affinityKey: "k",
-    version: 0,
-    step: 0,
-  }).pipe(
-    Effect.provideService(Tokenizer, CharTokenizer.make()),
-    Effect.provideService(Sampler, sampler ?? scriptedSampler(reply).service),
-    Effect.provideService(ContextLength, 4096),
+  playOne({ env: envWith(episode), task: { key: "tools/train/0/0", env: "tools", problem: { n: 4 } }, prompt: "n=4:", maxTokens: 40, sampler: sampler ?? scriptedSampler(reply).service }).pipe(
     Effect.map((out) => out.episodes[0]!),
   )
 

@@ -9,15 +9,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import { Local } from "../../src/backends/local/index.ts"
 import * as Reward from "../../src/Reward.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import { ContextLength, playGroup } from "../../src/run/Rollout.ts"
-import { Sampler } from "../../src/Sampler.ts"
-import { Tokenizer } from "../../src/Tokenizer.ts"
-import { scriptedSampler } from "../run/ScriptedSampler.ts"
+import { playOne, scriptedSampler } from "../run/ScriptedSampler.ts"
 import guess, { AnswerKey, type Game, Judge } from "./guess.ts"
 import { quiet, toySettings } from "./vowels.ts"
 
@@ -33,30 +29,12 @@ const searcher = (text: string): string => {
   return lo === hi ? ` ${lo}` : `[${Math.floor((lo + hi) / 2)}]`
 }
 
-const enc = (text: string) => {
-  const e = CharTokenizer.encodeChars(text)
-  if (!("ids" in e)) throw new Error(text)
-  return e.ids
-}
 
 /** plays one game with a policy; the services are the env's own, or `services` */
 const play = (game: Game, policy: (text: string) => string, services: Layer.Layer<AnswerKey | Judge> = guess.services as Layer.Layer<AnswerKey | Judge>) =>
   Effect.gen(function* () {
     const double = scriptedSampler(policy)
-    const { episodes } = yield* playGroup({
-      env: guess,
-      task: { key: `guess/train/0/${game.id}`, env: "guess", problem: game },
-      promptTokens: [CharTokenizer.BOS, ...enc("Guess 1-9:")],
-      sampling: { maxTokens: 4, temperature: 1, seed: 1 },
-      numSamples: 1,
-      affinityKey: "k",
-      version: 0,
-      step: 0,
-    }).pipe(
-      Effect.provideService(Tokenizer, CharTokenizer.make()),
-      Effect.provideService(Sampler, double.service),
-      Effect.provideService(ContextLength, 64),
-    )
+    const { episodes } = yield* playOne({ env: guess, task: { key: `guess/train/0/${game.id}`, env: "guess", problem: game }, prompt: "Guess 1-9:", maxTokens: 4, sampler: double.service, contextLength: 64 })
     const e = episodes[0]!
     const rollout: Reward.Rollout<Game> = {
       problem: game,

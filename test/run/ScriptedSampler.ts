@@ -7,7 +7,10 @@
 import { Effect } from "effect"
 import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import { modelInputTokens, type SampleResult } from "../../src/Contract.ts"
+import type * as Env from "../../src/Env.ts"
+import { ContextLength, playGroup } from "../../src/run/Rollout.ts"
 import { Sampler } from "../../src/Sampler.ts"
+import { Tokenizer } from "../../src/Tokenizer.ts"
 
 export const scriptedSampler = (reply: (promptText: string, index: number) => string) => {
   const calls: Array<{ readonly prompt: string; readonly maxTokens: number }> = []
@@ -45,3 +48,37 @@ export const scriptedSampler = (reply: (promptText: string, index: number) => st
   })
   return { service, calls }
 }
+
+/** Character-tokenizer ids of `text` (it must be printable ASCII). */
+export const encode = (text: string): Array<number> => {
+  const e = CharTokenizer.encodeChars(text)
+  if (!("ids" in e)) throw new Error(`not encodable: ${JSON.stringify(text)}`)
+  return e.ids
+}
+
+/**
+ * Plays one episode (one sample) of `env` on `task` with the character tokenizer and the
+ * given sampler (usually a scripted one): prompt `BOS ++ prompt`, seed 1, temperature 1.
+ */
+export const playOne = (options: {
+  readonly env: Env.AnyEnv
+  readonly task: Env.Task<unknown>
+  readonly prompt: string
+  readonly maxTokens: number
+  readonly sampler: Sampler["Service"]
+  readonly contextLength?: number
+}) =>
+  playGroup({
+    env: options.env,
+    task: options.task,
+    promptTokens: [CharTokenizer.BOS, ...encode(options.prompt)],
+    sampling: { maxTokens: options.maxTokens, temperature: 1, seed: 1 },
+    numSamples: 1,
+    affinityKey: "k",
+    version: 0,
+    step: 0,
+  }).pipe(
+    Effect.provideService(Tokenizer, CharTokenizer.make()),
+    Effect.provideService(Sampler, options.sampler),
+    Effect.provideService(ContextLength, options.contextLength ?? 4096),
+  )

@@ -6,15 +6,11 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import * as Env from "../../src/Env.ts"
 import * as Reward from "../../src/Reward.ts"
 import { sampleRows } from "../../src/run/Collect.ts"
-import { ContextLength, playGroup } from "../../src/run/Rollout.ts"
-import { Sampler } from "../../src/Sampler.ts"
 import * as Tool from "../../src/Tool.ts"
-import { Tokenizer } from "../../src/Tokenizer.ts"
-import { scriptedSampler } from "../run/ScriptedSampler.ts"
+import { playOne, scriptedSampler } from "../run/ScriptedSampler.ts"
 
 const Problem = Schema.Struct({ n: Schema.Int })
 
@@ -28,31 +24,13 @@ const envOf = (tool: Tool.AnyTool) =>
     episode: Tool.episode({ tools: [tool], syntax: Tool.brackets }),
   })
 
-const enc = (text: string) => {
-  const e = CharTokenizer.encodeChars(text)
-  if (!("ids" in e)) throw new Error(text)
-  return e.ids
-}
 
 /** one episode that calls the tool once, then answers " ok"; and its rollout row */
 const rowOf = (tool: Tool.AnyTool) =>
   Effect.gen(function* () {
     const env = envOf(tool)
     const task = { key: "odd/train/0/0", env: "odd", problem: { n: 4 } }
-    const { episodes } = yield* playGroup({
-      env,
-      task,
-      promptTokens: [CharTokenizer.BOS, ...enc("n=4:")],
-      sampling: { maxTokens: 40, temperature: 1, seed: 1 },
-      numSamples: 1,
-      affinityKey: "k",
-      version: 0,
-      step: 0,
-    }).pipe(
-      Effect.provideService(Tokenizer, CharTokenizer.make()),
-      Effect.provideService(Sampler, scriptedSampler((text) => (text.includes(";") ? " ok" : "[odd]")).service),
-      Effect.provideService(ContextLength, 4096),
-    )
+    const { episodes } = yield* playOne({ env, task, prompt: "n=4:", maxTokens: 40, sampler: scriptedSampler((text) => (text.includes(";") ? " ok" : "[odd]")).service })
     const e = episodes[0]!
     const [row] = sampleRows({
       task: { ...task, envDef: env },
