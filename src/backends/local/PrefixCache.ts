@@ -36,6 +36,7 @@
 import * as tf from "@tensorflow/tfjs"
 import { logprobAt } from "./LogSoftmax.ts"
 import { disposeCache, type KvCache, type LocalModel, type WeightView } from "./Model.ts"
+import { at, present } from "./Required.ts"
 
 /** The prefix-cache counters of the sampler's statistics. @since 0.1.0 @category models */
 export interface PrefixStats {
@@ -70,6 +71,14 @@ export interface FinishedRow {
   readonly tokens: Array<number>
   readonly modelLogprobs: Array<number>
   next: Float32Array | undefined
+}
+
+/** A prompt to prefill: its key, the entry it starts from (if any) and how many of that entry's positions it reuses. */
+interface Plan {
+  readonly key: string
+  readonly p: ReadonlyArray<number>
+  readonly src: PrefixEntry | undefined
+  reuse: number
 }
 
 /** The LRU of K/V entries and the prefill that uses it. @since 0.1.0 @category models */
@@ -139,14 +148,32 @@ export class PrefixCache {
    * Prefills the distinct prompts of a batch (with the LRU) through `view`, the weights
    * served at `version`. Returns one entry per prompt.
    */
-  prefill(view: WeightView, version: number, prompts: Array<ReadonlyArray<number>>): Array<PrefixEntry> {
-    const V = this.model.config.vocabSize
-    const { nHeads: H, nLayers } = this.model.config
-    const dh = this.model.headDim
-    const P = prompts[0]!.length
+  prefill(view: WeightView, version: number, prompts: ReadonlyArray<ReadonlyArray<number>>): Array<PrefixEntry> {
+    const P = at(prompts, 0, "a batch's first prompt").length
     const entries = new Map<string, PrefixEntry>()
-    const plans: Array<{ key: string; p: ReadonlyArray<number>; src: PrefixEntry | undefined; reuse: number }> = []
+    const plans = this.plan(version, prompts, P, entries)
+    this.level(plans, P)
+    const fresh: Array<readonly [string, PrefixEntry]> = []
+    // one chunked prefill per reused length
+    for (const r of [...new Set(plans.map((m) => m.reuse))]) {
+      for (const [key, entry] of this.prefillRun(view, plans.filter((m) => m.reuse === r), r, P)) {
+        fresh.push([key, entry])
+        entries.set(key, entry)
+      }
+    }
+    if (this.capacity > 0) for (const [key, e] of fresh) this.remember(key, e)
+    return prompts.map((p) => present(entries.get(this.keyOf(version, p)), "the prefilled entry of a prompt"))
+  }
+
+  /**
+   * The batch's distinct prompts that need model work, each with the entry it can start
+   * from; prompts served whole from the LRU (hits) go straight into `entries`.
+   */
+  private plan(version: number, prompts: ReadonlyArray<ReadonlyArray<number>>, P: number, entries: Map<string, PrefixEntry>): Array<Plan> {
+    const plans: Array<Plan> = []
     for (const p of prompts) {
+      // the chunked prefill lays prompts out as rows of P positions
+      if (p.length !== P) throw new Error(`the prompts of a batch must have one length: ${p.length} and ${P}`)
       const key = this.keyOf(version, p)
       if (entries.has(key) || plans.some((m) => m.key === key)) continue
       const hit = this.lru.get(key)
@@ -161,68 +188,84 @@ export class PrefixCache {
       if (found) this.touch(found.key, found.entry)
       plans.push({ key, p, src: found?.entry, reuse: found?.reuse ?? 0 })
     }
+    return plans
+  }
+
+  /** Sorts the plans and sets the length each one reuses to its call's (`callLevels`); counts them. */
+  private level(plans: Array<Plan>, P: number) {
     // as few calls as pay: each run of plans (by reusable length) starts from its smallest
     plans.sort((a, b) => a.reuse - b.reuse)
     const level = callLevels(plans.map((m) => m.reuse), P, this.callCost)
     plans.forEach((m, i) => {
-      m.reuse = level[i]!
+      m.reuse = at(level, i, "a plan's call level")
       this.stats.prefixMisses++
       if (m.reuse > 0) this.stats.partialHits++
       this.stats.reusedTokens += m.reuse
       this.stats.prefilledTokens += P - m.reuse
     })
-    const fresh: Array<[string, PrefixEntry]> = []
-    // one chunked prefill per reused length
-    for (const r of [...new Set(plans.map((m) => m.reuse))]) {
-      const part = plans.filter((m) => m.reuse === r)
-      const U = part.length
-      const E = P - r
-      const tok = new Int32Array(U * E)
-      part.forEach((m, u) => {
-        for (let i = r; i < P; i++) tok[u * E + i - r] = m.p[i]!
-      })
-      // the reused positions of every prompt: [U, H, r, dh] per layer
-      const pastOf = (kv: "k" | "v", l: number) => {
-        const buf = new Float32Array(U * H * r * dh)
-        part.forEach((m, u) => copyPositions(m.src![kv][l]!, m.src!.tokens.length, r, H, dh, buf, u * H * r * dh))
-        return tf.tensor4d(buf, [U, H, r, dh])
-      }
-      const past: KvCache = { k: [], v: [], length: r }
+  }
+
+  /**
+   * One chunked prefill call: the plans of `part` all reuse their first `r` positions
+   * (from their entries) and run positions r .. P - 1 through the model. Returns each
+   * plan's key and new entry.
+   */
+  private prefillRun(view: WeightView, part: ReadonlyArray<Plan>, r: number, P: number): Array<readonly [string, PrefixEntry]> {
+    const V = this.model.config.vocabSize
+    const { nHeads: H } = this.model.config
+    const dh = this.model.headDim
+    const U = part.length
+    const E = P - r
+    const tok = new Int32Array(U * E)
+    part.forEach((m, u) => tok.set(m.p.slice(r), u * E))
+    const past = this.reusedPast(part, r)
+    const out = this.model.extend(view, tok, U, E, past)
+    disposeCache(past)
+    const vals = out.logits.dataSync() as Float32Array
+    out.logits.dispose()
+    const n = H * P * dh
+    const ks = out.cache.k.map((t) => t.dataSync() as Float32Array)
+    const vs = out.cache.v.map((t) => t.dataSync() as Float32Array)
+    disposeCache(out.cache)
+    return part.map((m, u) => {
+      const logprobs = new Array<number>(P).fill(0)
       if (r > 0) {
-        for (let l = 0; l < nLayers; l++) {
-          past.k.push(pastOf("k", l))
-          past.v.push(pastOf("v", l))
-        }
+        const src = present(m.src, "the cached entry a prefill reuses")
+        for (let i = 0; i < r; i++) logprobs[i] = at(src.logprobs, i, "a cached log-prob")
+        // r < P (a plan reuses less than its prompt) and every prompt has P tokens (checked in `plan`)
+        logprobs[r] = r === src.tokens.length ? logprobAt(src.next, 0, V, m.p[r]!) : at(src.logprobs, r, "a cached log-prob")
       }
-      const out = this.model.extend(view, tok, U, E, past)
-      disposeCache(past)
-      const vals = out.logits.dataSync() as Float32Array
-      out.logits.dispose()
-      const n = H * P * dh
-      const ks = out.cache.k.map((t) => t.dataSync() as Float32Array)
-      const vs = out.cache.v.map((t) => t.dataSync() as Float32Array)
-      disposeCache(out.cache)
-      part.forEach((m, u) => {
-        const logprobs = new Array<number>(P).fill(0)
-        if (r > 0) {
-          const src = m.src!
-          for (let i = 0; i < r; i++) logprobs[i] = src.logprobs[i]!
-          logprobs[r] = r === src.tokens.length ? logprobAt(src.next, 0, V, m.p[r]!) : src.logprobs[r]!
-        }
-        for (let i = r + 1; i < P; i++) logprobs[i] = logprobAt(vals, (u * E + i - 1 - r) * V, V, m.p[i]!)
-        const entry: PrefixEntry = {
-          tokens: m.p.slice(),
-          k: ks.map((a) => a.slice(u * n, (u + 1) * n)),
-          v: vs.map((a) => a.slice(u * n, (u + 1) * n)),
-          logprobs,
-          next: vals.slice((u * E + E - 1) * V, (u * E + E) * V),
-        }
-        fresh.push([m.key, entry])
-        entries.set(m.key, entry)
-      })
+      // i < P: every prompt has P tokens (checked in `plan`)
+      for (let i = r + 1; i < P; i++) logprobs[i] = logprobAt(vals, (u * E + i - 1 - r) * V, V, m.p[i]!)
+      const entry: PrefixEntry = {
+        tokens: m.p.slice(),
+        k: ks.map((a) => a.slice(u * n, (u + 1) * n)),
+        v: vs.map((a) => a.slice(u * n, (u + 1) * n)),
+        logprobs,
+        next: vals.slice((u * E + E - 1) * V, (u * E + E) * V),
+      }
+      return [m.key, entry] as const
+    })
+  }
+
+  /** The reused positions of every plan of `part` as the past of a prefill: [U, H, r, dh] per layer (none when r = 0). */
+  private reusedPast(part: ReadonlyArray<Plan>, r: number): KvCache {
+    const past: KvCache = { k: [], v: [], length: r }
+    if (r === 0) return past
+    const { nHeads: H, nLayers } = this.model.config
+    const dh = this.model.headDim
+    const U = part.length
+    const srcs = part.map((m) => present(m.src, "the cached entry a prefill reuses"))
+    const pastOf = (kv: "k" | "v", l: number) => {
+      const buf = new Float32Array(U * H * r * dh)
+      srcs.forEach((src, u) => copyPositions(at(src[kv], l, "a cached layer's K/V"), src.tokens.length, r, H, dh, buf, u * H * r * dh))
+      return tf.tensor4d(buf, [U, H, r, dh])
     }
-    if (this.capacity > 0) for (const [key, e] of fresh) this.remember(key, e)
-    return prompts.map((p) => entries.get(this.keyOf(version, p))!)
+    for (let l = 0; l < nLayers; l++) {
+      past.k.push(pastOf("k", l))
+      past.v.push(pastOf("v", l))
+    }
+    return past
   }
 
   /**
@@ -239,7 +282,8 @@ export class PrefixCache {
     let vs: Array<Float32Array> | undefined
     rows.forEach((row, r) => {
       const sampled = row.tokens.length
-      const prompt = prompts[rowReq[r]!]!
+      const request = at(rowReq, r, "a row's request")
+      const prompt = at(prompts, request, "a row's prompt")
       const T = prompt.length + sampled - 1
       if (sampled < 2 || T > ctx - 2 || T > C || !row.next) return
       const tokens = [...prompt, ...row.tokens.slice(0, sampled - 1)]
@@ -258,7 +302,7 @@ export class PrefixCache {
         tokens,
         k: ka.map((a, l) => rowOf(a, l)),
         v: va.map((a, l) => rowOf(a, nLayers + l)),
-        logprobs: [...promptLogprobs[rowReq[r]!]!, ...row.modelLogprobs.slice(0, sampled - 1)],
+        logprobs: [...at(promptLogprobs, request, "a row's prompt log-probs"), ...row.modelLogprobs.slice(0, sampled - 1)],
         next: row.next,
       })
     })
@@ -273,6 +317,7 @@ export class PrefixCache {
  */
 const callLevels = (reuse: ReadonlyArray<number>, P: number, callCost: number): Array<number> => {
   const n = reuse.length
+  // best and from have n + 1 slots and reuse n: every index below is at most n (a < b <= n)
   const best = new Array<number>(n + 1).fill(Infinity)
   const from = new Array<number>(n + 1).fill(0)
   best[0] = 0
@@ -286,7 +331,12 @@ const callLevels = (reuse: ReadonlyArray<number>, P: number, callCost: number): 
     }
   }
   const out = new Array<number>(n)
-  for (let b = n; b > 0; b = from[b]!) for (let i = from[b]!; i < b; i++) out[i] = reuse[from[b]!]!
+  for (let b = n; b > 0; ) {
+    // plans a .. b - 1 are one call, from a's length (from[b] < b)
+    const a = from[b]!
+    for (let i = a; i < b; i++) out[i] = reuse[a]!
+    b = a
+  }
   return out
 }
 
