@@ -45,191 +45,237 @@ const decodeAnswer = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, wh
   }
 }
 
-/** @since 0.1.0 @category constructors */
-export const make = (
-  transport: Transport,
-  options: { readonly policy: Retry.Policy; readonly requestTimeout: Duration.Input; readonly pollTimeout: Duration.Input; readonly submitWaitMillis: number },
+/** How the calls retry and wait. @since 0.1.0 @category models */
+export interface Options {
+  readonly policy: Retry.Policy
+  readonly requestTimeout: Duration.Input
+  readonly pollTimeout: Duration.Input
+  readonly submitWaitMillis: number
+}
+
+/** What the calls of one connection share. */
+interface Context {
+  readonly transport: Transport
+  readonly options: Options
+  /** the `X-Gyre-Wait-Ms` header of every submission (none when the wait is off) */
+  readonly waitHeader: Record<string, string>
+  /** the `seq_id` the next training call takes */
+  readonly seq: { next: number }
+  /** one training submission at a time, in `seq_id` order */
+  readonly turn: Semaphore.Semaphore
+}
+
+/** One submission of a future, as every retry and resubmission of it sends it again. */
+interface Submission {
+  readonly path: string
+  readonly body: unknown
+  /** the idempotency key, shared by its retries and resubmissions */
+  readonly key: string
+  readonly extraHeaders: Record<string, string>
+  readonly operation: string
+}
+
+const newKey = () => `gyre-${globalThis.crypto.randomUUID()}`
+
+const futureErrorToBackend = (ctx: Context, operation: string, e: Wire.FutureError): BackendError =>
+  new BackendError({ reason: e.reason ?? (e.category === "user" ? "InvalidInput" : "Internal"), operation, message: ctx.transport.redact(e.error) })
+
+/** A direct (non-future) call with submission retries. */
+const direct = <S extends Schema.ConstraintDecoder<unknown>>(ctx: Context, method: "GET" | "POST", path: string, body: unknown, schema: S, operation: string) =>
+  Effect.suspend(() => {
+    // one key per call, shared by its retries
+    const headers: Record<string, string> = method === "POST" ? { [Wire.Headers.idempotencyKey]: newKey() } : {}
+    return ctx.transport.send(method, path, body, headers, ctx.options.requestTimeout).pipe(Effect.retry(ctx.transport.logged(operation, Retry.submission(ctx.options.policy))))
+  }).pipe(
+    Effect.flatMap((x) => decodeAnswer(schema, operation)(x.body)),
+    Effect.mapError((f) => toBackendError(operation, f)),
+  )
+
+/** A future's answer (a poll's, or the result a submission carried): done, failed, or not yet. */
+const outcomeOf = (b: unknown, operation: string): Effect.Effect<Outcome, Retry.HttpFailure> => {
+  if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) {
+    return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", message: "not done yet", ...queueStateOf(b) }))
+  }
+  if (isObject(b) && typeof b["error"] === "string") return Effect.map(decodeAnswer(Wire.FutureError, operation)(b), (error) => ({ _tag: "Failed", error }) as const)
+  return Effect.succeed({ _tag: "Done", value: b } as const)
+}
+
+/** POSTs a submission (with retries); returns its request id and, if the server finished in time, its outcome. */
+const submitRaw = (ctx: Context, s: Submission) =>
+  ctx.transport.send("POST", s.path, s.body, { [Wire.Headers.idempotencyKey]: s.key, ...ctx.waitHeader, ...s.extraHeaders }, ctx.options.requestTimeout).pipe(
+    Effect.retry(ctx.transport.logged(s.operation, Retry.submission(ctx.options.policy))),
+    Effect.flatMap((x) => decodeAnswer(Wire.SubmitResponse, s.operation)(x.body)),
+    Effect.flatMap((f) =>
+      f.result === undefined
+        ? Effect.succeed<Submitted>({ requestId: f.request_id, early: Option.none() })
+        : outcomeOf(f.result, s.operation).pipe(
+            Effect.map((o): Submitted => ({ requestId: f.request_id, early: Option.some(o) })),
+            Effect.catchIf(
+              (e) => e.kind === "TryAgain",
+              () => Effect.succeed<Submitted>({ requestId: f.request_id, early: Option.none() }),
+            ),
+          ),
+    ),
+  )
+
+/**
+ * A submission's failure once retrying is over. A 404 names a session, model or
+ * sampling session the server no longer knows: it restarted, or the session expired.
+ * Its training state since the last saved checkpoint is gone with it, so the call
+ * fails at once, saying how a run goes on.
+ */
+const submissionError = (operation: string, f: Retry.HttpFailure): BackendError =>
+  f.kind === "Fatal" && f.status === 404
+    ? new BackendError({
+        reason: "Unavailable",
+        operation,
+        message:
+          `HTTP 404: ${f.message}. The server no longer knows this client's session or model (it restarted, or the session expired), ` +
+          "and the model's training state since its last saved checkpoint is gone with it: continue a run from that checkpoint with `gyre run --resume <run folder>`",
+      })
+    : toBackendError(operation, f)
+
+const submit = (ctx: Context, s: Submission) => submitRaw(ctx, s).pipe(Effect.mapError((f) => submissionError(s.operation, f)))
+
+/** Logs a poll's queue state when it changes to one other than `active`. */
+const queueLogger = (ctx: Context, operation: string) => {
+  let last: string | undefined = undefined
+  return (f: Retry.HttpFailure) =>
+    Effect.suspend(() => {
+      if (f.queueState === undefined || f.queueState === last) return Effect.void
+      last = f.queueState
+      if (f.queueState === "active") return Effect.logDebug(`${operation}: the server's queue is active again`)
+      const reason = f.queueStateReason !== undefined ? `: ${ctx.transport.redact(f.queueStateReason)}` : ""
+      return Effect.logWarning(`${operation} is waiting in the server's queue, ${ctx.transport.redact(f.queueState)}${reason}`)
+    })
+}
+
+const pollUntilDone = (ctx: Context, requestId: string, type: Wire.RequestType, operation: string) =>
+  Effect.suspend(() => {
+    let iteration = 0
+    const logQueue = queueLogger(ctx, operation)
+    const once = Effect.suspend(() =>
+      ctx.transport.send(
+        "POST",
+        "/retrieve_future",
+        { request_id: requestId, allow_metadata_only: false },
+        { [Wire.Headers.requestType]: type, [Wire.Headers.requestIteration]: String(iteration++) },
+        ctx.options.pollTimeout,
+      ),
+    ).pipe(
+      Effect.flatMap((x) => outcomeOf(x.body, operation)),
+      Effect.tapError(logQueue),
+    )
+    return once.pipe(Effect.retry(ctx.transport.logged(`${operation} (polling)`, Retry.polling(ctx.options.policy))))
+  })
+
+/** Polls a submitted future (unless its submission carried the outcome); on 410 resubmits the same body with the same key. */
+const awaitFuture = <S extends Schema.ConstraintDecoder<unknown>>(
+  ctx: Context,
+  s: Submission,
+  first: Submitted,
+  type: Wire.RequestType,
+  schema: S,
+): Effect.Effect<S["Type"], BackendError> =>
+  Effect.gen(function* () {
+    const { operation } = s
+    let submitted = first
+    for (let resubmits = 0; ; resubmits++) {
+      const requestId = submitted.requestId
+      const outcome = Option.isSome(submitted.early)
+        ? submitted.early
+        : yield* pollUntilDone(ctx, requestId, type, operation).pipe(
+            Effect.map((o) => Option.some(o)),
+            Effect.catchIf(
+              (f) => f.kind === "Expired" && resubmits < ctx.options.policy.maxResubmits,
+              (f) => Effect.as(Effect.logWarning(`${operation}: future ${requestId} expired (${f.message}); resubmitting`), Option.none<Outcome>()),
+            ),
+            Effect.mapError((f) => toBackendError(operation, f)),
+          )
+      if (Option.isNone(outcome)) {
+        submitted = yield* submit(ctx, s)
+        continue
+      }
+      if (outcome.value._tag === "Failed") return yield* futureErrorToBackend(ctx, operation, outcome.value.error)
+      return yield* decodeAnswer(schema, operation)(outcome.value.value).pipe(Effect.mapError((f) => toBackendError(operation, f)))
+    }
+  })
+
+/** A future-returning call that is not ordered (sampling, create_model). */
+const futureCall = <S extends Schema.ConstraintDecoder<unknown>>(
+  ctx: Context,
+  path: string,
+  body: unknown,
+  type: Wire.RequestType,
+  schema: S,
+  operation: string,
+  extraHeaders: Record<string, string>,
 ) =>
   Effect.gen(function* () {
-    const { send, logged, redact } = transport
-    const { policy } = options
-    const newKey = () => `gyre-${globalThis.crypto.randomUUID()}`
+    const s: Submission = { path, body, key: newKey(), extraHeaders, operation }
+    const submitted = yield* submit(ctx, s)
+    return yield* awaitFuture(ctx, s, submitted, type, schema)
+  })
 
-    const futureErrorToBackend = (operation: string, e: Wire.FutureError): BackendError =>
-      new BackendError({ reason: e.reason ?? (e.category === "user" ? "InvalidInput" : "Internal"), operation, message: redact(e.error) })
-
-    /** A direct (non-future) call with submission retries. */
-    const direct = <S extends Schema.ConstraintDecoder<unknown>>(method: "GET" | "POST", path: string, body: unknown, schema: S, operation: string) =>
-      Effect.suspend(() => {
-        // one key per call, shared by its retries
-        const headers: Record<string, string> = method === "POST" ? { [Wire.Headers.idempotencyKey]: newKey() } : {}
-        return send(method, path, body, headers, options.requestTimeout).pipe(Effect.retry(logged(operation, Retry.submission(policy))))
-      }).pipe(
-        Effect.flatMap((x) => decodeAnswer(schema, operation)(x.body)),
-        Effect.mapError((f) => toBackendError(operation, f)),
-      )
-
-    /** A future's answer (a poll's, or the result a submission carried): done, failed, or not yet. */
-    const outcomeOf = (b: unknown, operation: string): Effect.Effect<Outcome, Retry.HttpFailure> => {
-      if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) {
-        return Effect.fail(new Retry.HttpFailure({ kind: "TryAgain", message: "not done yet", ...queueStateOf(b) }))
-      }
-      if (isObject(b) && typeof b["error"] === "string") return Effect.map(decodeAnswer(Wire.FutureError, operation)(b), (error) => ({ _tag: "Failed", error }) as const)
-      return Effect.succeed({ _tag: "Done", value: b } as const)
-    }
-
-    const waitHeader: Record<string, string> = options.submitWaitMillis > 0 ? { [Wire.Headers.waitMillis]: String(options.submitWaitMillis) } : {}
-
-    /** POSTs a submission (with retries); returns its request id and, if the server finished in time, its outcome. */
-    const submitRaw = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
-      send("POST", path, body, { [Wire.Headers.idempotencyKey]: key, ...waitHeader, ...extraHeaders }, options.requestTimeout).pipe(
-        Effect.retry(logged(operation, Retry.submission(policy))),
-        Effect.flatMap((x) => decodeAnswer(Wire.SubmitResponse, operation)(x.body)),
-        Effect.flatMap((f) =>
-          f.result === undefined
-            ? Effect.succeed<Submitted>({ requestId: f.request_id, early: Option.none() })
-            : outcomeOf(f.result, operation).pipe(
-                Effect.map((o): Submitted => ({ requestId: f.request_id, early: Option.some(o) })),
-                Effect.catchIf(
-                  (e) => e.kind === "TryAgain",
-                  () => Effect.succeed<Submitted>({ requestId: f.request_id, early: Option.none() }),
-                ),
-              ),
-        ),
-      )
-
-    /**
-     * A submission's failure once retrying is over. A 404 names a session, model or
-     * sampling session the server no longer knows: it restarted, or the session expired.
-     * Its training state since the last saved checkpoint is gone with it, so the call
-     * fails at once, saying how a run goes on.
-     */
-    const submissionError = (operation: string, f: Retry.HttpFailure): BackendError =>
-      f.kind === "Fatal" && f.status === 404
-        ? new BackendError({
-            reason: "Unavailable",
-            operation,
-            message:
-              `HTTP 404: ${f.message}. The server no longer knows this client's session or model (it restarted, or the session expired), ` +
-              "and the model's training state since its last saved checkpoint is gone with it: continue a run from that checkpoint with `gyre run --resume <run folder>`",
-          })
-        : toBackendError(operation, f)
-
-    const submit = (path: string, body: unknown, key: string, extraHeaders: Record<string, string>, operation: string) =>
-      submitRaw(path, body, key, extraHeaders, operation).pipe(Effect.mapError((f) => submissionError(operation, f)))
-
-    /** Logs a poll's queue state when it changes to one other than `active`. */
-    const queueLogger = (operation: string) => {
-      let last: string | undefined = undefined
-      return (f: Retry.HttpFailure) =>
-        Effect.suspend(() => {
-          if (f.queueState === undefined || f.queueState === last) return Effect.void
-          last = f.queueState
-          if (f.queueState === "active") return Effect.logDebug(`${operation}: the server's queue is active again`)
-          const reason = f.queueStateReason !== undefined ? `: ${redact(f.queueStateReason)}` : ""
-          return Effect.logWarning(`${operation} is waiting in the server's queue, ${redact(f.queueState)}${reason}`)
-        })
-    }
-
-    const pollUntilDone = (requestId: string, type: Wire.RequestType, operation: string) =>
-      Effect.suspend(() => {
-        let iteration = 0
-        const logQueue = queueLogger(operation)
-        const once = Effect.suspend(() =>
-          send(
-            "POST",
-            "/retrieve_future",
-            { request_id: requestId, allow_metadata_only: false },
-            { [Wire.Headers.requestType]: type, [Wire.Headers.requestIteration]: String(iteration++) },
-            options.pollTimeout,
+/** An ordered training call: takes the next seq id and submits in order; polls outside the turn. */
+const trainingCall = <S extends Schema.ConstraintDecoder<unknown>>(
+  ctx: Context,
+  path: string,
+  makeBody: (seq: number) => unknown,
+  type: Wire.RequestType,
+  schema: S,
+  operation: string,
+) =>
+  Effect.gen(function* () {
+    const key = newKey()
+    const { submitted, s } = yield* Semaphore.withPermits(
+      ctx.turn,
+      1,
+    )(
+      Effect.gen(function* () {
+        const seq = ctx.seq.next
+        const s: Submission = { path, body: makeBody(seq), key, extraHeaders: {}, operation }
+        const submitted = yield* submitRaw(ctx, s).pipe(
+          // a refusal for good (4xx, not retried) consumed the seq id on the server too
+          Effect.tapError((f) =>
+            Effect.sync(() => {
+              if (f.kind === "Fatal" && f.status !== undefined) ctx.seq.next = seq + 1
+            }),
           ),
-        ).pipe(
-          Effect.flatMap((x) => outcomeOf(x.body, operation)),
-          Effect.tapError(logQueue),
+          Effect.mapError((f) => submissionError(operation, f)),
         )
-        return once.pipe(Effect.retry(logged(`${operation} (polling)`, Retry.polling(policy))))
-      })
+        ctx.seq.next = seq + 1
+        return { submitted, s }
+      }),
+    )
+    return yield* awaitFuture(ctx, s, submitted, type, schema)
+  })
 
-    /** Polls a submitted future (unless its submission carried the outcome); on 410 resubmits the same body with the same key. */
-    const awaitFuture = <S extends Schema.ConstraintDecoder<unknown>>(
-      path: string,
-      body: unknown,
-      key: string,
-      extraHeaders: Record<string, string>,
-      first: Submitted,
-      type: Wire.RequestType,
-      schema: S,
-      operation: string,
-    ): Effect.Effect<S["Type"], BackendError> =>
-      Effect.gen(function* () {
-        let submitted = first
-        for (let resubmits = 0; ; resubmits++) {
-          const requestId = submitted.requestId
-          const outcome = Option.isSome(submitted.early)
-            ? submitted.early
-            : yield* pollUntilDone(requestId, type, operation).pipe(
-                Effect.map((o) => Option.some(o)),
-                Effect.catchIf(
-                  (f) => f.kind === "Expired" && resubmits < policy.maxResubmits,
-                  (f) => Effect.as(Effect.logWarning(`${operation}: future ${requestId} expired (${f.message}); resubmitting`), Option.none<Outcome>()),
-                ),
-                Effect.mapError((f) => toBackendError(operation, f)),
-              )
-          if (Option.isNone(outcome)) {
-            submitted = yield* submit(path, body, key, extraHeaders, operation)
-            continue
-          }
-          if (outcome.value._tag === "Failed") return yield* futureErrorToBackend(operation, outcome.value.error)
-          return yield* decodeAnswer(schema, operation)(outcome.value.value).pipe(Effect.mapError((f) => toBackendError(operation, f)))
-        }
-      })
-
-    /** A future-returning call that is not ordered (sampling, create_model). */
-    const futureCall = <S extends Schema.ConstraintDecoder<unknown>>(
-      path: string,
-      body: unknown,
-      type: Wire.RequestType,
-      schema: S,
-      operation: string,
-      extraHeaders: Record<string, string> = {},
-    ) =>
-      Effect.gen(function* () {
-        const key = newKey()
-        const submitted = yield* submit(path, body, key, extraHeaders, operation)
-        return yield* awaitFuture(path, body, key, extraHeaders, submitted, type, schema, operation)
-      })
-
-    let nextSeq = 1
-    const turn = yield* Semaphore.make(1)
-
-    /** An ordered training call: takes the next seq id and submits in order; polls outside the turn. */
-    const trainingCall = <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
-      Effect.gen(function* () {
-        const key = newKey()
-        const { submitted, body } = yield* Semaphore.withPermits(
-          turn,
-          1,
-        )(
-          Effect.gen(function* () {
-            const seq = nextSeq
-            const body = makeBody(seq)
-            const submitted = yield* submitRaw(path, body, key, {}, operation).pipe(
-              // a refusal for good (4xx, not retried) consumed the seq id on the server too
-              Effect.tapError((f) =>
-                Effect.sync(() => {
-                  if (f.kind === "Fatal" && f.status !== undefined) nextSeq = seq + 1
-                }),
-              ),
-              Effect.mapError((f) => submissionError(operation, f)),
-            )
-            nextSeq = seq + 1
-            return { submitted, body }
-          }),
-        )
-        return yield* awaitFuture(path, body, key, {}, submitted, type, schema, operation)
-      })
-
-    return { direct, futureCall, trainingCall, futureErrorToBackend }
+/** @since 0.1.0 @category constructors */
+export const make = (transport: Transport, options: Options) =>
+  Effect.gen(function* () {
+    const ctx: Context = {
+      transport,
+      options,
+      waitHeader: options.submitWaitMillis > 0 ? { [Wire.Headers.waitMillis]: String(options.submitWaitMillis) } : {},
+      seq: { next: 1 },
+      turn: yield* Semaphore.make(1),
+    }
+    return {
+      direct: <S extends Schema.ConstraintDecoder<unknown>>(method: "GET" | "POST", path: string, body: unknown, schema: S, operation: string) =>
+        direct(ctx, method, path, body, schema, operation),
+      futureCall: <S extends Schema.ConstraintDecoder<unknown>>(
+        path: string,
+        body: unknown,
+        type: Wire.RequestType,
+        schema: S,
+        operation: string,
+        extraHeaders: Record<string, string> = {},
+      ) => futureCall(ctx, path, body, type, schema, operation, extraHeaders),
+      trainingCall: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
+        trainingCall(ctx, path, makeBody, type, schema, operation),
+      futureErrorToBackend: (operation: string, e: Wire.FutureError) => futureErrorToBackend(ctx, operation, e),
+    }
   })
 
 /** @since 0.1.0 @category models */

@@ -53,121 +53,149 @@ const samplingParamsToWire = (p: SamplingParams): Result.Result<Wire.SamplingPar
   })
 }
 
-/** @since 0.1.0 @category constructors */
-export const make = (calls: Calls, state: State, options: { readonly readyTimeout: Duration.Input }): SamplerShape => {
-  const { direct, futureCall } = calls
-  const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })
+const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })
 
-  const version = Effect.suspend(() => {
+/** What the operations of one sampler share. */
+interface Context {
+  readonly calls: Calls
+  readonly state: State
+  /** how long a call pinned to a policy version waits for it */
+  readonly readyTimeout: Duration.Input
+}
+
+/** The policy version the sampler serves. */
+const servedVersion = (ctx: Context) =>
+  Effect.suspend(() => {
+    const { state } = ctx
     const id = state.published?.samplingSessionId ?? state.baseModel
-    return direct("GET", `/samplers/${encodeURIComponent(id)}`, undefined, Wire.SamplerInfo, "sampler_version").pipe(
+    return ctx.calls.direct("GET", `/samplers/${encodeURIComponent(id)}`, undefined, Wire.SamplerInfo, "sampler_version").pipe(
       Effect.map((s) => s.policy_version ?? state.published?.version ?? state.trainerVersion),
     )
   }).pipe(Effect.withSpan("Http.version"))
 
-  /** Bounds a pinned call by the ready timeout; the error names both versions. */
-  const pinned = <A>(operation: string, min: number | undefined, call: Effect.Effect<A, BackendError>) =>
-    min === undefined
-      ? call
-      : call.pipe(
-          Effect.timeoutOrElse({
-            duration: options.readyTimeout,
-            orElse: () =>
-              Effect.gen(function* () {
-                const served = yield* version.pipe(Effect.timeout("10 seconds"), Effect.option)
-                return yield* new BackendError({
-                  reason: "Timeout",
-                  operation,
-                  message:
-                    `waited ${Duration.format(Duration.fromInputUnsafe(options.readyTimeout))} for policy version ${min}, but the sampler ` +
-                    `${Option.isSome(served) ? `serves version ${served.value}` : "did not say which version it serves"}: ` +
-                    "the trainer never published it (raise readyTimeout if publishing is just slow)",
-                })
-              }),
-          }),
-        )
-
-  const sampleTarget = () =>
-    state.published?.samplingSessionId !== undefined
-      ? { sampling_session_id: state.published.samplingSessionId, seq_id: state.samplerSeq++ }
-      : state.published?.modelPath !== undefined
-        ? { model_path: state.published.modelPath }
-        : { base_model: state.baseModel }
-
-  const asample = (
-    prompt: ModelInput,
-    params: Wire.SamplingParams,
-    numSamples: number,
-    promptLogprobs: boolean,
-    minPolicyVersion: number | undefined,
-    affinityKey: string | undefined,
-    operation: string,
-  ) =>
-    Effect.suspend(() => {
-      const headers: Record<string, string> = {}
-      if (minPolicyVersion !== undefined) headers[Wire.Headers.minPolicyVersion] = String(minPolicyVersion)
-      if (affinityKey !== undefined) {
-        const problem = headerValueProblem(affinityKey)
-        if (problem !== undefined) return Effect.fail(invalid(operation, `affinityKey has ${problem}; it travels as the X-Affinity-Key header`))
-        headers[Wire.Headers.affinityKey] = affinityKey
-      }
-      const versionUsed = state.published?.version
-      const body = {
-        num_samples: numSamples,
-        prompt: { chunks: [{ type: "encoded_text", tokens: modelInputTokens(prompt) }] },
-        sampling_params: params,
-        ...sampleTarget(),
-        ...(promptLogprobs ? { prompt_logprobs: true } : {}),
-        type: "sample",
-      }
-      return pinned(
-        operation,
-        minPolicyVersion,
-        futureCall("/asample", body, "Sample", Schema.Unknown, operation, headers).pipe(
-          Effect.flatMap((raw) => sampleResult(raw, operation)),
-          Effect.map((r) => ({ response: r, version: r.policy_version ?? versionUsed ?? state.trainerVersion })),
-        ),
+/** Bounds a pinned call by the ready timeout; the error names both versions. */
+const pinned = <A>(ctx: Context, operation: string, min: number | undefined, call: Effect.Effect<A, BackendError>) =>
+  min === undefined
+    ? call
+    : call.pipe(
+        Effect.timeoutOrElse({
+          duration: ctx.readyTimeout,
+          orElse: () =>
+            Effect.gen(function* () {
+              const served = yield* servedVersion(ctx).pipe(Effect.timeout("10 seconds"), Effect.option)
+              return yield* new BackendError({
+                reason: "Timeout",
+                operation,
+                message:
+                  `waited ${Duration.format(Duration.fromInputUnsafe(ctx.readyTimeout))} for policy version ${min}, but the sampler ` +
+                  `${Option.isSome(served) ? `serves version ${served.value}` : "did not say which version it serves"}: ` +
+                  "the trainer never published it (raise readyTimeout if publishing is just slow)",
+              })
+            }),
+        }),
       )
+
+/** What a sample is drawn from: the published sampling session (taking its next `seq_id`), the published model path, or the base model. */
+const sampleTarget = (state: State) =>
+  state.published?.samplingSessionId !== undefined
+    ? { sampling_session_id: state.published.samplingSessionId, seq_id: state.samplerSeq++ }
+    : state.published?.modelPath !== undefined
+      ? { model_path: state.published.modelPath }
+      : { base_model: state.baseModel }
+
+/** One `asample` call. */
+interface SampleRequest {
+  readonly prompt: ModelInput
+  readonly params: Wire.SamplingParams
+  readonly numSamples: number
+  readonly promptLogprobs: boolean
+  readonly minPolicyVersion: number | undefined
+  readonly affinityKey: string | undefined
+  readonly operation: string
+}
+
+/** An `asample` future, with the policy version its result came from. */
+const asample = (ctx: Context, req: SampleRequest) =>
+  Effect.suspend(() => {
+    const { state } = ctx
+    const { operation, minPolicyVersion, affinityKey } = req
+    const headers: Record<string, string> = {}
+    if (minPolicyVersion !== undefined) headers[Wire.Headers.minPolicyVersion] = String(minPolicyVersion)
+    if (affinityKey !== undefined) {
+      const problem = headerValueProblem(affinityKey)
+      if (problem !== undefined) return Effect.fail(invalid(operation, `affinityKey has ${problem}; it travels as the X-Affinity-Key header`))
+      headers[Wire.Headers.affinityKey] = affinityKey
+    }
+    const versionUsed = state.published?.version
+    const body = {
+      num_samples: req.numSamples,
+      prompt: { chunks: [{ type: "encoded_text", tokens: modelInputTokens(req.prompt) }] },
+      sampling_params: req.params,
+      ...sampleTarget(state),
+      ...(req.promptLogprobs ? { prompt_logprobs: true } : {}),
+      type: "sample",
+    }
+    return pinned(
+      ctx,
+      operation,
+      minPolicyVersion,
+      ctx.calls.futureCall("/asample", body, "Sample", Schema.Unknown, operation, headers).pipe(
+        Effect.flatMap((raw) => sampleResult(raw, operation)),
+        Effect.map((r) => ({ response: r, version: r.policy_version ?? versionUsed ?? state.trainerVersion })),
+      ),
+    )
+  })
+
+const sample = (ctx: Context) =>
+  Effect.fn("Http.sample")(function* (prompt: ModelInput, params: SamplingParams, opts: SampleOptions) {
+    const wireParams = samplingParamsToWire(params)
+    if (Result.isFailure(wireParams)) return yield* invalid("sample", wireParams.failure)
+    const { response, version } = yield* asample(ctx, {
+      prompt,
+      params: wireParams.success,
+      numSamples: opts.numSamples,
+      promptLogprobs: opts.includePromptLogprobs ?? false,
+      minPolicyVersion: opts.minPolicyVersion,
+      affinityKey: opts.affinityKey,
+      operation: "sample",
     })
-
-  return {
-    sample: Effect.fn("Http.sample")(function* (prompt: ModelInput, params: SamplingParams, opts: SampleOptions) {
-      const wireParams = samplingParamsToWire(params)
-      if (Result.isFailure(wireParams)) return yield* invalid("sample", wireParams.failure)
-      const { response, version } = yield* asample(
-        prompt,
-        wireParams.success,
-        opts.numSamples,
-        opts.includePromptLogprobs ?? false,
-        opts.minPolicyVersion,
-        opts.affinityKey,
-        "sample",
-      )
-      const sequences = []
-      for (let i = 0; i < response.sequences.length; i++) {
-        const s = response.sequences[i]!
-        if (s.logprobs === undefined || s.logprobs === null || s.logprobs.length !== s.tokens.length) {
-          return yield* new BackendError({ reason: "Internal", operation: "sample", message: `sequences[${i}] has ${s.logprobs?.length ?? "no"} logprobs for ${s.tokens.length} tokens` })
-        }
-        sequences.push({ tokens: [...s.tokens], logprobs: [...s.logprobs], stopReason: s.stop_reason })
+    const sequences = []
+    for (const [i, s] of response.sequences.entries()) {
+      if (s.logprobs === undefined || s.logprobs === null || s.logprobs.length !== s.tokens.length) {
+        return yield* new BackendError({ reason: "Internal", operation: "sample", message: `sequences[${i}] has ${s.logprobs?.length ?? "no"} logprobs for ${s.tokens.length} tokens` })
       }
-      const result: { -readonly [K in keyof SampleResult]: SampleResult[K] } = { sequences, policyVersion: version }
-      if (opts.includePromptLogprobs && response.prompt_logprobs !== undefined && response.prompt_logprobs !== null) {
-        const lps = Alignment.promptLogprobsFromWire(response.prompt_logprobs)
-        if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "sample", message: lps.failure })
-        result.promptLogprobs = lps.success
-      }
-      return result as SampleResult
-    }),
-    computeLogprobs: Effect.fn("Http.computeLogprobs")(function* (input: ModelInput, opts?: { readonly minPolicyVersion?: number }) {
-      const { response } = yield* asample(input, { max_tokens: 1, temperature: 1, top_p: 1, top_k: -1 }, 1, true, opts?.minPolicyVersion, undefined, "compute_logprobs")
-      if (response.prompt_logprobs === undefined || response.prompt_logprobs === null) {
-        return yield* new BackendError({ reason: "Internal", operation: "compute_logprobs", message: "the server returned no prompt_logprobs" })
-      }
+      sequences.push({ tokens: [...s.tokens], logprobs: [...s.logprobs], stopReason: s.stop_reason })
+    }
+    const result: { -readonly [K in keyof SampleResult]: SampleResult[K] } = { sequences, policyVersion: version }
+    if (opts.includePromptLogprobs && response.prompt_logprobs !== undefined && response.prompt_logprobs !== null) {
       const lps = Alignment.promptLogprobsFromWire(response.prompt_logprobs)
-      if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "compute_logprobs", message: lps.failure })
-      return lps.success
-    }),
-    version,
-  }
+      if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "sample", message: lps.failure })
+      result.promptLogprobs = lps.success
+    }
+    return result as SampleResult
+  })
+
+const computeLogprobs = (ctx: Context) =>
+  Effect.fn("Http.computeLogprobs")(function* (input: ModelInput, opts?: { readonly minPolicyVersion?: number }) {
+    const { response } = yield* asample(ctx, {
+      prompt: input,
+      params: { max_tokens: 1, temperature: 1, top_p: 1, top_k: -1 },
+      numSamples: 1,
+      promptLogprobs: true,
+      minPolicyVersion: opts?.minPolicyVersion,
+      affinityKey: undefined,
+      operation: "compute_logprobs",
+    })
+    if (response.prompt_logprobs === undefined || response.prompt_logprobs === null) {
+      return yield* new BackendError({ reason: "Internal", operation: "compute_logprobs", message: "the server returned no prompt_logprobs" })
+    }
+    const lps = Alignment.promptLogprobsFromWire(response.prompt_logprobs)
+    if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "compute_logprobs", message: lps.failure })
+    return lps.success
+  })
+
+/** @since 0.1.0 @category constructors */
+export const make = (calls: Calls, state: State, options: { readonly readyTimeout: Duration.Input }): SamplerShape => {
+  const ctx: Context = { calls, state, readyTimeout: options.readyTimeout }
+  return { sample: sample(ctx), computeLogprobs: computeLogprobs(ctx), version: servedVersion(ctx) }
 }

@@ -80,130 +80,180 @@ export interface State {
   samplerIds: number
 }
 
+const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })
+
+/** What the operations of one trainer share. */
+interface Context {
+  readonly calls: Calls
+  readonly state: State
+  /** `get_info` of the model */
+  readonly getInfo: Effect.Effect<typeof Wire.GetInfoResponse.Type, BackendError>
+  /** the wire of the training data, asked of the server once */
+  readonly wire: Effect.Effect<WireChoice>
+}
+
+type Kind = "forward_backward" | "forward"
+
+/**
+ * The protobuf body of a call (numbered by its `seq_id`), when the wire takes one and
+ * protobuf can carry the request; else none, and the call goes as JSON.
+ */
+const protobufCall = (ctx: Context, kind: Kind, input: Wire.ForwardBackwardInput) =>
+  Effect.gen(function* () {
+    const wire = yield* ctx.wire
+    if (!wire.protobuf || (kind === "forward" && !wire.forwardOnly)) return Option.none<(seq: number) => Binary>()
+    const request = (seq: number): Proto.ForwardBackwardRequest => ({ forward_backward_input: input, model_id: ctx.state.modelId, seq_id: seq, forward_only: kind === "forward" })
+    const first = Proto.forwardBackwardRequestBytes(request(0))
+    if (Result.isFailure(first)) {
+      if (first.failure.reason !== "Unsupported") return yield* invalid(kind, first.failure.message)
+      yield* Effect.logDebug(`${kind} goes as JSON: ${first.failure.message}`)
+      return Option.none<(seq: number) => Binary>()
+    }
+    // encoding again with another seq_id cannot fail: only the number changes
+    return Option.some((seq: number) => new Binary(Result.getOrElse(Proto.forwardBackwardRequestBytes(request(seq)), () => first.success)))
+  })
+
+/** The request's input on the wire: the loss checked, each datum aligned to Tinker's shifted targets. */
+const inputOf = (kind: Kind, data: ReadonlyArray<Datum>, lossFn: LossFn, opts: ForwardOptions | undefined) =>
+  Effect.gen(function* () {
+    const loss = resolveLoss(lossFn, opts?.lossFnConfig)
+    if (!loss.ok) return yield* invalid(kind, loss.message)
+    if (data.length === 0) return yield* invalid(kind, "data is empty: send at least one Datum")
+    const wireData: Array<Wire.Datum> = []
+    for (const [i, datum] of data.entries()) {
+      const r = Alignment.datumToWire(datum, lossFn, `data[${i}]`)
+      if (Result.isFailure(r)) return yield* invalid(kind, r.failure)
+      wireData.push(r.success)
+    }
+    return {
+      data: wireData,
+      loss_fn: lossFn,
+      ...(opts?.lossFnConfig !== undefined ? { loss_fn_config: opts.lossFnConfig } : {}),
+      ...(opts?.topKLogprobs !== undefined ? { top_k_logprobs: opts.topKLogprobs } : {}),
+    } satisfies Wire.ForwardBackwardInput
+  })
+
+/** The result back in gyre's terms: one output per datum sent. */
+const resultOf = (kind: Kind, out: Wire.ForwardBackwardOutput, datums: number) =>
+  Effect.gen(function* () {
+    if (out.loss_fn_outputs.length !== datums) {
+      return yield* new BackendError({ reason: "Internal", operation: kind, message: `the server returned ${out.loss_fn_outputs.length} outputs for ${datums} datums` })
+    }
+    const outputs = []
+    for (const [i, o] of out.loss_fn_outputs.entries()) {
+      const r = Alignment.outputFromWire(o, `loss_fn_outputs[${i}]`)
+      if (Result.isFailure(r)) return yield* new BackendError({ reason: "Internal", operation: kind, message: r.failure })
+      outputs.push(r.success)
+    }
+    return { lossFnOutputs: outputs, metrics: Wire.metricsFromWire(out.metrics) } satisfies ForwardBackwardResult
+  })
+
+const forwardLike = (ctx: Context, kind: Kind) =>
+  Effect.fn(kind === "forward" ? "Http.forward" : "Http.forwardBackward")(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, opts?: ForwardOptions) {
+    const input: Wire.ForwardBackwardInput = yield* inputOf(kind, data, lossFn, opts)
+    const type = kind === "forward" ? "Forward" : "ForwardBackward"
+    const call = yield* protobufCall(ctx, kind, input)
+    const raw = Option.isSome(call)
+      ? yield* ctx.calls.trainingCall("/forward_backward", call.value, type, Schema.Unknown, kind)
+      : yield* ctx.calls.trainingCall(
+          `/${kind}`,
+          (seq) => ({ [kind === "forward" ? "forward_input" : "forward_backward_input"]: input, model_id: ctx.state.modelId, seq_id: seq }),
+          type,
+          Schema.Unknown,
+          kind,
+        )
+    const out = yield* decodeResult(raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
+    return yield* resultOf(kind, out, data.length)
+  })
+
+const optimStep = (ctx: Context) =>
+  Effect.fn("Http.optimStep")(function* (adam: AdamParams) {
+    const { state } = ctx
+    const out = yield* ctx.calls.trainingCall(
+      "/optim_step",
+      (seq) => ({ adam_params: Wire.adamParamsToWire(adam), model_id: state.modelId, seq_id: seq, type: "optim_step" }),
+      "OptimStep",
+      Wire.OptimStepResponse,
+      "optim_step",
+    )
+    state.trainerVersion = out.policy_version ?? state.trainerVersion + 1
+    return { version: state.trainerVersion, metrics: Wire.metricsFromWire(out.metrics) }
+  })
+
+const saveWeightsForSampler = (ctx: Context) =>
+  Effect.fn("Http.saveWeightsForSampler")(function* (name: string) {
+    const { state } = ctx
+    const out = yield* ctx.calls.trainingCall(
+      "/save_weights_for_sampler",
+      (seq) => ({ model_id: state.modelId, path: name, seq_id: seq, type: "save_weights_for_sampler" }),
+      "SaveWeightsForSampler",
+      Wire.SaveWeightsForSamplerResponse,
+      "save_weights_for_sampler",
+    )
+    const version = out.policy_version ?? state.trainerVersion
+    state.published = { version, samplingSessionId: out.sampling_session_id ?? undefined, modelPath: out.path ?? undefined }
+    if (out.sampling_session_id !== undefined && out.sampling_session_id !== null) state.samplerIds++
+    state.samplerSeq = 0
+    return { version, path: out.path ?? out.sampling_session_id ?? name }
+  })
+
+const saveState = (ctx: Context) =>
+  Effect.fn("Http.saveState")(function* (name: string) {
+    const out = yield* ctx.calls.trainingCall(
+      "/save_weights",
+      (seq) => ({ model_id: ctx.state.modelId, path: name, seq_id: seq, type: "save_weights" }),
+      "SaveWeights",
+      Wire.SaveWeightsResponse,
+      "save_weights",
+    )
+    return { path: out.path }
+  })
+
+const loadState = (ctx: Context) =>
+  Effect.fn("Http.loadState")(function* (path: string, opts?: { readonly withOptimizer?: boolean }) {
+    yield* ctx.calls.trainingCall(
+      "/load_weights",
+      (seq) => ({ model_id: ctx.state.modelId, seq_id: seq, path, optimizer: opts?.withOptimizer ?? false, type: "load_weights" }),
+      "LoadWeights",
+      Wire.LoadWeightsResponse,
+      "load_weights",
+    )
+    const info = yield* ctx.getInfo
+    if (info.policy_version !== undefined) ctx.state.trainerVersion = info.policy_version
+  })
+
+const info = (ctx: Context) =>
+  Effect.gen(function* () {
+    const { state } = ctx
+    const info = yield* ctx.getInfo
+    if (info.policy_version !== undefined) state.trainerVersion = info.policy_version
+    return {
+      modelName: info.model_name ?? info.model_data.model_name ?? state.baseModel,
+      loraRank: info.lora_rank ?? state.loraRank ?? 0,
+      version: state.trainerVersion,
+      maxSequenceLength: info.max_sequence_length ?? state.maxContext ?? 0,
+    } satisfies TrainerInfo
+  }).pipe(Effect.withSpan("Http.info"))
+
 /** @since 0.1.0 @category constructors */
 export const make = (calls: Calls, state: State, options: { readonly wire?: "auto" | "protobuf" | "json" | undefined } = {}): TrainerShape => {
-  const { direct, trainingCall } = calls
-  const invalid = (operation: string, message: string) => new BackendError({ reason: "InvalidInput", operation, message })
-  const getInfo = direct("POST", "/get_info", { model_id: state.modelId, type: "get_info" }, Wire.GetInfoResponse, "get_info")
-
-  /**
-   * The protobuf body of a call (numbered by its `seq_id`), when the wire takes one and
-   * protobuf can carry the request; else none, and the call goes as JSON.
-   */
-  /** the wire of the training data, asked of the server once (concurrent first calls may both ask) */
+  // asked once; concurrent first calls may both ask
   let negotiated: WireChoice | undefined
-  const wireOf = Effect.suspend(() =>
-    negotiated !== undefined ? Effect.succeed(negotiated) : Effect.tap(negotiateWire(calls, options.wire ?? "auto"), (w) => Effect.sync(() => (negotiated = w))),
-  )
-
-  const protobufCall = (kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput) =>
-    Effect.gen(function* () {
-      const wire = yield* wireOf
-      if (!wire.protobuf || (kind === "forward" && !wire.forwardOnly)) return Option.none<(seq: number) => Binary>()
-      const request = (seq: number): Proto.ForwardBackwardRequest => ({ forward_backward_input: input, model_id: state.modelId, seq_id: seq, forward_only: kind === "forward" })
-      const first = Proto.forwardBackwardRequestBytes(request(0))
-      if (Result.isFailure(first)) {
-        if (first.failure.reason !== "Unsupported") return yield* invalid(kind, first.failure.message)
-        yield* Effect.logDebug(`${kind} goes as JSON: ${first.failure.message}`)
-        return Option.none<(seq: number) => Binary>()
-      }
-      // encoding again with another seq_id cannot fail: only the number changes
-      return Option.some((seq: number) => new Binary(Result.getOrElse(Proto.forwardBackwardRequestBytes(request(seq)), () => first.success)))
-    })
-
-  const forwardLike = (kind: "forward_backward" | "forward") =>
-    Effect.fn(kind === "forward" ? "Http.forward" : "Http.forwardBackward")(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, opts?: ForwardOptions) {
-      const loss = resolveLoss(lossFn, opts?.lossFnConfig)
-      if (!loss.ok) return yield* invalid(kind, loss.message)
-      if (data.length === 0) return yield* invalid(kind, "data is empty: send at least one Datum")
-      const wireData: Array<Wire.Datum> = []
-      for (let i = 0; i < data.length; i++) {
-        const r = Alignment.datumToWire(data[i]!, lossFn, `data[${i}]`)
-        if (Result.isFailure(r)) return yield* invalid(kind, r.failure)
-        wireData.push(r.success)
-      }
-      const input: Wire.ForwardBackwardInput = {
-        data: wireData,
-        loss_fn: lossFn,
-        ...(opts?.lossFnConfig !== undefined ? { loss_fn_config: opts.lossFnConfig } : {}),
-        ...(opts?.topKLogprobs !== undefined ? { top_k_logprobs: opts.topKLogprobs } : {}),
-      }
-      const type = kind === "forward" ? "Forward" : "ForwardBackward"
-      const call = yield* protobufCall(kind, input)
-      const raw = Option.isSome(call)
-        ? yield* trainingCall("/forward_backward", call.value, type, Schema.Unknown, kind)
-        : yield* trainingCall(`/${kind}`, (seq) => ({ [kind === "forward" ? "forward_input" : "forward_backward_input"]: input, model_id: state.modelId, seq_id: seq }), type, Schema.Unknown, kind)
-      const out = yield* decodeResult(raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
-      if (out.loss_fn_outputs.length !== data.length) {
-        return yield* new BackendError({ reason: "Internal", operation: kind, message: `the server returned ${out.loss_fn_outputs.length} outputs for ${data.length} datums` })
-      }
-      const outputs = []
-      for (let i = 0; i < out.loss_fn_outputs.length; i++) {
-        const r = Alignment.outputFromWire(out.loss_fn_outputs[i]!, `loss_fn_outputs[${i}]`)
-        if (Result.isFailure(r)) return yield* new BackendError({ reason: "Internal", operation: kind, message: r.failure })
-        outputs.push(r.success)
-      }
-      return { lossFnOutputs: outputs, metrics: Wire.metricsFromWire(out.metrics) } satisfies ForwardBackwardResult
-    })
-
+  const ctx: Context = {
+    calls,
+    state,
+    getInfo: calls.direct("POST", "/get_info", { model_id: state.modelId, type: "get_info" }, Wire.GetInfoResponse, "get_info"),
+    wire: Effect.suspend(() =>
+      negotiated !== undefined ? Effect.succeed(negotiated) : Effect.tap(negotiateWire(calls, options.wire ?? "auto"), (w) => Effect.sync(() => (negotiated = w))),
+    ),
+  }
   return {
-    forwardBackward: forwardLike("forward_backward"),
-    forward: forwardLike("forward"),
-    optimStep: Effect.fn("Http.optimStep")(function* (adam: AdamParams) {
-      const out = yield* trainingCall(
-        "/optim_step",
-        (seq) => ({ adam_params: Wire.adamParamsToWire(adam), model_id: state.modelId, seq_id: seq, type: "optim_step" }),
-        "OptimStep",
-        Wire.OptimStepResponse,
-        "optim_step",
-      )
-      state.trainerVersion = out.policy_version ?? state.trainerVersion + 1
-      return { version: state.trainerVersion, metrics: Wire.metricsFromWire(out.metrics) }
-    }),
-    saveWeightsForSampler: Effect.fn("Http.saveWeightsForSampler")(function* (name: string) {
-      const out = yield* trainingCall(
-        "/save_weights_for_sampler",
-        (seq) => ({ model_id: state.modelId, path: name, seq_id: seq, type: "save_weights_for_sampler" }),
-        "SaveWeightsForSampler",
-        Wire.SaveWeightsForSamplerResponse,
-        "save_weights_for_sampler",
-      )
-      const version = out.policy_version ?? state.trainerVersion
-      state.published = { version, samplingSessionId: out.sampling_session_id ?? undefined, modelPath: out.path ?? undefined }
-      if (out.sampling_session_id !== undefined && out.sampling_session_id !== null) state.samplerIds++
-      state.samplerSeq = 0
-      return { version, path: out.path ?? out.sampling_session_id ?? name }
-    }),
-    saveState: Effect.fn("Http.saveState")(function* (name: string) {
-      const out = yield* trainingCall(
-        "/save_weights",
-        (seq) => ({ model_id: state.modelId, path: name, seq_id: seq, type: "save_weights" }),
-        "SaveWeights",
-        Wire.SaveWeightsResponse,
-        "save_weights",
-      )
-      return { path: out.path }
-    }),
-    loadState: Effect.fn("Http.loadState")(function* (path: string, opts?: { readonly withOptimizer?: boolean }) {
-      yield* trainingCall(
-        "/load_weights",
-        (seq) => ({ model_id: state.modelId, seq_id: seq, path, optimizer: opts?.withOptimizer ?? false, type: "load_weights" }),
-        "LoadWeights",
-        Wire.LoadWeightsResponse,
-        "load_weights",
-      )
-      const info = yield* getInfo
-      if (info.policy_version !== undefined) state.trainerVersion = info.policy_version
-    }),
-    info: Effect.gen(function* () {
-      const info = yield* getInfo
-      if (info.policy_version !== undefined) state.trainerVersion = info.policy_version
-      return {
-        modelName: info.model_name ?? info.model_data.model_name ?? state.baseModel,
-        loraRank: info.lora_rank ?? state.loraRank ?? 0,
-        version: state.trainerVersion,
-        maxSequenceLength: info.max_sequence_length ?? state.maxContext ?? 0,
-      } satisfies TrainerInfo
-    }).pipe(Effect.withSpan("Http.info")),
+    forwardBackward: forwardLike(ctx, "forward_backward"),
+    forward: forwardLike(ctx, "forward"),
+    optimStep: optimStep(ctx),
+    saveWeightsForSampler: saveWeightsForSampler(ctx),
+    saveState: saveState(ctx),
+    loadState: loadState(ctx),
+    info: info(ctx),
   }
 }
