@@ -5,7 +5,8 @@
  *   merged into the base weights once per version (W' = W + (alpha/r)·A·B).
  * - Each distinct prompt of a batch is prefilled once and its K/V tiled across the
  *   rows that sample from it (the `numSamples` of a request, and requests with the same
- *   prompt batched together). That is where prompt reuse pays: within a group.
+ *   prompt batched together). That is where prompt reuse pays: within a group. The
+ *   prefill of a batch's prompts is in `BatchPrefill.ts`.
  * - An LRU of K/V entries, keyed on (policy version, token sequence), lets a request skip
  *   the part of its prompt that was already run through the model at this version: every
  *   prefilled prompt and every finished row is kept, so a repeated prompt needs no model
@@ -34,10 +35,12 @@ import * as tf from "@tensorflow/tfjs"
 import type { SampledSequence, SampleResult, SamplingParams } from "../../Contract.ts"
 import { EOS } from "./CharTokenizer.ts"
 import { logprobAt } from "./LogSoftmax.ts"
-import { disposeCache, inferenceView, type KvCache, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
+import { type BatchPrompts, type Prefilled, prefillEach, prefillShared } from "./BatchPrefill.ts"
+import { disposeCache, inferenceView, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
 import { PrefixCache, type PrefixStats } from "./PrefixCache.ts"
+import { at, type NonEmpty } from "./Required.ts"
 import { Rng } from "./Rng.ts"
-import { type BatchRow, sampleStep } from "./SampleStep.ts"
+import { type BatchRow, newRow, rulesOf, sampleStep } from "./SampleStep.ts"
 import type { PublishedAdapter } from "./TrainerEngine.ts"
 import { checkSample } from "./Validate.ts"
 
@@ -83,13 +86,6 @@ interface Pending {
   readonly rng: Rng
   readonly resolve: (r: SampleResult) => void
   readonly reject: (e: unknown) => void
-}
-
-/** A batch's first logits and K/V after the prompts, and each request's prompt log-probs. */
-interface Prefilled {
-  readonly logits: Float32Array
-  readonly cache: KvCache | undefined
-  readonly promptLogprobs: Array<Array<number>>
 }
 
 /** Statistics for tests and benchmarks (the prefix cache's counters: `PrefixStats`). @since 0.1.0 @category models */
@@ -186,8 +182,10 @@ export class LocalSamplerEngine {
     this.scheduled = true
     setImmediate(() => {
       this.scheduled = false
-      const first = this.queue[0]!
-      const group = [first]
+      const first = this.queue[0]
+      // nothing queued: nothing to run (`schedule` only waits when a request is queued)
+      if (first === undefined) return
+      const group: [Pending, ...Array<Pending>] = [first]
       let rows = first.options.numSamples
       if (this.batchRequests) {
         for (const p of this.queue) {
@@ -199,7 +197,7 @@ export class LocalSamplerEngine {
       this.queue = this.queue.filter((p) => !group.includes(p))
       try {
         const results = this.runBatch(group)
-        group.forEach((p, i) => p.resolve(results[i]!))
+        group.forEach((p, i) => p.resolve(at(results, i, "the result of a batched request")))
       } catch (e) {
         for (const p of group) p.reject(e)
       }
@@ -230,46 +228,37 @@ export class LocalSamplerEngine {
     return out
   }
 
-
-  private runBatch(group: Array<Pending>): Array<SampleResult> {
+  private runBatch(group: NonEmpty<Pending>): Array<SampleResult> {
     const { contextLength: ctx, vocabSize: V } = this.model.config
-    const P = group[0]!.prompt.length
+    const P = group[0].prompt.length
     this.stats.batches++
     this.stats.requests += group.length
     this.stats.maxRequestsPerBatch = Math.max(this.stats.maxRequestsPerBatch, group.length)
-    // rows: request j repeated numSamples times
+    // rows: request j repeated numSamples times, each with its request's rules
     const rowReq: Array<number> = []
-    group.forEach((g, j) => {
-      for (let s = 0; s < g.options.numSamples; s++) rowReq.push(j)
+    const rows: Array<BatchRow> = []
+    const rules = group.map((g, j) => {
+      const own = rulesOf(g, ctx - P, V)
+      for (let s = 0; s < g.options.numSamples; s++) {
+        rowReq.push(j)
+        rows.push(newRow(own))
+      }
+      return own
     })
     const R = rowReq.length
     this.stats.rows += R
-    const limit = group.map((g) => Math.min(g.params.maxTokens, ctx - P))
-    const maxSteps = Math.max(...limit)
-    const rows: Array<BatchRow> = rowReq.map(() => ({
-      tokens: [],
-      logprobs: [],
-      modelLogprobs: [],
-      next: undefined,
-      text: "",
-      done: false,
-      stop: "length",
-    }))
+    const maxSteps = Math.max(...rules.map((r) => r.limit))
     const needCache = this.useKvCache && maxSteps > 1
     // finished rows' K/V are kept for a next turn that extends them
     const keep = needCache && this.prefixReuse && this.turnReuse && this.prefixes.capacity > 0
-    const first = this.prefill(group, rowReq, needCache)
+    const batch: BatchPrompts = { prompts: group.map((g) => g.prompt), rowReq, needCache }
+    const first = this.prefill(batch)
     let cache = first.cache
     let logits = first.logits
     const promptLogprobs = first.promptLogprobs
-
-    // whether a request samples from the model's own distribution (its log-prob is the sampled one)
-    const plain = group.map((g) => g.params.temperature === 1 && ((g.params.topK ?? 0) === 0 || g.params.topK! >= V) && (g.params.topP ?? 1) >= 1)
-    const stopStrings = group.map((g) => (g.params.stop ?? []).filter((s): s is string => typeof s === "string"))
-    const stopIds = group.map((g) => new Set((g.params.stop ?? []).filter((s): s is number => typeof s === "number")))
     try {
       for (let step = 0; step < maxSteps; step++) {
-        sampleStep(group, rowReq, rows, logits, V, { keep, plain, stopStrings, stopIds, limit })
+        sampleStep(rows, logits, V, keep)
         if (rows.every((row) => row.done)) break
         const last = Int32Array.from(rows.map((row) => row.tokens[row.tokens.length - 1] ?? EOS))
         if (cache) {
@@ -278,10 +267,10 @@ export class LocalSamplerEngine {
           logits = out.logits.dataSync() as Float32Array
           out.logits.dispose()
         } else {
-          logits = this.fullForwardLast(group, rowReq, rows.map((row) => row.tokens))
+          logits = this.fullForwardLast(batch.prompts, rowReq, rows.map((row) => row.tokens))
         }
       }
-      if (keep && cache) this.prefixes.keepRows(this.version, group.map((g) => g.prompt), promptLogprobs, rows, rowReq, cache)
+      if (keep && cache) this.prefixes.keepRows(this.version, batch.prompts, promptLogprobs, rows, rowReq, cache)
     } finally {
       if (cache) disposeCache(cache)
     }
@@ -291,86 +280,28 @@ export class LocalSamplerEngine {
         if (rowReq[r] === j) sequences.push({ tokens: row.tokens, logprobs: row.logprobs, stopReason: row.stop })
       })
       return g.options.includePromptLogprobs
-        ? { sequences, policyVersion: this.version, promptLogprobs: promptLogprobs[j]!.slice() }
+        ? { sequences, policyVersion: this.version, promptLogprobs: at(promptLogprobs, j, "a request's prompt log-probs").slice() }
         : { sequences, policyVersion: this.version }
     })
   }
 
   /**
-   * The prompts' prefill: per row, the logits of its first sampled token and (with
-   * `needCache`) its prompt's K/V; per request, its prompt's log-probs.
+   * The prompts' prefill (`BatchPrefill`): per row, the logits of its first sampled token
+   * and (with `needCache`) its prompt's K/V; per request, its prompt's log-probs.
    */
-  private prefill(group: Array<Pending>, rowReq: Array<number>, needCache: boolean): Prefilled {
-    return this.prefixReuse ? this.prefillShared(group, rowReq, needCache) : this.prefillEach(group, rowReq, needCache)
-  }
-
-  /** Each distinct prompt once (through the prefix cache), its K/V tiled to the rows. */
-  private prefillShared(group: Array<Pending>, rowReq: Array<number>, needCache: boolean): Prefilled {
-    const { vocabSize: V, nLayers } = this.model.config
-    const P = group[0]!.prompt.length
-    const R = rowReq.length
-    const logits = new Float32Array(R * V)
-    let cache: KvCache | undefined
-    const entries = this.prefixes.prefill(this.view, this.version, group.map((g) => g.prompt))
-    if (needCache) {
-      // each row's copy of its prompt's K/V (a copy in memory; wasm's Gather and Tile are slow)
-      const { nHeads: H } = this.model.config
-      const n = H * P * this.model.headDim
-      const tile = (kv: "k" | "v", l: number) => {
-        const buf = new Float32Array(R * n)
-        rowReq.forEach((j, r) => buf.set(entries[j]![kv][l]!, r * n))
-        return tf.tensor4d(buf, [R, H, P, this.model.headDim])
-      }
-      const k: Array<tf.Tensor4D> = []
-      const v: Array<tf.Tensor4D> = []
-      for (let l = 0; l < nLayers; l++) {
-        k.push(tile("k", l))
-        v.push(tile("v", l))
-      }
-      cache = { k, v, length: P }
-    }
-    rowReq.forEach((j, r) => logits.set(entries[j]!.next, r * V))
-    return { logits, cache, promptLogprobs: entries.map((e) => e.logprobs.slice()) }
-  }
-
-  /** Every row prefills its own prompt (the baseline that prefix reuse is measured against). */
-  private prefillEach(group: Array<Pending>, rowReq: Array<number>, needCache: boolean): Prefilled {
-    const V = this.model.config.vocabSize
-    const P = group[0]!.prompt.length
-    const R = rowReq.length
-    const logits = new Float32Array(R * V)
-    let cache: KvCache | undefined
-    const tok = new Int32Array(R * P)
-    rowReq.forEach((j, r) => group[j]!.prompt.forEach((t, i) => (tok[r * P + i] = t)))
-    const collect = { k: [] as Array<tf.Tensor4D>, v: [] as Array<tf.Tensor4D> }
-    const all = tf.tidy(() => {
-      const l = this.model.forward(this.view, tok, R, P, needCache ? collect : undefined)
-      collect.k.forEach((t) => tf.keep(t))
-      collect.v.forEach((t) => tf.keep(t))
-      return l
-    })
-    const vals = all.dataSync() as Float32Array
-    all.dispose()
-    if (needCache) cache = { k: collect.k, v: collect.v, length: P }
-    for (let r = 0; r < R; r++) logits.set(vals.subarray((r * P + P - 1) * V, (r * P + P) * V), r * V)
-    const promptLogprobs = group.map((g) => {
-      const r = rowReq.indexOf(group.indexOf(g))
-      const out = new Array<number>(P).fill(0)
-      for (let i = 1; i < P; i++) out[i] = logprobAt(vals, (r * P + i - 1) * V, V, g.prompt[i]!)
-      return out
-    })
-    return { logits, cache, promptLogprobs }
+  private prefill(batch: BatchPrompts): Prefilled {
+    return this.prefixReuse ? prefillShared(this.model, this.view, this.prefixes, this.version, batch) : prefillEach(this.model, this.view, batch)
   }
 
   /** the no-cache path: logits of the last position of every row, recomputed from scratch */
-  private fullForwardLast(group: Array<Pending>, rowReq: Array<number>, gen: Array<Array<number>>): Float32Array {
+  private fullForwardLast(prompts: ReadonlyArray<ReadonlyArray<number>>, rowReq: ReadonlyArray<number>, gen: ReadonlyArray<ReadonlyArray<number>>): Float32Array {
     const V = this.model.config.vocabSize
     const R = rowReq.length
     // rows still decoding have the longest generations; finished rows are padded and ignored
-    const L = group[0]!.prompt.length + Math.max(...gen.map((g) => g.length))
+    const L = at(prompts, 0, "a batch's first prompt").length + Math.max(...gen.map((g) => g.length))
     const tok = new Int32Array(R * L)
     rowReq.forEach((j, r) => {
-      const seq = [...group[j]!.prompt, ...gen[r]!]
+      const seq = [...at(prompts, j, "a row's prompt"), ...at(gen, r, "a row's tokens")]
       for (let i = 0; i < L; i++) tok[r * L + i] = seq[i] ?? EOS
     })
     const logits = tf.tidy(() => this.model.forward(this.view, tok, R, L))
