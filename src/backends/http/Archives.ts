@@ -59,8 +59,8 @@ const inside = (root: string, file: string) => {
   return rel !== "" && !rel.startsWith("..") && !Path.isAbsolute(rel)
 }
 
-/** @since 0.1.0 @category constructors */
-export const make = (options: {
+/** @since 0.1.0 @category models */
+export interface Options {
   /** the folder checkpoint files must lie in; without it no checkpoint is handed out */
   readonly stateDir: string | undefined
   /** the checkpoints this server saved */
@@ -69,73 +69,95 @@ export const make = (options: {
   readonly pack?: ((stateBytes: Uint8Array, entry: Entry) => ReadonlyArray<Tar.TarFile> | string) | undefined
   readonly now: Effect.Effect<number>
   readonly ttlMillis?: number | undefined
-}): Archives => {
-  const ttl = options.ttlMillis ?? DEFAULT_TTL_MILLIS
-  const tokens = new Map<string, { readonly file: string; readonly entry: Entry; readonly filename: string; readonly expiresAt: number }>()
+}
 
-  /** The checkpoint's file, resolved, if it lies inside the state folder. */
-  const resolve = (uri: string, saved: string) =>
-    Effect.gen(function* () {
-      if (options.stateDir === undefined) {
-        return yield* new Reject({ status: 403, message: `${uri}: this server hands out no checkpoint files (it was started without a state folder)` })
-      }
-      const real = (p: string) => Effect.tryPromise({ try: () => Fs.promises.realpath(p), catch: () => notFound(`${uri}: its state file is gone from the server (it was deleted or moved)`) })
-      const root = yield* real(options.stateDir)
-      const file = yield* real(saved)
-      if (!inside(root, file)) {
-        return yield* new Reject({ status: 403, message: `${uri}: its file lies outside the server's state folder, so it is not handed out` })
-      }
-      const stat = yield* Effect.tryPromise({ try: () => Fs.promises.stat(file), catch: () => notFound(`${uri}: its state file is gone from the server`) })
-      if (!stat.isFile()) return yield* notFound(`${uri}: its state file is not a file`)
-      return file
-    })
+/** A download URL's token: what it hands out, until when. */
+interface Grant {
+  readonly file: string
+  readonly entry: Entry
+  readonly filename: string
+  readonly expiresAt: number
+}
 
-  const archive: Archives["archive"] = (rawModelId, rawCheckpointId, origin) =>
-    Effect.gen(function* () {
-      const modelId = yield* decodePart(rawModelId, "model_id")
-      const checkpointId = yield* decodePart(rawCheckpointId, "checkpoint_id")
-      const m = /^(weights|sampler_weights)\/([^/]+)$/.exec(checkpointId)
-      if (m === null) {
-        return yield* new Reject({ status: 400, message: `checkpoint_id ${JSON.stringify(checkpointId.slice(0, 200))} is not weights/<name> or sampler_weights/<name> (the part of a tinker:// path after the model id)` })
-      }
-      yield* checkName(m[2]!, "checkpoint_id's name")
-      const uri = `tinker://${modelId}/${checkpointId}`
-      const entry = options.checkpoints.get(uri)
-      if (entry === undefined) return yield* notFound(`no checkpoint ${uri.slice(0, 300)} on this server: only checkpoints this server saved can be downloaded`)
-      const saved = stateFileOf(options.checkpoints, entry)
-      if (saved === undefined) {
-        return yield* notFound(
-          `${uri}: sampler weights are kept as files only where a training checkpoint holds the same weights; save_state (save_weights) at the same step, or save the sampler weights with a name`,
-        )
-      }
-      const file = yield* resolve(uri, saved)
-      const token = globalThis.crypto.randomUUID().replace(/-/g, "") + globalThis.crypto.randomUUID().replace(/-/g, "")
-      const expiresAt = (yield* options.now) + ttl
-      tokens.set(token, { file, entry, filename: `${m[2]!}.tar`, expiresAt })
-      return { url: `${origin}${Wire.API_PREFIX}/${FILES_ROUTE}/${token}`, expires: new Date(expiresAt) }
-    })
+/** What the routes share: the options and the download URLs that still work, by token. */
+interface State {
+  readonly options: Options
+  readonly ttl: number
+  readonly tokens: Map<string, Grant>
+}
 
-  const download: Archives["download"] = (token) =>
-    Effect.gen(function* () {
-      const entry = tokens.get(token)
-      const now = yield* options.now
-      if (entry === undefined || entry.expiresAt <= now) {
-        if (entry !== undefined) tokens.delete(token)
-        return yield* notFound("this download URL is unknown or has expired: ask the archive route for a new one")
-      }
-      const bytes = yield* Effect.tryPromise({ try: () => Fs.promises.readFile(entry.file), catch: () => notFound("the checkpoint's file is gone from the server") })
-      const files = options.pack === undefined ? [{ name: Path.basename(entry.file), bytes }] : options.pack(bytes, entry.entry)
-      if (typeof files === "string") return yield* new Reject({ status: 409, message: `${entry.entry.tinker_path} cannot be archived: ${files}` })
-      const tar = Tar.pack(files, Math.floor(Date.parse(entry.entry.created_at) / 1000) || 0)
-      if (typeof tar === "string") return yield* new Reject({ status: 500, message: tar })
-      return { stream: Stream.make(tar), size: tar.length, filename: entry.filename, contentType: "application/x-tar" }
-    })
+/** The checkpoint's file, resolved, if it lies inside the state folder. */
+const resolve = (stateDir: string | undefined, uri: string, saved: string) =>
+  Effect.gen(function* () {
+    if (stateDir === undefined) {
+      return yield* new Reject({ status: 403, message: `${uri}: this server hands out no checkpoint files (it was started without a state folder)` })
+    }
+    const real = (p: string) => Effect.tryPromise({ try: () => Fs.promises.realpath(p), catch: () => notFound(`${uri}: its state file is gone from the server (it was deleted or moved)`) })
+    const root = yield* real(stateDir)
+    const file = yield* real(saved)
+    if (!inside(root, file)) {
+      return yield* new Reject({ status: 403, message: `${uri}: its file lies outside the server's state folder, so it is not handed out` })
+    }
+    const stat = yield* Effect.tryPromise({ try: () => Fs.promises.stat(file), catch: () => notFound(`${uri}: its state file is gone from the server`) })
+    if (!stat.isFile()) return yield* notFound(`${uri}: its state file is not a file`)
+    return file
+  })
 
-  const sweep = Effect.flatMap(options.now, (now) =>
+const archive = (st: State, rawModelId: string, rawCheckpointId: string, origin: string) =>
+  Effect.gen(function* () {
+    const modelId = yield* decodePart(rawModelId, "model_id")
+    const checkpointId = yield* decodePart(rawCheckpointId, "checkpoint_id")
+    const name = /^(weights|sampler_weights)\/([^/]+)$/.exec(checkpointId)?.[2]
+    if (name === undefined) {
+      return yield* new Reject({ status: 400, message: `checkpoint_id ${JSON.stringify(checkpointId.slice(0, 200))} is not weights/<name> or sampler_weights/<name> (the part of a tinker:// path after the model id)` })
+    }
+    yield* checkName(name, "checkpoint_id's name")
+    const uri = `tinker://${modelId}/${checkpointId}`
+    const entry = st.options.checkpoints.get(uri)
+    if (entry === undefined) return yield* notFound(`no checkpoint ${uri.slice(0, 300)} on this server: only checkpoints this server saved can be downloaded`)
+    const saved = stateFileOf(st.options.checkpoints, entry)
+    if (saved === undefined) {
+      return yield* notFound(
+        `${uri}: sampler weights are kept as files only where a training checkpoint holds the same weights; save_state (save_weights) at the same step, or save the sampler weights with a name`,
+      )
+    }
+    const file = yield* resolve(st.options.stateDir, uri, saved)
+    const token = globalThis.crypto.randomUUID().replace(/-/g, "") + globalThis.crypto.randomUUID().replace(/-/g, "")
+    const expiresAt = (yield* st.options.now) + st.ttl
+    st.tokens.set(token, { file, entry, filename: `${name}.tar`, expiresAt })
+    return { url: `${origin}${Wire.API_PREFIX}/${FILES_ROUTE}/${token}`, expires: new Date(expiresAt) }
+  })
+
+const download = (st: State, token: string) =>
+  Effect.gen(function* () {
+    const grant = st.tokens.get(token)
+    const now = yield* st.options.now
+    if (grant === undefined || grant.expiresAt <= now) {
+      if (grant !== undefined) st.tokens.delete(token)
+      return yield* notFound("this download URL is unknown or has expired: ask the archive route for a new one")
+    }
+    const bytes = yield* Effect.tryPromise({ try: () => Fs.promises.readFile(grant.file), catch: () => notFound("the checkpoint's file is gone from the server") })
+    const files = st.options.pack === undefined ? [{ name: Path.basename(grant.file), bytes }] : st.options.pack(bytes, grant.entry)
+    if (typeof files === "string") return yield* new Reject({ status: 409, message: `${grant.entry.tinker_path} cannot be archived: ${files}` })
+    const tar = Tar.pack(files, Math.floor(Date.parse(grant.entry.created_at) / 1000) || 0)
+    if (typeof tar === "string") return yield* new Reject({ status: 500, message: tar })
+    return { stream: Stream.make(tar), size: tar.length, filename: grant.filename, contentType: "application/x-tar" }
+  })
+
+const sweep = (st: State) =>
+  Effect.flatMap(st.options.now, (now) =>
     Effect.sync(() => {
-      for (const [token, entry] of tokens) if (entry.expiresAt <= now) tokens.delete(token)
+      for (const [token, grant] of st.tokens) if (grant.expiresAt <= now) st.tokens.delete(token)
     }),
   )
 
-  return { archive, download, sweep, size: () => tokens.size }
+/** @since 0.1.0 @category constructors */
+export const make = (options: Options): Archives => {
+  const st: State = { options, ttl: options.ttlMillis ?? DEFAULT_TTL_MILLIS, tokens: new Map() }
+  return {
+    archive: (modelId, checkpointId, origin) => archive(st, modelId, checkpointId, origin),
+    download: (token) => download(st, token),
+    sweep: sweep(st),
+    size: () => st.tokens.size,
+  }
 }

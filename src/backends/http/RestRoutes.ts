@@ -95,70 +95,77 @@ const trainingRuns = (ctx: Context) =>
       })
   })
 
-/** The routes: `get(name, query)` answers the GET routes (none when it is not one of them), `post` the POST ones. @since 0.1.0 @category constructors */
-export const make = (ctx: Context) => {
-  const runs = trainingRuns(ctx)
+const getRun = (ctx: Context, id: string) =>
+  Effect.flatMap(trainingRuns(ctx), (all) => {
+    const run = all.find((r) => r.training_run_id === id)
+    return run === undefined ? Effect.fail(notFound(`training run ${JSON.stringify(id.slice(0, 100))} is unknown to this server`)) : Effect.succeed(run)
+  })
 
-  const getRun = (id: string) =>
-    Effect.flatMap(runs, (all) => {
-      const run = all.find((r) => r.training_run_id === id)
-      return run === undefined ? Effect.fail(notFound(`training run ${JSON.stringify(id.slice(0, 100))} is unknown to this server`)) : Effect.succeed(run)
+/** The GET routes that list, a page at a time (`limit`, `offset`). */
+const listRoutes = (ctx: Context): ReadonlyArray<readonly [RegExp, (query: unknown) => Effect.Effect<unknown, Reject>]> => [
+  [
+    /^training_runs$/,
+    (query) =>
+      Effect.gen(function* () {
+        const q = yield* decodeOr400(Paging, "query")(query)
+        const p = page(yield* trainingRuns(ctx), q, 20)
+        return { training_runs: p.items, cursor: p.cursor }
+      }),
+  ],
+  [
+    /^checkpoints$/,
+    (query) =>
+      Effect.gen(function* () {
+        const q = yield* decodeOr400(Paging, "query")(query)
+        const p = page([...ctx.checkpoints.list()].reverse().map(checkpointOf), q, 100)
+        return { checkpoints: p.items, cursor: p.cursor }
+      }),
+  ],
+]
+
+/** The GET routes of one training run, whose id (percent-encoded) the pattern captures. */
+const runRoutes = (ctx: Context): ReadonlyArray<readonly [RegExp, (id: string) => Effect.Effect<unknown, Reject>]> => [
+  [/^training_runs\/([^/]+)$/, (id) => getRun(ctx, id)],
+  [/^training_runs\/([^/]+)\/checkpoints$/, (id) => Effect.map(getRun(ctx, id), () => ({ checkpoints: ctx.checkpoints.list(id).map(checkpointOf) }))],
+]
+
+/** A route's answer, where a path that is not valid percent-encoding is a 400. */
+const answer = (run: () => Effect.Effect<unknown, Reject>) =>
+  Option.some(Effect.suspend(run).pipe(Effect.catchDefect(() => Effect.fail(bad("the path is not valid percent-encoding")))))
+
+const weightsInfo =
+  (ctx: Context): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(WeightsInfoRequest)(body)
+      const e = ctx.checkpoints.get(req.tinker_path)
+      if (e === undefined) return yield* notFound(`tinker_path ${JSON.stringify(req.tinker_path.slice(0, 200))} is not a checkpoint saved by this server`)
+      return {
+        base_model: e.base_model,
+        is_lora: true,
+        lora_rank: e.lora_rank,
+        // adapters here never train the unembedding
+        train_unembed: false,
+        train_mlp: e.train_mlp ?? true,
+        train_attn: e.train_attn ?? true,
+      }
     })
 
-  const routes: ReadonlyArray<readonly [RegExp, (m: RegExpExecArray, query: unknown) => Effect.Effect<unknown, Reject>]> = [
-    [
-      /^training_runs$/,
-      (_, query) =>
-        Effect.gen(function* () {
-          const q = yield* decodeOr400(Paging, "query")(query)
-          const p = page(yield* runs, q, 20)
-          return { training_runs: p.items, cursor: p.cursor }
-        }),
-    ],
-    [/^training_runs\/([^/]+)$/, (m) => getRun(decodeURIComponent(m[1]!))],
-    [
-      /^training_runs\/([^/]+)\/checkpoints$/,
-      (m) => {
-        const id = decodeURIComponent(m[1]!)
-        return Effect.map(getRun(id), () => ({ checkpoints: ctx.checkpoints.list(id).map(checkpointOf) }))
-      },
-    ],
-    [
-      /^checkpoints$/,
-      (_, query) =>
-        Effect.gen(function* () {
-          const q = yield* decodeOr400(Paging, "query")(query)
-          const p = page([...ctx.checkpoints.list()].reverse().map(checkpointOf), q, 100)
-          return { checkpoints: p.items, cursor: p.cursor }
-        }),
-    ],
-  ]
+/** The routes: `get(name, query)` answers the GET routes (none when it is not one of them), `post` the POST ones. @since 0.1.0 @category constructors */
+export const make = (ctx: Context) => {
+  const lists = listRoutes(ctx)
+  const ofRun = runRoutes(ctx)
 
   /** A GET route of this module, or none. */
   const get = (name: string, query: Readonly<Record<string, string>>): Option.Option<Effect.Effect<unknown, Reject>> => {
-    for (const [re, run] of routes) {
-      const m = re.exec(name)
-      if (m !== null) return Option.some(Effect.suspend(() => run(m, query)).pipe(Effect.catchDefect(() => Effect.fail(bad("the path is not valid percent-encoding")))))
+    for (const [re, run] of lists) if (re.test(name)) return answer(() => run(query))
+    for (const [re, run] of ofRun) {
+      const id = re.exec(name)?.[1]
+      if (id !== undefined) return answer(() => run(decodeURIComponent(id)))
     }
     return Option.none()
   }
 
-  const post: Record<string, Handler> = {
-    weights_info: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(WeightsInfoRequest)(body)
-        const e = ctx.checkpoints.get(req.tinker_path)
-        if (e === undefined) return yield* notFound(`tinker_path ${JSON.stringify(req.tinker_path.slice(0, 200))} is not a checkpoint saved by this server`)
-        return {
-          base_model: e.base_model,
-          is_lora: true,
-          lora_rank: e.lora_rank,
-          // adapters here never train the unembedding
-          train_unembed: false,
-          train_mlp: e.train_mlp ?? true,
-          train_attn: e.train_attn ?? true,
-        }
-      }),
-  }
+  const post: Record<string, Handler> = { weights_info: weightsInfo(ctx) }
   return { get, post }
 }

@@ -30,85 +30,100 @@ export interface RestoredSamplers {
   readonly lookup: (modelPath: string) => Effect.Effect<Published | undefined, Reject>
 }
 
-/** The training checkpoint that holds a sampler checkpoint's weights. */
-const sourceOf = (checkpoints: CheckpointIndex, sampler: Entry) =>
-  sampler.policy_version === undefined || sampler.loads === undefined
-    ? undefined
-    : checkpoints
-        .list(sampler.model_id)
-        .find((e) => e.kind === "weights" && e.file !== undefined && e.policy_version === sampler.policy_version && e.loads === sampler.loads)
+/** The state file of the training checkpoint that holds a sampler checkpoint's weights. */
+const sourceFileOf = (checkpoints: CheckpointIndex, sampler: Entry) => {
+  if (sampler.policy_version === undefined || sampler.loads === undefined) return undefined
+  const source = checkpoints
+    .list(sampler.model_id)
+    .find((e) => e.kind === "weights" && e.file !== undefined && e.policy_version === sampler.policy_version && e.loads === sampler.loads)
+  if (source === undefined) return undefined
+  // the index keeps the resolved file of every training checkpoint that has one
+  const file = checkpoints.files.get(source.tinker_path)
+  if (file === undefined) throw new Error(`checkpoint index: ${source.tinker_path} has a file, but no resolved file is kept for it`)
+  return file
+}
 
-/** @since 0.1.0 @category constructors */
-export const make = (ctx: {
+/** @since 0.1.0 @category models */
+export interface Options {
   readonly registry: Registry
   readonly checkpoints: CheckpointIndex
   /** the sampler paths published by this run of the server (restored ones join them) */
   readonly samplerPaths: Map<string, Published>
   /** whether models can be built for a restore (the server has a model factory) */
   readonly canBuild: boolean
-}): RestoredSamplers => {
-  const { registry } = ctx
-  /** path -> the id of the model restored for it */
-  const restored = new Map<string, string>()
-  const building = new Map<string, Deferred.Deferred<Published, Reject>>()
-  let sessionId: string | undefined
-  let modelSeq = 0
+}
 
-  const session = Effect.gen(function* () {
-    if (sessionId !== undefined && Exit.isSuccess(yield* Effect.exit(registry.getSession(sessionId)))) return sessionId
-    sessionId = yield* registry.createSession
-    return sessionId
+/** What the restores share: the options, and the models built for them. */
+interface State extends Options {
+  /** path -> the id of the model restored for it */
+  readonly restored: Map<string, string>
+  /** path -> its restore in progress */
+  readonly building: Map<string, Deferred.Deferred<Published, Reject>>
+  /** the session the restored models belong to, while it lives */
+  sessionId: string | undefined
+  modelSeq: number
+}
+
+const session = (st: State) =>
+  Effect.gen(function* () {
+    if (st.sessionId !== undefined && Exit.isSuccess(yield* Effect.exit(st.registry.getSession(st.sessionId)))) return st.sessionId
+    const id = yield* st.registry.createSession
+    st.sessionId = id
+    return id
   })
 
-  const build = (uri: string, entry: Entry, file: string) =>
-    Effect.gen(function* () {
-      const owner = yield* session
-      const model = yield* Effect.uninterruptible(registry.createModel(owner, modelSeq++, entry.lora_rank, undefined))
-      const unavailable = (e: { readonly message: string }) => new Reject({ status: 503, message: `${uri}: restoring its weights from ${file}: ${e.message}` })
-      yield* model.trainer.loadState(file, { withOptimizer: false }).pipe(Effect.mapError(unavailable))
-      const r = yield* model.trainer.saveWeightsForSampler(entry.name).pipe(Effect.mapError(unavailable))
-      yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
-      const published: Published = { modelId: model.id, version: r.version, modelPath: uri }
-      ctx.samplerPaths.set(uri, published)
-      restored.set(uri, model.id)
-      yield* Effect.logInfo(`${uri}: sampler weights of an earlier run of this server, served again from ${file} by model ${model.id}`)
-      return published
-    })
+const build = (st: State, uri: string, entry: Entry, file: string) =>
+  Effect.gen(function* () {
+    const owner = yield* session(st)
+    const model = yield* Effect.uninterruptible(st.registry.createModel(owner, st.modelSeq++, entry.lora_rank, undefined))
+    const unavailable = (e: { readonly message: string }) => new Reject({ status: 503, message: `${uri}: restoring its weights from ${file}: ${e.message}` })
+    yield* model.trainer.loadState(file, { withOptimizer: false }).pipe(Effect.mapError(unavailable))
+    const r = yield* model.trainer.saveWeightsForSampler(entry.name).pipe(Effect.mapError(unavailable))
+    yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
+    const published: Published = { modelId: model.id, version: r.version, modelPath: uri }
+    st.samplerPaths.set(uri, published)
+    st.restored.set(uri, model.id)
+    yield* Effect.logInfo(`${uri}: sampler weights of an earlier run of this server, served again from ${file} by model ${model.id}`)
+    return published
+  })
 
-  /** Builds the sampler of `uri` once, however many requests ask for it meanwhile. */
-  const restore = (uri: string, entry: Entry) =>
-    Effect.gen(function* () {
-      const pending = building.get(uri)
-      if (pending !== undefined) return yield* Deferred.await(pending)
-      if (!ctx.canBuild) {
-        return yield* notFound(
-          `model_path ${uri} was saved by an earlier run of this server, which builds no models for it (it trains one adapter: \`serve --workers\`); load a training checkpoint and save_weights_for_sampler again`,
-        )
-      }
-      const source = sourceOf(ctx.checkpoints, entry)
-      if (source === undefined) {
-        return yield* notFound(
-          `model_path ${uri} was saved by an earlier run of this server; sampler weights are not kept as files, and no training checkpoint of the same weights was saved (save_state at the same step): load a training checkpoint and save_weights_for_sampler again`,
-        )
-      }
-      const done = yield* Deferred.make<Published, Reject>()
-      building.set(uri, done)
-      return yield* build(uri, entry, ctx.checkpoints.files.get(source.tinker_path)!).pipe(
-        Effect.onExit((exit) => Effect.andThen(Deferred.done(done, exit), Effect.sync(() => building.delete(uri)))),
+/** Builds the sampler of `uri` once, however many requests ask for it meanwhile. */
+const restore = (st: State, uri: string, entry: Entry) =>
+  Effect.gen(function* () {
+    const pending = st.building.get(uri)
+    if (pending !== undefined) return yield* Deferred.await(pending)
+    if (!st.canBuild) {
+      return yield* notFound(
+        `model_path ${uri} was saved by an earlier run of this server, which builds no models for it (it trains one adapter: \`serve --workers\`); load a training checkpoint and save_weights_for_sampler again`,
       )
-    })
+    }
+    const file = sourceFileOf(st.checkpoints, entry)
+    if (file === undefined) {
+      return yield* notFound(
+        `model_path ${uri} was saved by an earlier run of this server; sampler weights are not kept as files, and no training checkpoint of the same weights was saved (save_state at the same step): load a training checkpoint and save_weights_for_sampler again`,
+      )
+    }
+    const done = yield* Deferred.make<Published, Reject>()
+    st.building.set(uri, done)
+    return yield* build(st, uri, entry, file).pipe(Effect.onExit((exit) => Effect.andThen(Deferred.done(done, exit), Effect.sync(() => st.building.delete(uri)))))
+  })
 
-  const lookup: RestoredSamplers["lookup"] = (uri) =>
-    Effect.gen(function* () {
-      const known = ctx.samplerPaths.get(uri)
-      const restoredBy = restored.get(uri)
-      if (known !== undefined && restoredBy === undefined) return known
+const lookup = (st: State, uri: string) =>
+  Effect.gen(function* () {
+    const known = st.samplerPaths.get(uri)
+    if (known !== undefined) {
+      const restoredBy = st.restored.get(uri)
+      if (restoredBy === undefined) return known
       // a restored model expires with its session like any other: build it again
-      if (known !== undefined && Exit.isSuccess(yield* Effect.exit(registry.getModel(restoredBy!)))) return known
-      const entry = ctx.checkpoints.get(uri)
-      if (entry === undefined || entry.kind !== "sampler_weights") return undefined
-      return yield* restore(uri, entry)
-    })
+      if (Exit.isSuccess(yield* Effect.exit(st.registry.getModel(restoredBy)))) return known
+    }
+    const entry = st.checkpoints.get(uri)
+    if (entry === undefined || entry.kind !== "sampler_weights") return undefined
+    return yield* restore(st, uri, entry)
+  })
 
-  return { lookup }
+/** @since 0.1.0 @category constructors */
+export const make = (options: Options): RestoredSamplers => {
+  const st: State = { ...options, restored: new Map(), building: new Map(), sessionId: undefined, modelSeq: 0 }
+  return { lookup: (uri) => lookup(st, uri) }
 }

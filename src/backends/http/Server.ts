@@ -26,9 +26,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Option, type Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, type Redacted, type Scope } from "effect"
 import { DEFAULT_READY_TIMEOUT, Sampler, type SamplerShape } from "../../Sampler.ts"
-import { Trainer } from "../../Trainer.ts"
+import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import * as Archives from "./Archives.ts"
 import * as CheckpointIndex from "./CheckpointIndex.ts"
@@ -145,6 +145,222 @@ export interface Handle {
 }
 
 
+/** What the server derives from its options and the trainer's info. */
+interface Settings {
+  readonly modelName: string
+  /** the trainer's context length, as `get_server_capabilities` reports it (0: none) */
+  readonly contextLength: number
+  /** the longest sequence accepted */
+  readonly maxLength: number
+  readonly pollWait: Duration.Input
+  readonly ttlMillis: number
+  readonly maxBody: number
+  readonly idleMillis: number
+}
+
+const settingsOf = (options: Options, info: { readonly modelName: string; readonly maxSequenceLength: number }): Settings => ({
+  modelName: options.modelName ?? info.modelName,
+  contextLength: info.maxSequenceLength,
+  maxLength: info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER,
+  pollWait: options.pollWait ?? "20 seconds",
+  ttlMillis: Duration.toMillis(Duration.fromInputUnsafe(options.futureTtl ?? "15 minutes")),
+  maxBody: options.maxBodyBytes ?? 64 * 1024 * 1024,
+  idleMillis: Duration.toMillis(Duration.fromInputUnsafe(options.sessionIdleTimeout ?? DEFAULT_SESSION_IDLE_TIMEOUT)),
+})
+
+/** Fresh ids: a counter for order, a random part so that ids of a restarted server differ. */
+const idMaker = () => {
+  let counter = 0
+  return (prefix: string) => `${prefix}-${(++counter).toString(36)}-${globalThis.crypto.randomUUID().slice(0, 8)}`
+}
+
+/** The server's parts: what the routes, the sweep and the stats share. */
+interface Parts {
+  readonly options: Options
+  readonly settings: Settings
+  readonly replicas: ReadonlyArray<SamplerShape>
+  readonly scope: Scope.Scope
+  readonly now: Effect.Effect<number>
+  readonly futures: Futures.FutureTable
+  readonly idempotency: Idempotency.IdempotencyCache
+  /** the base model's sampler */
+  readonly base: Models.SamplerTarget
+  readonly registry: Models.Registry
+  readonly gather: (key: string) => Effect.Effect<void>
+  /** what each sampling session serves */
+  readonly samplingSessions: Map<string, SamplingRoutes.Published>
+  /** what each sampler path published by this run of the server serves */
+  readonly samplerPaths: Map<string, SamplingRoutes.Published>
+  readonly replicaRequests: Array<number>
+  readonly checkpoints: CheckpointIndex.CheckpointIndex
+  readonly restoredSamplers: RestoredSamplers.RestoredSamplers
+  readonly archives: Archives.Archives
+}
+
+const makeParts = (options: Options, settings: Settings, trainer: TrainerShape, replicas: ReadonlyArray<SamplerShape>) =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const newId = idMaker()
+    const now = Effect.clockWith((c) => c.currentTimeMillis).pipe(Effect.map(Number))
+    const futures = Futures.make({ scope, ttlMillis: settings.ttlMillis, maxPending: options.maxPendingFutures ?? DEFAULT_MAX_PENDING_FUTURES, newId: () => newId("req"), now })
+    const idempotency = Idempotency.make({ ttlMillis: settings.ttlMillis, now })
+    const base = yield* Models.makeTarget("base", replicas)
+    const registry = Models.make({
+      base: { trainer, sampler: base },
+      factory: options.models,
+      memoryBudget: options.memoryBudget ?? DEFAULT_MEMORY_BUDGET_BYTES,
+      idleMillis: settings.idleMillis,
+      now,
+      newId,
+    })
+    // models still alive when the server stops are freed with it
+    yield* Effect.addFinalizer(() => Effect.asVoid(registry.freeAll))
+    const gatherMillis = Duration.toMillis(Duration.fromInputUnsafe(options.sampleGather ?? "10 millis"))
+    const gather = Gather.make({ maxMillis: gatherMillis, quietMillis: Duration.toMillis(Duration.fromInputUnsafe(options.sampleGatherQuiet ?? "3 millis")), scope, now })
+    const samplerPaths = new Map<string, SamplingRoutes.Published>()
+    const checkpoints = yield* CheckpointIndex.open(options.stateDir, now)
+    const restoredSamplers = RestoredSamplers.make({ registry, checkpoints, samplerPaths, canBuild: options.models !== undefined })
+    const archives = Archives.make({
+      stateDir: options.stateDir,
+      checkpoints,
+      pack: options.archivePack,
+      now,
+      ttlMillis: options.archiveTtl === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(options.archiveTtl)),
+    })
+    const samplingSessions = new Map<string, SamplingRoutes.Published>()
+    const replicaRequests = replicas.map(() => 0)
+    return { options, settings, replicas, scope, now, futures, idempotency, base, registry, gather, samplingSessions, samplerPaths, replicaRequests, checkpoints, restoredSamplers, archives } satisfies Parts
+  })
+
+const trainingRoutes = (p: Parts) =>
+  TrainingRoutes.make({
+    registry: p.registry,
+    futures: p.futures,
+    modelName: p.settings.modelName,
+    tokenizerId: p.options.tokenizerId,
+    vocabSize: p.options.vocabSize,
+    maxLength: p.settings.maxLength,
+    maxDatums: p.options.maxDatums ?? 4096,
+    turnTimeout: p.options.turnTimeout ?? "10 minutes",
+    checkpoints: p.checkpoints,
+    published: (model, samplingSessionId, uri, version) => {
+      const published = { modelId: model.id, version, modelPath: uri }
+      p.samplingSessions.set(samplingSessionId, published)
+      p.samplerPaths.set(uri, published)
+    },
+  })
+
+const samplingRoutes = (p: Parts) =>
+  SamplingRoutes.make({
+    registry: p.registry,
+    futures: p.futures,
+    base: p.base,
+    modelName: p.settings.modelName,
+    vocabSize: p.options.vocabSize,
+    maxLength: p.settings.maxLength,
+    maxSamples: p.options.maxSamples ?? 256,
+    readyTimeout: p.options.readyTimeout ?? DEFAULT_READY_TIMEOUT,
+    gather: p.gather,
+    samplingSessions: p.samplingSessions,
+    samplerPaths: p.samplerPaths,
+    samplerPath: p.restoredSamplers.lookup,
+    replicaRequests: p.replicaRequests,
+    baseNotServed:
+      p.options.models === undefined
+        ? "this server trains one adapter on the base model's own sampler (it has no model factory: `serve --workers` runs that way), " +
+          "so once trained that sampler no longer serves the base weights. Start the server without --workers to serve base-model " +
+          "sampling sessions (a KL penalty's reference needs them)"
+        : undefined,
+  })
+
+/** `retrieve_future`: the future's outcome, held up to `pollWait`, else `try_again`. */
+const retrieveFuture =
+  (p: Parts): TrainingRoutes.Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.RetrieveFutureRequest)(body)
+      const reply = yield* p.futures.await(req.request_id, p.settings.pollWait)
+      return Option.isSome(reply) ? reply.value.body : { type: "try_again", request_id: req.request_id, queue_state: "active" }
+    })
+
+/** Every route the dispatch knows: the POST handlers, the fixed GETs, the REST reads and `GET samplers/{id}`. */
+const routeTables = (p: Parts) => {
+  const training = trainingRoutes(p)
+  const sampling = samplingRoutes(p)
+  const rest = RestRoutes.make({ checkpoints: p.checkpoints, modelName: p.settings.modelName, liveModels: p.registry.list, now: p.now })
+  const post: Record<string, TrainingRoutes.Handler> = {
+    ...ServiceRoutes.make({ maxDatums: p.options.maxDatums ?? 4096, compressForwardBackward: p.options.compressForwardBackward ?? false }),
+    ...rest.post,
+    ...training,
+    ...sampling.post,
+    retrieve_future: retrieveFuture(p),
+  }
+  const get: Record<string, () => Effect.Effect<unknown, Reject>> = {
+    healthz: () => Effect.succeed({ status: "ok" }),
+    get_server_capabilities: () => Effect.succeed({ supported_models: [{ model_name: p.settings.modelName, max_context_length: p.settings.contextLength }] }),
+  }
+  return { post, get, rest: rest.get, samplerInfo: sampling.samplerInfo }
+}
+
+/** Forgets expired futures, idempotency keys and download URLs, and expires idle sessions with what they published. */
+const sweep = (p: Parts) =>
+  Effect.gen(function* () {
+    yield* p.futures.sweep
+    yield* p.idempotency.sweep(p.futures.has)
+    yield* p.archives.sweep
+    const expired = yield* p.registry.expire
+    // what the expired sessions published goes with them
+    for (const id of expired) {
+      for (const k of p.samplingSessions.keys()) if (k.startsWith(`${id}:`)) p.samplingSessions.delete(k)
+      for (const k of p.samplerPaths.keys()) if (k.startsWith(`tinker://${id}:`)) p.samplerPaths.delete(k)
+    }
+  })
+
+/** Serves `app` on the options' host and port; answers the URL clients reach it at. */
+const listen = (p: Parts, app: ReturnType<typeof Dispatch.make>["app"]) =>
+  Effect.gen(function* () {
+    const host = p.options.host ?? "127.0.0.1"
+    const server = yield* PlatformHttpServer.make({ port: p.options.port ?? 0, host })
+    yield* server.serve(app)
+    const address = server.address
+    const port = address._tag === "UnixPathAddress" ? 0 : address.port
+    const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host
+    const url = `http://${shown.includes(":") ? `[${shown}]` : shown}:${port}`
+    const replicas = p.replicas.length
+    yield* Effect.logInfo(`serving ${p.settings.modelName} on ${url} (${replicas} sampler replica${replicas === 1 ? "" : "s"}${p.options.models ? ", one adapter per model" : ""})`)
+    return { url, port }
+  })
+
+/** The counters, read when asked. */
+const statsOf = (p: Parts, requests: () => number): Stats => ({
+  get requests() {
+    return requests()
+  },
+  get submissions() {
+    return p.futures.started()
+  },
+  get deduplicated() {
+    return p.idempotency.deduplicated()
+  },
+  get pending() {
+    return p.futures.pending()
+  },
+  get futures() {
+    return p.futures.size()
+  },
+  get sessions() {
+    return p.registry.sessions()
+  },
+  get models() {
+    return p.registry.models()
+  },
+  get memoryUsed() {
+    return p.registry.used()
+  },
+  executed: p.futures.executed,
+  replicaRequests: p.replicaRequests,
+})
+
 /**
  * Starts the server on the trainer and sampler in context; it stops when the scope
  * closes.
@@ -154,169 +370,23 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const trainer = yield* Trainer
   const defaultSampler = yield* Sampler
   const replicas = options.replicas !== undefined && options.replicas.length > 0 ? options.replicas : [defaultSampler]
-  const info0 = yield* trainer.info
-  const modelName = options.modelName ?? info0.modelName
-  const maxLength = info0.maxSequenceLength > 0 ? info0.maxSequenceLength : Number.MAX_SAFE_INTEGER
-  const pollWait = options.pollWait ?? "20 seconds"
-  const ttl = Duration.toMillis(Duration.fromInputUnsafe(options.futureTtl ?? "15 minutes"))
-  const maxBody = options.maxBodyBytes ?? 64 * 1024 * 1024
-  const idleMillis = Duration.toMillis(Duration.fromInputUnsafe(options.sessionIdleTimeout ?? DEFAULT_SESSION_IDLE_TIMEOUT))
-  const scope = yield* Effect.scope
-  let counter = 0
-  const newId = (prefix: string) => `${prefix}-${(++counter).toString(36)}-${globalThis.crypto.randomUUID().slice(0, 8)}`
-  const now = Effect.clockWith((c) => c.currentTimeMillis).pipe(Effect.map(Number))
-
-  const futures = Futures.make({ scope, ttlMillis: ttl, maxPending: options.maxPendingFutures ?? DEFAULT_MAX_PENDING_FUTURES, newId: () => newId("req"), now })
-  const idempotency = Idempotency.make({ ttlMillis: ttl, now })
-  const base = yield* Models.makeTarget("base", replicas)
-  const registry = Models.make({
-    base: { trainer, sampler: base },
-    factory: options.models,
-    memoryBudget: options.memoryBudget ?? DEFAULT_MEMORY_BUDGET_BYTES,
-    idleMillis,
-    now,
-    newId,
-  })
-  // models still alive when the server stops are freed with it
-  yield* Effect.addFinalizer(() => Effect.asVoid(registry.freeAll))
-  const gatherMillis = Duration.toMillis(Duration.fromInputUnsafe(options.sampleGather ?? "10 millis"))
-  const gather = Gather.make({ maxMillis: gatherMillis, quietMillis: Duration.toMillis(Duration.fromInputUnsafe(options.sampleGatherQuiet ?? "3 millis")), scope, now })
-  const samplingSessions = new Map<string, SamplingRoutes.Published>()
-  const samplerPaths = new Map<string, SamplingRoutes.Published>()
-  const replicaRequests = replicas.map(() => 0)
-  const checkpoints = yield* CheckpointIndex.open(options.stateDir, now)
-  const restoredSamplers = RestoredSamplers.make({ registry, checkpoints, samplerPaths, canBuild: options.models !== undefined })
-  const archives = Archives.make({
-    stateDir: options.stateDir,
-    checkpoints,
-    pack: options.archivePack,
-    now,
-    ttlMillis: options.archiveTtl === undefined ? undefined : Duration.toMillis(Duration.fromInputUnsafe(options.archiveTtl)),
-  })
-
-  const training = TrainingRoutes.make({
-    registry,
-    futures,
-    modelName,
-    tokenizerId: options.tokenizerId,
-    vocabSize: options.vocabSize,
-    maxLength,
-    maxDatums: options.maxDatums ?? 4096,
-    turnTimeout: options.turnTimeout ?? "10 minutes",
-    checkpoints,
-    published: (model, samplingSessionId, uri, version) => {
-      const p = { modelId: model.id, version, modelPath: uri }
-      samplingSessions.set(samplingSessionId, p)
-      samplerPaths.set(uri, p)
-    },
-  })
-  const sampling = SamplingRoutes.make({
-    registry,
-    futures,
-    base,
-    modelName,
-    vocabSize: options.vocabSize,
-    maxLength,
-    maxSamples: options.maxSamples ?? 256,
-    readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT,
-    gather,
-    samplingSessions,
-    samplerPaths,
-    samplerPath: restoredSamplers.lookup,
-    replicaRequests,
-    baseNotServed:
-      options.models === undefined
-        ? "this server trains one adapter on the base model's own sampler (it has no model factory: `serve --workers` runs that way), " +
-          "so once trained that sampler no longer serves the base weights. Start the server without --workers to serve base-model " +
-          "sampling sessions (a KL penalty's reference needs them)"
-        : undefined,
-  })
-
-  const retrieveFuture: TrainingRoutes.Handler = (body) =>
-    Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.RetrieveFutureRequest)(body)
-      const reply = yield* futures.await(req.request_id, pollWait)
-      return Option.isSome(reply) ? reply.value.body : { type: "try_again", request_id: req.request_id, queue_state: "active" }
-    })
-
-  const rest = RestRoutes.make({ checkpoints, modelName, liveModels: registry.list, now })
-  const post: Record<string, TrainingRoutes.Handler> = {
-    ...ServiceRoutes.make({ maxDatums: options.maxDatums ?? 4096, compressForwardBackward: options.compressForwardBackward ?? false }),
-    ...rest.post,
-    ...training,
-    ...sampling.post,
-    retrieve_future: retrieveFuture,
-  }
-  const get: Record<string, () => Effect.Effect<unknown, Reject>> = {
-    healthz: () => Effect.succeed({ status: "ok" }),
-    get_server_capabilities: () => Effect.succeed({ supported_models: [{ model_name: modelName, max_context_length: info0.maxSequenceLength }] }),
-  }
-
-  const sweep = Effect.gen(function* () {
-    yield* futures.sweep
-    yield* idempotency.sweep(futures.has)
-    yield* archives.sweep
-    const expired = yield* registry.expire
-    // what the expired sessions published goes with them
-    for (const id of expired) {
-      for (const k of samplingSessions.keys()) if (k.startsWith(`${id}:`)) samplingSessions.delete(k)
-      for (const k of samplerPaths.keys()) if (k.startsWith(`tinker://${id}:`)) samplerPaths.delete(k)
-    }
-  })
-  const sweepEvery = Duration.millis(Math.max(1000, Math.min(60_000, ttl / 4, idleMillis / 4)))
-  yield* Effect.forkIn(sweep.pipe(Effect.delay(sweepEvery), Effect.forever), scope)
-
+  const settings = settingsOf(options, yield* trainer.info)
+  const parts = yield* makeParts(options, settings, trainer, replicas)
+  const routes = routeTables(parts)
+  const sweepEvery = Duration.millis(Math.max(1000, Math.min(60_000, settings.ttlMillis / 4, settings.idleMillis / 4)))
+  yield* Effect.forkIn(sweep(parts).pipe(Effect.delay(sweepEvery), Effect.forever), parts.scope)
   const dispatch = Dispatch.make({
-    maxBody,
-    pollWait,
+    maxBody: settings.maxBody,
+    pollWait: settings.pollWait,
     apiKey: options.apiKey,
-    post,
-    get,
-    archives,
-    rest: rest.get,
-    samplerInfo: sampling.samplerInfo,
-    idempotency,
-    futures,
-    now,
+    ...routes,
+    archives: parts.archives,
+    idempotency: parts.idempotency,
+    futures: parts.futures,
+    now: parts.now,
   })
-
-  const server = yield* PlatformHttpServer.make({ port: options.port ?? 0, host: options.host ?? "127.0.0.1" })
-  yield* server.serve(dispatch.app)
-  const address = server.address
-  const port = address._tag === "UnixPathAddress" ? 0 : address.port
-  const host = options.host ?? "127.0.0.1"
-  const shown = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host
-  const url = `http://${shown.includes(":") ? `[${shown}]` : shown}:${port}`
-  yield* Effect.logInfo(`serving ${modelName} on ${url} (${replicas.length} sampler replica${replicas.length === 1 ? "" : "s"}${options.models ? ", one adapter per model" : ""})`)
-  const stats: Stats = {
-    get requests() {
-      return dispatch.requests()
-    },
-    get submissions() {
-      return futures.started()
-    },
-    get deduplicated() {
-      return idempotency.deduplicated()
-    },
-    get pending() {
-      return futures.pending()
-    },
-    get futures() {
-      return futures.size()
-    },
-    get sessions() {
-      return registry.sessions()
-    },
-    get models() {
-      return registry.models()
-    },
-    get memoryUsed() {
-      return registry.used()
-    },
-    executed: futures.executed,
-    replicaRequests,
-  }
-  return { url, port, stats, route: base.route, expireSessions: registry.expire } satisfies Handle
+  const { url, port } = yield* listen(parts, dispatch.app)
+  return { url, port, stats: statsOf(parts, dispatch.requests), route: parts.base.route, expireSessions: parts.registry.expire } satisfies Handle
 })
 
 /** The running server, for tests and the CLI. @since 0.1.0 @category services */

@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "effect"
-import type { BackendError, Datum } from "../../Contract.ts"
+import type { BackendError, Datum, LossFn } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
 import { checkAll } from "../../Datum.ts"
 import * as DatumIssue from "../../DatumIssue.ts"
@@ -92,198 +92,259 @@ const partsOf = (lora: (typeof Wire.CreateModelRequest.Type)["lora_config"]) =>
 /** What the checkpoint index keeps of the parts a model trains: only what differs from the default. */
 const trainsOf = (model: Model) => ({ ...(model.trains.attn ? {} : { train_attn: false }), ...(model.trains.mlp ? {} : { train_mlp: false }) })
 
-/** @since 0.1.0 @category constructors */
-export const make = (ctx: Context): Record<string, Handler> => {
-  const { registry, futures } = ctx
+/** What the handlers share: the server's context and the `load_weights` count per model. */
+interface Routes extends Context {
   /** `load_weights` applied per model: with the policy version it names a model's weights (`CheckpointIndex.Entry.loads`) */
-  const loads = new Map<string, number>()
+  readonly loads: Map<string, number>
+}
 
-  /** A refusal the client does not retry consumes the call's seq_id (see `SeqOrder.ts`). */
-  const consumesSeq =
-    (handler: Handler): Handler =>
-    (body, headers) =>
-      Effect.tapError(handler(body, headers), (r) => {
-        if (kindOfStatus(r.status) !== "Fatal") return Effect.void
-        const ids = Schema.decodeUnknownOption(SeqOf)(body)
-        if (Option.isNone(ids)) return Effect.void
-        return registry.getModel(ids.value.model_id).pipe(
-          Effect.flatMap((m) => forfeit(m, ids.value.seq_id)),
-          Effect.ignore,
-        )
-      })
+/** A refusal the client does not retry consumes the call's seq_id (see `SeqOrder.ts`). */
+const consumesSeq =
+  (ctx: Routes, handler: Handler): Handler =>
+  (body, headers) =>
+    Effect.tapError(handler(body, headers), (r) => {
+      if (kindOfStatus(r.status) !== "Fatal") return Effect.void
+      const ids = Schema.decodeUnknownOption(SeqOf)(body)
+      if (Option.isNone(ids)) return Effect.void
+      return ctx.registry.getModel(ids.value.model_id).pipe(
+        Effect.flatMap((m) => forfeit(m, ids.value.seq_id)),
+        Effect.ignore,
+      )
+    })
 
-  const trainingFuture = (type: Wire.RequestType, model: Model, seq: number, work: Effect.Effect<unknown, BackendError>) =>
+/** Runs `work` as a future of `model`, in the turn of its `seq`. */
+const trainingFuture = (ctx: Routes, type: Wire.RequestType, model: Model, seq: number, work: Effect.Effect<unknown, BackendError>) =>
+  Effect.gen(function* () {
+    yield* claim(model, seq, "seq_id")
+    const id = yield* ctx.futures
+      .start(type, ctx.registry.tracked(model, inTurn(model, seq, work, ctx.turnTimeout)), ctx.registry.touch(model))
+      .pipe(Effect.tapError(() => Effect.sync(() => model.pending.delete(seq))))
+    return { request_id: id, model_id: model.id }
+  })
+
+const tinkerPath = (modelId: string, kind: "weights" | "sampler_weights", name: string) => `tinker://${modelId}/${kind}/${name}`
+
+/** The request's datums in gyre's convention, checked by the one Datum validator, or the 400 naming the first bad one. */
+const checkedData = (ctx: Routes, at: string, input: Wire.ForwardBackwardInput, lossFn: LossFn) =>
+  Effect.gen(function* () {
+    if (input.data.length === 0) return yield* bad(`${at}.data is empty: send at least one datum`)
+    if (input.data.length > ctx.maxDatums) return yield* bad(`${at}.data has ${input.data.length} datums; at most ${ctx.maxDatums} per request`)
+    if (input.top_k_logprobs !== undefined && input.top_k_logprobs > 20) return yield* bad(`${at}.top_k_logprobs is ${input.top_k_logprobs}; at most 20`)
+    const data: Array<Datum> = []
+    for (const [i, datum] of input.data.entries()) {
+      const r = Alignment.datumFromWire(datum, lossFn, `${at}.data[${i}]`)
+      if (Result.isFailure(r)) return yield* bad(r.failure)
+      data.push(r.success)
+    }
+    // the one Datum validator, before any work (the backend runs it again)
+    const issue = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
+    if (issue !== undefined) return yield* bad(wireDetail(issue, at))
+    return data
+  })
+
+const forwardLike = (ctx: Routes, kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput, modelId: string, seq: number) =>
+  Effect.gen(function* () {
+    const at = kind === "forward" ? "forward_input" : "forward_backward_input"
+    const model = yield* ctx.registry.getModel(modelId)
+    const loss = resolveLoss(input.loss_fn, input.loss_fn_config ?? undefined)
+    if (!loss.ok) return yield* bad(`${at}.loss_fn: ${loss.message}`)
+    const lossFn = loss.value.lossFn
+    const data = yield* checkedData(ctx, at, input, lossFn)
+    const opts = {
+      ...(input.loss_fn_config ? { lossFnConfig: input.loss_fn_config } : {}),
+      ...(input.top_k_logprobs !== undefined ? { topKLogprobs: input.top_k_logprobs } : {}),
+    }
+    const work = (kind === "forward" ? model.trainer.forward(data, lossFn, opts) : model.trainer.forwardBackward(data, lossFn, opts)).pipe(
+      Effect.map((r) => ({ loss_fn_output_type: "ArrayRecord", loss_fn_outputs: r.lossFnOutputs.map(Alignment.outputToWire), metrics: Wire.metricsToWire(r.metrics) })),
+    )
+    return yield* trainingFuture(ctx, kind === "forward" ? "Forward" : "ForwardBackward", model, seq, work)
+  })
+
+const createSession =
+  (ctx: Routes): Handler =>
+  (body) =>
     Effect.gen(function* () {
-      yield* claim(model, seq, "seq_id")
-      const id = yield* futures
-        .start(type, registry.tracked(model, inTurn(model, seq, work, ctx.turnTimeout)), registry.touch(model))
-        .pipe(Effect.tapError(() => Effect.sync(() => model.pending.delete(seq))))
+      yield* decodeOr400(Wire.CreateSessionRequest)(body)
+      return { type: "create_session", session_id: yield* ctx.registry.createSession }
+    })
+
+const sessionHeartbeat =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.SessionHeartbeatRequest)(body)
+      yield* ctx.registry.getSession(req.session_id)
+      return { type: "session_heartbeat" }
+    })
+
+const createModel =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.CreateModelRequest)(body)
+      yield* ctx.registry.getSession(req.session_id)
+      if (req.base_model !== ctx.modelName) {
+        return yield* bad(`base_model ${JSON.stringify(req.base_model)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
+      }
+      // uninterruptible: a client that hangs up must not leave a half-built model behind
+      const trains = yield* partsOf(req.lora_config)
+      const model = yield* Effect.uninterruptible(ctx.registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined, trains))
+      const id = yield* ctx.futures.start("CreateModel", Effect.succeed({ model_id: model.id, type: "create_model" }))
       return { request_id: id, model_id: model.id }
     })
 
-  const tinkerPath = (modelId: string, kind: "weights" | "sampler_weights", name: string) => `tinker://${modelId}/${kind}/${name}`
-
-  const forwardLike = (kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput, modelId: string, seq: number) =>
+const unloadModel =
+  (ctx: Routes): Handler =>
+  (body) =>
     Effect.gen(function* () {
-      const at = kind === "forward" ? "forward_input" : "forward_backward_input"
-      const model = yield* registry.getModel(modelId)
-      const loss = resolveLoss(input.loss_fn, input.loss_fn_config ?? undefined)
-      if (!loss.ok) return yield* bad(`${at}.loss_fn: ${loss.message}`)
-      const lossFn = loss.value.lossFn
-      if (input.data.length === 0) return yield* bad(`${at}.data is empty: send at least one datum`)
-      if (input.data.length > ctx.maxDatums) return yield* bad(`${at}.data has ${input.data.length} datums; at most ${ctx.maxDatums} per request`)
-      if (input.top_k_logprobs !== undefined && input.top_k_logprobs > 20) return yield* bad(`${at}.top_k_logprobs is ${input.top_k_logprobs}; at most 20`)
-      const data: Array<Datum> = []
-      for (let i = 0; i < input.data.length; i++) {
-        const r = Alignment.datumFromWire(input.data[i]!, lossFn, `${at}.data[${i}]`)
-        if (Result.isFailure(r)) return yield* bad(r.failure)
-        data.push(r.success)
-      }
-      // the one Datum validator, before any work (the backend runs it again)
-      const issue = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
-      if (issue !== undefined) return yield* bad(wireDetail(issue, at))
-      const opts = {
-        ...(input.loss_fn_config ? { lossFnConfig: input.loss_fn_config } : {}),
-        ...(input.top_k_logprobs !== undefined ? { topKLogprobs: input.top_k_logprobs } : {}),
-      }
-      const work = (kind === "forward" ? model.trainer.forward(data, lossFn, opts) : model.trainer.forwardBackward(data, lossFn, opts)).pipe(
-        Effect.map((r) => ({ loss_fn_output_type: "ArrayRecord", loss_fn_outputs: r.lossFnOutputs.map(Alignment.outputToWire), metrics: Wire.metricsToWire(r.metrics) })),
-      )
-      return yield* trainingFuture(kind === "forward" ? "Forward" : "ForwardBackward", model, seq, work)
+      const req = yield* decodeOr400(Wire.UnloadModelRequest)(body)
+      yield* ctx.registry.unloadModel(req.model_id)
+      const id = yield* ctx.futures.start("UnloadModel", Effect.succeed({ model_id: req.model_id, type: "unload_model" }))
+      return { request_id: id, model_id: req.model_id }
     })
 
-  const routes: Record<string, Handler> = {
-    create_session: (body) =>
-      Effect.gen(function* () {
-        yield* decodeOr400(Wire.CreateSessionRequest)(body)
-        return { type: "create_session", session_id: yield* registry.createSession }
-      }),
-    session_heartbeat: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.SessionHeartbeatRequest)(body)
-        yield* registry.getSession(req.session_id)
-        return { type: "session_heartbeat" }
-      }),
-    create_model: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.CreateModelRequest)(body)
-        yield* registry.getSession(req.session_id)
-        if (req.base_model !== ctx.modelName) {
-          return yield* bad(`base_model ${JSON.stringify(req.base_model)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
-        }
-        // uninterruptible: a client that hangs up must not leave a half-built model behind
-        const trains = yield* partsOf(req.lora_config)
-        const model = yield* Effect.uninterruptible(registry.createModel(req.session_id, req.model_seq_id, req.lora_config?.rank, req.lora_config?.seed ?? undefined, trains))
-        const id = yield* futures.start("CreateModel", Effect.succeed({ model_id: model.id, type: "create_model" }))
-        return { request_id: id, model_id: model.id }
-      }),
-    unload_model: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.UnloadModelRequest)(body)
-        yield* registry.unloadModel(req.model_id)
-        const id = yield* futures.start("UnloadModel", Effect.succeed({ model_id: req.model_id, type: "unload_model" }))
-        return { request_id: id, model_id: req.model_id }
-      }),
-    get_info: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.GetInfoRequest)(body)
-        const model = yield* registry.getModel(req.model_id)
-        const info = yield* model.trainer.info.pipe(Effect.mapError(unavailable))
-        return {
-          type: "get_info",
-          model_data: { arch: "gyre", model_name: ctx.modelName, ...(ctx.tokenizerId ? { tokenizer_id: ctx.tokenizerId } : {}) },
-          model_id: req.model_id,
-          is_lora: true,
-          lora_rank: info.loraRank,
-          model_name: ctx.modelName,
-          policy_version: info.version,
-          max_sequence_length: info.maxSequenceLength,
-        }
-      }),
-    forward_backward: (body) =>
-      Effect.flatMap(decodeOr400(Wire.ForwardBackwardRequest)(body), (req) => forwardLike("forward_backward", req.forward_backward_input, req.model_id, req.seq_id)),
-    forward: (body) => Effect.flatMap(decodeOr400(Wire.ForwardRequest)(body), (req) => forwardLike("forward", req.forward_input, req.model_id, req.seq_id)),
-    optim_step: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.OptimStepRequest)(body)
-        const decoded = Wire.adamParamsFromWire(req.adam_params)
-        if (Result.isFailure(decoded)) return yield* bad(decoded.failure)
-        const adam = decoded.success
-        const model = yield* registry.getModel(req.model_id)
-        return yield* trainingFuture(
-          "OptimStep",
-          model,
-          req.seq_id,
-          Effect.map(model.trainer.optimStep(adam), (r) => ({ type: "optim_step", metrics: Wire.metricsToWire(r.metrics), policy_version: r.version })),
-        )
-      }),
-    save_weights: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.SaveWeightsRequest)(body)
-        const name = req.path ?? `state-${req.seq_id}`
-        yield* checkName(name, "path")
-        const model = yield* registry.getModel(req.model_id)
-        const uri = tinkerPath(req.model_id, "weights", name)
-        return yield* trainingFuture(
-          "SaveWeights",
-          model,
-          req.seq_id,
-          Effect.gen(function* () {
-            const r = yield* model.trainer.saveState(name)
-            const info = yield* model.trainer.info
-            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, ...trainsOf(model), policy_version: info.version, loads: loads.get(model.id) ?? 0 })
-            return { type: "save_weights", path: uri }
-          }),
-        )
-      }),
-    save_weights_for_sampler: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.SaveWeightsForSamplerRequest)(body)
-        const model = yield* registry.getModel(req.model_id)
-        const name = req.path ?? `sampler-${req.seq_id}`
-        yield* checkName(name, "path")
-        const uri = tinkerPath(req.model_id, "sampler_weights", name)
-        const session = yield* registry.getSession(model.sessionId)
-        return yield* trainingFuture(
-          "SaveWeightsForSampler",
-          model,
-          req.seq_id,
-          Effect.gen(function* () {
-            const r = yield* model.trainer.saveWeightsForSampler(name)
-            const n = req.sampling_session_seq_id ?? session.samplers++
-            const samplingSessionId = `${model.sessionId}:sample:${n}`
-            yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, ...trainsOf(model), policy_version: r.version, loads: loads.get(model.id) ?? 0 })
-            ctx.published(model, samplingSessionId, uri, r.version)
-            yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
-            return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }
-          }),
-        )
-      }),
-    load_weights: (body) =>
-      Effect.gen(function* () {
-        const req = yield* decodeOr400(Wire.LoadWeightsRequest)(body)
-        if (req.model_id === undefined || req.model_id === null || req.seq_id === undefined || req.seq_id === null) {
-          return yield* bad("load_weights needs model_id and seq_id (create the model first; create-via-load is not supported)")
-        }
-        // only checkpoints named by this protocol: a client never names a file on this machine
-        const parsed = /^tinker:\/\/([^/]+)\/weights\/([^/]+)$/.exec(req.path)
-        if (parsed === null) return yield* bad(`path ${JSON.stringify(req.path.slice(0, 200))} is not a training checkpoint: expected tinker://<model_id>/weights/<name>`)
-        yield* checkName(parsed[2]!, "path's checkpoint name")
-        const model = yield* registry.getModel(req.model_id)
-        // a checkpoint this server saved (in this run or an earlier one), else the backend looks the name up
-        const target = ctx.checkpoints.files.get(req.path) ?? parsed[2]!
-        return yield* trainingFuture(
-          "LoadWeights",
-          model,
-          req.seq_id,
-          model.trainer.loadState(target, { withOptimizer: req.optimizer ?? false }).pipe(
-            // counted also when it fails: a load that broke off may have changed some weights
-            Effect.ensuring(Effect.sync(() => loads.set(model.id, (loads.get(model.id) ?? 0) + 1))),
-            Effect.as({ type: "load_weights", path: req.path, model_id: model.id }),
-          ),
-        )
-      }),
+const getInfo =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.GetInfoRequest)(body)
+      const model = yield* ctx.registry.getModel(req.model_id)
+      const info = yield* model.trainer.info.pipe(Effect.mapError(unavailable))
+      return {
+        type: "get_info",
+        model_data: { arch: "gyre", model_name: ctx.modelName, ...(ctx.tokenizerId ? { tokenizer_id: ctx.tokenizerId } : {}) },
+        model_id: req.model_id,
+        is_lora: true,
+        lora_rank: info.loraRank,
+        model_name: ctx.modelName,
+        policy_version: info.version,
+        max_sequence_length: info.maxSequenceLength,
+      }
+    })
+
+const forwardBackward =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.flatMap(decodeOr400(Wire.ForwardBackwardRequest)(body), (req) => forwardLike(ctx, "forward_backward", req.forward_backward_input, req.model_id, req.seq_id))
+
+const forward =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.flatMap(decodeOr400(Wire.ForwardRequest)(body), (req) => forwardLike(ctx, "forward", req.forward_input, req.model_id, req.seq_id))
+
+const optimStep =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.OptimStepRequest)(body)
+      const decoded = Wire.adamParamsFromWire(req.adam_params)
+      if (Result.isFailure(decoded)) return yield* bad(decoded.failure)
+      const adam = decoded.success
+      const model = yield* ctx.registry.getModel(req.model_id)
+      return yield* trainingFuture(
+        ctx,
+        "OptimStep",
+        model,
+        req.seq_id,
+        Effect.map(model.trainer.optimStep(adam), (r) => ({ type: "optim_step", metrics: Wire.metricsToWire(r.metrics), policy_version: r.version })),
+      )
+    })
+
+const saveWeights =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.SaveWeightsRequest)(body)
+      const name = req.path ?? `state-${req.seq_id}`
+      yield* checkName(name, "path")
+      const model = yield* ctx.registry.getModel(req.model_id)
+      const uri = tinkerPath(req.model_id, "weights", name)
+      return yield* trainingFuture(
+        ctx,
+        "SaveWeights",
+        model,
+        req.seq_id,
+        Effect.gen(function* () {
+          const r = yield* model.trainer.saveState(name)
+          const info = yield* model.trainer.info
+          yield* ctx.checkpoints.record({ tinker_path: uri, kind: "weights", model_id: model.id, name, file: r.path, base_model: ctx.modelName, lora_rank: model.loraRank, ...trainsOf(model), policy_version: info.version, loads: ctx.loads.get(model.id) ?? 0 })
+          return { type: "save_weights", path: uri }
+        }),
+      )
+    })
+
+const saveWeightsForSampler =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.SaveWeightsForSamplerRequest)(body)
+      const model = yield* ctx.registry.getModel(req.model_id)
+      const name = req.path ?? `sampler-${req.seq_id}`
+      yield* checkName(name, "path")
+      const uri = tinkerPath(req.model_id, "sampler_weights", name)
+      const session = yield* ctx.registry.getSession(model.sessionId)
+      return yield* trainingFuture(
+        ctx,
+        "SaveWeightsForSampler",
+        model,
+        req.seq_id,
+        Effect.gen(function* () {
+          const r = yield* model.trainer.saveWeightsForSampler(name)
+          const n = req.sampling_session_seq_id ?? session.samplers++
+          const samplingSessionId = `${model.sessionId}:sample:${n}`
+          yield* ctx.checkpoints.record({ tinker_path: uri, kind: "sampler_weights", model_id: model.id, name, base_model: ctx.modelName, lora_rank: model.loraRank, ...trainsOf(model), policy_version: r.version, loads: ctx.loads.get(model.id) ?? 0 })
+          ctx.published(model, samplingSessionId, uri, r.version)
+          yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
+          return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }
+        }),
+      )
+    })
+
+const loadWeights =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeOr400(Wire.LoadWeightsRequest)(body)
+      if (req.model_id === undefined || req.model_id === null || req.seq_id === undefined || req.seq_id === null) {
+        return yield* bad("load_weights needs model_id and seq_id (create the model first; create-via-load is not supported)")
+      }
+      // only checkpoints named by this protocol: a client never names a file on this machine
+      const name = /^tinker:\/\/([^/]+)\/weights\/([^/]+)$/.exec(req.path)?.[2]
+      if (name === undefined) return yield* bad(`path ${JSON.stringify(req.path.slice(0, 200))} is not a training checkpoint: expected tinker://<model_id>/weights/<name>`)
+      yield* checkName(name, "path's checkpoint name")
+      const model = yield* ctx.registry.getModel(req.model_id)
+      // a checkpoint this server saved (in this run or an earlier one), else the backend looks the name up
+      const target = ctx.checkpoints.files.get(req.path) ?? name
+      return yield* trainingFuture(
+        ctx,
+        "LoadWeights",
+        model,
+        req.seq_id,
+        model.trainer.loadState(target, { withOptimizer: req.optimizer ?? false }).pipe(
+          // counted also when it fails: a load that broke off may have changed some weights
+          Effect.ensuring(Effect.sync(() => ctx.loads.set(model.id, (ctx.loads.get(model.id) ?? 0) + 1))),
+          Effect.as({ type: "load_weights", path: req.path, model_id: model.id }),
+        ),
+      )
+    })
+
+/** @since 0.1.0 @category constructors */
+export const make = (context: Context): Record<string, Handler> => {
+  const ctx: Routes = { ...context, loads: new Map() }
+  const ordered: Record<(typeof ORDERED)[number], Handler> = {
+    forward_backward: forwardBackward(ctx),
+    forward: forward(ctx),
+    optim_step: optimStep(ctx),
+    save_weights: saveWeights(ctx),
+    save_weights_for_sampler: saveWeightsForSampler(ctx),
+    load_weights: loadWeights(ctx),
   }
-  for (const name of ORDERED) routes[name] = consumesSeq(routes[name]!)
-  return routes
+  return {
+    create_session: createSession(ctx),
+    session_heartbeat: sessionHeartbeat(ctx),
+    create_model: createModel(ctx),
+    unload_model: unloadModel(ctx),
+    get_info: getInfo(ctx),
+    ...Object.fromEntries(ORDERED.map((name) => [name, consumesSeq(ctx, ordered[name])])),
+  }
 }
