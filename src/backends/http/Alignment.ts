@@ -52,6 +52,13 @@ interface GyreView {
   readonly masked: ReadonlyArray<boolean>
 }
 
+/** `xs[i]`, which the datum's lengths guarantee: a tensor shorter than the sequence is a bug of the caller. */
+const at = (xs: ReadonlyArray<number>, i: number, what: string): number => {
+  const v = xs[i]
+  if (v === undefined) throw new Error(`Alignment: ${what} has no position ${i}; every per-token input must have the sequence's length`)
+  return v
+}
+
 const gyreView = (datum: Datum, lossFn: LossFn): GyreView => {
   const full = modelInputTokens(datum.modelInput)
   const t = datum.lossFnInputs["target_tokens"]?.data
@@ -60,7 +67,7 @@ const gyreView = (datum: Datum, lossFn: LossFn): GyreView => {
     (_, i) => i === 0 || (t !== undefined && t[i] === IGNORE) || (lossFn === "cross_entropy" && w !== undefined && w[i] === 0),
   )
   // a masked position is labelled with its own token: the label is never read
-  const target = full.map((x, i) => (masked[i] || t === undefined ? x : t[i]!))
+  const target = full.map((x, i) => (masked[i] || t === undefined ? x : at(t, i, "lossFnInputs.target_tokens")))
   return { full, target, masked }
 }
 
@@ -128,14 +135,15 @@ export const datumFromWire = (datum: Wire.Datum, lossFn: LossFn, at = "datum"): 
   if (t === undefined) {
     return Result.fail(`${at}.loss_fn_inputs.target_tokens is missing; it must hold the next token of every position (full[1:])`)
   }
-  for (let j = 0; j < N; j++) {
-    const v = t[j]!
+  for (const [j, v] of t.entries()) {
     if (v !== IGNORE && (!Number.isInteger(v) || v < 0)) {
       return Result.fail(`${at}.loss_fn_inputs.target_tokens[${j}] is ${v}; a token id must be a non-negative integer (or -100 to ignore)`)
     }
   }
   // the last token of the sequence only appears as the last target; a masked -100 one is never read
-  const full = [...input, t[N - 1] === IGNORE ? 0 : t[N - 1]!]
+  // (t has N > 0 entries: its length was checked equal to model_input's above)
+  const last = t[N - 1]!
+  const full = [...input, last === IGNORE ? 0 : last]
   const raw: Record<string, TensorData> = {}
   for (const [key, tensor] of Object.entries(datum.loss_fn_inputs)) {
     raw[key] = { data: [key === "target_tokens" ? IGNORE : 0, ...tensor.data], dtype: tensor.dtype, shape: [N + 1] }
@@ -156,7 +164,7 @@ export const canonical = (datum: Datum, lossFn: LossFn): Datum => {
   const L = full.length
   const isCe = lossFn === "cross_entropy"
   // the last token is only ever a label: it travels as the last target
-  const seq = [...full.slice(0, -1), target[L - 1]!]
+  const seq = [...full.slice(0, -1), ...target.slice(-1)]
   const inputs: Record<string, TensorData> = {}
   for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
     if (key === "target_tokens" || key === "weights") continue
@@ -218,9 +226,10 @@ export const outputFromWire = (output: Readonly<Record<string, Wire.TensorData>>
   }
   const topK: Array<TopK> = []
   let k = 0
-  for (let m = 0; m < positions.length; m++) {
+  for (const [m, position] of positions.entries()) {
+    // counts has one entry per position: checked above
     const c = counts[m]!
-    topK.push({ position: positions[m]! + 1, tokens: tokens.slice(k, k + c), logprobs: lps.slice(k, k + c) })
+    topK.push({ position: position + 1, tokens: tokens.slice(k, k + c), logprobs: lps.slice(k, k + c) })
     k += c
   }
   return Result.succeed({ logprobs, topK })

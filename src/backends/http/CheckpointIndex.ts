@@ -121,7 +121,8 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
   const record: CheckpointIndex["record"] = (given) =>
     Effect.gen(function* () {
       const operation = given.kind === "weights" ? "save_weights" : "save_weights_for_sampler"
-      const size = given.file === undefined || isUri(given.file) ? undefined : yield* Effect.sync(() => Fs.statSync(given.file!, { throwIfNoEntry: false })?.size)
+      const file = given.file
+      const size = file === undefined || isUri(file) ? undefined : yield* Effect.sync(() => Fs.statSync(file, { throwIfNoEntry: false })?.size)
       const entry: Entry = {
         tinker_path: given.tinker_path,
         kind: given.kind,

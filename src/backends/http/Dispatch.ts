@@ -121,11 +121,11 @@ const getRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: 
     }
     const restGet = ctx.rest(name, Object.fromEntries(query))
     if (Option.isSome(restGet)) return yield* toReply(restGet.value)
-    const archive = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name)
-    if (archive !== null) {
+    const [, modelId, checkpointId] = /^training_runs\/([^/]+)\/checkpoints\/(.+)\/archive$/.exec(name) ?? []
+    if (modelId !== undefined && checkpointId !== undefined) {
       const host = req.headers["host"]
       const origin = typeof host === "string" && /^[A-Za-z0-9.:[\]-]+$/.test(host) ? `http://${host}` : ""
-      return yield* ctx.archives.archive(archive[1]!, archive[2]!, origin).pipe(
+      return yield* ctx.archives.archive(modelId, checkpointId, origin).pipe(
         Effect.map((a): Reply => ({ status: 302, body: { url: a.url, expires: a.expires.toISOString() }, headers: { location: a.url, expires: a.expires.toUTCString() } })),
         Effect.catchTag("Reject", (r) => Effect.succeed(rejected(r))),
       )

@@ -267,6 +267,7 @@ export interface CheckpointUri {
  * @since 0.1.0 @category combinators
  */
 export const parseCheckpointUri = (uri: string): CheckpointUri | undefined => {
-  const m = /^bt:\/\/loops:([^/]+)\/(weights|sampler_weights)\/(.+)$/.exec(uri)
-  return m === null ? undefined : { runId: m[1]!, kind: m[2] as CheckpointUri["kind"], name: m[3]! }
+  const [, runId, kind, name] = /^bt:\/\/loops:([^/]+)\/(weights|sampler_weights)\/(.+)$/.exec(uri) ?? []
+  if (runId === undefined || name === undefined || (kind !== "weights" && kind !== "sampler_weights")) return undefined
+  return { runId, kind, name }
 }
