@@ -34,20 +34,8 @@ export interface ConfigKeySpec {
   readonly doc: string
 }
 
-/**
- * Allowed `loss_fn_config` keys per loss, with defaults and inclusive ranges.
- *
- * cispo defaults: the references disagree (0.8 / 1.2 in our Loops notes, where the
- * default is only inferred from ppo; 0.0 / 4.0 in Tinker's documented protocol). We use
- * Tinker's documented 0.0 / 4.0: it is the only default actually published, and it
- * matches what CISPO is for, keeping a gradient on every token and only capping large
- * importance weights, whereas 0.8 / 1.2 would make it a second PPO.
- *
- * dro's `beta` defaults to 0.05, the example value in the documentation (no default is
- * published). dppo follows the TV-mask variant with delta 0.2 on both sides.
- * @since 0.1.0 @category models
- */
-export const LOSS_CONFIG: Record<LossFn, Record<string, ConfigKeySpec>> = {
+// each loss's keys, typed per loss so that a default reads without a lookup that could miss
+const CONFIG_SPECS = {
   cross_entropy: {},
   importance_sampling: {},
   ppo: {
@@ -65,7 +53,25 @@ export const LOSS_CONFIG: Record<LossFn, Record<string, ConfigKeySpec>> = {
     delta_low: { default: 0.2, min: 0, max: 1, doc: "mask when A<0 and p - mu < -delta_low" },
     delta_high: { default: 0.2, min: 0, max: 1, doc: "mask when A>0 and p - mu > delta_high" },
   },
-}
+} satisfies Record<LossFn, Record<string, ConfigKeySpec>>
+
+/**
+ * Allowed `loss_fn_config` keys per loss, with defaults and inclusive ranges.
+ *
+ * cispo defaults: the references disagree (0.8 / 1.2 in our Loops notes, where the
+ * default is only inferred from ppo; 0.0 / 4.0 in Tinker's documented protocol). We use
+ * Tinker's documented 0.0 / 4.0: it is the only default actually published, and it
+ * matches what CISPO is for, keeping a gradient on every token and only capping large
+ * importance weights, whereas 0.8 / 1.2 would make it a second PPO.
+ *
+ * dro's `beta` defaults to 0.05, the example value in the documentation (no default is
+ * published). dppo follows the TV-mask variant with delta 0.2 on both sides.
+ * @since 0.1.0 @category models
+ */
+export const LOSS_CONFIG: Record<LossFn, Record<string, ConfigKeySpec>> = CONFIG_SPECS
+
+/** dro's `beta` when `loss_fn_config` gives none. @since 0.1.0 @category models */
+export const DRO_BETA_DEFAULT: number = CONFIG_SPECS.dro.beta.default
 
 /** @since 0.1.0 @category models */
 export const LOSS_NAMES = Object.keys(LOSS_CONFIG) as ReadonlyArray<LossFn>
@@ -116,12 +122,13 @@ export const resolveLoss = (
     }
     out[key] = value
   }
+  const resolved: ResolvedLoss = { lossFn, config: out }
   if (lossFn === "ppo" || lossFn === "cispo") {
-    if (out["clip_low_threshold"]! > out["clip_high_threshold"]!) {
+    if (param(resolved, "clip_low_threshold") > param(resolved, "clip_high_threshold")) {
       return { ok: false, message: `loss_fn_config.clip_low_threshold (${out["clip_low_threshold"]}) must not exceed clip_high_threshold (${out["clip_high_threshold"]})` }
     }
   }
-  return { ok: true, value: { lossFn, config: out } }
+  return { ok: true, value: resolved }
 }
 
 /** `resolveLoss` as an Effect failing with `BackendError` (InvalidInput). @since 0.1.0 @category combinators */
@@ -133,12 +140,21 @@ export const validateLoss = (operation: string, lossFn: string, config: Readonly
 const clamp = (x: number, lo: number, hi: number) => (x < lo ? lo : x > hi ? hi : x)
 
 /**
+ * A key of a resolved config: `resolveLoss` fills every key of the loss with its default,
+ * so a missing one means the config did not come from it.
+ */
+const param = (r: ResolvedLoss, key: string): number => {
+  const value = r.config[key]
+  if (value === undefined) throw new Error(`the ${r.lossFn} config has no ${key}: build it with resolveLoss, which fills every default`)
+  return value
+}
+
+/**
  * The loss at one active position and its derivative with respect to `lp`
  * (the sampler log-prob `q`, advantage `A` and weight `w` are constants).
  * @since 0.1.0 @category combinators
  */
 export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: number): { readonly loss: number; readonly dlp: number } => {
-  const c = r.config
   switch (r.lossFn) {
     case "cross_entropy":
       return { loss: -w * lp, dlp: -w }
@@ -149,22 +165,22 @@ export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: 
     case "ppo": {
       const rho = Math.exp(lp - q)
       const unclipped = rho * A
-      const clipped = clamp(rho, c["clip_low_threshold"]!, c["clip_high_threshold"]!) * A
+      const clipped = clamp(rho, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
       return unclipped <= clipped ? { loss: -unclipped, dlp: -unclipped } : { loss: -clipped, dlp: 0 }
     }
     case "cispo": {
-      const coef = clamp(Math.exp(lp - q), c["clip_low_threshold"]!, c["clip_high_threshold"]!) * A
+      const coef = clamp(Math.exp(lp - q), param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
       return { loss: -coef * lp, dlp: -coef }
     }
     case "dro": {
-      const beta = c["beta"]!
+      const beta = param(r, "beta")
       const d = lp - q
       return { loss: -(lp * A - 0.5 * beta * d * d), dlp: -(A - beta * d) }
     }
     case "dppo": {
       const rho = Math.exp(lp - q)
       const delta = Math.exp(lp) - Math.exp(q)
-      const masked = (A > 0 && delta > c["delta_high"]!) || (A < 0 && delta < -c["delta_low"]!)
+      const masked = (A > 0 && delta > param(r, "delta_high")) || (A < 0 && delta < -param(r, "delta_low"))
       return masked ? { loss: 0, dlp: 0 } : { loss: -rho * A, dlp: -rho * A }
     }
   }
@@ -182,19 +198,18 @@ export const isActive = (lossFn: LossFn, position: number, target: number, weigh
 
 /** Whether the clip (ppo, cispo) or the trust-region mask (dppo) is in effect: reported as `clip_fraction`. @since 0.1.0 @category combinators */
 export const isClipped = (r: ResolvedLoss, lp: number, q: number, A: number): boolean => {
-  const c = r.config
   switch (r.lossFn) {
     case "ppo": {
       const rho = Math.exp(lp - q)
-      return rho * A > clamp(rho, c["clip_low_threshold"]!, c["clip_high_threshold"]!) * A
+      return rho * A > clamp(rho, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
     }
     case "cispo": {
       const rho = Math.exp(lp - q)
-      return rho < c["clip_low_threshold"]! || rho > c["clip_high_threshold"]!
+      return rho < param(r, "clip_low_threshold") || rho > param(r, "clip_high_threshold")
     }
     case "dppo": {
       const delta = Math.exp(lp) - Math.exp(q)
-      return (A > 0 && delta > c["delta_high"]!) || (A < 0 && delta < -c["delta_low"]!)
+      return (A > 0 && delta > param(r, "delta_high")) || (A < 0 && delta < -param(r, "delta_low"))
     }
     default:
       return false

@@ -29,7 +29,7 @@ import { Effect } from "effect"
 import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "./Contract.ts"
 import { activeCount } from "./Datum.ts"
 import { render, shiftDatum } from "./DatumIssue.ts"
-import { LOSS_CONFIG } from "./Loss.ts"
+import { DRO_BETA_DEFAULT } from "./Loss.ts"
 import { Trainer } from "./Trainer.ts"
 
 /** What a chunked call adds up to. @since 0.1.0 @category models */
@@ -89,14 +89,15 @@ export const aggregationWeights = (
     case "constant":
       return data.map(() => 1 / aggregation.constant)
     case "sequence_mean": {
+      if (sequenceOf.length !== data.length) throw new Error(`aggregationWeights: sequenceOf names ${sequenceOf.length} samples for ${data.length} datums; give one per datum`)
       const tokens = new Map<string | number, number>()
       data.forEach((d, i) => {
-        const key = sequenceOf[i]!
+        const key = sequenceOf[i]! // checked: one per datum
         tokens.set(key, (tokens.get(key) ?? 0) + activeCount([d], lossFn))
       })
       const samples = [...tokens.values()].filter((n) => n > 0).length
-      return data.map((_, i) => {
-        const n = tokens.get(sequenceOf[i]!)!
+      return sequenceOf.map((key) => {
+        const n = tokens.get(key)! // every key was set above
         return n === 0 ? 0 : 1 / (samples * n)
       })
     }
@@ -182,13 +183,16 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
     const slice = data.slice(from, to)
     const own = activeCount(slice, lossFn)
     // each datum's scale k_d: token mean, own / total for every datum; else w_d * own
-    const ks = slice.map((_, j) =>
-      own === 0 ? 1 : weights === undefined ? (calls.length === 1 || total === 0 ? 1 : own / total) : weights[from + j]! * own
-    )
+    // (weights has one entry per datum, checked above, and from + j < to <= data.length)
+    const scaledData = slice.map((d, j) => {
+      const k = own === 0 ? 1 : weights === undefined ? (calls.length === 1 || total === 0 ? 1 : own / total) : weights[from + j]! * own
+      return { k, datum: scaleDatum(d, lossFn, k) }
+    })
+    // dro's penalty scales with beta (one per call: its datums share one k)
+    const k0 = scaledData[0]?.k
     const chunk = {
-      data: slice.map((d, j) => scaleDatum(d, lossFn, ks[j]!)),
-      // dro's penalty scales with beta (one per call: its datums share one k)
-      config: lossFn === "dro" && ks[0] !== 1 ? { ...config, beta: (config["beta"] ?? LOSS_CONFIG.dro["beta"]!.default) * ks[0]! } : config,
+      data: scaledData.map((s) => s.datum),
+      config: lossFn === "dro" && k0 !== undefined && k0 !== 1 ? { ...config, beta: (config["beta"] ?? DRO_BETA_DEFAULT) * k0 } : config,
     }
     const out: ForwardBackwardResult = yield* trainer.forwardBackward(
       chunk.data,
