@@ -31,7 +31,14 @@ export interface LogprobPairs {
 const quantile = (sorted: ReadonlyArray<number>, q: number): number => {
   if (sorted.length === 0) return 0
   const pos = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))
-  return sorted[pos]!
+  return sorted[pos]! // clamped into the non-empty array
+}
+
+/** How many pairs there are; sampler and trainer log-probs of one token each, so their counts must agree. */
+const pairCount = (pairs: LogprobPairs): number => {
+  const n = pairs.sampler.length
+  if (pairs.trainer.length !== n) throw new Error(`LogprobPairs: ${n} sampler log-probs but ${pairs.trainer.length} trainer log-probs; give one of each per token`)
+  return n
 }
 
 /**
@@ -43,7 +50,7 @@ const quantile = (sorted: ReadonlyArray<number>, q: number): number => {
  * @since 0.1.0 @category estimators
  */
 export const klSampleTrain = (pairs: LogprobPairs): MetricRecord => {
-  const n = pairs.sampler.length
+  const n = pairCount(pairs)
   if (n === 0) return {}
   let v1 = 0
   let v2 = 0
@@ -73,7 +80,7 @@ export const klSampleTrain = (pairs: LogprobPairs): MetricRecord => {
     [K.Optim.entropy]: entropy / n,
     [K.Optim.isRatioMean]: sumW / n,
     [K.Optim.isRatioP99]: quantile(ws, 0.99),
-    [K.Optim.isRatioMax]: ws[ws.length - 1]!,
+    [K.Optim.isRatioMax]: quantile(ws, 1),
     [K.Optim.essOverN]: sumW2 === 0 ? 0 : (sumW * sumW) / sumW2 / n,
   }
 }
@@ -93,13 +100,14 @@ export const DIVERGENCE_EDGES: ReadonlyArray<number> = [-1, -0.5, -0.2, -0.1, -0
  * @since 0.1.0 @category estimators
  */
 export const divergenceHistogram = (pairs: LogprobPairs): Array<number> => {
+  const n = pairCount(pairs)
   const counts = new Array<number>(DIVERGENCE_EDGES.length + 1).fill(0)
-  for (let i = 0; i < pairs.sampler.length; i++) {
+  for (let i = 0; i < n; i++) {
     const d = pairs.sampler[i]! - pairs.trainer[i]!
     if (Number.isNaN(d)) continue
     let bin = 0
     while (bin < DIVERGENCE_EDGES.length && d >= DIVERGENCE_EDGES[bin]!) bin++
-    counts[bin]!++
+    counts[bin]!++ // bin <= DIVERGENCE_EDGES.length: counts has one more entry than edges
   }
   return counts
 }
@@ -110,11 +118,12 @@ export const divergenceHistogram = (pairs: LogprobPairs): Array<number> => {
  * @since 0.1.0 @category estimators
  */
 export const worstDivergent = (pairs: LogprobPairs, k: number): Array<number> => {
+  const n = pairCount(pairs)
   const gap = (i: number) => {
     const d = Math.abs(pairs.sampler[i]! - pairs.trainer[i]!)
     return Number.isNaN(d) ? Infinity : d
   }
-  return Array.from({ length: pairs.sampler.length }, (_, i) => i)
+  return Array.from({ length: n }, (_, i) => i)
     .sort((a, b) => gap(b) - gap(a) || a - b)
     .slice(0, Math.max(0, k))
 }
