@@ -56,6 +56,8 @@ export const adamStep = (params: Weights, grads: Weights, state: AdamState, hp: 
       const m = state.m[k]
       const v = state.v[k]
       if (!g || !m || !v) throw new Error(`optimizer state misses ${k}`)
+      // the loop below reads all four at every index of p
+      if (g.length !== p.length || m.length !== p.length || v.length !== p.length) throw new Error(`the gradient or optimizer state of ${k} has the wrong size`)
       for (let i = 0; i < p.length; i++) {
         const gi = g[i]! * clip
         const mi = b1 * m[i]! + (1 - b1) * gi

@@ -17,14 +17,12 @@ import { rowLse } from "./LogSoftmax.ts"
 export interface Prepared {
   readonly index: number
   readonly tokens: Array<number>
-  /** per position (length L): target id or -100, sampler logprob, advantage, weight */
+  /** per position (length L, checked by `prepare`): target id or -100, sampler logprob, advantage, weight */
   readonly target: Array<number>
   readonly q: ArrayLike<number> | undefined
   readonly adv: ArrayLike<number> | undefined
   readonly weight: ArrayLike<number> | undefined
 }
-
-/** @since 0.1.0 @category models */
 
 /** What a call adds up over its micro-batches, in order. @since 0.1.0 @category models */
 export interface CallTotals {
@@ -38,7 +36,7 @@ export const prepare = (d: Datum, index: number): Prepared => {
   const tokens = modelInputTokens(d.modelInput)
   const inputs = d.lossFnInputs
   const target = inputs["target_tokens"] ? inputs["target_tokens"].data.map((x) => x) : tokens.slice()
-  return {
+  const prepared: Prepared = {
     index,
     tokens,
     target,
@@ -46,6 +44,11 @@ export const prepare = (d: Datum, index: number): Prepared => {
     adv: inputs["advantages"]?.data,
     weight: inputs["weights"]?.data,
   }
+  // the loss reads every per-position input at every position (`checkData` refuses other data before any work)
+  for (const [name, a] of [["target_tokens", target], ["logprobs", prepared.q], ["advantages", prepared.adv], ["weights", prepared.weight]] as const) {
+    if (a && a.length !== tokens.length) throw new Error(`data[${index}]: lossFnInputs.${name} has ${a.length} values for ${tokens.length} tokens`)
+  }
+  return prepared
 }
 
 /** Micro-batches of similar lengths, each at most `maxBatchTokens` padded tokens (or one datum). @since 0.1.0 @category combinators */
@@ -69,6 +72,7 @@ export const chunksOf = (prepared: ReadonlyArray<Prepared>, maxBatchTokens: numb
 export const activeIn = (chunk: ReadonlyArray<Prepared>, loss: ResolvedLoss): number => {
   let n = 0
   for (const c of chunk) {
+    // per-position inputs have the tokens' length (`prepare`)
     for (let i = 1; i < c.tokens.length; i++) {
       if (isActive(loss.lossFn, i, c.target[i]!, c.weight ? c.weight[i]! : 1, c.adv ? c.adv[i]! : 0)) n++
     }
@@ -98,6 +102,8 @@ export const evaluateChunk = (
     const Lb = c.tokens.length
     const lps = new Array<number>(Lb).fill(0)
     const topK: Array<TopK> = []
+    // per-position inputs have Lb values (`prepare`); targets are in [0, V) (`checkData`) and
+    // every logits row off .. off + V - 1 lies inside the chunk's B·L rows
     for (let i = 1; i < Lb; i++) {
       const tgt = c.target[i]!
       if (tgt === -100) continue

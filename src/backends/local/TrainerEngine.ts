@@ -19,6 +19,7 @@ import * as Checkpoint from "./Checkpoint.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { PAD } from "./CharTokenizer.ts"
 import { activeIn, type CallTotals, chunksOf, evaluateChunk, prepare } from "./ChunkLoss.ts"
+import { present } from "./Required.ts"
 import {
   type LocalModel,
   type LoraConfig,
@@ -105,10 +106,19 @@ export class LocalTrainerEngine {
   private paramTensors(): TensorMap {
     if (!this.tensors) {
       const t: TensorMap = {}
-      for (const [k, p] of Object.entries(this.params)) t[k] = tf.keep(tf.tensor(p, [...this.shapes[k]!], "float32"))
+      for (const [k, p] of Object.entries(this.params)) t[k] = tf.keep(tf.tensor(p, [...this.shapeOf(k)], "float32"))
       this.tensors = t
     }
     return this.tensors
+  }
+
+  private shapeOf(k: string): ReadonlyArray<number> {
+    return present(this.shapes[k], `the shape of weight ${k}`)
+  }
+
+  /** weight `k`'s optimizer moments */
+  private momentsOf(k: string): { readonly m: Float32Array; readonly v: Float32Array } {
+    return { m: present(this.adam.m[k], `the first moment of ${k}`), v: present(this.adam.v[k], `the second moment of ${k}`) }
   }
 
   /** call after changing `params` in place */
@@ -169,7 +179,7 @@ export class LocalTrainerEngine {
       const L = Math.max(...chunk.map((c) => c.tokens.length))
       const tok = new Int32Array(B * L).fill(PAD)
       chunk.forEach((c, b) => c.tokens.forEach((t, i) => (tok[b * L + i] = t)))
-      const doBackward = options.backward && activeIn(chunk, loss) > 0
+      const doBackward = callGrads !== undefined && activeIn(chunk, loss) > 0
       // consumes the logits values: per-datum logprobs, loss, and (for backward) dloss/dlogits
       const evaluate = (logits: Float32Array) =>
         evaluateChunk(chunk, L, V, logits, loss, { pool, backward: doBackward, ...(options.topK === undefined ? {} : { topK: options.topK }) }, totals)
@@ -181,19 +191,22 @@ export class LocalTrainerEngine {
         continue
       }
       const params = this.paramTensors()
-      const names = Object.keys(params)
-      const xs = names.map((n) => params[n]!)
+      const named = Object.entries(params)
+      const xs = named.map(([, t]) => t)
       const grads = tf.tidy(() => {
         const { grads: g } = tf.valueAndGrads(() => {
           const logits = this.model.forward(this.view(params), tok, B, L)
-          const dl = evaluate(logits.dataSync() as Float32Array)!
+          const dl = present(evaluate(logits.dataSync() as Float32Array), "dloss/dlogits of a backward pass")
           return tf.sum(tf.mul(logits, tf.tensor2d(dl, [B * L, V])))
         })(xs)
         return g
       })
-      grads.forEach((g, j) => {
-        const acc = callGrads![names[j]!]!
+      // one gradient per input, in the order of `xs`
+      named.forEach(([name], j) => {
+        const g = present(grads[j], `the gradient of ${name}`)
+        const acc = present(callGrads[name], `the gradient buffer of ${name}`)
         const vals = g.dataSync()
+        if (vals.length !== acc.length) throw new Error(`the gradient of ${name} has ${vals.length} values for ${acc.length} weights`)
         for (let i = 0; i < acc.length; i++) acc[i] = acc[i]! + vals[i]!
         g.dispose()
       })
@@ -268,9 +281,10 @@ export class LocalTrainerEngine {
     const shapes: Record<string, ReadonlyArray<number>> = {}
     for (const [k, p] of Object.entries(this.params)) {
       tensors[`param/${k}`] = p
-      tensors[`adam_m/${k}`] = this.adam.m[k]!
-      tensors[`adam_v/${k}`] = this.adam.v[k]!
-      shapes[`param/${k}`] = shapes[`adam_m/${k}`] = shapes[`adam_v/${k}`] = this.shapes[k]!
+      const { m, v } = this.momentsOf(k)
+      tensors[`adam_m/${k}`] = m
+      tensors[`adam_v/${k}`] = v
+      shapes[`param/${k}`] = shapes[`adam_m/${k}`] = shapes[`adam_v/${k}`] = this.shapeOf(k)
     }
     await Checkpoint.write(
       file,
@@ -286,21 +300,21 @@ export class LocalTrainerEngine {
     if (ck.meta["mode"] !== this.mode) throw new Error(`${file} holds ${String(ck.meta["mode"])} weights; this trainer trains ${this.mode}`)
     const params: Weights = {}
     for (const [k, p] of Object.entries(this.params)) {
-      const src = ck.tensors[`param/${k}`]
-      if (!src || src.length !== p.length) throw new Error(`${file}: ${k} is missing or has the wrong size (is the LoRA config the same?)`)
-      params[k] = src
+      params[k] = stateOf(ck, `param/${k}`, k, p.length, file)
     }
     this.setParams(params)
     if (withOptimizer) {
-      for (const k of Object.keys(this.params)) {
-        this.adam.m[k]!.set(ck.tensors[`adam_m/${k}`]!)
-        this.adam.v[k]!.set(ck.tensors[`adam_v/${k}`]!)
+      for (const [k, p] of Object.entries(this.params)) {
+        const { m, v } = this.momentsOf(k)
+        m.set(stateOf(ck, `adam_m/${k}`, `adam_m/${k}`, p.length, file))
+        v.set(stateOf(ck, `adam_v/${k}`, `adam_v/${k}`, p.length, file))
       }
       this.adam.t = Number(ck.meta["adamStep"] ?? 0)
     } else {
       for (const k of Object.keys(this.params)) {
-        this.adam.m[k]!.fill(0)
-        this.adam.v[k]!.fill(0)
+        const { m, v } = this.momentsOf(k)
+        m.fill(0)
+        v.fill(0)
       }
       this.adam.t = 0
     }
@@ -311,4 +325,11 @@ export class LocalTrainerEngine {
   dispose() {
     this.invalidate()
   }
+}
+
+/** The state file's tensor `name` (called `label` in the error), which must hold `size` values. */
+const stateOf = (ck: Checkpoint.CheckpointFile, name: string, label: string, size: number, file: string): Float32Array => {
+  const src = ck.tensors[name]
+  if (!src || src.length !== size) throw new Error(`${file}: ${label} is missing or has the wrong size (is the LoRA config the same?)`)
+  return src
 }
