@@ -112,101 +112,134 @@ const apiKeySource = Config.Redacted("TINKER_API_KEY").pipe(
 /** `TINKER_BASE_URL`, else Tinker's production endpoint. @since 0.1.0 @category config */
 export const baseUrlConfig: Config.Config<URL> = Config.URL("TINKER_BASE_URL").pipe(Config.withDefault(new URL(DEFAULT_BASE_URL)))
 
+/** The API key of the options or the environment; one that cannot travel in a header is refused, naming where it came from. */
+const apiKeyOf = (options: Options) =>
+  Effect.gen(function* () {
+    const apiKey = options.apiKey !== undefined ? Option.some(options.apiKey) : yield* apiKeyConfig
+    if (Option.isSome(apiKey)) {
+      const problem = Transport.headerValueProblem(Redacted.value(apiKey.value))
+      if (problem !== undefined) {
+        const source = options.apiKey !== undefined ? "options.apiKey" : yield* apiKeySource
+        return yield* new BackendError({
+          reason: "InvalidInput",
+          operation: "create_session",
+          message: `${source} has ${problem}; an HTTP header cannot carry it, so no request can be sent (a key read from a file often keeps its trailing newline)`,
+        })
+      }
+    }
+    return apiKey
+  })
+
+/** What connecting shares: the options, the transport to `baseUrl`, and the calls to it and to the sampler's server. */
+interface Context {
+  readonly options: Options
+  readonly transport: Transport.Transport
+  readonly calls: Calls.Calls
+  /** the calls of sampling: to `samplerBaseUrl`, else the same as `calls` */
+  readonly samplerCalls: Calls.Calls
+}
+
+const connect = (options: Options) =>
+  Effect.gen(function* () {
+    const http = yield* HttpClient.HttpClient
+    const policy = options.retry ?? Retry.standard
+    const apiKey = yield* apiKeyOf(options)
+    const base = options.baseUrl !== undefined ? new URL(String(options.baseUrl)) : yield* baseUrlConfig
+    const requestTimeout = options.requestTimeout ?? "60 seconds"
+    const protobufResults = options.wire !== "json"
+    const transport = Transport.make({ http, base, apiKey, protobufResults })
+    const callOptions: Calls.Options = {
+      policy,
+      requestTimeout,
+      pollTimeout: options.pollTimeout ?? "45 seconds",
+      submitWaitMillis: Math.min(Duration.toMillis(Duration.fromInputUnsafe(options.submitWait ?? "20 seconds")), Duration.toMillis(Duration.fromInputUnsafe(requestTimeout)) / 2),
+    }
+    const calls = yield* Calls.make(transport, callOptions)
+    const samplerCalls = options.samplerBaseUrl === undefined
+      ? calls
+      : yield* Calls.make(Transport.make({ http, base: new URL(String(options.samplerBaseUrl)), apiKey, protobufResults }), callOptions)
+    return { options, transport, calls, samplerCalls } satisfies Context
+  })
+
+/** `create_session`, then a heartbeat every `heartbeatInterval` until the scope closes; returns the session id. */
+const openSession = (ctx: Context) =>
+  Effect.gen(function* () {
+    const { options, transport } = ctx
+    const session = yield* ctx.calls.direct(
+      "POST",
+      "/create_session",
+      { tags: [...(options.tags ?? [])], sdk_version: Transport.CLIENT_VERSION, type: "create_session" },
+      Wire.CreateSessionResponse,
+      "create_session",
+    )
+    const sessionId = session.session_id
+    if (session.warning_message) yield* Effect.logWarning(`server: ${transport.redact(session.warning_message)}`)
+    if (session.error_message) yield* Effect.logError(`server: ${transport.redact(session.error_message)}`)
+
+    const heartbeat = transport.send("POST", "/session_heartbeat", { session_id: sessionId, type: "session_heartbeat" }, {}, "10 seconds").pipe(
+      Effect.matchEffect({
+        onFailure: (f) => Effect.logWarning(`session heartbeat failed: ${f.kind} ${f.status ?? ""} ${f.message}`),
+        onSuccess: () => Effect.void,
+      }),
+      Effect.delay(options.heartbeatInterval ?? "10 seconds"),
+      Effect.forever,
+    )
+    yield* Effect.forkScoped(heartbeat)
+    return sessionId
+  })
+
+/** `create_model` of the base model (the options', else the first the server lists); returns the state the trainer and sampler share. */
+const createModel = (ctx: Context, sessionId: string) =>
+  Effect.gen(function* () {
+    const { options } = ctx
+    const { direct, futureCall } = ctx.calls
+    const capabilities = yield* direct("GET", "/get_server_capabilities", undefined, Wire.ServerCapabilities, "get_server_capabilities").pipe(Effect.option)
+    const firstModel = Option.flatMap(capabilities, (c) => Option.fromNullishOr(c.supported_models[0]))
+    const baseModel = options.baseModel ?? Option.getOrUndefined(Option.flatMap(firstModel, (m) => Option.fromNullishOr(m.model_name)))
+    if (baseModel === undefined) {
+      return yield* new BackendError({ reason: "InvalidInput", operation: "create_model", message: `no base model given and ${ctx.transport.where} lists none; pass baseModel` })
+    }
+    const created = yield* futureCall(
+      "/create_model",
+      {
+        session_id: sessionId,
+        model_seq_id: 0,
+        base_model: baseModel,
+        ...(options.loraRank !== undefined ? { lora_config: { rank: options.loraRank, train_unembed: true, train_mlp: true, train_attn: true } } : {}),
+        type: "create_model",
+      },
+      "CreateModel",
+      Wire.CreateModelResponse,
+      "create_model",
+    )
+    const firstInfo = yield* direct("POST", "/get_info", { model_id: created.model_id, type: "get_info" }, Wire.GetInfoResponse, "get_info")
+    const state: ClientTrainer.State = {
+      modelId: created.model_id,
+      baseModel,
+      loraRank: options.loraRank,
+      maxContext: Option.getOrUndefined(Option.flatMap(firstModel, (m) => Option.fromNullishOr(m.max_context_length))),
+      trainerVersion: firstInfo.policy_version ?? 0,
+      published: undefined,
+      samplerSeq: 0,
+      samplerIds: 0,
+    }
+    return state
+  })
+
 /**
  * Connects to a server and returns the two services. Needs an `HttpClient` and a
  * `Scope` (the session's heartbeat runs until the scope closes).
  * @since 0.1.0 @category constructors
  */
 export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
-  const http = yield* HttpClient.HttpClient
-  const policy = options.retry ?? Retry.standard
-  const apiKey = options.apiKey !== undefined ? Option.some(options.apiKey) : yield* apiKeyConfig
-  if (Option.isSome(apiKey)) {
-    const problem = Transport.headerValueProblem(Redacted.value(apiKey.value))
-    if (problem !== undefined) {
-      const source = options.apiKey !== undefined ? "options.apiKey" : yield* apiKeySource
-      return yield* new BackendError({
-        reason: "InvalidInput",
-        operation: "create_session",
-        message: `${source} has ${problem}; an HTTP header cannot carry it, so no request can be sent (a key read from a file often keeps its trailing newline)`,
-      })
-    }
-  }
-  const base = options.baseUrl !== undefined ? new URL(String(options.baseUrl)) : yield* baseUrlConfig
-  const requestTimeout = options.requestTimeout ?? "60 seconds"
-  const protobufResults = options.wire !== "json"
-  const transport = Transport.make({ http, base, apiKey, protobufResults })
-  const callOptions = {
-    policy,
-    requestTimeout,
-    pollTimeout: options.pollTimeout ?? "45 seconds",
-    submitWaitMillis: Math.min(Duration.toMillis(Duration.fromInputUnsafe(options.submitWait ?? "20 seconds")), Duration.toMillis(Duration.fromInputUnsafe(requestTimeout)) / 2),
-  }
-  const calls = yield* Calls.make(transport, callOptions)
-  const samplerCalls = options.samplerBaseUrl === undefined
-    ? calls
-    : yield* Calls.make(Transport.make({ http, base: new URL(String(options.samplerBaseUrl)), apiKey, protobufResults }), callOptions)
-  const { direct, futureCall } = calls
-  const where = transport.where
-
-  // --- session -------------------------------------------------------------
-  const session = yield* direct(
-    "POST",
-    "/create_session",
-    { tags: [...(options.tags ?? [])], sdk_version: Transport.CLIENT_VERSION, type: "create_session" },
-    Wire.CreateSessionResponse,
-    "create_session",
-  )
-  const sessionId = session.session_id
-  if (session.warning_message) yield* Effect.logWarning(`server: ${transport.redact(session.warning_message)}`)
-  if (session.error_message) yield* Effect.logError(`server: ${transport.redact(session.error_message)}`)
-
-  const heartbeat = transport.send("POST", "/session_heartbeat", { session_id: sessionId, type: "session_heartbeat" }, {}, "10 seconds").pipe(
-    Effect.matchEffect({
-      onFailure: (f) => Effect.logWarning(`session heartbeat failed: ${f.kind} ${f.status ?? ""} ${f.message}`),
-      onSuccess: () => Effect.void,
-    }),
-    Effect.delay(options.heartbeatInterval ?? "10 seconds"),
-    Effect.forever,
-  )
-  yield* Effect.forkScoped(heartbeat)
-
-  // --- model ---------------------------------------------------------------
-  const capabilities = yield* direct("GET", "/get_server_capabilities", undefined, Wire.ServerCapabilities, "get_server_capabilities").pipe(Effect.option)
-  const firstModel = Option.flatMap(capabilities, (c) => Option.fromNullishOr(c.supported_models[0]))
-  const baseModel = options.baseModel ?? Option.getOrUndefined(Option.flatMap(firstModel, (m) => Option.fromNullishOr(m.model_name)))
-  if (baseModel === undefined) {
-    return yield* new BackendError({ reason: "InvalidInput", operation: "create_model", message: `no base model given and ${where} lists none; pass baseModel` })
-  }
-  const created = yield* futureCall(
-    "/create_model",
-    {
-      session_id: sessionId,
-      model_seq_id: 0,
-      base_model: baseModel,
-      ...(options.loraRank !== undefined ? { lora_config: { rank: options.loraRank, train_unembed: true, train_mlp: true, train_attn: true } } : {}),
-      type: "create_model",
-    },
-    "CreateModel",
-    Wire.CreateModelResponse,
-    "create_model",
-  )
-  const firstInfo = yield* direct("POST", "/get_info", { model_id: created.model_id, type: "get_info" }, Wire.GetInfoResponse, "get_info")
-  const state: ClientTrainer.State = {
-    modelId: created.model_id,
-    baseModel,
-    loraRank: options.loraRank,
-    maxContext: Option.getOrUndefined(Option.flatMap(firstModel, (m) => Option.fromNullishOr(m.max_context_length))),
-    trainerVersion: firstInfo.policy_version ?? 0,
-    published: undefined,
-    samplerSeq: 0,
-    samplerIds: 0,
-  }
-  const trainer = ClientTrainer.make(calls, state, { wire: options.wire ?? "auto" })
-  const sampler = ClientSampler.make(samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
-  const reference = yield* ClientReference.make(samplerCalls, state, sessionId)
-  yield* Effect.logDebug(`connected to ${where}: session ${sessionId}, model ${state.modelId} (${baseModel})`)
-  return { trainer, sampler, reference, sessionId, modelId: state.modelId, baseModel }
+  const ctx = yield* connect(options)
+  const sessionId = yield* openSession(ctx)
+  const state = yield* createModel(ctx, sessionId)
+  const trainer = ClientTrainer.make(ctx.calls, state, { wire: options.wire ?? "auto" })
+  const sampler = ClientSampler.make(ctx.samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
+  const reference = yield* ClientReference.make(ctx.samplerCalls, state, sessionId)
+  yield* Effect.logDebug(`connected to ${ctx.transport.where}: session ${sessionId}, model ${state.modelId} (${state.baseModel})`)
+  return { trainer, sampler, reference, sessionId, modelId: state.modelId, baseModel: state.baseModel }
 })
 
 /**

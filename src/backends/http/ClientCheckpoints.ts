@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { Clock, Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
-import { HttpClient, HttpClientRequest, type HttpClientResponse } from "effect/http"
+import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { BackendError } from "../../Contract.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Retry from "./Retry.ts"
@@ -37,10 +37,12 @@ export interface TinkerPath {
  * @since 0.1.0 @category combinators
  */
 export const parseTinkerPath = (path: string): Result.Result<TinkerPath, string> => {
-  const m = /^tinker:\/\/([^/]+)\/(weights|sampler_weights)\/([^/]+)$/.exec(path)
-  if (m === null) return Result.fail(`${JSON.stringify(path.slice(0, 200))} is not a checkpoint path: expected tinker://<model_id>/weights/<name>`)
-  const kind = m[2] as TinkerPath["kind"]
-  return Result.succeed({ modelId: m[1]!, kind, name: m[3]!, checkpointId: `${kind}/${m[3]!}` })
+  // every group of the pattern takes part in a match: they are missing only when it does not match
+  const [, modelId, kind, name] = /^tinker:\/\/([^/]+)\/(weights|sampler_weights)\/([^/]+)$/.exec(path) ?? []
+  if (modelId === undefined || kind === undefined || name === undefined) {
+    return Result.fail(`${JSON.stringify(path.slice(0, 200))} is not a checkpoint path: expected tinker://<model_id>/weights/<name>`)
+  }
+  return Result.succeed({ modelId, kind: kind as TinkerPath["kind"], name, checkpointId: `${kind}/${name}` })
 }
 
 /** The archive route of a checkpoint, below the API prefix. @since 0.1.0 @category combinators */
@@ -88,70 +90,75 @@ export const stateOfArchive = (bytes: Uint8Array): Uint8Array => {
   return states.length === 1 ? states[0]!.bytes : bytes
 }
 
-/**
- * Downloads the file of a checkpoint (`tinker://<model_id>/weights/<name>`) from the
- * server at `baseUrl`. Fails with `BackendError`: `InvalidInput` for a path that is not a
- * checkpoint's or a checkpoint the server does not have (its message), `Unavailable` /
- * `Transport` for a server that cannot be reached.
- * @since 0.1.0 @category constructors
- */
-export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPath: string, options: DownloadOptions) {
-  const operation = "download checkpoint"
-  const parsed = parseTinkerPath(tinkerPath)
-  if (Result.isFailure(parsed)) return yield* new BackendError({ reason: "InvalidInput", operation, message: parsed.failure })
-  const http = yield* HttpClient.HttpClient
-  const apiKey = options.apiKey !== undefined ? Option.some(options.apiKey) : yield* apiKeyConfig
-  const problem = Option.isSome(apiKey) ? headerValueProblem(Redacted.value(apiKey.value)) : undefined
-  if (problem !== undefined) return yield* new BackendError({ reason: "InvalidInput", operation, message: `the API key has ${problem}; an HTTP header cannot carry it` })
-  const redact = redactor(apiKey)
-  const base = new URL(String(options.baseUrl))
-  const where = `${base.origin}${base.pathname.replace(/\/+$/, "")}`
-  const archiveUrl = `${where}${Wire.API_PREFIX}${archivePath(parsed.success)}`
-  const timeout = options.timeout ?? "5 minutes"
+/** What the two requests of a download share. */
+interface Context {
+  readonly http: HttpClient.HttpClient
+  readonly apiKey: Option.Option<Redacted.Redacted<string>>
+  readonly redact: (text: string) => string
+  /** the server's base URL */
+  readonly where: string
+  readonly timeout: Duration.Input
+  readonly policy: Retry.Policy
+}
 
-  /** One GET; a status of 300 and above is a failure of the kind `Retry.ts` gives it, unless `redirect` and a `Location` came with it. */
-  const get = (url: string, headers: Record<string, string>, redirect: boolean) =>
-    http.execute(HttpClientRequest.setHeaders(HttpClientRequest.get(url), { "user-agent": CLIENT_VERSION, ...headers })).pipe(
-      Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
-      Effect.timeoutOrElse({ duration: timeout, orElse: () => Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${url} in time` })) }),
-      Effect.catchTag("HttpClientError", (e) => {
-        const cause = e.reason._tag === "TransportError" ? e.reason.cause : undefined
-        const text = cause instanceof Error ? cause.message : e.reason._tag === "TransportError" ? (e.reason.description ?? e.reason._tag) : e.reason._tag
-        return Effect.fail(
-          unreachable(cause)
-            ? new Retry.HttpFailure({ kind: "Unreachable", message: redact(`nothing answers at ${new URL(url).origin}: ${text}; check the URL and that the server is running`) })
-            : new Retry.HttpFailure({ kind: "Transport", message: redact(`no answer from ${new URL(url).origin}: ${text}`) }),
-        )
-      }),
-      Effect.flatMap((res: HttpClientResponse.HttpClientResponse): Effect.Effect<{ readonly res: HttpClientResponse.HttpClientResponse; readonly location: string | undefined }, Retry.HttpFailure> => {
-        const location = res.headers["location"]
-        if (redirect && res.status >= 300 && res.status < 400 && typeof location === "string") return Effect.succeed({ res, location })
-        if (Retry.kindOfStatus(res.status) === undefined) return Effect.succeed({ res, location: undefined })
-        return Effect.flatMap(Effect.all([Effect.orElseSucceed(res.text, () => ""), Clock.currentTimeMillis]), ([text, now]) =>
-          Effect.fail(failureOf(res.status, res.headers, text, now, redact)),
-        )
-      }),
-    )
+/** The operation its errors and logs name. */
+const OPERATION = "download checkpoint"
 
-  const retried = <A>(what: string, e: Effect.Effect<A, Retry.HttpFailure>) =>
-    e.pipe(
-      Effect.retry(
-        Schedule.tap(Retry.submission(options.retry ?? Retry.standard), (meta) =>
-          Effect.logWarning(
-            `${operation}: ${what}: ${meta.input.status !== undefined ? `HTTP ${meta.input.status}: ` : ""}${meta.input.message}` +
-              `${meta.input.status === 503 && what === "the archive route" ? " (an archive still being built)" : ""}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}`,
-          ),
+/** One GET's answer; `location` is the redirect's target when one was followed. */
+interface Answer {
+  readonly res: HttpClientResponse.HttpClientResponse
+  readonly location: string | undefined
+}
+
+/** No answer from `url`: unreachable (its host refused or is unknown) or a transport failure, redacted. */
+const noAnswer = (ctx: Context, url: string, e: HttpClientError.HttpClientError): Retry.HttpFailure => {
+  const cause = e.reason._tag === "TransportError" ? e.reason.cause : undefined
+  const text = cause instanceof Error ? cause.message : e.reason._tag === "TransportError" ? (e.reason.description ?? e.reason._tag) : e.reason._tag
+  return unreachable(cause)
+    ? new Retry.HttpFailure({ kind: "Unreachable", message: ctx.redact(`nothing answers at ${new URL(url).origin}: ${text}; check the URL and that the server is running`) })
+    : new Retry.HttpFailure({ kind: "Transport", message: ctx.redact(`no answer from ${new URL(url).origin}: ${text}`) })
+}
+
+/** One GET; a status of 300 and above is a failure of the kind `Retry.ts` gives it, unless `redirect` and a `Location` came with it. */
+const get = (ctx: Context, url: string, headers: Record<string, string>, redirect: boolean) =>
+  ctx.http.execute(HttpClientRequest.setHeaders(HttpClientRequest.get(url), { "user-agent": CLIENT_VERSION, ...headers })).pipe(
+    Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
+    Effect.timeoutOrElse({ duration: ctx.timeout, orElse: () => Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${url} in time` })) }),
+    Effect.catchTag("HttpClientError", (e) => Effect.fail(noAnswer(ctx, url, e))),
+    Effect.flatMap((res: HttpClientResponse.HttpClientResponse): Effect.Effect<Answer, Retry.HttpFailure> => {
+      const location = res.headers["location"]
+      if (redirect && res.status >= 300 && res.status < 400 && typeof location === "string") return Effect.succeed({ res, location })
+      if (Retry.kindOfStatus(res.status) === undefined) return Effect.succeed({ res, location: undefined })
+      return Effect.flatMap(Effect.all([Effect.orElseSucceed(res.text, () => ""), Clock.currentTimeMillis]), ([text, now]) =>
+        Effect.fail(failureOf(res.status, res.headers, text, now, ctx.redact)),
+      )
+    }),
+  )
+
+/** Retried as a submission is, each retry logged; the final failure as a `BackendError`. */
+const retried = <A>(ctx: Context, what: string, e: Effect.Effect<A, Retry.HttpFailure>) =>
+  e.pipe(
+    Effect.retry(
+      Schedule.tap(Retry.submission(ctx.policy), (meta) =>
+        Effect.logWarning(
+          `${OPERATION}: ${what}: ${meta.input.status !== undefined ? `HTTP ${meta.input.status}: ` : ""}${meta.input.message}` +
+            `${meta.input.status === 503 && what === "the archive route" ? " (an archive still being built)" : ""}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}`,
         ),
       ),
-      Effect.mapError((f) => toBackendError(operation, f)),
-    )
+    ),
+    Effect.mapError((f) => toBackendError(OPERATION, f)),
+  )
 
-  const url = yield* retried(
+/** The download URL the archive route answers: its redirect's `Location`, or the `url` of its JSON. */
+const downloadUrl = (ctx: Context, archiveUrl: string) =>
+  retried(
+    ctx,
     "the archive route",
     Effect.gen(function* () {
       const { location, res } = yield* get(
+        ctx,
         archiveUrl,
-        { accept: "application/json", ...(Option.isSome(apiKey) ? { [Wire.Headers.apiKey]: Redacted.value(apiKey.value) } : {}) },
+        { accept: "application/json", ...(Option.isSome(ctx.apiKey) ? { [Wire.Headers.apiKey]: Redacted.value(ctx.apiKey.value) } : {}) },
         true,
       )
       if (location !== undefined) return location
@@ -162,13 +169,42 @@ export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPa
       return answer.value.url
     }),
   )
-  const target = new URL(url, `${where}/`).toString()
-  return yield* retried(
+
+/** The state file at the download URL (without the API key: the URL carries its own credential). */
+const downloadState = (ctx: Context, target: string, tinkerPath: string) =>
+  retried(
+    ctx,
     "the download",
     Effect.gen(function* () {
-      const { res } = yield* get(target, { accept: "application/octet-stream" }, false)
+      const { res } = yield* get(ctx, target, { accept: "application/octet-stream" }, false)
       const bytes = yield* res.arrayBuffer.pipe(Effect.mapError(() => new Retry.HttpFailure({ kind: "Transport", message: `the download of ${tinkerPath} broke off` })))
       return stateOfArchive(new Uint8Array(bytes))
     }),
   )
+
+/**
+ * Downloads the file of a checkpoint (`tinker://<model_id>/weights/<name>`) from the
+ * server at `baseUrl`. Fails with `BackendError`: `InvalidInput` for a path that is not a
+ * checkpoint's or a checkpoint the server does not have (its message), `Unavailable` /
+ * `Transport` for a server that cannot be reached.
+ * @since 0.1.0 @category constructors
+ */
+export const download = Effect.fn("Http.downloadCheckpoint")(function* (tinkerPath: string, options: DownloadOptions) {
+  const parsed = parseTinkerPath(tinkerPath)
+  if (Result.isFailure(parsed)) return yield* new BackendError({ reason: "InvalidInput", operation: OPERATION, message: parsed.failure })
+  const http = yield* HttpClient.HttpClient
+  const apiKey = options.apiKey !== undefined ? Option.some(options.apiKey) : yield* apiKeyConfig
+  const problem = Option.isSome(apiKey) ? headerValueProblem(Redacted.value(apiKey.value)) : undefined
+  if (problem !== undefined) return yield* new BackendError({ reason: "InvalidInput", operation: OPERATION, message: `the API key has ${problem}; an HTTP header cannot carry it` })
+  const base = new URL(String(options.baseUrl))
+  const ctx: Context = {
+    http,
+    apiKey,
+    redact: redactor(apiKey),
+    where: `${base.origin}${base.pathname.replace(/\/+$/, "")}`,
+    timeout: options.timeout ?? "5 minutes",
+    policy: options.retry ?? Retry.standard,
+  }
+  const url = yield* downloadUrl(ctx, `${ctx.where}${Wire.API_PREFIX}${archivePath(parsed.success)}`)
+  return yield* downloadState(ctx, new URL(url, `${ctx.where}/`).toString(), tinkerPath)
 })

@@ -237,6 +237,112 @@ export interface Transport {
 
 const describeFailure = (f: Retry.HttpFailure) => `${f.status !== undefined ? `HTTP ${f.status}: ` : ""}${f.message}`
 
+/** What the exchanges of one transport share. */
+interface Context {
+  readonly http: HttpClient.HttpClient
+  readonly apiKey: Option.Option<Redacted.Redacted<string>>
+  /** ask for protobuf results where Tinker serves them */
+  readonly protobufResults: boolean
+  /** the server's base URL, as shown in messages */
+  readonly where: string
+  /** the base URL of the API routes */
+  readonly root: string
+  readonly redact: (text: string) => string
+  /** once the server has answered, a refused connection is a restart, not a wrong address */
+  readonly server: { answered: boolean }
+}
+
+/** An answer as it came: status, headers and the raw body. */
+interface RawAnswer {
+  readonly status: number
+  readonly headers: Record<string, string | undefined>
+  readonly bytes: Uint8Array
+}
+
+const withAuth = (ctx: Context, req: HttpClientRequest.HttpClientRequest) =>
+  Option.match(ctx.apiKey, { onNone: () => req, onSome: (key) => HttpClientRequest.setHeader(req, Wire.Headers.apiKey, Redacted.value(key)) })
+
+const noAnswer = (ctx: Context, path: string, cause: unknown): Retry.HttpFailure => {
+  const { where } = ctx
+  const code = codeOf(cause)
+  const text = ctx.redact(describeCause(cause))
+  if (code !== undefined && UNSENDABLE.has(code)) {
+    return new Retry.HttpFailure({ kind: "Fatal", message: `the request to ${where}${Wire.API_PREFIX}${path} cannot be sent: ${text}; no retry can fix that (check the API key and header values for line breaks or control characters)` })
+  }
+  if (code !== undefined && UNREACHABLE.has(code) && !ctx.server.answered) {
+    return new Retry.HttpFailure({ kind: "Unreachable", message: `nothing answers at ${where}: ${text}; check the URL (--backend / TINKER_BASE_URL) and that the server is running` })
+  }
+  return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path}: ${text}` })
+}
+
+/** JSON, unless this is a poll for a result that may come as protobuf */
+const acceptOf = (ctx: Context, path: string, headers: Record<string, string>) =>
+  ctx.protobufResults && path === "/retrieve_future" && PROTO_RESULTS.has(headers[Wire.Headers.requestType] ?? "") ? ACCEPT_PROTO : "application/json"
+
+/** Sends one request and reads its whole answer, whatever its status; no answer in time (or at all) is a failure. */
+const exchange = (ctx: Context, method: "GET" | "POST", path: string, body: unknown, headers: Record<string, string>, timeout: Duration.Input) => {
+  const url = `${ctx.root}${path}`
+  let req = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
+  req = HttpClientRequest.setHeaders(req, { accept: acceptOf(ctx, path, headers), "user-agent": USER_AGENT, ...headers })
+  if (method === "POST") {
+    req = body instanceof Binary ? HttpClientRequest.bodyUint8Array(req, body.bytes, PROTO_CONTENT_TYPE) : HttpClientRequest.bodyText(req, JSON.stringify(body), "application/json")
+  }
+  return ctx.http.execute(withAuth(ctx, req)).pipe(
+    // one span per operation (Effect.fn) is enough; a span per HTTP exchange costs more than it tells
+    Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
+    Effect.flatMap((r) => Effect.map(r.arrayBuffer, (buffer): RawAnswer => ({ status: r.status, headers: r.headers as Record<string, string | undefined>, bytes: new Uint8Array(buffer) }))),
+    Effect.timeoutOrElse({
+      duration: timeout,
+      orElse: () =>
+        Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${ctx.where}${Wire.API_PREFIX}${path} within ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
+    }),
+    Effect.catchTag("HttpClientError", (e) =>
+      Effect.fail(e.reason._tag === "TransportError" ? noAnswer(ctx, path, e.reason.cause ?? e.reason.description) : noAnswer(ctx, path, new Error(e.reason._tag))),
+    ),
+  )
+}
+
+/** An answer's meaning: a failure for a status `Retry.ts` names, else its body as a `Binary` (protobuf) or parsed JSON. */
+const exchangeOf = (ctx: Context, path: string, res: RawAnswer): Effect.Effect<Exchange, Retry.HttpFailure> =>
+  Effect.gen(function* () {
+    const kind = Retry.kindOfStatus(res.status)
+    const text = () => new TextDecoder().decode(res.bytes)
+    if (kind !== undefined) {
+      const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
+      return yield* failureOf(res.status, res.headers, text(), Number(now), ctx.redact)
+    }
+    if (isProtoContentType(res.headers["content-type"])) return { status: res.status, headers: res.headers, body: new Binary(res.bytes, res.headers) }
+    const parsed = Result.try(() => (res.bytes.length === 0 ? {} : (JSON.parse(text()) as unknown)))
+    if (Result.isFailure(parsed)) {
+      return yield* new Retry.HttpFailure({ kind: "Decode", status: res.status, message: `${path} answered ${res.status} with a body that is not JSON` })
+    }
+    return { status: res.status, headers: res.headers, body: parsed.success }
+  })
+
+const send = (ctx: Context): Transport["send"] => (method, path, body, headers, timeout) =>
+  Effect.gen(function* () {
+    const res = yield* exchange(ctx, method, path, body, headers, timeout)
+    ctx.server.answered = true
+    return yield* exchangeOf(ctx, path, res)
+  })
+
+const logged: Transport["logged"] = (operation, schedule) => {
+  /** a billing pause is warned about at most once a minute, as the SDK does (`BILLING_EXCEPTION_LOGGING_INTERVAL_SEC`) */
+  let billingWarnedAt: number | undefined = undefined
+  return Schedule.tap(schedule, (meta) => {
+    // a 408 with a queue state is a try_again in an error's clothes (the SDK's words); its queue state is logged when it changes
+    if (meta.input.kind === "TryAgain" || (meta.input.kind === "RequestTimeout" && meta.input.queueState !== undefined)) return Effect.void
+    if (meta.input.kind === "BillingPaused") {
+      if (billingWarnedAt !== undefined && meta.now - billingWarnedAt < 60_000) return Effect.void
+      billingWarnedAt = meta.now
+    }
+    return Effect.logWarning(
+      `${operation}: ${describeFailure(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, ` +
+        `giving up at ${new Date(meta.output.giveUpAt).toISOString()} if it keeps failing`,
+    )
+  })
+}
+
 /** @since 0.1.0 @category constructors */
 export const make = (options: {
   readonly http: HttpClient.HttpClient
@@ -246,82 +352,14 @@ export const make = (options: {
   readonly protobufResults?: boolean | undefined
 }): Transport => {
   const where = `${options.base.origin}${options.base.pathname.replace(/\/+$/, "")}`
-  const root = `${where}${Wire.API_PREFIX}`
-  const redact = redactor(options.apiKey)
-  /** once the server has answered, a refused connection is a restart, not a wrong address */
-  let answered = false
-
-  const withAuth = (req: HttpClientRequest.HttpClientRequest) =>
-    Option.match(options.apiKey, { onNone: () => req, onSome: (key) => HttpClientRequest.setHeader(req, Wire.Headers.apiKey, Redacted.value(key)) })
-
-  const noAnswer = (path: string, cause: unknown): Retry.HttpFailure => {
-    const code = codeOf(cause)
-    const text = redact(describeCause(cause))
-    if (code !== undefined && UNSENDABLE.has(code)) {
-      return new Retry.HttpFailure({ kind: "Fatal", message: `the request to ${where}${Wire.API_PREFIX}${path} cannot be sent: ${text}; no retry can fix that (check the API key and header values for line breaks or control characters)` })
-    }
-    if (code !== undefined && UNREACHABLE.has(code) && !answered) {
-      return new Retry.HttpFailure({ kind: "Unreachable", message: `nothing answers at ${where}: ${text}; check the URL (--backend / TINKER_BASE_URL) and that the server is running` })
-    }
-    return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path}: ${text}` })
+  const ctx: Context = {
+    http: options.http,
+    apiKey: options.apiKey,
+    protobufResults: options.protobufResults !== false,
+    where,
+    root: `${where}${Wire.API_PREFIX}`,
+    redact: redactor(options.apiKey),
+    server: { answered: false },
   }
-
-  /** JSON, unless this is a poll for a result that may come as protobuf */
-  const acceptOf = (path: string, headers: Record<string, string>) =>
-    options.protobufResults !== false && path === "/retrieve_future" && PROTO_RESULTS.has(headers[Wire.Headers.requestType] ?? "") ? ACCEPT_PROTO : "application/json"
-
-  const send: Transport["send"] = (method, path, body, headers, timeout) =>
-    Effect.gen(function* () {
-      const url = `${root}${path}`
-      let req = method === "GET" ? HttpClientRequest.get(url) : HttpClientRequest.post(url)
-      req = HttpClientRequest.setHeaders(req, { accept: acceptOf(path, headers), "user-agent": USER_AGENT, ...headers })
-      if (method === "POST") {
-        req = body instanceof Binary ? HttpClientRequest.bodyUint8Array(req, body.bytes, PROTO_CONTENT_TYPE) : HttpClientRequest.bodyText(req, JSON.stringify(body), "application/json")
-      }
-      const res = yield* options.http.execute(withAuth(req)).pipe(
-        // one span per operation (Effect.fn) is enough; a span per HTTP exchange costs more than it tells
-        Effect.provideService(HttpClient.TracerDisabledWhen, () => true),
-        Effect.flatMap((r) => Effect.map(r.arrayBuffer, (buffer) => ({ status: r.status, headers: r.headers as Record<string, string | undefined>, bytes: new Uint8Array(buffer) }))),
-        Effect.timeoutOrElse({
-          duration: timeout,
-          orElse: () =>
-            Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path} within ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
-        }),
-        Effect.catchTag("HttpClientError", (e) =>
-          Effect.fail(e.reason._tag === "TransportError" ? noAnswer(path, e.reason.cause ?? e.reason.description) : noAnswer(path, new Error(e.reason._tag))),
-        ),
-      )
-      answered = true
-      const kind = Retry.kindOfStatus(res.status)
-      const text = () => new TextDecoder().decode(res.bytes)
-      if (kind !== undefined) {
-        const now = yield* Effect.clockWith((c) => c.currentTimeMillis)
-        return yield* failureOf(res.status, res.headers, text(), Number(now), redact)
-      }
-      if (isProtoContentType(res.headers["content-type"])) return { status: res.status, headers: res.headers, body: new Binary(res.bytes, res.headers) }
-      const parsed = Result.try(() => (res.bytes.length === 0 ? {} : (JSON.parse(text()) as unknown)))
-      if (Result.isFailure(parsed)) {
-        return yield* new Retry.HttpFailure({ kind: "Decode", status: res.status, message: `${path} answered ${res.status} with a body that is not JSON` })
-      }
-      return { status: res.status, headers: res.headers, body: parsed.success }
-    })
-
-  const logged: Transport["logged"] = (operation, schedule) => {
-    /** a billing pause is warned about at most once a minute, as the SDK does (`BILLING_EXCEPTION_LOGGING_INTERVAL_SEC`) */
-    let billingWarnedAt: number | undefined = undefined
-    return Schedule.tap(schedule, (meta) => {
-      // a 408 with a queue state is a try_again in an error's clothes (the SDK's words); its queue state is logged when it changes
-      if (meta.input.kind === "TryAgain" || (meta.input.kind === "RequestTimeout" && meta.input.queueState !== undefined)) return Effect.void
-      if (meta.input.kind === "BillingPaused") {
-        if (billingWarnedAt !== undefined && meta.now - billingWarnedAt < 60_000) return Effect.void
-        billingWarnedAt = meta.now
-      }
-      return Effect.logWarning(
-        `${operation}: ${describeFailure(meta.input)}; retry ${meta.attempt} in ${Duration.format(meta.output.delay)}, ` +
-          `giving up at ${new Date(meta.output.giveUpAt).toISOString()} if it keeps failing`,
-      )
-    })
-  }
-
-  return { send, redact, logged, where }
+  return { send: send(ctx), redact: ctx.redact, logged, where }
 }
