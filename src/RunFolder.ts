@@ -1,14 +1,9 @@
 /**
- * The run folder `runs/<name>/` as data: a Schema for each file a run writes and reads
- * back, and the readers and writers that decode and encode with them.
- *
- * - `config.json`: {@link Config}, the settings in force and the trainer trained; the
- *   lenient {@link ConfigHints} for readers that need a few of its fields (export, report);
- * - `checkpoints.jsonl`: {@link CheckpointRow}, one per saved checkpoint;
- * - `metrics.jsonl`: {@link MetricsRow}, one per step, `step` and numbers
- *   (keys in `MetricKeys.ts`);
- * - `rollouts.jsonl`: {@link RolloutRow}, one per logged sample;
- * - `eval.jsonl`: {@link EvalRow}, one per sample `gyre eval` scored.
+ * The run folder `runs/<name>/` as data: the readers and writers of its files, which
+ * decode and encode with the Schemas of `RunFolderSchemas.ts` (re-exported here):
+ * `config.json` ({@link Config}, {@link ConfigHints}), `checkpoints.jsonl`
+ * ({@link CheckpointRow}), `metrics.jsonl` ({@link MetricsRow}), `rollouts.jsonl`
+ * ({@link RolloutRow}) and `eval.jsonl` ({@link EvalRow}).
  *
  * A row that does not decode fails with a {@link RunFolderError} naming the file, the line
  * and the field. Folders written by earlier versions read the same (their rows fit these
@@ -21,7 +16,20 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Schema, SchemaIssue } from "effect"
 import * as RunLog from "./RunLog.ts"
-import { RunSettings } from "./run/Settings.ts"
+import { CheckpointRow, Config, ConfigHints, EvalRow, MetricsRow, RolloutRow } from "./RunFolderSchemas.ts"
+
+export {
+  CheckpointRow,
+  Config,
+  ConfigHints,
+  EvalRow,
+  Message,
+  MetricsRow,
+  RolloutRow,
+  sampleFields,
+  TrainerRecord,
+  TurnRow,
+} from "./RunFolderSchemas.ts"
 
 // ===== Errors =====
 
@@ -38,160 +46,13 @@ export class RunFolderError extends Schema.TaggedError<RunFolderError>()("RunFol
   message: Schema.String,
 }) {}
 
-// ===== Schemas =====
+// ===== Paths =====
 
 /** Where the files of a run folder are. @since 0.1.0 @category models */
 export const paths = RunLog.paths
 
 /** The files of a run folder. @since 0.1.0 @category models */
 export type Files = ReturnType<typeof paths>
-
-/**
- * The trainer a run trained, as `config.json` records it (`trainer`): an adapter fits only
- * the base model and LoRA rank it was trained on.
- * @since 0.1.0 @category models
- */
-export const TrainerRecord = Schema.Struct({
-  model: Schema.String,
-  loraRank: Schema.Int,
-  /** `sha256:<hex>` of an embedded model's weights.bin, which identifies it wherever its folder lies (absent before it was recorded) */
-  weights: Schema.optional(Schema.String),
-})
-export type TrainerRecord = typeof TrainerRecord.Type
-
-/**
- * `config.json`: every setting in force (`RunSettings`), and the trainer trained (absent
- * in folders written before it was recorded).
- * @since 0.1.0 @category models
- */
-export const Config = Schema.Struct({
-  ...RunSettings.fields,
-  trainer: Schema.optional(TrainerRecord),
-})
-export type Config = typeof Config.Type
-
-/**
- * The fields of `config.json` that readers other than `--resume` use, each optional, so
- * a folder with a partial config (or one written by another tool) still exports and
- * reports. `baseModel` and `model` name a base model for export where a config gives one.
- * @since 0.1.0 @category models
- */
-export const ConfigHints = Schema.Struct({
-  name: Schema.optional(Schema.String),
-  env: Schema.optional(Schema.String),
-  envSpec: Schema.optional(Schema.String),
-  backend: Schema.optional(Schema.String),
-  baseModel: Schema.optional(Schema.String),
-  model: Schema.optional(Schema.String),
-  rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
-  trainer: Schema.optional(TrainerRecord),
-})
-export type ConfigHints = typeof ConfigHints.Type
-
-/**
- * A `checkpoints.jsonl` row: the step saved, the checkpoint's name (`step-<step>`), where
- * its state is (a state file, or a backend's `tinker://` or `bt://` path) and when.
- * @since 0.1.0 @category models
- */
-export const CheckpointRow = Schema.Struct({
-  step: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
-  name: Schema.String,
-  path: Schema.String,
-  time: Schema.optional(Schema.String),
-})
-export type CheckpointRow = typeof CheckpointRow.Type
-
-/**
- * A `metrics.jsonl` row: `step` (0 is the base policy's evaluation) and numbers under the
- * keys of `MetricKeys.ts` (null where a value was not a number, as JSON writes NaN).
- * @since 0.1.0 @category models
- */
-export const MetricsRow = Schema.StructWithRest(
-  Schema.Struct({ step: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)) }),
-  // a value that is not a number is written as null (NaN) or left out (undefined), as JSON does
-  [Schema.Record(Schema.String, Schema.NullishOr(Schema.Number))],
-)
-export type MetricsRow = typeof MetricsRow.Type
-
-/** A chat message of a prompt. @since 0.1.0 @category models */
-export const Message = Schema.Struct({
-  role: Schema.Literals(["system", "user", "assistant"]),
-  content: Schema.String,
-})
-
-/** One turn of an episode: what the model wrote, and what the env answered. @since 0.1.0 @category models */
-export const TurnRow = Schema.Struct({
-  sampled: Schema.String,
-  observation: Schema.optional(Schema.String),
-  toolError: Schema.optional(Schema.String),
-  toolResult: Schema.optional(Schema.String),
-})
-
-/**
- * One scored sample, as `rollouts.jsonl` and `eval.jsonl` write it: the group and sample,
- * the env and problem key, the policy version it was sampled from, the prompt and
- * completion (for episodes every turn and why it ended), the reward (null when masked: a
- * partial sum would read as a real total), the mask reason and each component's score.
- * @since 0.1.0 @category models
- */
-export const sampleFields = {
-  group: Schema.Int,
-  sample: Schema.Int,
-  env: Schema.String,
-  key: Schema.String,
-  version: Schema.Int,
-  prompt: Schema.Union([Schema.String, Schema.Array(Message)]),
-  completion: Schema.String,
-  stopReason: Schema.Literals(["stop", "length"]),
-  reward: Schema.NullOr(Schema.Number),
-  masked: Schema.NullOr(Schema.String),
-  // a component that did not apply is left out; JSON writes a NaN score as null
-  components: Schema.Record(Schema.String, Schema.NullishOr(Schema.Number)),
-  /** each component that failed (any weight) with its message, when one did */
-  failed: Schema.optional(Schema.Record(Schema.String, Schema.String)),
-  /** what a reward noted (a judge's replies), when one did */
-  notes: Schema.optional(Schema.Record(Schema.String, Schema.Array(Schema.String))),
-  turns: Schema.optional(Schema.Array(TurnRow)),
-  episodeStop: Schema.optional(Schema.String),
-} as const
-
-const { env, group, key, sample, ...sampleRest } = sampleFields
-
-/**
- * A `rollouts.jsonl` row: a sample of a step, its problem (absent in folders written
- * before it was logged), its advantage, and `dropped` when dynamic sampling dropped its
- * group (it did not train).
- * @since 0.1.0 @category models
- */
-export const RolloutRow = Schema.Struct({
-  step: Schema.Int,
-  group,
-  sample,
-  env,
-  key,
-  problem: Schema.optional(Schema.Unknown),
-  ...sampleRest,
-  advantage: Schema.Number,
-  dropped: Schema.optional(Schema.Boolean),
-})
-export type RolloutRow = typeof RolloutRow.Type
-
-/**
- * An `eval.jsonl` row: the split scored (`heldout` or `train`), the checkpoint (`base`
- * for the base model), the problem and the sample; for a scored sample, whether its total
- * reached the pass@k threshold (`correct`) and the answer majority vote counted it under
- * (`answer`; both absent for masked samples and in files written before they were).
- * @since 0.1.0 @category models
- */
-export const EvalRow = Schema.Struct({
-  split: Schema.Literals(["heldout", "train"]),
-  checkpoint: Schema.String,
-  problem: Schema.Unknown,
-  ...sampleFields,
-  correct: Schema.optional(Schema.Boolean),
-  answer: Schema.optional(Schema.String),
-})
-export type EvalRow = typeof EvalRow.Type
 
 // ===== Decoding =====
 
@@ -237,6 +98,14 @@ export const readRows = <S extends Schema.Decoder<unknown>>(schema: S, path: str
     Effect.flatMap((lines) => Effect.forEach(lines, ({ line, value }) => decodeAt(schema, path, line)(value))),
   )
 
+/**
+ * Lines of a JSONL file of the run folder as `RunLog.readJsonlLines` read them, decoded
+ * with `schema`, each row with its line number; a failure names the file, line and field.
+ * @since 0.1.0 @category io
+ */
+export const decodeLines = <S extends Schema.Decoder<unknown>>(schema: S, path: string, lines: ReadonlyArray<RunLog.JsonlLine>) =>
+  Effect.forEach(lines, ({ line, value }) => decodeAt(schema, path, line)(value).pipe(Effect.map((row) => ({ line, row }))))
+
 /** The rows of `checkpoints.jsonl`, oldest first. @since 0.1.0 @category io */
 export const readCheckpoints = Effect.fn("RunFolder.readCheckpoints")(function* (files: Files) {
   return yield* readRows(CheckpointRow, files.checkpoints)
@@ -259,10 +128,10 @@ export const readRollouts = Effect.fn("RunFolder.readRollouts")(function* (files
  * @since 0.1.0 @category io
  */
 export const keepThrough = Effect.fn("RunFolder.keepThrough")(function* (path: string, last: number) {
-  const rows = yield* RunLog.readJsonlLines(path).pipe(Effect.mapError(ioError))
-  const steps = yield* Effect.forEach(rows, ({ line, value }) => decodeAt(Stepped, path, line)(value))
+  const lines = yield* RunLog.readJsonlLines(path).pipe(Effect.mapError(ioError))
+  const rows = yield* Effect.forEach(lines, ({ line, value }) => decodeAt(Stepped, path, line)(value).pipe(Effect.map(({ step }) => ({ step, value }))))
   if (!Fs.existsSync(path)) return
-  const kept = rows.filter((_, i) => last > 0 && steps[i]!.step <= last)
+  const kept = rows.filter((r) => last > 0 && r.step <= last)
   yield* RunLog.writeAtomic(path, kept.map((r) => JSON.stringify(r.value) + "\n").join("")).pipe(Effect.mapError(ioError))
 })
 
