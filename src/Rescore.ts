@@ -29,6 +29,7 @@ import * as Episode from "./Episode.ts"
 import * as Reward from "./Reward.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
+import { at } from "./Lookup.ts"
 import { Sampler } from "./Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "./Tokenizer.ts"
 import { buildServices } from "./run/Services.ts"
@@ -118,19 +119,34 @@ export const read = Effect.fn("Rescore.read")(function* (dir: string) {
     Effect.mapError((e) => new RescoreError({ reason: "RunFolder", message: `${files.config}: ${e.message}` })),
   )
   const lines = yield* RunLog.readJsonlLines(files.rollouts).pipe(Effect.mapError(fail("RunFolder")))
-  const rows = yield* RunFolder.readRows(RunFolder.RolloutRow, files.rollouts).pipe(Effect.mapError(fail("RunFolder")))
+  const rows = yield* RunFolder.decodeLines(RunFolder.RolloutRow, files.rollouts, lines).pipe(Effect.mapError(fail("RunFolder")))
   if (rows.length === 0) {
     return yield* new RescoreError({
       reason: "RunFolder",
       message: `${files.rollouts} holds no rollouts: the run logged none (it ran with --log-rollouts-every 0, or stopped before its first logged step)`,
     })
   }
-  return { dir, config, rows: rows.map((r, i) => ({ ...r, line: lines[i]!.line ?? 0 })) } satisfies StoredRun
+  return { dir, config, rows: rows.map(({ line, row }) => ({ ...row, line: line ?? 0 })) } satisfies StoredRun
 })
 
 // ===== Scoring =====
 
 type Row = StoredRun["rows"][number]
+
+/** The stored samples of one group, in order: never empty. */
+type Group = [Row, ...Array<Row>]
+
+/** A stored sample and its new score. */
+interface Scored {
+  readonly row: Row
+  readonly score: Reward.Score
+}
+
+/** A group scored again: its first row (the group's step, env and whether it was dropped), then each sample with its score. */
+interface ScoredGroup {
+  readonly first: Row
+  readonly samples: ReadonlyArray<Scored>
+}
 
 /** The envs of a source (none when there is none). */
 const envsOf = (source: Env.AnyEnv | Env.Mixture | undefined): ReadonlyArray<Env.AnyEnv> => (source === undefined ? [] : Env.members(source).map(([e]) => e))
@@ -204,8 +220,8 @@ const rolloutOf = Effect.fnUntraced(function* (run: StoredRun, row: Row, env: En
 })
 
 /** One stored group, scored again. */
-const scoreGroup = Effect.fnUntraced(function* (run: StoredRun, scorer: Scorer, rows: ReadonlyArray<Row>, tokenizer: TokenizerShape) {
-  const first = rows[0]!
+const scoreGroup = Effect.fnUntraced(function* (run: StoredRun, scorer: Scorer, rows: Group, tokenizer: TokenizerShape) {
+  const [first] = rows
   const chosen = scorerFor(scorer, first.env)
   if (chosen === undefined) {
     const names = scorer._tag === "Env" ? envsOf(scorer.source).map((e) => e.name).join(", ") : ""
@@ -215,19 +231,21 @@ const scoreGroup = Effect.fnUntraced(function* (run: StoredRun, scorer: Scorer, 
   const rollouts = yield* Effect.forEach(rows, (row) => rolloutOf(run, row, chosen.env, tokenizer, stops, rows.length))
   const scores = yield* Reward.evaluate(chosen.reward, rollouts).pipe(
     Effect.mapError((e) =>
-      new RescoreError({ reason: "Reward", message: `reward ${e.reward}, problem ${JSON.stringify(rollouts[0]!.problem)} (${first.key}, step ${first.step}): ${e.message}` })
+      new RescoreError({ reason: "Reward", message: `reward ${e.reward}, problem ${JSON.stringify(rollouts[0].problem)} (${first.key}, step ${first.step}): ${e.message}` })
     ),
   )
   // the env's per-turn rewards were added to the total; its steps are not replayed
-  return scores.map((s, i): Reward.Score => {
-    const extra = rows[i]!.components["turn_reward"]
-    return typeof extra !== "number" || extra === 0 || s.value === undefined ? s : { ...s, value: s.value + extra, components: { ...s.components, turn_reward: extra } }
+  const samples = rows.map((row, i): Scored => {
+    const s = at(scores, i, "score of rollout")
+    const extra = row.components["turn_reward"]
+    return { row, score: typeof extra !== "number" || extra === 0 || s.value === undefined ? s : { ...s, value: s.value + extra, components: { ...s.components, turn_reward: extra } } }
   })
+  return { first, samples } satisfies ScoredGroup
 })
 
 /** The stored rows as groups, by step then group, samples in order. */
-const groupsOf = (rows: ReadonlyArray<Row>): Array<Array<Row>> => {
-  const byKey = new Map<string, Array<Row>>()
+const groupsOf = (rows: ReadonlyArray<Row>): Array<Group> => {
+  const byKey = new Map<string, Group>()
   for (const row of rows) {
     const k = `${row.step}/${row.group}`
     const list = byKey.get(k)
@@ -276,7 +294,7 @@ export const rescore = Effect.fn("Rescore.rescore")(function* (run: StoredRun, s
   const mode = run.config.advantage ?? "group_std"
   const groups = groupsOf(run.rows)
   const permits = yield* Semaphore.make(run.config.rewardConcurrency ?? 64)
-  const scores = yield* Effect.gen(function* () {
+  const scored = yield* Effect.gen(function* () {
     const context = yield* services(scorer)
     return yield* Effect.forEach(groups, (g) => scoreGroup(run, scorer, g, tokenizer), { concurrency: 8 }).pipe(
       Effect.provideContext(context),
@@ -285,16 +303,15 @@ export const rescore = Effect.fn("Rescore.rescore")(function* (run: StoredRun, s
     )
   }).pipe(Effect.scoped)
   // each step's groups that trained, as the run's advantages saw them
-  const advantages = new Map<Array<Row>, Array<number>>()
-  for (const step of [...new Set(groups.map((g) => g[0]!.step))]) {
-    const trained = groups.map((g, gi) => ({ g, gi })).filter(({ g }) => g[0]!.step === step && g[0]!.dropped !== true)
-    const totals = trained.map(({ gi }) => scores[gi]!.map((s) => (s.masked !== undefined ? undefined : s.value)))
+  const advantages = new Map<ScoredGroup, ReadonlyArray<number>>()
+  for (const step of [...new Set(scored.map((g) => g.first.step))]) {
+    const trained = scored.filter((g) => g.first.step === step && g.first.dropped !== true)
+    const totals = trained.map((g) => g.samples.map(({ score: s }) => (s.masked !== undefined ? undefined : s.value)))
     const computed = Advantage.compute(totals, mode).advantages
-    trained.forEach(({ g }, i) => advantages.set(g, computed[i]!))
+    trained.forEach((g, i) => advantages.set(g, at(computed, i, "advantages of group")))
   }
-  const rows = groups.flatMap((g, gi) =>
-    g.map((row, si): RescoreRow => {
-      const s = scores[gi]![si]!
+  const rows = scored.flatMap((g) =>
+    g.samples.map(({ row, score: s }, si): RescoreRow => {
       const before = side(row.reward, row.masked, row.components, row.advantage)
       const after = side(s.masked !== undefined ? null : s.value ?? null, s.masked ?? null, s.components, advantages.get(g)?.[si] ?? 0)
       return {
