@@ -48,7 +48,7 @@ const METRIC_NAMES: Readonly<Record<string, string>> = Object.fromEntries(Object
 
 const hasReduction = (key: string): boolean => {
   const parts = key.split(":")
-  return parts.length === 2 && (METRIC_REDUCTIONS as ReadonlyArray<string>).includes(parts[1]!)
+  return parts.length === 2 && (METRIC_REDUCTIONS as ReadonlyArray<string | undefined>).includes(parts[1])
 }
 
 /** A gyre metric name as a wire key (`name:reduction`). @since 0.1.0 @category combinators */

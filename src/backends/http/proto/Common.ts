@@ -63,11 +63,14 @@ export const parse = <D extends DescMessage>(schema: D, bytes: Uint8Array): Resu
 /** Object keys in the order the SDK's deterministic serialization writes map entries. */
 export const sortedKeys = (o: object): Array<string> => Object.keys(o).sort()
 
+/** A record's entries in the order of `sortedKeys` (keys are distinct: compared as strings, as `sort` does). @since 0.1.0 @category combinators */
+export const sortedEntries = <A>(o: Readonly<Record<string, A>>): Array<[string, A]> => Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+
 /** Maps a record in sorted key order. @since 0.1.0 @category combinators */
 export const sortedRecord = <A, B>(o: Readonly<Record<string, A>>, f: (a: A, key: string) => Result.Result<B, ProtoError>): Result.Result<Record<string, B>, ProtoError> => {
   const out: Record<string, B> = {}
-  for (const key of sortedKeys(o)) {
-    const r = f(o[key]!, key)
+  for (const [key, value] of sortedEntries(o)) {
+    const r = f(value, key)
     if (Result.isFailure(r)) return Result.fail(r.failure)
     out[key] = r.success
   }
@@ -97,8 +100,8 @@ export const readDtype = (dtype: Pb.DType, at: string): Result.Result<readonly [
 /** Protobuf dimensions -> numbers (each >= 0, within ±2^53). @since 0.1.0 @category combinators */
 export const shapeOf = (dims: ReadonlyArray<bigint>, at: string): Result.Result<Array<number>, ProtoError> => {
   const out: Array<number> = []
-  for (let i = 0; i < dims.length; i++) {
-    const d = safeNumber(dims[i]!, `${at}[${i}]`)
+  for (const [i, dim] of dims.entries()) {
+    const d = safeNumber(dim, `${at}[${i}]`)
     if (Result.isFailure(d)) return Result.fail(malformed(d.failure))
     if (d.success < 0) return Result.fail(malformed(`${at}[${i}] is ${d.success}; dimensions are >= 0`))
     out.push(d.success)

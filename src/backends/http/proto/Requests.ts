@@ -37,8 +37,7 @@ const tensorFromProto = (t: Pb.Tensor, at: string): Result.Result<Wire.TensorDat
 const datumFromProto = (d: Pb.Datum, at: string): Result.Result<Wire.Datum, ProtoError> =>
   Result.gen(function* () {
     const chunks: Array<Wire.ModelInput["chunks"][number]> = []
-    for (let j = 0; j < d.modelInput.length; j++) {
-      const chunk = d.modelInput[j]!.chunk
+    for (const [j, { chunk }] of d.modelInput.entries()) {
       const where = `${at}.model_input.chunks[${j}]`
       if (chunk.case === "encodedText") chunks.push({ type: "encoded_text", tokens: yield* orMalformed(unpack(chunk.value.tokens, "int32", `${where}.tokens`)) })
       else if (chunk.case === "image" || chunk.case === "dmel") {
@@ -54,7 +53,7 @@ const datumFromProto = (d: Pb.Datum, at: string): Result.Result<Wire.Datum, Prot
 export const requestFromProto = (msg: Pb.ForwardBackwardRequest): Result.Result<ForwardBackwardRequest, ProtoError> =>
   Result.gen(function* () {
     const data: Array<Wire.Datum> = []
-    for (let i = 0; i < msg.data.length; i++) data.push(yield* datumFromProto(msg.data[i]!, `forward_backward_input.data[${i}]`))
+    for (const [i, d] of msg.data.entries()) data.push(yield* datumFromProto(d, `forward_backward_input.data[${i}]`))
     const config = Object.keys(msg.lossFnConfig).length > 0 ? { loss_fn_config: { ...msg.lossFnConfig } } : {}
     return { forward_backward_input: { data, loss_fn: msg.lossFn, ...config }, model_id: msg.modelId, seq_id: msg.seqId, forward_only: msg.forwardOnly }
   })
@@ -80,12 +79,11 @@ export const requestToProto = (req: ForwardBackwardRequest): Result.Result<Pb.Fo
     const input = req.forward_backward_input
     if (input.top_k_logprobs !== undefined) return yield* Result.fail(unsupported("top_k_logprobs has no field in the protobuf ForwardBackwardRequest; send this request as JSON"))
     const data: Array<Pb.Datum> = []
-    for (let i = 0; i < input.data.length; i++) {
-      const d = input.data[i]!
+    for (const [i, d] of input.data.entries()) {
       const at = `forward_backward_input.data[${i}]`
       const modelInput: Array<Pb.Chunk> = []
-      for (let j = 0; j < d.model_input.chunks.length; j++) {
-        const tokens = yield* orMalformed(pack(d.model_input.chunks[j]!.tokens, "int32", `${at}.model_input.chunks[${j}].tokens`))
+      for (const [j, chunk] of d.model_input.chunks.entries()) {
+        const tokens = yield* orMalformed(pack(chunk.tokens, "int32", `${at}.model_input.chunks[${j}].tokens`))
         modelInput.push(create(Pb.ChunkSchema, { chunk: { case: "encodedText", value: create(Pb.EncodedTextChunkSchema, { tokens }) } }))
       }
       const lossFnInputs = yield* sortedRecord(d.loss_fn_inputs, (t, key) => tensorToProto(t, `${at}.loss_fn_inputs.${key}`))

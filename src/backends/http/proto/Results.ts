@@ -7,7 +7,7 @@
 import { create } from "@bufbuild/protobuf"
 import { Result } from "effect"
 import * as Wire from "../Wire.ts"
-import { malformed, orMalformed, type ProtoError, readDtype, type SampleResponse, shapeOf, sortedRecord, unsupported, WRITE } from "./Common.ts"
+import { malformed, orMalformed, type ProtoError, readDtype, type SampleResponse, shapeOf, sortedEntries, sortedRecord, unsupported, WRITE } from "./Common.ts"
 import { pack, SIZE, unpack } from "./Packed.ts"
 import * as Pb from "./tinker_public_pb.ts"
 
@@ -31,23 +31,25 @@ const concat = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
 
 type Output = Readonly<Record<string, Wire.TensorData>>
 
+/** Outputs in a row that share one signature; never empty. */
+type Group = [Output, ...Array<Output>]
+
 const trailingOf = (t: Wire.TensorData) => (t.shape ?? [t.data.length]).slice(1)
 
 /** A datum's fields, dtypes and trailing shapes: datums that agree share one ArrayRecord. */
 const signature = (o: Output) =>
-  Object.keys(o)
-    .sort()
-    .map((k) => `${k}:${o[k]!.dtype}:${trailingOf(o[k]!).join(",")}`)
+  sortedEntries(o)
+    .map(([k, t]) => `${k}:${t.dtype}:${trailingOf(t).join(",")}`)
     .join(";")
 
 const checkOutput = (o: Output, first: Output, at: string): Result.Result<void, ProtoError> => {
-  const keys = Object.keys(o).sort()
+  const fields = sortedEntries(o)
+  const keys = fields.map(([key]) => key)
   const expected = Object.keys(first).sort()
   if (keys.join(",") !== expected.join(",")) {
     return Result.fail(malformed(`${at} has fields [${keys.join(", ")}] but loss_fn_outputs[0] has [${expected.join(", ")}]; every datum's output has the same fields`))
   }
-  for (const key of keys) {
-    const t = o[key]!
+  for (const [key, t] of fields) {
     if (t.sparse_crow_indices !== undefined) return Result.fail(unsupported(`${at}.${key} is sparse; outputs travel dense`))
     const n = t.shape === undefined ? t.data.length : product(t.shape)
     if (n !== t.data.length) return Result.fail(malformed(`${at}.${key} has ${t.data.length} values for shape [${t.shape?.join(", ")}]`))
@@ -55,15 +57,29 @@ const checkOutput = (o: Output, first: Output, at: string): Result.Result<void, 
   return Result.succeed(undefined)
 }
 
-const recordOf = (group: ReadonlyArray<Output>, at: number): Result.Result<Pb.ArrayRecord, ProtoError> =>
+/** A field of an output of a group: every output of a group has the fields of its first (same signature), so a missing one is a bug here. */
+const fieldOf = (o: Output, key: string, at: string): Wire.TensorData => {
+  const t = o[key]
+  if (t === undefined) throw new Error(`${at}.${key} is missing from an output grouped with outputs that have it`)
+  return t
+}
+
+const recordOf = (group: Group, at: number): Result.Result<Pb.ArrayRecord, ProtoError> =>
   Result.gen(function* () {
-    const fields = yield* sortedRecord(group[0]!, (first, key) =>
+    const fields = yield* sortedRecord(group[0], (first, key) =>
       Result.gen(function* () {
         const [element, dtype] = WRITE[first.dtype]
         const parts: Array<Uint8Array> = []
-        for (let i = 0; i < group.length; i++) parts.push(yield* orMalformed(pack(group[i]![key]!.data, element, `loss_fn_outputs[${at + i}].${key}.data`)))
+        for (const [i, o] of group.entries()) {
+          const where = `loss_fn_outputs[${at + i}]`
+          parts.push(yield* orMalformed(pack(fieldOf(o, key, where).data, element, `${where}.${key}.data`)))
+        }
         const offsets: Array<number> = [0]
-        for (const p of parts) offsets.push(offsets[offsets.length - 1]! + p.byteLength)
+        let end = 0
+        for (const p of parts) {
+          end += p.byteLength
+          offsets.push(end)
+        }
         return create(Pb.BatchedTensorSchema, {
           data: concat(parts),
           offsets: yield* orMalformed(pack(offsets, "int64", "offsets")),
@@ -75,19 +91,34 @@ const recordOf = (group: ReadonlyArray<Output>, at: number): Result.Result<Pb.Ar
     return create(Pb.ArrayRecordSchema, { fields, numDatums: BigInt(group.length) })
   })
 
+/** Checks each output against the first and packs each run of outputs that share a signature as one ArrayRecord. */
+const recordsOf = (outputs: ReadonlyArray<Output>, first: Output): Result.Result<Array<Pb.ArrayRecord>, ProtoError> =>
+  Result.gen(function* () {
+    const records: Array<Pb.ArrayRecord> = []
+    let group: Group | undefined = undefined
+    let groupSignature = ""
+    let start = 0
+    for (const [i, o] of outputs.entries()) {
+      yield* checkOutput(o, first, `loss_fn_outputs[${i}]`)
+      const s = signature(o)
+      if (group !== undefined && s === groupSignature) {
+        group.push(o)
+        continue
+      }
+      if (group !== undefined) records.push(yield* recordOf(group, start))
+      group = [o]
+      groupSignature = s
+      start = i
+    }
+    if (group !== undefined) records.push(yield* recordOf(group, start))
+    return records
+  })
+
 /** @since 0.1.0 @category encoding */
 export const outputToProto = (out: Wire.ForwardBackwardOutput): Result.Result<Pb.ForwardBackwardOutput, ProtoError> =>
   Result.gen(function* () {
-    const outputs = out.loss_fn_outputs
-    const records: Array<Pb.ArrayRecord> = []
-    let start = 0
-    for (let i = 0; i <= outputs.length; i++) {
-      if (i < outputs.length) yield* checkOutput(outputs[i]!, outputs[0]!, `loss_fn_outputs[${i}]`)
-      if (i === outputs.length || (i > start && signature(outputs[i]!) !== signature(outputs[start]!))) {
-        if (i > start) records.push(yield* recordOf(outputs.slice(start, i), start))
-        start = i
-      }
-    }
+    const [first] = out.loss_fn_outputs
+    const records = first === undefined ? [] : yield* recordsOf(out.loss_fn_outputs, first)
     const metrics = yield* sortedRecord(out.metrics, (v) => Result.succeed(Wire.metricFromWire(v)))
     return create(Pb.ForwardBackwardOutputSchema, { lossFnOutputType: out.loss_fn_output_type ?? "ArrayRecord", lossFnOutputs: records, metrics })
   })
@@ -102,6 +133,7 @@ const unbatch = (bt: Pb.BatchedTensor, at: string): Result.Result<Array<Wire.Ten
     const perRow = product(trailing)
     const size = SIZE[element]
     const out: Array<Wire.TensorData> = []
+    // i + 1 < offsets.length: both offsets are there
     for (let i = 0; i + 1 < offsets.length; i++) {
       const from = offsets[i]!
       const to = offsets[i + 1]!
@@ -123,25 +155,26 @@ export const outputFromProto = (msg: Pb.ForwardBackwardOutput): Result.Result<Wi
     if (msg.lossFnOutputs.length === 0) return { loss_fn_output_type: msg.lossFnOutputType || "ArrayRecord", loss_fn_outputs: [], metrics }
     const perField: Record<string, Array<Wire.TensorData>> = {}
     let declared = 0
-    for (let r = 0; r < msg.lossFnOutputs.length; r++) {
-      const record = msg.lossFnOutputs[r]!
+    for (const [r, record] of msg.lossFnOutputs.entries()) {
       declared += Number(record.numDatums)
       for (const [name, bt] of Object.entries(record.fields)) (perField[name] ??= []).push(...(yield* unbatch(bt, `loss_fn_outputs[${r}].fields.${name}`)))
     }
-    const names = Object.keys(perField)
-    const n = declared > 0 ? declared : names.length > 0 ? perField[names[0]!]!.length : 0
+    const fields = Object.entries(perField)
+    const [firstField] = fields
+    const n = declared > 0 ? declared : firstField !== undefined ? firstField[1].length : 0
     const outputs: Array<Record<string, Wire.TensorData>> = []
     for (let i = 0; i < n; i++) {
       const datum: Record<string, Wire.TensorData> = {}
-      for (const name of names) {
-        const t = perField[name]![i]
-        if (t === undefined) return yield* Result.fail(malformed(`field ${name} has ${perField[name]!.length} datums; the records declare ${n}`))
+      for (const [name, tensors] of fields) {
+        const t = tensors[i]
+        if (t === undefined) return yield* Result.fail(malformed(`field ${name} has ${tensors.length} datums; the records declare ${n}`))
         datum[name] = t
       }
       outputs.push(datum)
     }
     // the bare class name, as the SDK keeps it
-    return { loss_fn_output_type: msg.lossFnOutputType.split(":").pop()!, loss_fn_outputs: outputs, metrics }
+    const type = msg.lossFnOutputType
+    return { loss_fn_output_type: type.slice(type.lastIndexOf(":") + 1), loss_fn_outputs: outputs, metrics }
   })
 
 // ---------------------------------------------------------------------------
@@ -173,8 +206,7 @@ const topkToProto = (rows: NonNullable<SampleResponse["topk_prompt_logprobs"]>):
 export const sampleToProto = (s: SampleResponse): Result.Result<Pb.SampleResponse, ProtoError> =>
   Result.gen(function* () {
     const sequences: Array<Pb.SampledSequence> = []
-    for (let i = 0; i < s.sequences.length; i++) {
-      const q = s.sequences[i]!
+    for (const [i, q] of s.sequences.entries()) {
       const tokens = yield* orMalformed(pack(q.tokens, "int32", `sequences[${i}].tokens`))
       const logprobs = q.logprobs === undefined || q.logprobs === null ? {} : { logprobs: yield* orMalformed(pack(q.logprobs, "float32", `sequences[${i}].logprobs`)) }
       sequences.push(create(Pb.SampledSequenceSchema, { stopReason: STOP_TO_PROTO[q.stop_reason], tokens, ...logprobs }))
@@ -208,6 +240,7 @@ const topkFromProto = (t: Pb.TopkPromptLogprobs): Result.Result<SampleResponse["
       let end = start + k
       while (end > start && padded(end - 1)) end--
       const row: Array<readonly [number, number]> = []
+      // at < end <= n * k, the length of both (checked above)
       for (let at = start; at < end; at++) row.push([ids[at]!, lps[at]!])
       rows.push(row)
     }
@@ -218,8 +251,7 @@ const topkFromProto = (t: Pb.TopkPromptLogprobs): Result.Result<SampleResponse["
 export const sampleFromProto = (msg: Pb.SampleResponse): Result.Result<SampleResponse, ProtoError> =>
   Result.gen(function* () {
     const sequences: Array<SampleResponse["sequences"][number]> = []
-    for (let i = 0; i < msg.sequences.length; i++) {
-      const q = msg.sequences[i]!
+    for (const [i, q] of msg.sequences.entries()) {
       const stop = STOP_FROM_PROTO[q.stopReason]
       if (stop === undefined) return yield* Result.fail(malformed(`sequences[${i}].stop_reason is ${q.stopReason}; expected STOP_REASON_STOP or STOP_REASON_LENGTH`))
       const tokens = yield* orMalformed(unpack(q.tokens, "int32", `sequences[${i}].tokens`))
