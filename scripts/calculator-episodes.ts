@@ -1,6 +1,6 @@
 /**
  * Problems, training sequences and episode measurement of the calculator env's base
- * model, shared by `scripts/pretrain-calculator.ts` and its test.
+ * model, shared by `scripts/pretrain-calculator.ts`, `scripts/mixed-data.ts` and its test.
  *
  * An episode is sampled the way the runner samples it:
  *
@@ -11,7 +11,9 @@
  *
  * The episode is correct when the final turn, trimmed, is an integer equal to the answer.
  */
+import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
+import type { Rng } from "../src/backends/local/Rng.ts"
 import { BOS, decodeChars, EOS, encodeChars } from "../src/backends/local/CharTokenizer.ts"
 import type { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
 import calculator, { answer, answerText, callText, observationText, type Problem, SYMBOL } from "../envs/calculator.ts"
@@ -98,6 +100,49 @@ export const directGuess = (p: Problem, guess: number): Sequence => {
 /** The range of answers of an operation on 10..99 operands. */
 export const answerRange = (op: Problem["op"]): readonly [number, number] =>
   op === "plus" ? [20, 198] : op === "minus" ? [-89, 89] : [100, 9801]
+
+/** How a wrong direct guess is drawn. */
+export interface GuessSettings {
+  /** the share of guesses that are the answer +/- 1..maxOffset; the others are uniform in the answer range */
+  readonly offsetFraction: number
+  readonly maxOffset: number
+}
+
+/** A wrong number: the answer +/- 1..maxOffset (offsetFraction of the time) or uniform in [lo, hi]; never the answer. */
+export const wrongNumber = (right: number, [lo, hi]: readonly [number, number], rng: Rng, guess: GuessSettings): number => {
+  for (;;) {
+    const g =
+      rng.next() < guess.offsetFraction
+        ? right + (rng.next() < 0.5 ? -1 : 1) * (1 + (rng.nextU32() % guess.maxOffset))
+        : lo + (rng.nextU32() % (hi - lo + 1))
+    // a range without negatives (stock, price, sums, products) gets no negative guess
+    if (g !== right && (lo < 0 || g >= 0)) return g
+  }
+}
+
+/** The mix of training sequences of a tool env. */
+export interface MixSettings {
+  /** the share of tool traces; the others are wrong direct guesses */
+  readonly toolFraction: number
+  readonly answerWeight: number
+  readonly guess: GuessSettings
+}
+
+/** One calculator training sequence for `p`: a tool trace (toolFraction of the time) or a wrong direct guess. */
+export const calculatorSequence = (p: Problem, rng: Rng, mix: MixSettings): { readonly seq: Sequence; readonly kind: "toolTrace" | "wrongGuess" } => {
+  if (rng.next() < mix.toolFraction) return { seq: toolTrace(p, mix.answerWeight), kind: "toolTrace" }
+  return { seq: directGuess(p, wrongNumber(answer(p), answerRange(p.op), rng, mix.guess)), kind: "wrongGuess" }
+}
+
+/** A training sequence as a Datum: targets where its weight is > 0, and its weights. */
+export const sequenceDatum = (s: Sequence, contextLength: number): Datum => {
+  if (s.tokens.length > contextLength) throw new Error(`a training sequence has ${s.tokens.length} tokens; the context is ${contextLength}`)
+  return {
+    modelInput: modelInputFromTokens(s.tokens),
+    // tokens and weights are parallel: every Sequence is built position by position
+    lossFnInputs: { target_tokens: int64(s.tokens.map((t, i) => (s.weights[i]! > 0 ? t : -100))), weights: float32(s.weights) },
+  }
+}
 
 // ===== Episodes =====
 

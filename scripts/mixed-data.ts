@@ -23,14 +23,15 @@
  * is started.
  */
 import * as Env from "../src/Env.ts"
-import { Rng } from "../src/backends/local/Rng.ts"
+import type { Rng } from "../src/backends/local/Rng.ts"
 import { answer as mathAnswer } from "../envs/math.ts"
 import math from "../envs/math.ts"
 import words, { reversed } from "../envs/words.ts"
 import inventory, { answer as inventoryAnswer, type Problem as InventoryProblem } from "../envs/inventory.ts"
 import { ITEMS } from "../envs/mcp/inventory-data.ts"
-import calculator, { answer as calcAnswer, type Problem as CalcProblem } from "../envs/calculator.ts"
-import { answerRange, directGuess, encode, evalSplit as calcEval, type Sequence, toolTrace, trainSplit as calcTrain } from "./calculator-episodes.ts"
+import calculator, { type Problem as CalcProblem } from "../envs/calculator.ts"
+import { calculatorSequence, encode, evalSplit as calcEval, type MixSettings, type Sequence, trainSplit as calcTrain, wrongNumber } from "./calculator-episodes.ts"
+import { shuffled } from "./Shuffle.ts"
 import { BOS, EOS } from "../src/backends/local/CharTokenizer.ts"
 
 export const ENVS = ["math", "calculator", "words", "inventory"] as const
@@ -58,17 +59,6 @@ const everything = () => {
   const inventoryAll: Array<InventoryProblem> = []
   for (const item of ITEMS) for (const ask of ["stock", "price"] as const) inventoryAll.push({ item, ask })
   return { math: mathAll, words: wordsAll, inventory: inventoryAll }
-}
-
-/** A seeded Fisher-Yates shuffle. */
-export const shuffled = <A>(items: ReadonlyArray<A>, seed: number): Array<A> => {
-  const out = items.slice()
-  const rng = new Rng(seed)
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = rng.nextU32() % (i + 1)
-    ;[out[i], out[j]] = [out[j]!, out[i]!]
-  }
-  return out
 }
 
 export interface Splits {
@@ -143,37 +133,17 @@ const inventoryTrace = (p: InventoryProblem, answerWeight: number): Sequence => 
   }
 }
 
-/** A wrong number: the answer +/- 1..maxOffset (offsetFraction of the time) or uniform in [lo, hi]; never the answer. */
-const wrongNumber = (right: number, [lo, hi]: readonly [number, number], rng: Rng, guess: { readonly offsetFraction: number; readonly maxOffset: number }): number => {
-  for (;;) {
-    const g =
-      rng.next() < guess.offsetFraction
-        ? right + (rng.next() < 0.5 ? -1 : 1) * (1 + (rng.nextU32() % guess.maxOffset))
-        : lo + (rng.nextU32() % (hi - lo + 1))
-    // a range without negatives (stock, price, sums, products) gets no negative guess
-    if (g !== right && (lo < 0 || g >= 0)) return g
-  }
-}
-
-export interface MixSettings {
-  readonly toolFraction: number
-  readonly answerWeight: number
-  readonly guess: { readonly offsetFraction: number; readonly maxOffset: number }
-}
+/** The mix of training sequences of the tool envs (calculator, inventory). */
+export type { MixSettings }
 
 export type Kind = "reference" | "toolTrace" | "wrongGuess"
 
 /** One training sequence of `name` for problem `p`. */
 export const sequenceOf = (name: EnvName, p: unknown, rng: Rng, mix: MixSettings): { readonly seq: Sequence; readonly kind: Kind } => {
   if (name === "math" || name === "words") return { seq: reference(name, p), kind: "reference" }
-  const tool = rng.next() < mix.toolFraction
-  if (name === "calculator") {
-    const q = p as CalcProblem
-    if (tool) return { seq: toolTrace(q, mix.answerWeight), kind: "toolTrace" }
-    return { seq: directGuess(q, wrongNumber(calcAnswer(q), answerRange(q.op), rng, mix.guess)), kind: "wrongGuess" }
-  }
+  if (name === "calculator") return calculatorSequence(p as CalcProblem, rng, mix)
   const q = p as InventoryProblem
-  if (tool) return { seq: inventoryTrace(q, mix.answerWeight), kind: "toolTrace" }
+  if (rng.next() < mix.toolFraction) return { seq: inventoryTrace(q, mix.answerWeight), kind: "toolTrace" }
   const range = q.ask === "stock" ? ([0, 99] as const) : ([1, 99] as const)
   const prompt = promptOf("inventory", q)
   const out = [...encode(` ${wrongNumber(inventoryAnswer(q), range, rng, mix.guess)}`), EOS]

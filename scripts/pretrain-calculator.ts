@@ -22,8 +22,8 @@
  * reports as test/env/...) is measured once, after the choice, for the card.
  */
 import { failWith, parseFlags } from "./Flags.ts"
-import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
-import { resolveLoss } from "../src/Loss.ts"
+import type { Datum } from "../src/Contract.ts"
+import { type ResolvedLoss, resolveLoss } from "../src/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { machine, writeModelFolder } from "./ModelFolder.ts"
 import { initTf } from "../src/backends/local/index.ts"
@@ -31,21 +31,9 @@ import { baseShapes, cloneWeights, countParams, initBase, LocalModel, type Model
 import { Rng } from "../src/backends/local/Rng.ts"
 import { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
 import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
-import calculator, { answer, type Problem } from "../envs/calculator.ts"
-import {
-  answerRange,
-  directGuess,
-  ERROR_OBSERVATION,
-  evalSplit,
-  type EpisodeRates,
-  rates,
-  sampleEpisodes,
-  type Sequence,
-  toolTrace,
-  trainSplit,
-  TURN1,
-  TURN2,
-} from "./calculator-episodes.ts"
+import calculator, { type Problem } from "../envs/calculator.ts"
+import { calculatorSequence, ERROR_OBSERVATION, evalSplit, type EpisodeRates, rates, sampleEpisodes, sequenceDatum, trainSplit, TURN1, TURN2 } from "./calculator-episodes.ts"
+import { shuffled } from "./Shuffle.ts"
 
 const USAGE = `Pretrains the calculator env's embedded base model from scratch (models/calculator).
 
@@ -114,82 +102,87 @@ const settings = {
 }
 const config: ModelConfig = { vocabSize: VOCAB_SIZE, contextLength: 48, nLayers: 2, dModel: 128, nHeads: 4, mlpRatio: 4 }
 
-/** A seeded Fisher-Yates shuffle. */
-const shuffled = <A>(items: ReadonlyArray<A>, seed: number): Array<A> => {
-  const out = items.slice()
-  const rng = new Rng(seed)
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = rng.nextU32() % (i + 1)
-    ;[out[i], out[j]] = [out[j]!, out[i]!]
-  }
-  return out
-}
-
-const wrongGuess = (p: Problem, rng: Rng): number => {
-  const right = answer(p)
-  const [lo, hi] = answerRange(p.op)
-  for (;;) {
-    const g =
-      rng.next() < settings.guess.offsetFraction
-        ? right + (rng.next() < 0.5 ? -1 : 1) * (1 + (rng.nextU32() % settings.guess.maxOffset))
-        : lo + (rng.nextU32() % (hi - lo + 1))
-    if (g !== right) return g
-  }
-}
-
-const toDatum = (s: Sequence): Datum => {
-  if (s.tokens.length > config.contextLength) throw new Error(`a training sequence has ${s.tokens.length} tokens; the context is ${config.contextLength}`)
-  return {
-    modelInput: modelInputFromTokens(s.tokens),
-    lossFnInputs: {
-      target_tokens: int64(s.tokens.map((t, i) => (s.weights[i]! > 0 ? t : -100))),
-      weights: float32(s.weights),
-    },
-  }
-}
-
 const fmt = (r: EpisodeRates) =>
   `call ${r.callRate.toFixed(3)} operands ${r.rightOperands.toFixed(3)} copy ${r.copy.toFixed(3)} acc ${r.accuracy.toFixed(3)} (direct ${r.directRate.toFixed(3)}, other ${r.otherRate.toFixed(3)}, ${r.episodes} episodes)`
 
 const round = (r: EpisodeRates) =>
   Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number.isInteger(v) ? v : Number(v.toFixed(4))])) as unknown as EpisodeRates
 
-const main = async () => {
-  await initTf()
-  const t0 = performance.now()
+const key = (p: Problem) => `${p.a}${p.op}${p.b}`
 
+// ===== Steps =====
+
+interface Sets {
+  /** the env's train split */
+  readonly train: ReadonlyArray<Problem>
+  /** the env's eval split: measured once, at the end */
+  readonly heldOut: ReadonlyArray<Problem>
+  /** a fixed part of the train split, never trained on: checkpoint selection */
+  readonly validation: ReadonlyArray<Problem>
+  /** the rest of the train split: what training draws from */
+  readonly pool: ReadonlyArray<Problem>
+}
+
+/** Splits the problems; fails if the training pool overlaps the eval split or the validation set. */
+const splitProblems = (): Sets => {
   const train = trainSplit()
   const heldOut = evalSplit()
   const order = shuffled(train, settings.validationSeed)
   const validation = order.slice(0, settings.validationSize)
   const pool = order.slice(settings.validationSize)
-  const key = (p: Problem) => `${p.a}${p.op}${p.b}`
   const heldOutKeys = new Set(heldOut.map(key))
   const validationKeys = new Set(validation.map(key))
   if (pool.some((p) => heldOutKeys.has(key(p)) || validationKeys.has(key(p)))) throw new Error("the training pool overlaps the eval split or the validation set")
+  return { train, heldOut, validation, pool }
+}
 
-  const measure = async (weights: Weights, problems: ReadonlyArray<Problem>, samples: number, seed: number) => {
-    const model = new LocalModel(config, weights)
-    const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
-    const episodes = await sampleEpisodes(sampler, problems, { samples, temperature: settings.temperature, seed })
-    sampler.dispose()
-    model.dispose()
-    return rates(episodes, problems.length)
+/** The episode rates of `weights` on `problems`, `samples` episodes each. */
+const measure = async (weights: Weights, problems: ReadonlyArray<Problem>, samples: number, seed: number) => {
+  const model = new LocalModel(config, weights)
+  const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
+  const episodes = await sampleEpisodes(sampler, problems, { samples, temperature: settings.temperature, seed })
+  sampler.dispose()
+  model.dispose()
+  return rates(episodes, problems.length)
+}
+
+interface Candidate {
+  readonly step: number
+  readonly trainSeconds: number
+  readonly weights: Weights
+  readonly validation: EpisodeRates
+  readonly lossEma: number
+}
+
+interface Drawn {
+  /** keys of the problems trained on */
+  readonly trainedKeys: Set<string>
+  toolTraces: number
+  guesses: number
+}
+
+/** One batch from the training pool: tool traces and wrong direct guesses, by `settings`. */
+const drawBatch = (pool: ReadonlyArray<Problem>, rng: Rng, drawn: Drawn): Array<Datum> => {
+  const batch: Array<Datum> = []
+  for (let i = 0; i < settings.batchSize; i++) {
+    const p = pool[rng.nextU32() % pool.length]!
+    drawn.trainedKeys.add(key(p))
+    const { seq, kind } = calculatorSequence(p, rng, settings)
+    if (kind === "toolTrace") drawn.toolTraces++
+    else drawn.guesses++
+    batch.push(sequenceDatum(seq, config.contextLength))
   }
+  return batch
+}
 
-  const model = new LocalModel(config, initBase(config, settings.seed))
-  const trainer = new LocalTrainerEngine(model, { mode: "full" })
-  const ce = resolveLoss("cross_entropy", {})
-  if (!ce.ok) throw new Error(ce.message)
-  console.log(`pretraining ${countParams(baseShapes(config))} parameters, ${JSON.stringify(config)}`)
-  console.log(`settings ${JSON.stringify(settings)}`)
-  console.log(`train split ${train.length} problems: ${validation.length} validation, ${pool.length} in the training pool; eval split ${heldOut.length} (not used until the end)`)
-
+/**
+ * Trains until the budget is spent; from `candidatesFrom` of the budget on, every
+ * `candidateEvery` of it, the weights are a candidate measured on the validation set.
+ */
+const train = async (trainer: LocalTrainerEngine, loss: ResolvedLoss, sets: Sets, t0: number) => {
   const rng = new Rng(settings.seed)
-  const trained = new Set<string>()
-  let toolTraces = 0
-  let guesses = 0
-  const candidates: Array<{ step: number; trainSeconds: number; weights: Weights; validation: EpisodeRates; lossEma: number }> = []
+  const drawn: Drawn = { trainedKeys: new Set<string>(), toolTraces: 0, guesses: 0 }
+  const candidates: Array<Candidate> = []
   let lossEma = 0
   let trainSeconds = 0
   let nextCandidate = settings.candidatesFrom
@@ -198,21 +191,10 @@ const main = async () => {
   const progress = () => ("steps" in settings.budget ? (step - 1) / settings.budget.steps : trainSeconds / settings.budget.trainSeconds)
   for (;;) {
     step++
-    const batch: Array<Datum> = []
-    for (let i = 0; i < settings.batchSize; i++) {
-      const p = pool[rng.nextU32() % pool.length]!
-      trained.add(key(p))
-      if (rng.next() < settings.toolFraction) {
-        toolTraces++
-        batch.push(toDatum(toolTrace(p, settings.answerWeight)))
-      } else {
-        guesses++
-        batch.push(toDatum(directGuess(p, wrongGuess(p, rng))))
-      }
-    }
+    const batch = drawBatch(sets.pool, rng, drawn)
     const before = progress()
     const ts = performance.now()
-    const out = trainer.run(batch, ce.value, { backward: true })
+    const out = trainer.run(batch, loss, { backward: true })
     const decay = Math.max(0, Math.min(1, (1 - before) / settings.decayFraction))
     const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps) * decay
     trainer.optimStep({ learningRate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weightDecay: 0, gradClipNorm: settings.gradClipNorm })
@@ -226,15 +208,21 @@ const main = async () => {
     if (f >= nextCandidate || last) {
       while (nextCandidate <= f) nextCandidate += settings.candidateEvery
       const weights = cloneWeights(trainer.params)
-      const v = await measure(weights, validation, settings.validationSamples, 1000 + step)
+      const v = await measure(weights, sets.validation, settings.validationSamples, 1000 + step)
       candidates.push({ step, trainSeconds, weights, validation: v, lossEma })
       console.log(`step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} | validation ${fmt(v)}`)
     }
     if (last) break
   }
+  return { candidates, drawn, trainSeconds, steps: step }
+}
 
-  // The candidate in the band with the best tool success (accuracy / call rate: right
-  // operands and copy, which RL cannot fix); ties go to the later step.
+/**
+ * The candidate in the band with the best tool success (accuracy / call rate: right
+ * operands and copy, which RL cannot fix); ties go to the later step. Exits if none is
+ * in the band.
+ */
+const choose = (candidates: ReadonlyArray<Candidate>): Candidate => {
   const [lo, hi] = settings.band
   const inBand = candidates.filter((c) => c.validation.accuracy >= lo && c.validation.accuracy <= hi)
   if (inBand.length === 0) {
@@ -243,33 +231,38 @@ const main = async () => {
     process.exit(1)
   }
   const success = (r: EpisodeRates) => (r.callRate === 0 ? 0 : r.accuracy / r.callRate)
-  const chosen = inBand.reduce((a, b) => (success(b.validation) >= success(a.validation) ? b : a))
+  return inBand.reduce((a, b) => (success(b.validation) >= success(a.validation) ? b : a))
+}
 
-  // Measured once, after the choice, never used for it.
-  const finalValidation = await measure(chosen.weights, validation, settings.validationSamples, 7)
-  const finalHeldOut = await measure(chosen.weights, heldOut, settings.heldOutSamples, 8)
-  const leaked = heldOut.filter((p) => trained.has(key(p))).length + validation.filter((p) => trained.has(key(p))).length
-  if (leaked > 0) throw new Error(`${leaked} trained problems are in the eval split or the validation set`)
-  const wallSeconds = (performance.now() - t0) / 1000
-
-  const card = {
+/** card.json: the model, its data, how the checkpoint was chosen and what it measured. */
+const cardOf = (run: {
+  readonly sets: Sets
+  readonly training: Awaited<ReturnType<typeof train>>
+  readonly chosen: Candidate
+  readonly finalValidation: EpisodeRates
+  readonly finalHeldOut: EpisodeRates
+  readonly wallSeconds: number
+}) => {
+  const { sets: { train, heldOut, validation, pool }, training: { candidates, drawn, trainSeconds, steps }, chosen } = run
+  const [lo, hi] = settings.band
+  return {
     model: { ...config, parameters: countParams(baseShapes(config)), tokenizer: "char-ascii" },
     env: calculator.name,
     data: {
       problems:
         `train split only (Env.splitOf(calculator, p) === "train": ${train.length} of 24,300 problems); ${validation.length} of them ` +
         `(seeded shuffle, seed ${settings.validationSeed}) are the validation set and are never trained on; training draws uniformly, ` +
-        `with replacement, from the other ${pool.length}; ${trained.size} distinct problems were drawn`,
+        `with replacement, from the other ${pool.length}; ${drawn.trainedKeys.size} distinct problems were drawn`,
       mix: {
         toolTrace: `${settings.toolFraction}: BOS prompt callText observationText(answer) answerText EOS; weight 1 on the call, 0 on the observation, ${settings.answerWeight} on the answer and EOS`,
         wrongDirectGuess: `${(1 - settings.toolFraction).toFixed(1)}: BOS prompt " <wrong>" EOS, weight 1; <wrong> is the answer +/- 1..${settings.guess.maxOffset} (half) or uniform in the operation's answer range (half), never the answer`,
-        sequences: { toolTraces, wrongGuesses: guesses },
+        sequences: { toolTraces: drawn.toolTraces, wrongGuesses: drawn.guesses },
       },
       loss: "cross_entropy with per-token weights (pooled mean over trained positions)",
       evalSplit: `the ${heldOut.length} problems of the eval split (eval.heldOut ${calculator.eval?.heldOut ?? 0.1}) are never trained on or used for selection`,
     },
     settings,
-    steps: step,
+    steps,
     trainSeconds,
     episode:
       `as the runner samples it, T=${settings.temperature}: turn 1 from BOS+prompt, stop "]" or EOS, max ${TURN1.maxTokens} tokens; a call "[a<op>b]" ` +
@@ -283,13 +276,39 @@ const main = async () => {
     candidates: candidates.map((c) => ({ step: c.step, trainSeconds: Number(c.trainSeconds.toFixed(1)), loss: Number(c.lossEma.toFixed(4)), validation: round(c.validation) })),
     chosenStep: chosen.step,
     measured: {
-      validation: { ...round(finalValidation), note: "the chosen checkpoint re-measured with a fresh seed" },
-      heldOut: { ...round(finalHeldOut), note: `the whole eval split, ${settings.heldOutSamples} episode per problem; measured after the choice` },
+      validation: { ...round(run.finalValidation), note: "the chosen checkpoint re-measured with a fresh seed" },
+      heldOut: { ...round(run.finalHeldOut), note: `the whole eval split, ${settings.heldOutSamples} episode per problem; measured after the choice` },
     },
-    wallSeconds: Number(wallSeconds.toFixed(1)),
+    wallSeconds: Number(run.wallSeconds.toFixed(1)),
     machine: machine(),
     command: `npx tsx scripts/pretrain-calculator.ts ${process.argv.slice(2).join(" ")}`.trim(),
   }
+}
+
+const main = async () => {
+  await initTf()
+  const t0 = performance.now()
+  const sets = splitProblems()
+  const model = new LocalModel(config, initBase(config, settings.seed))
+  const trainer = new LocalTrainerEngine(model, { mode: "full" })
+  const ce = resolveLoss("cross_entropy", {})
+  if (!ce.ok) throw new Error(ce.message)
+  console.log(`pretraining ${countParams(baseShapes(config))} parameters, ${JSON.stringify(config)}`)
+  console.log(`settings ${JSON.stringify(settings)}`)
+  console.log(`train split ${sets.train.length} problems: ${sets.validation.length} validation, ${sets.pool.length} in the training pool; eval split ${sets.heldOut.length} (not used until the end)`)
+
+  const training = await train(trainer, ce.value, sets, t0)
+  const chosen = choose(training.candidates)
+
+  // Measured once, after the choice, never used for it.
+  const finalValidation = await measure(chosen.weights, sets.validation, settings.validationSamples, 7)
+  const finalHeldOut = await measure(chosen.weights, sets.heldOut, settings.heldOutSamples, 8)
+  const wasTrained = (p: Problem) => training.drawn.trainedKeys.has(key(p))
+  const leaked = sets.heldOut.filter(wasTrained).length + sets.validation.filter(wasTrained).length
+  if (leaked > 0) throw new Error(`${leaked} trained problems are in the eval split or the validation set`)
+  const wallSeconds = (performance.now() - t0) / 1000
+
+  const card = cardOf({ sets, training, chosen, finalValidation, finalHeldOut, wallSeconds })
   await writeModelFolder(args.out, config, chosen.weights, card)
   console.log(`chose step ${chosen.step}`)
   console.log(`validation ${fmt(finalValidation)}`)

@@ -15,7 +15,7 @@
  */
 import { parseFlags } from "./Flags.ts"
 import { Effect } from "effect"
-import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
+import type { Datum } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
 import { resolveLoss } from "../src/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
@@ -25,7 +25,7 @@ import { baseShapes, cloneWeights, countParams, initBase, LocalModel, type Model
 import { Rng } from "../src/backends/local/Rng.ts"
 import { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
 import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
-import type { Sequence } from "./calculator-episodes.ts"
+import { sequenceDatum } from "./calculator-episodes.ts"
 import { ENVS, type EnvName, envOf, keyOf, type Kind, type Problems, sequenceOf, splits } from "./mixed-data.ts"
 import { score, type Score } from "./mixed-episodes.ts"
 
@@ -81,14 +81,6 @@ const settings = {
 const config: ModelConfig = { vocabSize: VOCAB_SIZE, contextLength: 256, nLayers: 2, dModel: 128, nHeads: 4, mlpRatio: 4 }
 
 type Scores = Record<EnvName, Score>
-
-const toDatum = (s: Sequence): Datum => {
-  if (s.tokens.length > config.contextLength) throw new Error(`a training sequence has ${s.tokens.length} tokens; the context is ${config.contextLength}`)
-  return {
-    modelInput: modelInputFromTokens(s.tokens),
-    lossFnInputs: { target_tokens: int64(s.tokens.map((t, i) => (s.weights[i]! > 0 ? t : -100))), weights: float32(s.weights) },
-  }
-}
 
 /** Every env's score of `weights` on its problems in `sets`. */
 const measure = async (weights: Weights, sets: Problems, samples: Record<EnvName, number>, seed: number): Promise<Scores> => {
@@ -153,7 +145,7 @@ const train = async (split: ReturnType<typeof splits>, t0: number) => {
       trained.add(`${name}:${keyOf(p)}`)
       const { seq, kind } = sequenceOf(name, p, rng, settings)
       counts[`${name}/${kind satisfies Kind}`] = (counts[`${name}/${kind}`] ?? 0) + 1
-      batch.push(toDatum(seq))
+      batch.push(sequenceDatum(seq, config.contextLength))
     }
     const ts = performance.now()
     const out = trainer.run(batch, ce.value, { backward: true })

@@ -21,11 +21,11 @@
  */
 import { failWith, parseFlags } from "./Flags.ts"
 import { Effect } from "effect"
-import { type Datum, int64, modelInputFromTokens } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
 import { loadEnv } from "../src/LoadEnv.ts"
-import { resolveLoss } from "../src/Loss.ts"
-import { BOS, EOS, encodeChars, decodeChars, VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
+import { type ResolvedLoss, resolveLoss } from "../src/Loss.ts"
+import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
+import { codecOf, type EnvCodec } from "./EnvCodec.ts"
 import { machine, writeModelFolder } from "./ModelFolder.ts"
 import { initTf } from "../src/backends/local/index.ts"
 import { countParams, baseShapes, initBase, LocalModel, type ModelConfig, type Weights, cloneWeights } from "../src/backends/local/Model.ts"
@@ -114,13 +114,15 @@ const settings = {
 }
 const config: ModelConfig = { vocabSize: VOCAB_SIZE, contextLength: 48, nLayers: 2, dModel: 128, nHeads: 4, mlpRatio: 4 }
 
-const encode = (text: string): Array<number> => {
-  const r = encodeChars(text)
-  if (!("ids" in r)) throw new Error(`cannot encode ${JSON.stringify(text)} with the char-ascii tokenizer`)
-  return r.ids
-}
+const run = <A>(eff: Effect.Effect<A, Env.EnvError>) => Effect.runPromise(eff.pipe(Effect.mapError((e) => new Error(e.message))))
 
-const main = async () => {
+/** a label to break accuracy down by (math: the operation) */
+const groupOf = (p: unknown) => (typeof p === "object" && p !== null && "op" in p ? String((p as { op: unknown }).op) : "all")
+
+// ===== Steps =====
+
+/** Loads --env and checks it against the flags: one env, with a reference completion of each problem. */
+const loadPretrainEnv = async () => {
   const loaded = await Effect.runPromise(Effect.result(loadEnv(args.env))).then((r) =>
     r._tag === "Success" ? r.success : fail(`--env ${args.env}: ${r.failure.message}`)
   )
@@ -130,144 +132,172 @@ const main = async () => {
   const reference = env.reference
   if (args.out === undefined && env.name !== "math") return fail(`--env ${args.env}: give --out <dir>; models/base is the math base model that \`run\` loads`)
   if (args.out === undefined && args.probe > 0) return fail(`--probe ${args.probe}: give --out <dir>; a model pretrained on part of the train split is not the shipped base model`)
-  /** --probe: train-split problems kept out of pretraining, chosen by a hash of the problem */
-  const isProbe = (p: unknown) => args.probe > 0 && (Env.hash32(`probe:${env.name}:${JSON.stringify(p)}`) % 10_000) / 10_000 < args.probe
-  const outDir = args.out ?? "models/base"
-  const difficulty = args.difficulty ?? env.difficulty ?? 1
-  const maxTokens = env.sampling?.maxTokens ?? 16
+  return { env, reference }
+}
 
-  const promptIds = (p: unknown): Array<number> => {
-    const prompt = env.prompt(p)
-    if (typeof prompt !== "string") return fail(`env "${env.name}": its prompt is chat messages; the embedded char model pretrains on text prompts only`)
-    return [BOS, ...encode(prompt)]
-  }
-  const toDatum = (p: unknown): Datum => {
-    const prompt = promptIds(p)
-    const tokens = [...prompt, ...encode(reference(p)), EOS]
-    if (tokens.length > config.contextLength) {
-      fail(`env "${env.name}": problem ${JSON.stringify(p)} is ${tokens.length} tokens with its reference; the model's context is ${config.contextLength}`)
+/** T=1 (or greedy) accuracy of `weights` on `problems`, `samples` each */
+const accuracy = async (codec: EnvCodec, weights: Weights, problems: ReadonlyArray<unknown>, samples: number, temperature: number, seed: number) => {
+  const model = new LocalModel(config, weights)
+  const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
+  const results = await Promise.all(problems.map((p) => sampler.sample(codec.promptIds(p), { maxTokens: codec.maxTokens, temperature }, { numSamples: samples })))
+  let right = 0
+  const byGroup: Record<string, [number, number]> = {}
+  results.forEach((r, k) => {
+    const p = problems[k]!
+    const g = (byGroup[groupOf(p)] ??= [0, 0])
+    for (const s of r.sequences) {
+      const ok = codec.isCorrect(p, s.tokens, s.stopReason)
+      right += ok ? 1 : 0
+      g[0] += ok ? 1 : 0
+      g[1] += 1
     }
-    return {
-      modelInput: modelInputFromTokens(tokens),
-      lossFnInputs: { target_tokens: int64(tokens.map((t, i) => (i < prompt.length ? -100 : t))) },
-    }
+  })
+  sampler.dispose()
+  model.dispose()
+  const n = problems.length * samples
+  return { acc: right / n, n, problems: problems.length, byGroup: Object.fromEntries(Object.entries(byGroup).map(([k, [a, b]]) => [k, a / b])) }
+}
+
+interface Sets {
+  /** distinct train-split problems the checkpoint is chosen on */
+  readonly selection: ReadonlyArray<unknown>
+  /** --probe: train-split problems never trained on */
+  readonly probe: ReadonlyArray<unknown>
+}
+
+interface Candidate {
+  readonly step: number
+  readonly weights: Weights
+  readonly acc: number
+  readonly n: number
+  readonly byGroup: Record<string, number>
+  readonly quick: number
+  readonly draws: number
+  readonly distinct: number
+  readonly probe?: number
+}
+
+interface ProbePoint {
+  readonly step: number
+  readonly selection: number
+  readonly probe: number
+}
+
+/** The next batch of train-split problems from draw `from` on, without probe problems; and the next draw. */
+const drawBatch = async (codec: EnvCodec, from: number) => {
+  const tasks: Array<Env.Task<unknown>> = []
+  let drawn = from
+  while (tasks.length < settings.batchSize) {
+    const task = await run(Env.problemAt(codec.env, { seed: settings.seed, index: drawn++, split: "train", difficulty: codec.difficulty }))
+    if (!codec.isProbe(task.problem)) tasks.push(task)
   }
-  const isCorrect = (p: unknown, tokens: ReadonlyArray<number>, stop: string) =>
-    stop === "stop" && tokens[tokens.length - 1] === EOS && decodeChars(tokens).trim() === reference(p).trim()
-  /** a label to break accuracy down by (math: the operation) */
-  const groupOf = (p: unknown) => (typeof p === "object" && p !== null && "op" in p ? String((p as { op: unknown }).op) : "all")
+  return { tasks, drawn }
+}
 
-  /** T=1 (or greedy) accuracy of `weights` on `problems`, `samples` each */
-  const accuracy = async (weights: Weights, problems: ReadonlyArray<unknown>, samples: number, temperature: number, seed: number) => {
-    const model = new LocalModel(config, weights)
-    const sampler = new LocalSamplerEngine(model, { seed, prefixCacheSize: 0 })
-    const results = await Promise.all(problems.map((p) => sampler.sample(promptIds(p), { maxTokens, temperature }, { numSamples: samples })))
-    let right = 0
-    const byGroup: Record<string, [number, number]> = {}
-    results.forEach((r, k) => {
-      const p = problems[k]!
-      const g = (byGroup[groupOf(p)] ??= [0, 0])
-      for (const s of r.sequences) {
-        const ok = isCorrect(p, s.tokens, s.stopReason)
-        right += ok ? 1 : 0
-        g[0] += ok ? 1 : 0
-        g[1] += 1
-      }
-    })
-    sampler.dispose()
-    model.dispose()
-    const n = problems.length * samples
-    return { acc: right / n, n, problems: problems.length, byGroup: Object.fromEntries(Object.entries(byGroup).map(([k, [a, b]]) => [k, a / b])) }
+/**
+ * Measures the trainer's weights at `at.step`: the quick accuracy on the selection set,
+ * the probe set's, and, once the quick accuracy reaches candidateFrom, a candidate.
+ * Returns them with the progress line to print.
+ */
+const measureCheckpoint = async (
+  codec: EnvCodec,
+  sets: Sets,
+  params: Weights,
+  rng: Rng,
+  at: { readonly step: number; readonly t0: number; readonly trainSeconds: number; readonly lossEma: number; readonly distinct: number },
+): Promise<{ readonly line: string; readonly probe?: ProbePoint; readonly candidate?: Candidate }> => {
+  const { step } = at
+  const quick = await accuracy(codec, params, sets.selection, 1, 1, rng.nextU32())
+  const wall = (performance.now() - at.t0) / 1000
+  let line = `step ${step} wall ${wall.toFixed(0)}s train ${at.trainSeconds.toFixed(0)}s loss ${at.lossEma.toFixed(3)} T=1(${quick.n}) ${quick.acc.toFixed(3)}`
+  let probeAcc: number | undefined
+  let probe: ProbePoint | undefined
+  if (sets.probe.length > 0) {
+    probeAcc = (await accuracy(codec, params, sets.probe, 4, 1, rng.nextU32())).acc
+    probe = { step, selection: quick.acc, probe: probeAcc }
+    line += ` probe T=1(${sets.probe.length * 4}) ${probeAcc.toFixed(3)}`
   }
+  if (quick.acc < settings.candidateFrom) return { line, ...(probe !== undefined ? { probe } : {}) }
+  const weights = cloneWeights(params)
+  const full = await accuracy(codec, weights, sets.selection, settings.candidateSamples, 1, rng.nextU32())
+  const candidate: Candidate = { step, weights, acc: full.acc, n: full.n, byGroup: full.byGroup, quick: quick.acc, draws: step * settings.batchSize, distinct: at.distinct, ...(probeAcc !== undefined ? { probe: probeAcc } : {}) }
+  line += ` | candidate T=1(${full.n}) ${full.acc.toFixed(3)}`
+  return { line, ...(probe !== undefined ? { probe } : {}), candidate }
+}
 
-  const run = <A>(eff: Effect.Effect<A, Env.EnvError>) => Effect.runPromise(eff.pipe(Effect.mapError((e) => new Error(e.message))))
-
-  await initTf()
-  const t0 = performance.now()
-  // the selection set: distinct problems of the train split (never the eval split)
-  const trainSide = (await run(Env.distinctTasks(env, { split: "train", seed: settings.selectionSeed, size: settings.selectionSize, difficulty }))).tasks.map((t) => t.problem)
-  const selection = trainSide.filter((p) => !isProbe(p))
-  const probe = trainSide.filter(isProbe)
-  const model = new LocalModel(config, initBase(config, settings.seed))
-  const trainer = new LocalTrainerEngine(model, { mode: "full" })
-  const ce = resolveLoss("cross_entropy", {})
-  if (!ce.ok) throw new Error(ce.message)
-  console.log(`pretraining ${countParams(baseShapes(config))} parameters on ${env.name} (train split, difficulty ${difficulty}), ${JSON.stringify(config)}`)
-  console.log(`settings ${JSON.stringify(settings)}`)
-  console.log(`selection set: ${selection.length} distinct train-split problems${args.probe > 0 ? `; probe set (never trained on): ${probe.length}` : ""}`)
+/**
+ * Trains for at most maxSteps, measuring every evalEvery steps (candidateEvery once there
+ * are candidates, to land near the target); stops early once a candidate overshoots the band.
+ */
+const train = async (codec: EnvCodec, sets: Sets, trainer: LocalTrainerEngine, loss: ResolvedLoss, t0: number) => {
   const rng = new Rng(settings.seed)
   let drawn = 0
   const seen = new Set<string>()
-  const candidates: Array<{
-    step: number
-    weights: Weights
-    acc: number
-    n: number
-    byGroup: Record<string, number>
-    quick: number
-    draws: number
-    distinct: number
-    probe?: number
-  }> = []
-  const probes: Array<{ step: number; selection: number; probe: number }> = []
+  const candidates: Array<Candidate> = []
+  const probes: Array<ProbePoint> = []
   let lossEma = 0
   let trainSeconds = 0
   for (let step = 1; step <= settings.maxSteps; step++) {
-    const tasks: Array<Env.Task<unknown>> = []
-    while (tasks.length < settings.batchSize) {
-      const task = await run(Env.problemAt(env, { seed: settings.seed, index: drawn++, split: "train", difficulty }))
-      if (!isProbe(task.problem)) tasks.push(task)
-    }
-    for (const t of tasks) seen.add(JSON.stringify(t.problem))
+    const batch = await drawBatch(codec, drawn)
+    drawn = batch.drawn
+    for (const t of batch.tasks) seen.add(JSON.stringify(t.problem))
     const ts = performance.now()
-    const out = trainer.run(tasks.map((t) => toDatum(t.problem)), ce.value, { backward: true })
+    const out = trainer.run(batch.tasks.map((t) => codec.toDatum(t.problem)), loss, { backward: true })
     const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps)
     trainer.optimStep({ learningRate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weightDecay: 0, gradClipNorm: settings.gradClipNorm })
     trainSeconds += (performance.now() - ts) / 1000
     lossEma = step === 1 ? out.metrics["loss"]! : 0.9 * lossEma + 0.1 * out.metrics["loss"]!
-    // once checkpoints are candidates, they are measured more often, to land near the target
     if (step % (candidates.length > 0 ? settings.candidateEvery : settings.evalEvery) !== 0) continue
-    const quick = await accuracy(trainer.params, selection, 1, 1, rng.nextU32())
-    const wall = (performance.now() - t0) / 1000
-    let line = `step ${step} wall ${wall.toFixed(0)}s train ${trainSeconds.toFixed(0)}s loss ${lossEma.toFixed(3)} T=1(${quick.n}) ${quick.acc.toFixed(3)}`
-    let probeAcc: number | undefined
-    if (probe.length > 0) {
-      probeAcc = (await accuracy(trainer.params, probe, 4, 1, rng.nextU32())).acc
-      probes.push({ step, selection: quick.acc, probe: probeAcc })
-      line += ` probe T=1(${probe.length * 4}) ${probeAcc.toFixed(3)}`
-    }
-    if (quick.acc >= settings.candidateFrom) {
-      const weights = cloneWeights(trainer.params)
-      const full = await accuracy(weights, selection, settings.candidateSamples, 1, rng.nextU32())
-      candidates.push({ step, weights, acc: full.acc, n: full.n, byGroup: full.byGroup, quick: quick.acc, draws: step * settings.batchSize, distinct: seen.size, ...(probeAcc !== undefined ? { probe: probeAcc } : {}) })
-      line += ` | candidate T=1(${full.n}) ${full.acc.toFixed(3)}`
-      if (full.acc > settings.maxAcc + 0.05) {
-        console.log(line)
-        break
-      }
-    }
-    console.log(line)
+    const measured = await measureCheckpoint(codec, sets, trainer.params, rng, { step, t0, trainSeconds, lossEma, distinct: seen.size })
+    if (measured.probe !== undefined) probes.push(measured.probe)
+    if (measured.candidate !== undefined) candidates.push(measured.candidate)
+    console.log(measured.line)
+    if (measured.candidate !== undefined && measured.candidate.acc > settings.maxAcc + 0.05) break
   }
+  return { candidates, probes, seen, trainSeconds }
+}
+
+/** The candidate in [minAcc, maxAcc] closest to the target; exits if none is in the band. */
+const choose = (candidates: ReadonlyArray<Candidate>): Candidate => {
   const inBand = candidates.filter((c) => c.acc >= settings.minAcc && c.acc <= settings.maxAcc)
   if (inBand.length === 0) {
     console.error("pretrain: no candidate landed in the accuracy band [minAcc, maxAcc]; candidates (step, accuracy):", candidates.map((c) => [c.step, c.acc]))
     console.error("try a smaller --lr or --eval-every, or more --max-steps")
     process.exit(1)
   }
-  const chosen = inBand.reduce((a, b) => (Math.abs(b.acc - settings.targetAcc) < Math.abs(a.acc - settings.targetAcc) ? b : a))
-  // Measured once, after the choice, never used for it: the training side again with a
-  // fresh seed, and the held-out eval split that the runner reports.
-  const heldOut = await run(Env.evalSetInfo(env, { seed: settings.heldOutSeed, difficulty }))
+  return inBand.reduce((a, b) => (Math.abs(b.acc - settings.targetAcc) < Math.abs(a.acc - settings.targetAcc) ? b : a))
+}
+
+/**
+ * Measured once, after the choice, never used for it: the training side again with a
+ * fresh seed, and the held-out eval split that the runner reports. Fails if a
+ * pretraining problem is in the eval split.
+ */
+const measureChosen = async (codec: EnvCodec, selection: ReadonlyArray<unknown>, chosen: Candidate, seen: ReadonlySet<string>) => {
+  const heldOut = await run(Env.evalSetInfo(codec.env, { seed: settings.heldOutSeed, difficulty: codec.difficulty }))
   const heldOutProblems = heldOut.tasks.map((t) => t.problem)
   const heldOutKeys = new Set(heldOutProblems.map((p) => JSON.stringify(p)))
   const leaked = [...seen].filter((k) => heldOutKeys.has(k)).length
   if (leaked > 0) throw new Error(`${leaked} pretraining problems are in the eval split: the split is broken`)
-  const trainT1 = await accuracy(chosen.weights, selection, settings.candidateSamples, 1, 777)
-  const heldOutT1 = await accuracy(chosen.weights, heldOutProblems, settings.candidateSamples, 1, 778)
-  const heldOutGreedy = await accuracy(chosen.weights, heldOutProblems, 1, 0, 0)
-  const trainGreedy = await accuracy(chosen.weights, selection, 1, 0, 0)
-  const wallSeconds = (performance.now() - t0) / 1000
-  const card = {
+  const trainT1 = await accuracy(codec, chosen.weights, selection, settings.candidateSamples, 1, 777)
+  const heldOutT1 = await accuracy(codec, chosen.weights, heldOutProblems, settings.candidateSamples, 1, 778)
+  const heldOutGreedy = await accuracy(codec, chosen.weights, heldOutProblems, 1, 0, 0)
+  const trainGreedy = await accuracy(codec, chosen.weights, selection, 1, 0, 0)
+  return { heldOut, trainT1, heldOutT1, heldOutGreedy, trainGreedy }
+}
+
+/** card.json: the model, its data, how the checkpoint was chosen and what it measured. */
+const cardOf = (run: {
+  readonly codec: EnvCodec
+  readonly sets: Sets
+  readonly training: Awaited<ReturnType<typeof train>>
+  readonly chosen: Candidate
+  readonly measured: Awaited<ReturnType<typeof measureChosen>>
+  readonly wallSeconds: number
+}) => {
+  const { codec: { env, difficulty }, sets: { selection, probe }, training: { candidates, probes, trainSeconds }, chosen } = run
+  const { heldOut, trainT1, heldOutT1, heldOutGreedy, trainGreedy } = run.measured
+  return {
     model: { ...config, parameters: countParams(baseShapes(config)), tokenizer: "char-ascii" },
     env: env.name,
     data:
@@ -296,12 +326,36 @@ const main = async () => {
       heldOutGreedy: { value: heldOutGreedy.acc, problems: heldOutGreedy.problems, samples: heldOutGreedy.n },
       correct: "completion ends with EOS and its text, trimmed, equals the reference, trimmed",
     },
-    wallSeconds,
+    wallSeconds: run.wallSeconds,
     trainSeconds,
     machine: machine(),
     command: `npx tsx scripts/pretrain.ts ${process.argv.slice(2).join(" ")}`.trim(),
   }
-  await writeModelFolder(outDir, config, chosen.weights, card)
+}
+
+const main = async () => {
+  const { env, reference } = await loadPretrainEnv()
+  const codec = codecOf(env, reference, { difficulty: args.difficulty, probe: args.probe, contextLength: config.contextLength, fail })
+  const outDir = args.out ?? "models/base"
+  await initTf()
+  const t0 = performance.now()
+  // the selection set: distinct problems of the train split (never the eval split)
+  const trainSide = (await run(Env.distinctTasks(env, { split: "train", seed: settings.selectionSeed, size: settings.selectionSize, difficulty: codec.difficulty }))).tasks.map((t) => t.problem)
+  const sets: Sets = { selection: trainSide.filter((p) => !codec.isProbe(p)), probe: trainSide.filter(codec.isProbe) }
+  const model = new LocalModel(config, initBase(config, settings.seed))
+  const trainer = new LocalTrainerEngine(model, { mode: "full" })
+  const ce = resolveLoss("cross_entropy", {})
+  if (!ce.ok) throw new Error(ce.message)
+  console.log(`pretraining ${countParams(baseShapes(config))} parameters on ${env.name} (train split, difficulty ${codec.difficulty}), ${JSON.stringify(config)}`)
+  console.log(`settings ${JSON.stringify(settings)}`)
+  console.log(`selection set: ${sets.selection.length} distinct train-split problems${args.probe > 0 ? `; probe set (never trained on): ${sets.probe.length}` : ""}`)
+
+  const training = await train(codec, sets, trainer, ce.value, t0)
+  const chosen = choose(training.candidates)
+  const measured = await measureChosen(codec, sets.selection, chosen, training.seen)
+  const wallSeconds = (performance.now() - t0) / 1000
+  await writeModelFolder(outDir, config, chosen.weights, cardOf({ codec, sets, training, chosen, measured, wallSeconds }))
+  const { trainT1, heldOutT1, heldOutGreedy } = measured
   console.log(
     `chose step ${chosen.step}: train T=1 ${trainT1.acc.toFixed(3)} (${trainT1.problems} problems x ${settings.candidateSamples}), ` +
       `held-out T=1 ${heldOutT1.acc.toFixed(3)} (${heldOutT1.problems} problems x ${settings.candidateSamples}), held-out greedy ${heldOutGreedy.acc.toFixed(3)}`,
