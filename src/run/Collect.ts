@@ -9,6 +9,7 @@ import type { SamplingParams } from "../Contract.ts"
 import * as Env from "../Env.ts"
 import * as Reward from "../Reward.ts"
 import { encodePrompt, type Prompt, Tokenizer } from "../Tokenizer.ts"
+import { at } from "./Element.ts"
 import { Progress } from "./Progress.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
@@ -35,33 +36,40 @@ export interface Group {
  * @since 0.1.0 @category rollouts
  */
 export const sampleRows = (g: Group) =>
-  g.rollouts.map((r, si) => ({
-    group: g.index,
-    sample: si,
-    env: g.task.env,
-    key: g.task.key,
-    version: g.version,
-    prompt: g.prompt,
-    completion: r.completion,
-    stopReason: r.stopReason,
-    reward: g.scores[si]!.masked !== undefined ? null : g.scores[si]!.value ?? null,
-    masked: g.scores[si]!.masked ?? null,
-    components: g.scores[si]!.components,
-    // each component that failed (any weight) with its message, and what a reward noted (a judge's replies)
-    ...(g.scores[si]!.failed !== undefined ? { failed: g.scores[si]!.failed } : {}),
-    ...(g.scores[si]!.notes !== undefined ? { notes: g.scores[si]!.notes } : {}),
-    ...(g.task.envDef.episode !== undefined
-      ? {
-        turns: g.episodes[si]!.turns.map((t) => ({
-          sampled: t.text,
-          ...(t.observation !== undefined ? { observation: t.observation } : {}),
-          ...(t.toolError !== undefined ? { toolError: t.toolError } : {}),
-          ...(t.toolResult !== undefined ? { toolResult: t.toolResult } : {}),
-        })),
-        episodeStop: g.episodes[si]!.stop,
-      }
-      : {}),
-  }))
+  g.rollouts.map((r, si) => {
+    const score = scoreOf(g, si)
+    return {
+      group: g.index,
+      sample: si,
+      env: g.task.env,
+      key: g.task.key,
+      version: g.version,
+      prompt: g.prompt,
+      completion: r.completion,
+      stopReason: r.stopReason,
+      reward: score.masked !== undefined ? null : score.value ?? null,
+      masked: score.masked ?? null,
+      components: score.components,
+      // each component that failed (any weight) with its message, and what a reward noted (a judge's replies)
+      ...(score.failed !== undefined ? { failed: score.failed } : {}),
+      ...(score.notes !== undefined ? { notes: score.notes } : {}),
+      ...(g.task.envDef.episode !== undefined ? episodeRow(at(g.episodes, si, `group ${g.index}: episode of sample`)) : {}),
+    }
+  })
+
+/** The score of sample `si` of a group: its scores are parallel to its rollouts. @since 0.1.0 @category rollouts */
+export const scoreOf = (g: Pick<Group, "index" | "scores">, si: number): Reward.Score => at(g.scores, si, `group ${g.index}: score of sample`)
+
+/** An episode's turns (what the model wrote and what the env answered) and why it ended. */
+const episodeRow = (e: EpisodeRecord) => ({
+  turns: e.turns.map((t) => ({
+    sampled: t.text,
+    ...(t.observation !== undefined ? { observation: t.observation } : {}),
+    ...(t.toolError !== undefined ? { toolError: t.toolError } : {}),
+    ...(t.toolResult !== undefined ? { toolResult: t.toolResult } : {}),
+  })),
+  episodeStop: e.stop,
+})
 
 /** One step's groups. @since 0.1.0 @category models */
 export interface Batch {
@@ -93,7 +101,7 @@ export interface Dynamic {
  * @since 0.1.0 @category rollouts
  */
 export const hasSignal = (group: Pick<Group, "scores">): boolean => {
-  const xs = group.scores.filter((s) => s.masked === undefined && s.value !== undefined && !Number.isNaN(s.value)).map((s) => s.value!)
+  const xs = group.scores.flatMap((s) => (s.masked === undefined && s.value !== undefined && !Number.isNaN(s.value) ? [s.value] : []))
   if (xs.length < 2) return false
   const lo = Math.min(...xs)
   const hi = Math.max(...xs)
@@ -142,7 +150,7 @@ export const sampleGroup = Effect.fnUntraced(function* (
     step,
   })
   const rollouts = played.episodes.map((e, i): Reward.Rollout<unknown> => {
-    const last = e.turns[e.turns.length - 1]!
+    const last = at(e.turns, e.turns.length - 1, `episode ${i}: turn`)
     return {
       problem: task.problem,
       prompt,
@@ -173,7 +181,8 @@ export const sampleGroup = Effect.fnUntraced(function* (
     episodes: played.episodes,
     // the env's per-turn rewards add to the final reward
     scores: scores.map((sc, i) => {
-      const extra = played.episodes[i]!.turnReward
+      // one score per rollout, and one rollout per episode
+      const extra = at(played.episodes, i, "episode").turnReward
       return extra === 0 || sc.value === undefined ? sc : { ...sc, value: sc.value + extra, components: { ...sc.components, turn_reward: extra } }
     }),
   } satisfies Group

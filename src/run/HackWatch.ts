@@ -41,9 +41,10 @@ import type * as Metrics from "../Metrics.ts"
 import * as Reward from "../Reward.ts"
 import { edits } from "../testing/Edits.ts"
 import { type ExploitContext, exploits, wrongAnswers } from "../testing/Probes.ts"
-import { rollout } from "../testing/Rollouts.ts"
+import { score } from "../testing/Rollouts.ts"
 import type { Prompt } from "../Tokenizer.ts"
 import type { Batch, Group } from "./Collect.ts"
+import { at } from "./Element.ts"
 
 // ===== Models =====
 
@@ -108,13 +109,13 @@ export const pick = (groups: ReadonlyArray<Group>, samples: number): Array<reado
     g.task.envDef.episode !== undefined ? [] : g.scores.flatMap((s, si) => (s.masked === undefined ? [[g, si] as const] : []))
   )
   if (all.length <= samples) return all
+  // j < samples, so every index is below all.length
   return Array.from({ length: samples }, (_, j) => all[Math.floor((j * all.length) / samples)]!)
 }
 
 /** The answer a reference gives: its last number, else its trimmed text. */
 const goldOf = (reference: string): string => {
-  const numbers = reference.match(/-?\d+(?:\.\d+)?/g)
-  return numbers !== null ? numbers[numbers.length - 1]! : reference.trim()
+  return reference.match(/-?\d+(?:\.\d+)?/g)?.at(-1) ?? reference.trim()
 }
 
 /**
@@ -145,16 +146,18 @@ export const rises = (points: ReadonlyArray<Point>, options: Pick<WatchOptions, 
   if (k < 1 || points.length < 2 * k) return []
   const before = points.slice(points.length - 2 * k, points.length - k)
   const recent = points.slice(points.length - k)
+  // both hold k >= 1 points (checked above)
+  const [first, latest] = [before[0]!, recent[k - 1]!]
   const meanOf = (ps: ReadonlyArray<Point>, f: (p: Point) => number | undefined) => {
     const xs = ps.map(f)
-    return xs.every((x) => x !== undefined) ? xs.reduce((a, b) => a + b!, 0) / xs.length : undefined
+    return xs.every((x): x is number => x !== undefined) ? xs.reduce((a, b) => a + b, 0) / xs.length : undefined
   }
   const [rewardFrom, rewardTo] = [meanOf(before, (p) => p.reward), meanOf(recent, (p) => p.reward)]
   if (rewardFrom === undefined || rewardTo === undefined || !(rewardTo > rewardFrom)) return []
-  return Object.keys(recent[k - 1]!.rates).flatMap((key) => {
+  return Object.keys(latest.rates).flatMap((key) => {
     const [from, to] = [meanOf(before, (p) => p.rates[key]), meanOf(recent, (p) => p.rates[key])]
     return from !== undefined && to !== undefined && to - from >= options.rise - 1e-12
-      ? [{ key, from, to, rewardFrom, rewardTo, sinceStep: before[0]!.step }]
+      ? [{ key, from, to, rewardFrom, rewardTo, sinceStep: first.step }]
       : []
   })
 }
@@ -177,38 +180,69 @@ const differs = (a: number | undefined, b: number | undefined) =>
 
 /** Scores one text of a problem alone, with the completion's prompt and stop reason. */
 const scoreText = (reward: Reward.Reward<unknown>, problem: unknown, prompt: Prompt, stopReason: Reward.Rollout<unknown>["stopReason"]) => (text: string) =>
-  Reward.evaluate(reward, [rollout(problem, text, { prompt, stopReason })]).pipe(Effect.map((s) => s[0]!.components))
+  score(reward, problem, text, { prompt, stopReason }).pipe(Effect.map((s) => s.components))
 
 const promptText = (prompt: Prompt): string => (typeof prompt === "string" ? prompt : prompt.map((m) => m.content).join("\n"))
+
+/** The real answer to set a completion's variants against: the gold, how the completion writes it, and wrong answers of its kind. */
+interface RealAnswer {
+  readonly gold: string
+  readonly format: (answer: string) => string
+  readonly wrong: ReadonlyArray<string>
+  readonly firstWrong: string
+}
+
+/**
+ * The reference's answer written the way the completion writes it (else the way the
+ * reference does), with the wrong answers; undefined when neither holds it or there is no
+ * wrong answer.
+ */
+const realAnswer = (completion: string, reference: string): RealAnswer | undefined => {
+  const gold = goldOf(reference)
+  const format = templateOf(completion, gold) ?? templateOf(reference, gold)
+  const wrong = wrongAnswers(gold).filter((w) => w !== gold)
+  const [firstWrong] = wrong
+  return format === undefined || firstWrong === undefined ? undefined : { gold, format, wrong, firstWrong }
+}
 
 /** Watches one completion: adds what its edits and exploit variants did to each component's tally. */
 const watchOne = Effect.fnUntraced(function* (g: Group, si: number, tallies: Map<string, Tally>) {
   const env = g.task.envDef
   const problem = g.task.problem
-  const completion = g.rollouts[si]!.completion
-  const score = scoreText(env.reward, problem, g.prompt, g.rollouts[si]!.stopReason)
-  const scoreAll = (texts: ReadonlyArray<string>) => Effect.forEach(texts, score, { concurrency: 8 })
-  const base = yield* score(completion)
+  // a group's rollouts are parallel to its scores, which `pick` chose the sample from
+  const { completion, stopReason } = at(g.rollouts, si, `group ${g.index}: rollout of sample`)
+  const scoreOne = scoreText(env.reward, problem, g.prompt, stopReason)
+  const scoreAll = (texts: ReadonlyArray<string>) => Effect.forEach(texts, scoreOne, { concurrency: 8 })
+  const base = yield* scoreOne(completion)
   const reference = env.reference?.(problem)
-  const gold = reference !== undefined ? goldOf(reference) : undefined
-  const format = gold !== undefined ? templateOf(completion, gold) ?? templateOf(reference!, gold) : undefined
-  const wrong = gold !== undefined ? wrongAnswers(gold).filter((w) => w !== gold) : []
-  const real = format !== undefined && wrong.length > 0 ? yield* scoreAll([format(gold!), format(wrong[0]!)]) : undefined
+  const answer = reference !== undefined ? realAnswer(completion, reference) : undefined
+  const real = answer !== undefined
+    ? yield* Effect.all([scoreOne(answer.format(answer.gold)), scoreOne(answer.format(answer.firstWrong))], { concurrency: 8 })
+    : undefined
   // the components that read the answer: the real answer scores above a wrong one
-  const reading = Object.keys(base).filter((k) => real === undefined ? reference === undefined : (real[0]![k] ?? -Infinity) > (real[1]![k] ?? -Infinity))
-  const tally = (k: string) => tallies.get(k) ?? tallies.set(k, { watched: 0, changed: 0, tried: 0, wins: 0, probed: 0, exploited: 0 }).get(k)!
+  const reading = Object.keys(base).filter((k) => real === undefined ? reference === undefined : (real[0][k] ?? -Infinity) > (real[1][k] ?? -Infinity))
+  const tally = (k: string) => {
+    const existing = tallies.get(k)
+    if (existing !== undefined) return existing
+    const t: Tally = { watched: 0, changed: 0, tried: 0, wins: 0, probed: 0, exploited: 0 }
+    tallies.set(k, t)
+    return t
+  }
   const edited = yield* scoreAll(edits.map((e) => e.apply(completion)))
   for (const k of reading) {
     if (base[k] === undefined) continue
     tally(k).watched++
     if (edited.some((s) => differs(s[k], base[k]))) tally(k).changed++
   }
-  if (real === undefined || format === undefined) return
-  const context: ExploitContext = { gold: gold!, wrong, prompt: promptText(g.prompt), format }
+  if (real === undefined || answer === undefined) return
+  const context: ExploitContext = { gold: answer.gold, wrong: answer.wrong, prompt: promptText(g.prompt), format: answer.format }
   const variants = [...new Set(exploits.filter((e) => !SKIPPED.has(e.name)).flatMap((e) => e.completions(context)))]
   const scored = yield* scoreAll(variants)
   for (const k of reading) {
-    const [honest, low] = [real[0]![k]!, real[1]![k] ?? 0]
+    // defined: a reading component scores the real answer above the wrong one
+    const honest = real[0][k]
+    if (honest === undefined) continue
+    const low = real[1][k] ?? 0
     const threshold = low + (honest - low) / 2
     const wins = scored.filter((s) => (s[k] ?? -Infinity) > threshold).length
     const t = tally(k)

@@ -43,7 +43,10 @@ export const Progress = Context.Reference<{
  * @since 0.1.0 @category formatting
  */
 export const formatStep = ({ components = [], step, steps, metrics: m }: StepSummary): string => {
-  const f = (k: string, digits = 3) => (m[k] === undefined ? "-" : m[k]!.toFixed(digits))
+  const f = (k: string, digits = 3) => {
+    const v = m[k]
+    return v === undefined ? "-" : v.toFixed(digits)
+  }
   const train = (name: string) => K.envKey("train", K.ALL, name)
   const parts = components.filter((c) => m[train(c)] !== undefined).map((c) => ` ${c} ${f(train(c))}`).join("")
   const episodes = m[train(K.EnvStat.turns)] !== undefined

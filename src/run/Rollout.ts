@@ -152,8 +152,9 @@ const playEpisode = Effect.fnUntraced(function* (game: Game, record: EpisodeReco
   let state = yield* Episode.start(game.episode, task.problem).pipe(
     Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key} ${JSON.stringify(task.problem)}: the episode could not start: ${e.message}` })),
   )
+  let turn = record.turns.at(-1)
+  if (turn === undefined) return yield* Effect.die(new Error(`episode ${i} has no first turn to go on from`))
   for (;;) {
-    const turn = record.turns[record.turns.length - 1]!
     const next = yield* envStep(game, state, turn, record.turns.length - 1)
     state = next.state
     record.toolCalls += next.toolCalls ?? 0
@@ -190,8 +191,13 @@ const playEpisode = Effect.fnUntraced(function* (game: Game, record: EpisodeReco
       affinityKey: game.affinityKey,
       minPolicyVersion: game.version,
     }).pipe(Effect.mapError(backendError(step)))
+    const [sequence] = out.sequences
+    if (sequence === undefined) {
+      return yield* new RunError({ reason: "Backend", step, message: `env ${env.name}, problem ${task.key}: the sampler returned no sequence for turn ${record.turns.length + 1}` })
+    }
     record.version = Math.min(record.version, out.policyVersion)
-    record.turns.push(turnOf(game, input, out.sequences[0]!))
+    turn = turnOf(game, input, sequence)
+    record.turns.push(turn)
   }
 })
 

@@ -12,18 +12,18 @@ import { RunError } from "./Settings.ts"
 
 /** Builds the services layers of the envs of `source` in the current scope, with the run's own sampler and tokenizer. @since 0.1.0 @category constructors */
 export const buildServices = Effect.fnUntraced(function* (source: Env.AnyEnv | Env.Mixture) {
-  const withServices = Env.members(source).filter(([e]) => e.services !== undefined)
-  if (withServices.length === 0) return Context.empty() as Context.Context<never>
+  const withServices = Env.members(source).flatMap(([env]) => (env.services !== undefined ? [{ env, layer: env.services }] : []))
+  const [first, ...rest] = withServices
+  if (first === undefined) return Context.empty() as Context.Context<never>
   const sampler = yield* Sampler
   const tokenizer = yield* Tokenizer
-  const layers = withServices.map(([e]) => e.services!)
-  return yield* Layer.build(Layer.mergeAll(layers[0]!, ...layers.slice(1))).pipe(
+  return yield* Layer.build(Layer.mergeAll(first.layer, ...rest.map((s) => s.layer))).pipe(
     Effect.provideService(Sampler, sampler),
     Effect.provideService(Tokenizer, tokenizer),
     Effect.mapError((e) =>
       new RunError({
         reason: "Env",
-        message: `cannot start the services of env ${withServices.map(([env]) => env.name).join(", ")}: ${e instanceof Error ? e.message : JSON.stringify(e)}`,
+        message: `cannot start the services of env ${withServices.map((s) => s.env.name).join(", ")}: ${e instanceof Error ? e.message : JSON.stringify(e)}`,
       })
     ),
   ) as Effect.Effect<Context.Context<never>, RunError, Scope.Scope>

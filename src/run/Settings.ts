@@ -287,7 +287,7 @@ export const inForce = (settings: RunSettings, source: Env.AnyEnv | Env.Mixture)
   const weights = rewardWeightsOf(source)
   const maxTokens = Math.max(...members.map(([env]) => samplingOf(settings, env).maxTokens))
   const resolved: RunSettings = settings.lossAggregation === undefined ? settings : { ...settings, lossAggregation: aggregationOf(settings, maxTokens) }
-  const single = members.length === 1 ? members[0]![0] : undefined
+  const single = members.length === 1 ? members[0]?.[0] : undefined
   return {
     resolved,
     inForce: {

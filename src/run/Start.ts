@@ -44,7 +44,7 @@ const loadNewest = (files: Files, settings: RunSettings) =>
     }
     const skipped: Array<string> = []
     for (let i = checkpoints.length - 1; i >= 0; i--) {
-      const row = checkpoints[i]!
+      const row = checkpoints[i]! // i runs down from the last index
       const path = RunFolder.statePath(files, row)
       const step = row.step
       const loaded = yield* trainer.loadState(path, { withOptimizer: true }).pipe(
@@ -167,9 +167,9 @@ const resolveInit = (given: string) =>
     const all = rows.map((row) => ({ step: row.step, path: RunFolder.statePath(files, row) }))
     if (stepOf) {
       const step = Number(stepOf[1])
-      const found = all.filter((c) => c.step === step)
-      if (found.length === 0) return yield* bad(`run folder ${dir} has no checkpoint at step ${step} (its checkpoints: steps ${[...new Set(all.map((c) => c.step))].join(", ")})`)
-      return { dir, candidates: [found[found.length - 1]!] } satisfies InitSource
+      const newest = all.filter((c) => c.step === step).at(-1)
+      if (newest === undefined) return yield* bad(`run folder ${dir} has no checkpoint at step ${step} (its checkpoints: steps ${[...new Set(all.map((c) => c.step))].join(", ")})`)
+      return { dir, candidates: [newest] } satisfies InitSource
     }
     return { dir, candidates: all.reverse() } satisfies InitSource
   })

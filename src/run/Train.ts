@@ -13,9 +13,10 @@ import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
 import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
-import type { Batch } from "./Collect.ts"
+import { type Batch, scoreOf } from "./Collect.ts"
 import { aggregationWeights, forwardBackwardChunked } from "../MicroBatch.ts"
 import * as Reference from "../Reference.ts"
+import { at } from "./Element.ts"
 import { Progress } from "./Progress.ts"
 import { aggregationOf, fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -76,12 +77,13 @@ export interface Advantages {
 export const advantages = Effect.fn("Train.advantages")(function* (settings: RunSettings, batch: Batch) {
   const totals = batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
   const { advantages, noOpGroups, overflowGroups } = Advantage.compute(totals, settings.advantage)
-  if (!settings.sft && overflowGroups.length > 0) {
-    const g = batch.groups[overflowGroups[0]!]!
+  const [overflowing] = overflowGroups
+  if (!settings.sft && overflowing !== undefined) {
+    const g = at(batch.groups, overflowing, "overflowing group")
     return yield* new RunError({
       reason: "Reward",
       step: batch.step,
-      message: `env ${g.task.env}, problem ${g.task.key}: the rewards ${JSON.stringify(totals[overflowGroups[0]!])} overflow the ${settings.advantage} advantages ` +
+      message: `env ${g.task.env}, problem ${g.task.key}: the rewards ${JSON.stringify(totals[overflowing])} overflow the ${settings.advantage} advantages ` +
         `(${overflowGroups.length} group(s) this step); an advantage must be a finite float32. Keep rewards in a sane range (Reward.clamp or Reward.map)`,
     })
   }
@@ -132,30 +134,41 @@ const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batch: Batc
   // With a KL penalty every unmasked sample's tokens are penalized, zero-advantage groups
   // too (as tinker-cookbook does); `masks` marks the sampled positions.
   const masks: Array<ReadonlyArray<number>> = []
-  batch.groups.forEach((g, gi) =>
+  batch.groups.forEach((g, gi) => {
+    // the advantages have the batch's shape: they are computed from its groups' scores
+    const groupAdvantages = at(advantages, gi, "advantages of group")
     g.episodes.forEach((e, si) => {
-      const a = advantages[gi]![si]!
-      if (g.scores[si]!.masked !== undefined) return
+      const a = at(groupAdvantages, si, `group ${gi}: advantage of sample`)
+      if (scoreOf(g, si).masked !== undefined) return
       if (a === 0 && klCoef === 0) return
-      const sampled = klCoef > 0 ? Datum.episode(e.turns, 1) : []
-      Datum.episode(e.turns, a).forEach((d, k) => {
+      for (const d of Datum.episode(e.turns, a)) {
         data.push(d)
         origins.push({ group: gi, sample: si })
-        if (klCoef > 0) masks.push(sampled[k]!.lossFnInputs["advantages"]!.data)
-      })
+      }
+      // the same turns make as many datums, so the masks stay parallel to `data`
+      if (klCoef > 0) for (const d of Datum.episode(e.turns, 1)) masks.push(advantagesOf(d))
     })
-  )
+  })
   if (klCoef === 0 || data.length === 0) return { data, origins, klMetrics: {} } satisfies Datums
   const penalized = yield* Reference.penalize(data, klCoef, { masks }).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
   )
-  const keep = penalized.data.map((d) => d.lossFnInputs["advantages"]!.data.some((x) => x !== 0))
+  const keep = penalized.data.map((d) => advantagesOf(d).some((x) => x !== 0))
   return {
     data: penalized.data.filter((_, j) => keep[j]),
     origins: origins.filter((_, j) => keep[j]),
     klMetrics: penalized.metrics,
   } satisfies Datums
 })
+
+/** A loss input of an RL datum (`Datum.episode` and `Reference.penalize` always write both). */
+const lossInput = (d: DatumT, name: "advantages" | "logprobs"): ReadonlyArray<number> => {
+  const input = d.lossFnInputs[name]
+  if (input === undefined) throw new Error(`an RL datum has no ${name} loss input`)
+  return input.data
+}
+
+const advantagesOf = (d: DatumT) => lossInput(d, "advantages")
 
 /** What the optimizer step of a step with datums reports: its metrics and the sampler/trainer divergence. @since 0.1.0 @category models */
 export interface Optimized {
@@ -208,7 +221,7 @@ const refused = (e: BackendError, batch: Batch, datums: Datums, lossFn: LossFn):
   const local = e.issue === undefined && e.reason === "InvalidInput" ? Datum.checkAll(datums.data, lossFn) : undefined
   const d = (e.issue ?? local)?.datum
   const origin = d === undefined ? undefined : datums.origins[d]
-  const sample = origin ? `datum ${d} is sample ${origin.sample} of problem ${batch.groups[origin.group]!.task.key}` : undefined
+  const sample = origin ? `datum ${d} is sample ${origin.sample} of problem ${at(batch.groups, origin.group, "group").task.key}` : undefined
   const where = sample === undefined ? "" : local === undefined ? ` (${sample})` : ` (checked here: ${render(local)}; ${sample})`
   return new RunError({ reason: "Backend", step: batch.step, message: `forward_backward (${e.reason}): ${e.message}${where}` })
 }
@@ -223,11 +236,12 @@ interface TrainedLogprobs {
 const trainedLogprobs = (data: ReadonlyArray<DatumT>, outputs: ForwardBackwardResult["lossFnOutputs"]): TrainedLogprobs => {
   const result: TrainedLogprobs = { sampler: [], learner: [], at: [] }
   outputs.forEach((o, j) => {
-    const inputs = data[j]!.lossFnInputs
-    const adv = inputs["advantages"]!.data
-    const q = inputs["logprobs"]!.data
+    const datum = at(data, j, "datum")
+    const adv = advantagesOf(datum)
+    const q = lossInput(datum, "logprobs")
     for (let t = 0; t < adv.length; t++) {
       if (adv[t] === 0) continue
+      // a datum's per-token inputs and outputs all have its length
       result.sampler.push(q[t]!)
       result.learner.push(o.logprobs[t]!)
       result.at.push([j, t])
@@ -239,18 +253,28 @@ const trainedLogprobs = (data: ReadonlyArray<DatumT>, outputs: ForwardBackwardRe
 /** The histogram of sampler - trainer log-prob differences and the `WORST_TOKENS` worst tokens. */
 const divergenceOf = (tokenizer: TokenizerShape, batch: Batch, datums: Datums, trained: TrainedLogprobs): Divergence => {
   const pair = { sampler: trained.sampler, trainer: trained.learner }
+  // worstDivergent gives indices into the trained positions, which index the datums
   const worst = Metrics.worstDivergent(pair, WORST_TOKENS).map((i): DivergentToken => {
-    const [j, t] = trained.at[i]!
-    const origin = datums.origins[j]!
-    const g = batch.groups[origin.group]!
-    const token = modelInputTokens(datums.data[j]!.modelInput)[t]!
+    const [j, t] = at(trained.at, i, "trained position")
+    const origin = at(datums.origins, j, "origin of datum")
+    const g = at(batch.groups, origin.group, "group")
+    const token = at(modelInputTokens(at(datums.data, j, "datum").modelInput), t, `datum ${j}: token`)
     let text: string
     try {
       text = tokenizer.decode([token])
     } catch {
       text = `<token ${token}>`
     }
-    return { group: g.index, sample: origin.sample, key: g.task.key, position: t - g.promptTokens.length, token, text, sampler: trained.sampler[i]!, trainer: trained.learner[i]! }
+    return {
+      group: g.index,
+      sample: origin.sample,
+      key: g.task.key,
+      position: t - g.promptTokens.length,
+      token,
+      text,
+      sampler: at(trained.sampler, i, "sampler log-prob"),
+      trainer: at(trained.learner, i, "learner log-prob"),
+    }
   })
   return { counts: Metrics.divergenceHistogram(pair), tokens: trained.sampler.length, worst }
 }
