@@ -36,7 +36,11 @@ export const makeCache = (limit = 100_000): ScoreCache => {
   return {
     get: (key) => entries.get(key),
     set: (key, score) => {
-      if (!entries.has(key) && entries.size >= limit) entries.delete(entries.keys().next().value!)
+      if (!entries.has(key) && entries.size >= limit) {
+        // the oldest entry goes (a Map keeps insertion order)
+        const oldest = entries.keys().next()
+        if (oldest.done !== true) entries.delete(oldest.value)
+      }
       entries.set(key, score)
     },
     size: () => entries.size,

@@ -13,6 +13,11 @@ import { RewardDefect } from "./Failures.ts"
 import { describeValue, type LeafOutcome, runLeaf } from "./Leaf.ts"
 import type { Node, Reward, Rollout, Score } from "./Model.ts"
 
+/** A bug in this module: a node's evaluation gives one entry per rollout (a cached leaf, one per key), so none can be missing. */
+const missing = (what: string): never => {
+  throw new Error(`reward evaluation: ${what} is missing`)
+}
+
 const finiteScore = (name: string, value: unknown): Effect.Effect<number, RewardDefect> =>
   typeof value === "number" && Number.isFinite(value)
     ? Effect.succeed(value)
@@ -33,25 +38,23 @@ const evalLeaf = <P, R>(
   const version = node.options.cacheVersion
   if (version === undefined) return Effect.forEach(rollouts, run, { concurrency: "unbounded" })
   // A cached leaf scores each distinct key once per call, and reuses the run's scores.
-  const keys = rollouts.map((r) => cacheKey(node.name, version, r))
-  const first = new Map<string, number>()
-  keys.forEach((k, i) => {
-    if (!first.has(k)) first.set(k, i)
-  })
+  const keyed = rollouts.map((r) => [cacheKey(node.name, version, r), r] as const)
+  const first = new Map<string, Rollout<P>>()
+  for (const [k, r] of keyed) if (!first.has(k)) first.set(k, r)
   return Effect.forEach(
-    [...first.values()],
-    (i) => {
-      const hit = cache.get(keys[i]!)
-      if (hit !== undefined) return Effect.succeed(hit)
-      return Effect.map(run(rollouts[i]!), (outcome) => {
-        if (outcome.masked === undefined) cache.set(keys[i]!, outcome)
-        return outcome
+    first,
+    ([key, rollout]) => {
+      const hit = cache.get(key)
+      if (hit !== undefined) return Effect.succeed([key, hit] as const)
+      return Effect.map(run(rollout), (outcome) => {
+        if (outcome.masked === undefined) cache.set(key, outcome)
+        return [key, outcome] as const
       })
     },
     { concurrency: "unbounded" },
   ).pipe(Effect.map((distinct) => {
-    const byKey = new Map([...first.keys()].map((k, j) => [k, distinct[j]!]))
-    return keys.map((k) => byKey.get(k)!)
+    const byKey = new Map(distinct)
+    return keyed.map(([k]) => byKey.get(k) ?? missing(`the outcome of cache key ${k}`))
   }))
 }
 
@@ -82,100 +85,107 @@ const evalGroupLeaf = <P, R>(
   })
 
 /**
- * What a node gave each rollout: its outcome, each component's raw score, and by
- * component the failures and notes of its leaves.
+ * What a node gave one rollout: its outcome, each component's raw score, and by component
+ * the failures and notes of its leaves.
  */
 interface Evaluated {
-  readonly values: Array<LeafOutcome>
-  readonly components: Array<Record<string, number | undefined>>
-  readonly failed: Array<Record<string, string>>
-  readonly notes: Array<Record<string, ReadonlyArray<string>>>
+  readonly outcome: LeafOutcome
+  readonly components: Record<string, number | undefined>
+  readonly failed: Record<string, string>
+  readonly notes: Record<string, ReadonlyArray<string>>
 }
 
-/** The components, failures and notes of several members, merged per rollout. */
-const merged = (parts: ReadonlyArray<Evaluated>, i: number) => ({
-  components: Object.assign({}, ...parts.map((p) => p.components[i])) as Record<string, number | undefined>,
-  failed: Object.assign({}, ...parts.map((p) => p.failed[i])) as Record<string, string>,
-  notes: Object.assign({}, ...parts.map((p) => p.notes[i])) as Record<string, ReadonlyArray<string>>,
+/** What a member gave rollout `i`. */
+const ofRollout = (each: ReadonlyArray<Evaluated>, i: number): Evaluated => each[i] ?? missing(`a member's evaluation of rollout ${i}`)
+
+/** The components, failures and notes of several members of one rollout, merged. */
+const merged = (members: ReadonlyArray<Evaluated>) => ({
+  components: Object.assign({}, ...members.map((e) => e.components)) as Record<string, number | undefined>,
+  failed: Object.assign({}, ...members.map((e) => e.failed)) as Record<string, string>,
+  notes: Object.assign({}, ...members.map((e) => e.notes)) as Record<string, ReadonlyArray<string>>,
 })
 
-const leafEvaluated = (name: string, values: Array<LeafOutcome>): Evaluated => ({
-  values,
-  components: values.map((v) => ({ [name]: v.value })),
-  failed: values.map((v) => (v.failed !== undefined ? { [name]: v.failed } : {})),
-  notes: values.map((v) => (v.notes !== undefined && v.notes.length > 0 ? { [name]: v.notes } : {})),
-})
+const leafEvaluated = (name: string, values: Array<LeafOutcome>): Array<Evaluated> =>
+  values.map((v) => ({
+    outcome: v,
+    components: { [name]: v.value },
+    failed: v.failed !== undefined ? { [name]: v.failed } : {},
+    notes: v.notes !== undefined && v.notes.length > 0 ? { [name]: v.notes } : {},
+  }))
 
 const evalWeighted = <P, R>(node: Extract<Node<P, R>, { _tag: "Weighted" }>, rollouts: ReadonlyArray<Rollout<P>>, cache: ScoreCache) =>
-  Effect.map(Effect.forEach(node.members, ([, r]) => evalNode(r, rollouts, cache), { concurrency: "unbounded" }), (parts): Evaluated => {
-    const values = rollouts.map((_, i) => {
-      let sum = 0
-      let applied = 0
-      let masked: string | undefined
-      node.members.forEach(([, , weight], m) => {
-        // a zero-weight member is a metric only: it neither defines nor masks the total
-        // (its failures are still kept, in `failed`)
-        if (weight === 0) return
-        const v = parts[m]!.values[i]!
-        masked ??= v.masked
-        if (v.value !== undefined) {
-          sum += weight * v.value
-          applied++
+  Effect.map(
+    Effect.forEach(node.members, ([, r, weight]) => Effect.map(evalNode(r, rollouts, cache), (each) => ({ weight, each })), { concurrency: "unbounded" }),
+    (parts): Array<Evaluated> =>
+      rollouts.map((_, i) => {
+        const members = parts.map(({ weight, each }) => ({ weight, e: ofRollout(each, i) }))
+        let sum = 0
+        let applied = 0
+        let masked: string | undefined
+        for (const { weight, e } of members) {
+          // a zero-weight member is a metric only: it neither defines nor masks the total
+          // (its failures are still kept, in `failed`)
+          if (weight === 0) continue
+          const v = e.outcome
+          masked ??= v.masked
+          if (v.value !== undefined) {
+            sum += weight * v.value
+            applied++
+          }
         }
-      })
-      return { value: applied === 0 ? undefined : sum, masked }
-    })
-    const each = rollouts.map((_, i) => merged(parts, i))
-    return { values, components: each.map((e) => e.components), failed: each.map((e) => e.failed), notes: each.map((e) => e.notes) }
-  })
+        return { outcome: { value: applied === 0 ? undefined : sum, masked }, ...merged(members.map(({ e }) => e)) }
+      }),
+  )
 
 const evalGate = <P, R>(node: Extract<Node<P, R>, { _tag: "Gate" }>, name: string, rollouts: ReadonlyArray<Rollout<P>>, cache: ScoreCache) =>
-  Effect.map(Effect.forEach(node.members, (r) => evalNode(r, rollouts, cache), { concurrency: "unbounded" }), (parts): Evaluated => {
-    const values = rollouts.map((_, i) => {
-      const vs = parts.map((p) => p.values[i]!)
-      const masked = vs.find((v) => v.masked !== undefined)?.masked
-      const applicable = vs.filter((v) => v.value !== undefined).map((v) => v.value!)
-      if (applicable.length === 0) return { value: undefined, masked }
-      const pass = node.mode === "all"
-        ? applicable.every((v) => v >= node.threshold)
-        : applicable.some((v) => v >= node.threshold)
-      return { value: pass ? 1 : 0, masked }
-    })
-    const each = rollouts.map((_, i) => merged(parts, i))
-    return {
-      values,
-      components: each.map((e, i) => (node.members.length > 1 ? { ...e.components, [name]: values[i]!.value } : e.components)),
-      failed: each.map((e) => e.failed),
-      notes: each.map((e) => e.notes),
-    }
-  })
+  Effect.map(Effect.forEach(node.members, (r) => evalNode(r, rollouts, cache), { concurrency: "unbounded" }), (parts): Array<Evaluated> =>
+    rollouts.map((_, i) => {
+      const members = parts.map((each) => ofRollout(each, i))
+      const outcome = gateOutcome(node, members.map((e) => e.outcome))
+      const { components, failed, notes } = merged(members)
+      return { outcome, components: node.members.length > 1 ? { ...components, [name]: outcome.value } : components, failed, notes }
+    }))
+
+/** A gate's outcome from its members': 1 when all (or any) that apply reach the threshold. */
+const gateOutcome = <P, R>(node: Extract<Node<P, R>, { _tag: "Gate" }>, vs: ReadonlyArray<LeafOutcome>): LeafOutcome => {
+  const masked = vs.find((v) => v.masked !== undefined)?.masked
+  const applicable = vs.flatMap((v) => (v.value !== undefined ? [v.value] : []))
+  if (applicable.length === 0) return { value: undefined, masked }
+  const pass = node.mode === "all"
+    ? applicable.every((v) => v >= node.threshold)
+    : applicable.some((v) => v >= node.threshold)
+  return { value: pass ? 1 : 0, masked }
+}
 
 const evalMap = <P, R>(node: Extract<Node<P, R>, { _tag: "Map" }>, name: string, rollouts: ReadonlyArray<Rollout<P>>, cache: ScoreCache) =>
   Effect.gen(function* () {
     const inner = yield* evalNode(node.inner, rollouts, cache)
-    const values: Array<LeafOutcome> = []
-    for (const v of inner.values) {
-      const input = v.value
+    // a map of one component reports under its own name, and so do that component's failures and notes
+    const innerName = node.inner.name
+    const out: Array<Evaluated> = []
+    for (const e of inner) {
+      const input = e.outcome.value
       const mapped = input === undefined ? undefined : yield* Effect.try({
         try: () => node.f(input),
         catch: (cause) => new RewardDefect({ reward: name, message: `its map function threw ${cause instanceof Error ? cause.message : String(cause)}`, cause }),
       })
       if (mapped !== undefined) yield* finiteScore(name, mapped)
-      values.push({ value: mapped, masked: v.masked })
+      const one = innerName in e.components && Object.keys(e.components).length === 1
+      const renamed = <T>(c: Record<string, T>): Record<string, T> => {
+        const own = c[innerName]
+        return one && own !== undefined ? { [name]: own } : c
+      }
+      out.push({
+        outcome: { value: mapped, masked: e.outcome.masked },
+        components: one ? { [name]: mapped } : e.components,
+        failed: renamed(e.failed),
+        notes: renamed(e.notes),
+      })
     }
-    // a map of one component reports under its own name, and so do that component's failures and notes
-    const innerName = node.inner.name
-    const one = (i: number) => innerName in inner.components[i]! && Object.keys(inner.components[i]!).length === 1
-    const renamed = <T>(c: Record<string, T>, i: number): Record<string, T> => (one(i) && innerName in c ? { [name]: c[innerName]! } : c)
-    return {
-      values,
-      components: inner.components.map((c, i) => (one(i) ? { [name]: values[i]!.value } : c)),
-      failed: inner.failed.map(renamed),
-      notes: inner.notes.map(renamed),
-    } satisfies Evaluated
+    return out
   })
 
-const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>>, cache: ScoreCache): Effect.Effect<Evaluated, RewardDefect, R> => {
+const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>>, cache: ScoreCache): Effect.Effect<Array<Evaluated>, RewardDefect, R> => {
   const node = reward.node
   switch (node._tag) {
     case "Leaf":
@@ -202,12 +212,12 @@ const evalNode = <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>
 export const evaluate = Effect.fnUntraced(function* <P, R>(reward: Reward<P, R>, rollouts: ReadonlyArray<Rollout<P>>) {
   const cache = (yield* RewardCache) ?? makeCache()
   const result = yield* evalNode(reward, rollouts, cache)
-  const scores = result.values.map((v, i): Score => ({
-    value: v.value,
-    masked: v.masked,
-    components: result.components[i]!,
-    ...(Object.keys(result.failed[i]!).length > 0 ? { failed: result.failed[i]! } : {}),
-    ...(Object.keys(result.notes[i]!).length > 0 ? { notes: result.notes[i]! } : {}),
+  const scores = result.map((e): Score => ({
+    value: e.outcome.value,
+    masked: e.outcome.masked,
+    components: e.components,
+    ...(Object.keys(e.failed).length > 0 ? { failed: e.failed } : {}),
+    ...(Object.keys(e.notes).length > 0 ? { notes: e.notes } : {}),
   }))
   yield* logFailures(cache, scores)
   return scores

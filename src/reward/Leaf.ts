@@ -176,8 +176,8 @@ type Restore = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
  * `held`, whatever interrupts the wait.
  */
 const acquire = (permits: ReadonlyArray<Semaphore.Semaphore>, i: number, held: Array<Effect.Effect<unknown>>, restore: Restore): Effect.Effect<void> => {
-  if (i === permits.length) return Effect.void
-  const s = permits[i]!
+  const s = permits[i]
+  if (s === undefined) return Effect.void // past the last permit
   return Effect.flatMap(s.takeIfAvailable(1), (taken) => {
     if (taken) {
       held.push(s.release(1))

@@ -29,7 +29,7 @@
 import { Effect, Schema } from "effect"
 import * as Reward from "../Reward.ts"
 import type { Prompt } from "../Tokenizer.ts"
-import { rollout } from "./Rollouts.ts"
+import { score } from "./Rollouts.ts"
 
 // ===== Models =====
 
@@ -48,7 +48,7 @@ export type ExploitName =
 export interface ExploitContext {
   /** the gold answer as text */
   readonly gold: string
-  /** wrong answers of the same kind (numbers near the gold, or other texts) */
+  /** wrong answers of the same kind (numbers near the gold, or other texts); an exploit that needs one writes nothing without */
   readonly wrong: ReadonlyArray<string>
   /** the prompt as text ("" when none was given) */
   readonly prompt: string
@@ -100,7 +100,9 @@ export const exploits: ReadonlyArray<Exploit> = [
     name: "several-answers",
     description: "gives several boxed or tagged answers, the gold among them",
     completions: ({ gold, wrong, format }) => {
-      const [w1, w2] = [wrong[0]!, wrong[1] ?? wrong[0]!]
+      const [w1, second] = wrong
+      if (w1 === undefined) return []
+      const w2 = second ?? w1
       return [
         `${format(w1)} ${format(gold)}`,
         `${format(gold)} ${format(w1)}`,
@@ -130,8 +132,8 @@ export const exploits: ReadonlyArray<Exploit> = [
   {
     name: "wrong-place",
     description: "writes the right answer where the answer is not, and a wrong one where it is",
-    completions: ({ gold, wrong, format }) => {
-      const w = wrong[0]!
+    completions: ({ gold, wrong: [w], format }) => {
+      if (w === undefined) return []
       return [
         `${gold} is what a careless reader would say. ${format(w)}`,
         `<think>${gold}</think>${format(w)}`,
@@ -167,8 +169,9 @@ export const exploits: ReadonlyArray<Exploit> = [
           out.add(format(variant))
         }
       }
-      const w = fullwidth(wrong[0]!)
-      if (w !== wrong[0]) {
+      const [firstWrong] = wrong
+      const w = firstWrong !== undefined ? fullwidth(firstWrong) : undefined
+      if (w !== undefined && w !== firstWrong) {
         out.add(`${gold} → ${w}`)
         out.add(`${format(gold)} → ${format(w)}`)
       }
@@ -178,8 +181,8 @@ export const exploits: ReadonlyArray<Exploit> = [
   {
     name: "x-or-y",
     description: "hedges between two answers: \"X or Y\"",
-    completions: ({ gold, wrong, format }) => {
-      const w = wrong[0]!
+    completions: ({ gold, wrong: [w], format }) => {
+      if (w === undefined) return []
       return [
         `${w} or ${gold}`,
         `${gold} or ${w}`,
@@ -270,7 +273,7 @@ export const wrongAnswers = (gold: string): Array<string> => {
 }
 
 const scoreOf = <P, R>(reward: Reward.Reward<P, R>, problem: P, prompt: Prompt, completion: string) =>
-  Reward.evaluate(reward, [rollout(problem, completion, { prompt })]).pipe(Effect.map((s) => s[0]!.value))
+  score(reward, problem, completion, { prompt }).pipe(Effect.map((s) => s.value))
 
 /**
  * Runs the exploits against `reward` for each problem and reports those that score
@@ -291,16 +294,17 @@ export const probe = Effect.fn("Probes.probe")(function* <P, R>(reward: Reward.R
     const gold = String(options.gold(problem))
     const prompt: Prompt = options.prompt?.(problem) ?? ""
     const wrong = (options.wrong?.(problem) ?? wrongAnswers(gold)).map(String).filter((w) => w !== gold)
-    if (wrong.length === 0) return yield* Effect.fail(new ProbeError({ message: `no wrong answer for gold ${JSON.stringify(gold)}: give options.wrong` }))
+    const [firstWrong] = wrong
+    if (firstWrong === undefined) return yield* Effect.fail(new ProbeError({ message: `no wrong answer for gold ${JSON.stringify(gold)}: give options.wrong` }))
     const honest = yield* scoreOf(reward, problem, prompt, format(gold)).pipe(Effect.mapError(defect))
-    const wrongScore = yield* scoreOf(reward, problem, prompt, format(wrong[0]!)).pipe(Effect.mapError(defect))
+    const wrongScore = yield* scoreOf(reward, problem, prompt, format(firstWrong)).pipe(Effect.mapError(defect))
     let threshold: number
     if (options.threshold !== undefined) threshold = options.threshold
     else {
       if (honest === undefined || !(honest > (wrongScore ?? -Infinity))) {
         return yield* Effect.fail(
           new ProbeError({
-            message: `the honest answer ${JSON.stringify(format(gold))} scores ${honest} and the wrong answer ${JSON.stringify(format(wrong[0]!))} scores ${wrongScore}: ` +
+            message: `the honest answer ${JSON.stringify(format(gold))} scores ${honest} and the wrong answer ${JSON.stringify(format(firstWrong))} scores ${wrongScore}: ` +
               "the honest one must score higher for the default threshold; give `format` (how an answer is written) or a `threshold`",
           }),
         )
@@ -339,7 +343,10 @@ export const formatReport = <P>(report: ProbeReport<P>): string => {
   const lines: Array<string> = []
   for (const name of report.exploited) {
     const hits = report.findings.filter((f) => f.exploit === name)
-    lines.push(`${name} (${hits[0]!.description}): ${hits.length} of ${report.tried[name]} completions got through`)
+    // an exploit is listed as exploited only with a finding
+    const [first] = hits
+    if (first === undefined) continue
+    lines.push(`${name} (${first.description}): ${hits.length} of ${report.tried[name]} completions got through`)
     for (const f of hits) lines.push(`  gold ${JSON.stringify(f.gold)}: ${clip(f.completion)} scored ${f.score} > ${f.threshold}`)
   }
   return lines.join("\n")

@@ -16,7 +16,9 @@ export type RolloutOverrides = Partial<Omit<Rollout<never>, "problem" | "complet
  * itself), so `tokens.length` is the number of code points.
  * @since 0.1.0 @category utils
  */
-export const fakeTokens = (completion: string): Array<number> => Array.from(completion, (c) => c.codePointAt(0)!)
+export const fakeTokens = (completion: string): Array<number> =>
+  // each element of Array.from(string) is one whole code point, never empty
+  Array.from(completion, (c) => c.codePointAt(0)!)
 
 /**
  * A rollout of `problem` whose completion is `completion`: prompt `""`, one token per
@@ -63,7 +65,10 @@ export const score = <P, R>(
   completion: string,
   overrides: RolloutOverrides = {},
 ): Effect.Effect<Reward.Score, Reward.RewardDefect, R> =>
-  Reward.evaluate(reward, [rollout(problem, completion, overrides)]).pipe(Effect.map((scores) => scores[0]!))
+  Reward.evaluate(reward, [rollout(problem, completion, overrides)]).pipe(
+    // evaluate gives one score per rollout; none would be a bug in it
+    Effect.flatMap(([s]) => (s !== undefined ? Effect.succeed(s) : Effect.die(new Error("Reward.evaluate gave no score for a group of one")))),
+  )
 
 /**
  * Scores the completions of one group together (group rewards see all of them).
