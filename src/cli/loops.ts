@@ -24,7 +24,8 @@ const urlFlag = Flag.String("loops-url").pipe(
 /** Rows as columns padded to their widest cell. */
 const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)))
-  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join("  ")
+  // a cell past the header's columns is not padded
+  const line = (cells: ReadonlyArray<string>) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join("  ")
   return [line(header), ...rows.map(line)].join("\n")
 }
 

@@ -8,7 +8,7 @@
  */
 import { Effect } from "effect"
 import type { Env } from "./Definition.ts"
-import { heldOutFraction, problemAt, rowOrder, type Split, splitRows, type Task } from "./Tasks.ts"
+import { heldOutFraction, problemAt, shuffledRows, type Split, splitRows, type Task } from "./Tasks.ts"
 
 /**
  * A seeded source is taken to have run out of new problems once this many draws in
@@ -72,10 +72,10 @@ export const distinctTasks = Effect.fnUntraced(function* <P, R>(
       stale = add(task) ? 0 : stale + 1
     }
   } else {
-    const pool = (yield* splitRows(env, split)) as Array<P>
-    const order = rowOrder(env, split, seed, 0, pool.length)
-    for (let index = 0; index < pool.length && tasks.length < requested; index++) {
-      add({ key: `${env.name}/${split}/${seed}/${index}`, env: env.name, problem: pool[order[index]!]! })
+    const rows = shuffledRows(env, split, seed, 0, (yield* splitRows(env, split)) as Array<P>)
+    for (const [index, problem] of rows.entries()) {
+      if (tasks.length >= requested) break
+      add({ key: `${env.name}/${split}/${seed}/${index}`, env: env.name, problem })
     }
   }
   const out: DistinctSet<P> = { tasks, requested, exhausted: tasks.length < requested }

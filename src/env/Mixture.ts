@@ -51,16 +51,16 @@ export const taskAt = (
   options: { readonly seed: number; readonly index: number; readonly split: Split; readonly difficulty?: number },
 ) => {
   const ms = members(source)
-  if (ms.length === 1) return problemAt(ms[0]![0], options).pipe(Effect.map((t) => ({ ...t, envDef: ms[0]![0] })))
   const total = ms.reduce((s, [, w]) => s + w, 0)
-  let u = random(`mixture/${options.split}/${options.seed}/${options.index}`).next() * total
-  let chosen = ms[ms.length - 1]![0]
+  // the member `u` falls on (the last one when rounding passes them all); one member needs no draw
+  let u = ms.length === 1 ? 0 : random(`mixture/${options.split}/${options.seed}/${options.index}`).next() * total
+  let chosen: AnyEnv | undefined
   for (const [env, w] of ms) {
-    if (u < w) {
-      chosen = env
-      break
-    }
+    chosen = env
+    if (u < w) break
     u -= w
   }
-  return problemAt(chosen, options).pipe(Effect.map((t) => ({ ...t, envDef: chosen })))
+  if (chosen === undefined) throw new TypeError(`Env.taskAt: ${source.name} has no env`)
+  const env = chosen
+  return problemAt(env, options).pipe(Effect.map((t) => ({ ...t, envDef: env })))
 }

@@ -17,6 +17,7 @@ export interface Random {
   readonly next: () => number
   /** uniform integer in [min, max] (inclusive) */
   readonly int: (min: number, max: number) => number
+  /** one of `items`, uniformly (items must not be empty) */
   readonly pick: <A>(items: ReadonlyArray<A>) => A
   readonly bool: (p?: number) => boolean
 }
@@ -44,6 +45,7 @@ export const random = (key: string): Random => {
   return {
     next,
     int: (min, max) => min + Math.floor(next() * (max - min + 1)),
+    // next() < 1, so the index is below items.length (items is non-empty, as Random.pick asks)
     pick: (items) => items[Math.floor(next() * items.length)]!,
     bool: (p = 0.5) => next() < p,
   }

@@ -104,8 +104,9 @@ export const problemAt = Effect.fnUntraced(function* <P, R>(
   }
   const pool = yield* splitRows(env, split)
   const epoch = Math.floor(index / pool.length)
-  const order = rowOrder(env, split, seed, epoch, pool.length)
-  return { key, env: env.name, problem: pool[order[index % pool.length]!]! as P } satisfies Task<P>
+  const rows = shuffledRows(env, split, seed, epoch, pool)
+  // index % length is below the length (splitRows refuses an empty split)
+  return { key, env: env.name, problem: rows[index % rows.length]! as P } satisfies Task<P>
 })
 
 /** The decoded rows of a split (all rows when nothing is held out). */
@@ -119,11 +120,12 @@ export const splitRows = (env: Env<any, any>, split: Split) =>
     return pool
   })
 
-/** The seeded permutation of a split's rows in one epoch. */
-export const rowOrder = (env: Env<any, any>, split: Split, seed: number, epoch: number, n: number): Array<number> => {
+/** A split's rows in their seeded order of one epoch (a Fisher-Yates shuffle of a copy). */
+export const shuffledRows = <A>(env: Env<any, any>, split: Split, seed: number, epoch: number, rows: ReadonlyArray<A>): Array<A> => {
   const rng = random(`${env.name}/${split}/${seed}/epoch${epoch}`)
-  const order = Array.from({ length: n }, (_, i) => i)
+  const order = [...rows]
   for (let i = order.length - 1; i > 0; i--) {
+    // j <= i < order.length
     const j = Math.floor(rng.next() * (i + 1))
     ;[order[i], order[j]] = [order[j]!, order[i]!]
   }

@@ -61,6 +61,7 @@ const unknownKeyword = (node: unknown, at: ReadonlyArray<string>): Refusal | und
 /** `["schema"]["properties"]["item"]["if"]` -> `properties.item` */
 const pathOf = (message: string): string => {
   const line = /\n\s*at (.*)$/.exec(message)?.[1] ?? ""
+  // group 1 is not optional: every match has it
   const parts = [...line.matchAll(/\["([^"]*)"\]/g)].map((m) => m[1]!)
   return (parts[0] === "schema" ? parts.slice(1) : parts).slice(0, -1).join(".")
 }
@@ -87,8 +88,13 @@ export const toSchema = (inputSchema: Readonly<Record<string, unknown>>): Result
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e)
     const keyword = /keyword "([^"]+)"/.exec(message)?.[1] ?? /^Unsupported (\$\w+)/.exec(message)?.[1] ?? /\["([^"]+)"\]\s*$/.exec(message)?.[1] ?? "(unknown)"
-    return Result.fail({ keyword, at: pathOf(message), message: message.split("\n")[0]! })
+    return Result.fail({ keyword, at: pathOf(message), message: firstLine(message) })
   }
+}
+
+const firstLine = (text: string): string => {
+  const end = text.indexOf("\n")
+  return end < 0 ? text : text.slice(0, end)
 }
 
 /** A JSON value's text for a positional argument of the schema's type: "3" -> 3 for a number. */
@@ -125,9 +131,10 @@ export const positional = (inputSchema: Readonly<Record<string, unknown>>) => {
     const words = trimmed.length === 0 ? [] : trimmed.split(/\s+/)
     const out: Record<string, unknown> = {}
     properties.forEach(([name, schema], i) => {
-      if (i >= words.length) return
+      const word = words[i]
+      if (word === undefined) return // fewer words than properties
       const last = i === properties.length - 1
-      out[name] = coerce(last ? words.slice(i).join(" ") : words[i]!, schema)
+      out[name] = coerce(last ? words.slice(i).join(" ") : word, schema)
     })
     return out
   }

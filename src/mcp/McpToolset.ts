@@ -104,9 +104,11 @@ export const make = Effect.fn("McpToolset.make")(function* (spec: Server.ServerS
   })
   const first = yield* Effect.scoped(RcRef.get(connections))
   const all = yield* first.listTools
-  const missing = (options.include ?? []).filter((name) => !all.some((t) => t.name === name))
-  if (missing.length > 0) return yield* invalid(server, missing[0]!, `${server} lists no tool ${missing.join(", ")}; it lists ${all.map((t) => t.name).join(", ")}`)
-  const listed = options.include === undefined ? all : all.filter((t) => options.include!.includes(t.name))
+  const include = options.include
+  const missing = (include ?? []).filter((name) => !all.some((t) => t.name === name))
+  const [firstMissing] = missing
+  if (firstMissing !== undefined) return yield* invalid(server, firstMissing, `${server} lists no tool ${missing.join(", ")}; it lists ${all.map((t) => t.name).join(", ")}`)
+  const listed = include === undefined ? all : all.filter((t) => include.includes(t.name))
   if (listed.length === 0) return yield* invalid(server, "", `${server} lists no tools`)
 
   // a lost connection is invalidated once, by the first call that sees it: the next get starts a fresh server

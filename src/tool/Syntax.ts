@@ -66,7 +66,8 @@ export const brackets: Syntax = {
     const space = inner.indexOf(" ")
     const named = space > 0 ? tools.find((t) => t.name === inner.slice(0, space)) : tools.find((t) => t.name === inner)
     if (named !== undefined) return { _tag: "Call", tool: named.name, args: named.parseArgs(space > 0 ? inner.slice(space + 1) : "") }
-    if (tools.length === 1) return { _tag: "Call", tool: tools[0]!.name, args: tools[0]!.parseArgs(inner) }
+    const only = tools.length === 1 ? tools[0] : undefined
+    if (only !== undefined) return { _tag: "Call", tool: only.name, args: only.parseArgs(inner) }
     return { _tag: "Malformed", message: `no tool named ${JSON.stringify(inner.split(" ")[0])}; tools: ${tools.map((t) => t.name).join(", ")}` }
   },
   observation: (o) => (o.ok ? `=${o.text};` : `=error: ${o.error.slice(0, ERROR_CHARS)};`),
