@@ -25,10 +25,10 @@ export interface CheckpointFile {
 
 /** @since 0.1.0 @category combinators */
 export const encode = (meta: Record<string, unknown>, tensors: Weights, shapes?: Shapes): Buffer => {
-  const names = Object.keys(tensors).sort()
+  // in name order (names are unique: the order `sort()` gives the names)
+  const named = Object.entries(tensors).sort(([a], [b]) => (a < b ? -1 : 1))
   let offset = 0
-  const entries = names.map((name) => {
-    const data = tensors[name]!
+  const entries = named.map(([name, data]) => {
     const shape = shapes?.[name] ?? [data.length]
     if (sizeOf(shape) !== data.length) throw new Error(`tensor ${name}: shape ${JSON.stringify(shape)} does not hold ${data.length} values`)
     const e = { name, shape: [...shape], offset }
@@ -43,11 +43,9 @@ export const encode = (meta: Record<string, unknown>, tensors: Weights, shapes?:
   buf.writeUInt32LE(header.length, 8)
   header.copy(buf, 12)
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength)
-  for (const e of entries) {
-    const data = tensors[e.name]!
-    let p = dataStart + e.offset
-    for (let i = 0; i < data.length; i++, p += 4) view.setFloat32(p, data[i]!, true)
-  }
+  // the tensors back to back in the order of their offsets
+  let p = dataStart
+  for (const [, data] of named) for (let i = 0; i < data.length; i++, p += 4) view.setFloat32(p, data[i]!, true)
   return buf
 }
 

@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import { at } from "./Required.ts"
 import { Rng } from "./Rng.ts"
 
 /** @since 0.1.0 @category models */
@@ -119,7 +120,7 @@ export const initBase = (c: ModelConfig, seed: number): Weights => {
     if (name.endsWith(".g")) a.fill(1)
     else if (name.endsWith(".b")) a.fill(0)
     else {
-      let std = 1 / Math.sqrt(shape[0]!)
+      let std = 1 / Math.sqrt(at(shape, 0, `the input size of ${name}`))
       if (name === "tok_emb" || name === "pos_emb") std = 1 / Math.sqrt(c.dModel)
       if (name.endsWith(".o") || name.endsWith(".w2")) std *= resid
       for (let i = 0; i < n; i++) a[i] = rng.normal() * std
@@ -136,7 +137,7 @@ export const initLora = (c: ModelConfig, l: LoraConfig, seed: number): Weights =
   for (const [name, shape] of Object.entries(loraShapes(c, l))) {
     const a = new Float32Array(sizeOf(shape))
     if (name.endsWith(".A")) {
-      const std = 1 / Math.sqrt(shape[0]!)
+      const std = 1 / Math.sqrt(at(shape, 0, `the input size of ${name}`))
       for (let i = 0; i < a.length; i++) a[i] = rng.normal() * std
     }
     w[name] = a

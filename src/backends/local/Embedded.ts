@@ -10,7 +10,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { type Duration, Effect, type Scope, SubscriptionRef } from "effect"
+import { Array as Arr, type Duration, Effect, type Scope, SubscriptionRef } from "effect"
 import {
   type AdamParams,
   type BackendError,
@@ -68,7 +68,7 @@ export interface EngineCalls {
   readonly saveState: (operation: string, file: string) => Effect.Effect<void, BackendError>
   /** loads a state file; a file that cannot be read fails with `InvalidInput` */
   readonly loadState: (operation: string, file: string, withOptimizer: boolean) => Effect.Effect<void, BackendError>
-  readonly samplers: ReadonlyArray<SamplerCalls>
+  readonly samplers: Arr.NonEmptyReadonlyArray<SamplerCalls>
   /** per sequence, its log-probs under the base model with the adapter off */
   readonly referenceLogprobs: (operation: string, seqs: ReadonlyArray<ReadonlyArray<number>>) => Effect.Effect<Array<Array<number>>, BackendError>
   /** whether the reference can be served */
@@ -197,10 +197,10 @@ const makeSampler = (s: SamplerCalls, calls: EngineCalls, info: ServiceInfo, pub
  */
 export const services = Effect.fnUntraced(function* (calls: EngineCalls, info: ServiceInfo) {
   const published = yield* SubscriptionRef.make(calls.samplerVersion)
-  const replicas = calls.samplers.map((s) => makeSampler(s, calls, info, published))
+  const replicas = Arr.map(calls.samplers, (s) => makeSampler(s, calls, info, published))
   return {
     trainer: makeTrainer(calls, info, published),
-    sampler: replicas[0]!,
+    sampler: replicas[0],
     replicas,
     tokenizer: CharTokenizer.make(),
     reference: referenceOf(`${info.prefix}.reference`, calls.config, calls.referenceLogprobs, calls.referenceCheck),
@@ -217,8 +217,8 @@ export const baseLogprobs = (model: LocalModel): EngineCalls["referenceLogprobs"
   return (operation, seqs) =>
     Effect.try({
       try: () => {
-        engine ??= Engines.referenceEngine(model)
-        return seqs.map((tokens) => engine!.computeLogprobs(tokens))
+        const reference = (engine ??= Engines.referenceEngine(model))
+        return seqs.map((tokens) => reference.computeLogprobs(tokens))
       },
       catch: internal(operation),
     })
@@ -228,11 +228,11 @@ export const baseLogprobs = (model: LocalModel): EngineCalls["referenceLogprobs"
  * Calls to engines of this thread: one trainer engine and its sampler engines.
  * @since 0.1.0 @category constructors
  */
-export const inProcess = (trainer: LocalTrainerEngine, samplers: ReadonlyArray<LocalSamplerEngine>): EngineCalls => ({
+export const inProcess = (trainer: LocalTrainerEngine, samplers: Arr.NonEmptyReadonlyArray<LocalSamplerEngine>): EngineCalls => ({
   config: trainer.model.config,
   loraRank: trainer.lora?.rank ?? 0,
   trainerVersion: () => trainer.version,
-  samplerVersion: samplers[0]!.version,
+  samplerVersion: samplers[0].version,
   run: (operation, data, loss, run) => Effect.try({ try: () => trainer.run(data, loss, run), catch: internal(operation) }),
   optimStep: (operation, adam) => Effect.try({ try: () => trainer.optimStep(adam), catch: internal(operation) }),
   publish: (operation) =>
@@ -247,7 +247,7 @@ export const inProcess = (trainer: LocalTrainerEngine, samplers: ReadonlyArray<L
   saveState: (operation, file) => Effect.tryPromise({ try: () => trainer.saveState(file), catch: internal(operation) }),
   loadState: (operation, file, withOptimizer) =>
     Effect.tryPromise({ try: () => trainer.loadState(file, withOptimizer), catch: (e) => fail(operation, "InvalidInput", messageOf(e)) }),
-  samplers: samplers.map((engine) => ({
+  samplers: Arr.map(samplers, (engine) => ({
     sample: (operation, tokens, params, options) => Effect.tryPromise({ try: () => engine.sample(tokens, params, options), catch: internal(operation) }),
     computeLogprobs: (operation, tokens) => Effect.try({ try: () => engine.computeLogprobs(tokens), catch: internal(operation) }),
   })),
@@ -257,20 +257,19 @@ export const inProcess = (trainer: LocalTrainerEngine, samplers: ReadonlyArray<L
 
 /**
  * Builds the engines of one adapter over `model` in this thread: its trainer and
- * `replicas` samplers, disposed with the scope.
+ * `replicas` samplers (at least one), disposed with the scope.
  * @since 0.1.0 @category constructors
  */
 export const acquireEngines = Effect.fnUntraced(function* (
   operation: string,
   model: LocalModel,
   options: { readonly lora: LoraConfig; readonly seed: number; readonly prefixCacheSize?: number | undefined; readonly replicas?: number | undefined },
-): Effect.fn.Return<{ readonly trainer: LocalTrainerEngine; readonly samplers: ReadonlyArray<LocalSamplerEngine> }, BackendError, Scope.Scope> {
+): Effect.fn.Return<{ readonly trainer: LocalTrainerEngine; readonly samplers: Arr.NonEmptyReadonlyArray<LocalSamplerEngine> }, BackendError, Scope.Scope> {
   const acquire = <E extends { dispose(): void }>(build: () => E) =>
     Effect.acquireRelease(Effect.try({ try: build, catch: internal(operation) }), (e) => Effect.sync(() => e.dispose()))
   const trainer = yield* acquire(() => Engines.trainerEngine(model, options.lora, options.seed))
-  const samplers: Array<LocalSamplerEngine> = []
-  for (let i = 0; i < (options.replicas ?? 1); i++) {
-    samplers.push(yield* acquire(() => Engines.samplerEngine(model, options.seed, options.prefixCacheSize, i)))
-  }
+  const sampler = (i: number) => acquire(() => Engines.samplerEngine(model, options.seed, options.prefixCacheSize, i))
+  const samplers: Arr.NonEmptyArray<LocalSamplerEngine> = [yield* sampler(0)]
+  for (let i = 1; i < (options.replicas ?? 1); i++) samplers.push(yield* sampler(i))
   return { trainer, samplers }
 })

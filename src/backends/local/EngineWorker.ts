@@ -65,8 +65,8 @@ const start = async (port: NonNullable<typeof parentPort>, init: WorkerInit) => 
       sample: (prompt, params, options) => engine.sample(prompt, params, options),
       computeLogprobs: (tokens) => engine.computeLogprobs(tokens),
       referenceLogprobs: (seqs) => {
-        reference ??= Engines.referenceEngine(model)
-        return seqs.map((tokens) => reference!.computeLogprobs(tokens))
+        const base = (reference ??= Engines.referenceEngine(model))
+        return seqs.map((tokens) => base.computeLogprobs(tokens))
       },
       setAdapter: (adapter) => {
         engine.setAdapter(adapter)

@@ -72,14 +72,21 @@ export interface WeightView {
 /** @since 0.1.0 @category models */
 export type TensorMap = Record<string, tf.Tensor>
 
+/** The weight `name` of `t`; a name the model does not have is a bug in the forward pass. @since 0.1.0 @category combinators */
+export const weightOf = (t: TensorMap, name: string): tf.Tensor => {
+  const w = t[name]
+  if (!w) throw new Error(`weight ${name} is missing`)
+  return w
+}
+
 /** Every weight trainable (full fine-tuning / pretraining). @since 0.1.0 @category constructors */
 export const trainableView = (t: TensorMap): WeightView => ({
   lin: (name, x) => linearTrainable(x, t[name] as tf.Tensor2D),
-  get: (name) => t[name]!,
+  get: (name) => weightOf(t, name),
 })
 
 /** Plain matMul, no gradients needed (sampling with merged weights). @since 0.1.0 @category constructors */
 export const inferenceView = (t: TensorMap): WeightView => ({
   lin: (name, x) => tf.matMul(x, t[name] as tf.Tensor2D),
-  get: (name) => t[name]!,
+  get: (name) => weightOf(t, name),
 })

@@ -11,7 +11,8 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import { gelu, layerNorm, linearFrozen, linearTrainable, type TensorMap, type WeightView } from "./Layers.ts"
+import { gelu, layerNorm, linearFrozen, linearTrainable, type TensorMap, weightOf, type WeightView } from "./Layers.ts"
+import { at } from "./Required.ts"
 import { baseShapes, checkConfig, LORA_TARGETS, type ModelConfig, sizeOf, type Weights } from "./Config.ts"
 
 export { baseShapes, checkConfig, checkLora, cloneWeights, countParams, defaultLora, forwardFlops, initBase, initLora, LORA_TARGETS, type LoraConfig, loraShapes, type LoraTarget, type ModelConfig, type Shapes, sizeOf, type Weights } from "./Config.ts"
@@ -102,7 +103,7 @@ export class LocalModel {
         const h = linearTrainable(x, a as tf.Tensor2D)
         return tf.add(y, tf.mul(linearTrainable(h, b), lora.scale)) as tf.Tensor2D
       },
-      get: (name) => this.base[name]!,
+      get: (name) => weightOf(this.base, name),
     }
   }
 
@@ -114,7 +115,7 @@ export class LocalModel {
       const a = lora[`${name}.A`]
       const b = lora[`${name}.B`]
       if (!a || !b) continue
-      out[name] = tf.tidy(() => tf.add(this.base[name]!, tf.mul(tf.matMul(a as tf.Tensor2D, b as tf.Tensor2D), scale)))
+      out[name] = tf.tidy(() => tf.add(weightOf(this.base, name), tf.mul(tf.matMul(a as tf.Tensor2D, b as tf.Tensor2D), scale)))
     }
     return out
   }
@@ -223,9 +224,11 @@ export class LocalModel {
         // rows pos0 .. pos0 + E - 1 of the causal mask over every position
         mask: tf.slice(this.causalMask(pos0 + E), [pos0, 0], [E, pos0 + E]),
         kv: (i, ki, vi) => {
-          k.push(tf.keep(tf.concat([past.k[i]!, ki], 2)))
-          v.push(tf.keep(tf.concat([past.v[i]!, vi], 2)))
-          return [k[i]!, v[i]!]
+          const kc = tf.keep(tf.concat([at(past.k, i, "a cached layer's keys"), ki], 2))
+          const vc = tf.keep(tf.concat([at(past.v, i, "a cached layer's values"), vi], 2))
+          k.push(kc)
+          v.push(vc)
+          return [kc, vc]
         },
       })
     )
@@ -250,9 +253,11 @@ export class LocalModel {
         heads: (t) => tf.reshape(t, [R, H, 1, dh]) as tf.Tensor4D,
         merge: (att) => tf.reshape(att, [R, D]) as tf.Tensor2D,
         kv: (i, ki, vi) => {
-          newK.push(tf.keep(tf.concat([cache.k[i]!, ki], 2)))
-          newV.push(tf.keep(tf.concat([cache.v[i]!, vi], 2)))
-          return [newK[i]!, newV[i]!]
+          const kc = tf.keep(tf.concat([at(cache.k, i, "a cached layer's keys"), ki], 2))
+          const vc = tf.keep(tf.concat([at(cache.v, i, "a cached layer's values"), vi], 2))
+          newK.push(kc)
+          newV.push(vc)
+          return [kc, vc]
         },
       })
     )

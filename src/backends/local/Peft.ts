@@ -22,6 +22,12 @@ export const MODULE_NAMES: Record<LoraTarget, string> = {
   w2: "mlp.down_proj",
 }
 
+/** A projection's module name without its block (`q_proj`, `up_proj`): the last part of its path. */
+const moduleName = (target: LoraTarget): string => {
+  const path = MODULE_NAMES[target]
+  return path.slice(path.lastIndexOf(".") + 1)
+}
+
 /** The module path of layer `i`'s projection `target`. @since 0.1.0 @category combinators */
 export const modulePath = (layer: number, target: LoraTarget): string => `model.layers.${layer}.${MODULE_NAMES[target]}`
 
@@ -38,12 +44,12 @@ export interface Tensor {
  * @since 0.1.0 @category combinators
  */
 export const encodeSafetensors = (tensors: Readonly<Record<string, Tensor>>, metadata: Readonly<Record<string, string>> = {}): Uint8Array => {
-  const names = Object.keys(tensors).sort()
+  // in name order (names are unique: the order `sort()` gives the names)
+  const named = Object.entries(tensors).sort(([a], [b]) => (a < b ? -1 : 1))
   const header: Record<string, unknown> = {}
   if (Object.keys(metadata).length > 0) header["__metadata__"] = metadata
   let offset = 0
-  for (const name of names) {
-    const t = tensors[name]!
+  for (const [name, t] of named) {
     const n = t.shape.reduce((a, b) => a * b, 1)
     if (n !== t.data.length) throw new Error(`tensor ${name}: shape ${JSON.stringify(t.shape)} does not hold ${t.data.length} values`)
     header[name] = { dtype: "F32", shape: [...t.shape], data_offsets: [offset, offset + 4 * n] }
@@ -58,8 +64,8 @@ export const encodeSafetensors = (tensors: Readonly<Record<string, Tensor>>, met
   headerBytes.copy(out, 8)
   const view = new DataView(out.buffer, out.byteOffset, out.byteLength)
   let p = 8 + headerBytes.length
-  for (const name of names) {
-    for (const v of tensors[name]!.data) {
+  for (const [, t] of named) {
+    for (const v of t.data) {
       view.setFloat32(p, v, true)
       p += 4
     }
@@ -67,6 +73,7 @@ export const encodeSafetensors = (tensors: Readonly<Record<string, Tensor>>, met
   return out
 }
 
+/** `data` ([rows, cols] row-major, rows · cols values: a decoded tensor holds its shape's size) as [cols, rows]. */
 const transpose = (data: Float32Array, rows: number, cols: number): Float32Array => {
   const out = new Float32Array(data.length)
   for (let i = 0; i < rows; i++) for (let j = 0; j < cols; j++) out[j * rows + i] = data[i * cols + j]!
@@ -99,8 +106,8 @@ export const peftAdapter = (state: Checkpoint.CheckpointFile, baseModel: string)
     if (m === null) continue
     const target = m[2] as LoraTarget
     if (!LORA_TARGETS.includes(target)) return `unknown projection ${JSON.stringify(m[2])} in ${key}`
-    const shape = state.shapes[key]!
-    if (shape.length !== 2) return `${key} has shape ${JSON.stringify(shape)}; a LoRA matrix has two dimensions`
+    const shape = state.shapes[key]
+    if (shape === undefined || shape.length !== 2) return `${key} has shape ${JSON.stringify(shape)}; a LoRA matrix has two dimensions`
     const [rows, cols] = shape as [number, number]
     const peft = `base_model.model.${modulePath(Number(m[1]), target)}.lora_${m[3]}.weight`
     // gyre A [in, r] -> lora_A [r, in]; gyre B [r, out] -> lora_B [out, r]
@@ -116,7 +123,7 @@ export const peftAdapter = (state: Checkpoint.CheckpointFile, baseModel: string)
     lora_dropout: 0,
     bias: "none",
     fan_in_fan_out: false,
-    target_modules: LORA_TARGETS.filter((t) => targets.has(t)).map((t) => MODULE_NAMES[t].split(".")[1]!),
+    target_modules: LORA_TARGETS.filter((t) => targets.has(t)).map(moduleName),
     base_model_name_or_path: baseModel,
     inference_mode: true,
     modules_to_save: null,

@@ -18,12 +18,3 @@ export const present = <A>(x: A | undefined, what: string): A => {
   if (x === undefined) throw new Error(`${what} is missing`)
   return x
 }
-
-/** An array with at least one element. @since 0.1.0 @category models */
-export type NonEmpty<A> = readonly [A, ...Array<A>]
-
-/** `xs` as a non-empty array, or an Error naming `what` when it is empty. @since 0.1.0 @category combinators */
-export const nonEmpty = <A>(xs: ReadonlyArray<A>, what: string): NonEmpty<A> => {
-  if (xs.length === 0) throw new Error(`${what}: none`)
-  return xs as NonEmpty<A>
-}

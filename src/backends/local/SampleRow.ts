@@ -83,5 +83,6 @@ export const sampleRow = (logits: Float32Array, off: number, V: number, params: 
     acc += p[v]!
     if (u < acc) break
   }
+  // token >= 0: the most probable token is always kept
   return { token, logprob: z[token]! - m - Math.log(s) }
 }

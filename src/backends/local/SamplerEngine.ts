@@ -32,13 +32,14 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
+import type { Array as Arr } from "effect"
 import type { SampledSequence, SampleResult, SamplingParams } from "../../Contract.ts"
 import { EOS } from "./CharTokenizer.ts"
 import { logprobAt } from "./LogSoftmax.ts"
 import { type BatchPrompts, type Prefilled, prefillEach, prefillShared } from "./BatchPrefill.ts"
 import { disposeCache, inferenceView, type LocalModel, type TensorMap, type WeightView } from "./Model.ts"
 import { PrefixCache, type PrefixStats } from "./PrefixCache.ts"
-import { at, type NonEmpty } from "./Required.ts"
+import { at } from "./Required.ts"
 import { Rng } from "./Rng.ts"
 import { type BatchRow, newRow, rulesOf, sampleStep } from "./SampleStep.ts"
 import type { PublishedAdapter } from "./TrainerEngine.ts"
@@ -185,7 +186,7 @@ export class LocalSamplerEngine {
       const first = this.queue[0]
       // nothing queued: nothing to run (`schedule` only waits when a request is queued)
       if (first === undefined) return
-      const group: [Pending, ...Array<Pending>] = [first]
+      const group: Arr.NonEmptyArray<Pending> = [first]
       let rows = first.options.numSamples
       if (this.batchRequests) {
         for (const p of this.queue) {
@@ -228,7 +229,7 @@ export class LocalSamplerEngine {
     return out
   }
 
-  private runBatch(group: NonEmpty<Pending>): Array<SampleResult> {
+  private runBatch(group: Arr.NonEmptyReadonlyArray<Pending>): Array<SampleResult> {
     const { contextLength: ctx, vocabSize: V } = this.model.config
     const P = group[0].prompt.length
     this.stats.batches++

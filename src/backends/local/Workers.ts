@@ -27,7 +27,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, Layer } from "effect"
+import { Array as Arr, Context, Effect, Exit, Layer } from "effect"
 import { type BackendError, type Datum, type ForwardBackwardResult, type LossFnOutput, modelInputTokens } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
 import { Reference } from "../../Reference.ts"
@@ -39,6 +39,7 @@ import { DEFAULT_STATE_DIR, type LocalOptions } from "./Engines.ts"
 import { type EngineThread, spawn } from "./EngineThread.ts"
 import { fail } from "./Errors.ts"
 import { checkLora, defaultLora, type Weights } from "./Model.ts"
+import { at } from "./Required.ts"
 import type { SamplerStats } from "./SamplerEngine.ts"
 import type { SamplerOps, TrainerOps } from "./WorkerProtocol.ts"
 
@@ -59,28 +60,37 @@ export interface WorkerServices extends EmbeddedServices {
 
 const buffersOf = (weights: Weights): Array<ArrayBuffer> => Object.values(weights).map((w) => w.buffer as ArrayBuffer)
 
-/** Splits data into at most `n` parts of about equal token counts (indices into `data`). */
-const split = (data: ReadonlyArray<Datum>, n: number): Array<Array<number>> => {
-  const parts = Array.from({ length: Math.min(n, data.length) }, () => ({ indices: [] as Array<number>, tokens: 0 }))
-  const lengths = data.map((d) => modelInputTokens(d.modelInput).length)
-  const order = data.map((_, i) => i).sort((a, b) => lengths[b]! - lengths[a]! || a - b)
-  for (const i of order) {
-    const least = parts.reduce((m, p) => (p.tokens < m.tokens ? p : m), parts[0]!)
-    least.indices.push(i)
-    least.tokens += lengths[i]!
-  }
-  return parts.map((p) => p.indices.sort((a, b) => a - b))
+/** A datum of a call with its position in the call. */
+interface Indexed {
+  readonly index: number
+  readonly datum: Datum
 }
 
-/** Joins the results of a split call, in the caller's order, with metrics over the whole call. */
-const merge = (
-  count: number,
-  parts: ReadonlyArray<ReadonlyArray<number>>,
-  results: ReadonlyArray<ForwardBackwardResult>,
-  active: number,
-): ForwardBackwardResult => {
+/** A trainer thread's share of a call: data in the call's order. */
+interface Share {
+  readonly trainer: EngineThread<TrainerOps>
+  readonly items: ReadonlyArray<Indexed>
+}
+
+/** Splits data among at most all of `trainers`, in parts of about equal token counts (each datum keeps its index). */
+const split = (data: ReadonlyArray<Datum>, trainers: ReadonlyArray<EngineThread<TrainerOps>>): Array<Share> => {
+  const parts = trainers.slice(0, Math.min(trainers.length, data.length)).map((trainer) => ({ trainer, items: [] as Array<Indexed>, tokens: 0 }))
+  const sized = data.map((datum, index) => ({ index, datum, length: modelInputTokens(datum.modelInput).length }))
+  sized.sort((a, b) => b.length - a.length || a.index - b.index)
+  for (const item of sized) {
+    // parts is not empty while there are data
+    const least = parts.reduce((m, p) => (p.tokens < m.tokens ? p : m))
+    least.items.push({ index: item.index, datum: item.datum })
+    least.tokens += item.length
+  }
+  return parts.map((p) => ({ trainer: p.trainer, items: p.items.sort((a, b) => a.index - b.index) }))
+}
+
+/** Joins the results of a split call (each share with its result), in the caller's order, with metrics over the whole call. */
+const merge = (count: number, done: ReadonlyArray<{ readonly items: ReadonlyArray<Indexed>; readonly result: ForwardBackwardResult }>, active: number): ForwardBackwardResult => {
   const outputs: Array<LossFnOutput> = new Array(count)
-  parts.forEach((indices, j) => indices.forEach((i, k) => (outputs[i] = results[j]!.lossFnOutputs[k]!)))
+  for (const { items, result } of done) items.forEach((item, k) => (outputs[item.index] = at(result.lossFnOutputs, k, "the loss output of a datum of a share")))
+  const results = done.map((d) => d.result)
   const total = (key: string) => results.reduce((s, r) => s + (r.metrics[key] ?? 0), 0)
   const lossSum = total("loss:sum")
   const metrics: Record<string, number> = { loss: active > 0 ? lossSum / active : 0, "loss:sum": lossSum, active_tokens: active }
@@ -96,28 +106,31 @@ const merge = (
  * data parallel, each thread a share, pooled over the whole call. Each thread holds its
  * share's gradient until every share succeeded: all or nothing.
  */
-const runOn = (trainers: ReadonlyArray<EngineThread<TrainerOps>>): EngineCalls["run"] =>
+const runOn = (trainers: Arr.NonEmptyReadonlyArray<EngineThread<TrainerOps>>): EngineCalls["run"] =>
   Effect.fnUntraced(function* (operation, data, loss, run) {
-    const parts = split(data, trainers.length)
-    if (parts.length <= 1) return yield* trainers[0]!.call(operation, "run", [data, loss, run])
+    const shares = split(data, trainers)
+    if (shares.length <= 1) return yield* trainers[0].call(operation, "run", [data, loss, run])
     const denominator = activeCount(data, loss.lossFn)
     const exits = yield* Effect.forEach(
-      parts,
-      (indices, j) => Effect.exit(trainers[j]!.call(operation, "run", [indices.map((i) => data[i]!), loss, { ...run, denominator, defer: true }])),
+      shares,
+      ({ trainer, items }) =>
+        Effect.exit(trainer.call(operation, "run", [items.map((item) => item.datum), loss, { ...run, denominator, defer: true }])).pipe(
+          Effect.map((exit) => ({ items, exit })),
+        ),
       { concurrency: "unbounded" },
     )
     const settle = (op: "commit" | "discard") =>
-      Effect.forEach(parts, (_, j) => trainers[j]!.call(operation, op, []), { concurrency: "unbounded", discard: true })
-    const results: Array<ForwardBackwardResult> = []
-    for (const exit of exits) {
+      Effect.forEach(shares, ({ trainer }) => trainer.call(operation, op, []), { concurrency: "unbounded", discard: true })
+    const done: Array<{ readonly items: ReadonlyArray<Indexed>; readonly result: ForwardBackwardResult }> = []
+    for (const { items, exit } of exits) {
       if (Exit.isFailure(exit)) {
         yield* settle("discard")
         return yield* Effect.failCause(exit.cause)
       }
-      results.push(exit.value)
+      done.push({ items, result: exit.value })
     }
     yield* settle("commit")
-    return merge(data.length, parts, results, denominator)
+    return merge(data.length, done, denominator)
   })
 
 /**
@@ -125,11 +138,11 @@ const runOn = (trainers: ReadonlyArray<EngineThread<TrainerOps>>): EngineCalls["
  * adds the others' gradients at `optimStep` and sends them the new weights.
  */
 const threadCalls = (
-  trainers: ReadonlyArray<EngineThread<TrainerOps>>,
+  trainers: Arr.NonEmptyReadonlyArray<EngineThread<TrainerOps>>,
   samplerThread: EngineThread<SamplerOps>,
   syncHelpers: (operation: string) => Effect.Effect<void, BackendError>,
 ): EngineCalls => {
-  const trainerThread = trainers[0]!
+  const trainerThread = trainers[0]
   const helpers = trainers.slice(1)
   let trainerVersion = trainerThread.info.version
   return {
@@ -182,12 +195,12 @@ export const make = Effect.fn("LocalWorkers.make")(function* (options: LocalOpti
   const { workers: _workers, trainerThreads: _trainerThreads, replicas: _replicas, readyTimeout, ...engineOptions } = options
   const [trainers, samplerThread] = yield* Effect.all(
     [
-      Effect.all(Array.from({ length: trainerCount }, () => spawn<TrainerOps>("trainer", engineOptions)), { concurrency: "unbounded" }),
+      Effect.all(Arr.makeBy(trainerCount, () => spawn<TrainerOps>("trainer", engineOptions)), { concurrency: "unbounded" }),
       spawn<SamplerOps>("sampler", engineOptions),
     ],
     { concurrency: 2 },
   )
-  const trainerThread = trainers[0]!
+  const trainerThread = trainers[0]
   const { config, modelName } = trainerThread.info
   yield* Effect.logDebug(
     `local backend ready on worker threads: ${modelName}, ${config.nLayers} layers, d ${config.dModel}, LoRA rank ${lora.rank}, ${trainerCount} trainer thread(s)`,

@@ -84,7 +84,7 @@ export const make = Effect.fn("Local.make")(function* (options: LocalOptions = {
     stateDir: options.stateDir ?? DEFAULT_STATE_DIR,
     readyTimeout: options.readyTimeout,
   })
-  return { ...built, trainerEngine: engines.trainer, samplerEngine: engines.samplers[0]! } satisfies LocalServices
+  return { ...built, trainerEngine: engines.trainer, samplerEngine: engines.samplers[0] } satisfies LocalServices
 })
 
 /**
