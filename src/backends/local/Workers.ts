@@ -72,6 +72,12 @@ interface Share {
   readonly items: ReadonlyArray<Indexed>
 }
 
+/** A share's data and what its thread returned for them. */
+interface ShareResult {
+  readonly items: ReadonlyArray<Indexed>
+  readonly result: ForwardBackwardResult
+}
+
 /** Splits data among at most all of `trainers`, in parts of about equal token counts (each datum keeps its index). */
 const split = (data: ReadonlyArray<Datum>, trainers: ReadonlyArray<EngineThread<TrainerOps>>): Array<Share> => {
   const parts = trainers.slice(0, Math.min(trainers.length, data.length)).map((trainer) => ({ trainer, items: [] as Array<Indexed>, tokens: 0 }))
@@ -80,14 +86,14 @@ const split = (data: ReadonlyArray<Datum>, trainers: ReadonlyArray<EngineThread<
   for (const item of sized) {
     // parts is not empty while there are data
     const least = parts.reduce((m, p) => (p.tokens < m.tokens ? p : m))
-    least.items.push({ index: item.index, datum: item.datum })
+    least.items.push(item)
     least.tokens += item.length
   }
   return parts.map((p) => ({ trainer: p.trainer, items: p.items.sort((a, b) => a.index - b.index) }))
 }
 
 /** Joins the results of a split call (each share with its result), in the caller's order, with metrics over the whole call. */
-const merge = (count: number, done: ReadonlyArray<{ readonly items: ReadonlyArray<Indexed>; readonly result: ForwardBackwardResult }>, active: number): ForwardBackwardResult => {
+const merge = (count: number, done: ReadonlyArray<ShareResult>, active: number): ForwardBackwardResult => {
   const outputs: Array<LossFnOutput> = new Array(count)
   for (const { items, result } of done) items.forEach((item, k) => (outputs[item.index] = at(result.lossFnOutputs, k, "the loss output of a datum of a share")))
   const results = done.map((d) => d.result)
@@ -121,7 +127,7 @@ const runOn = (trainers: Arr.NonEmptyReadonlyArray<EngineThread<TrainerOps>>): E
     )
     const settle = (op: "commit" | "discard") =>
       Effect.forEach(shares, ({ trainer }) => trainer.call(operation, op, []), { concurrency: "unbounded", discard: true })
-    const done: Array<{ readonly items: ReadonlyArray<Indexed>; readonly result: ForwardBackwardResult }> = []
+    const done: Array<ShareResult> = []
     for (const { items, exit } of exits) {
       if (Exit.isFailure(exit)) {
         yield* settle("discard")
