@@ -66,6 +66,7 @@ interface Routes extends Context {
   roundRobin: number
 }
 
+/** The base model's sampler. */
 const BASE: Published = { modelId: undefined, version: 0, modelPath: undefined }
 
 const targetOf = (ctx: Routes, p: Published): Effect.Effect<{ readonly target: SamplerTarget; readonly model: Model | undefined }, Reject> =>

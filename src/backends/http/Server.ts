@@ -144,11 +144,10 @@ export interface Handle {
   readonly expireSessions: Effect.Effect<ReadonlyArray<string>>
 }
 
-
 /** What the server derives from its options and the trainer's info. */
 interface Settings {
   readonly modelName: string
-  /** the trainer's context length, as `get_server_capabilities` reports it (0: none) */
+  /** the trainer's context length, as `get_server_capabilities` reports it */
   readonly contextLength: number
   /** the longest sequence accepted */
   readonly maxLength: number
@@ -168,7 +167,7 @@ const settingsOf = (options: Options, info: { readonly modelName: string; readon
   idleMillis: Duration.toMillis(Duration.fromInputUnsafe(options.sessionIdleTimeout ?? DEFAULT_SESSION_IDLE_TIMEOUT)),
 })
 
-/** Fresh ids: a counter for order, a random part so that ids of a restarted server differ. */
+/** Fresh ids: a counter, and a random part so that ids differ across restarts. */
 const idMaker = () => {
   let counter = 0
   return (prefix: string) => `${prefix}-${(++counter).toString(36)}-${globalThis.crypto.randomUUID().slice(0, 8)}`
