@@ -110,9 +110,12 @@ const withResult = (ctx: Context, reply: Reply, waitMillis: number): Effect.Effe
 const authorized = (ctx: Context, req: HttpServerRequest.HttpServerRequest) =>
   ctx.apiKey === undefined || sameKey(String(req.headers[Wire.Headers.apiKey] ?? ""), Redacted.value(ctx.apiKey))
 
+/** The table's own entry for `name` (never an `Object.prototype` member such as `constructor` or `toString`). */
+const entry = <A>(table: Readonly<Record<string, A>>, name: string): A | undefined => (Object.hasOwn(table, name) ? table[name] : undefined)
+
 const getRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: string, path: string, query: URLSearchParams): Effect.Effect<Reply> =>
   Effect.gen(function* () {
-    const g = ctx.get[name]
+    const g = entry(ctx.get, name)
     if (g !== undefined) return yield* toReply(g())
     if (name.startsWith("samplers/")) {
       const id = Result.try(() => decodeURIComponent(name.slice("samplers/".length)))
@@ -130,16 +133,16 @@ const getRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: 
         Effect.catchTag("Reject", (r) => Effect.succeed(rejected(r))),
       )
     }
-    return { status: ctx.post[name] !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
+    return { status: entry(ctx.post, name) !== undefined ? 405 : 404, body: { detail: `no endpoint GET ${path.slice(0, 200)}` } }
   })
 
 const postRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: string, path: string): Effect.Effect<Reply> =>
   Effect.gen(function* () {
-    const handler = ctx.post[name]
-    if (handler === undefined) return { status: ctx.get[name] !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
+    const handler = entry(ctx.post, name)
+    if (handler === undefined) return { status: entry(ctx.get, name) !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
     const body = yield* readBody(ctx, req, name).pipe(Effect.result)
     if (Result.isFailure(body)) return rejected(body.failure)
-    const routed = body.success.name === undefined ? handler : (ctx.post[body.success.name] ?? handler)
+    const routed = body.success.name === undefined ? handler : (entry(ctx.post, body.success.name) ?? handler)
     const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
     if (Result.isFailure(wait)) return rejected(wait.failure)
     const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, D.toMillis(D.fromInputUnsafe(ctx.pollWait)))

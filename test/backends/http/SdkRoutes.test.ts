@@ -116,6 +116,11 @@ describe("the SDK's service routes", () => {
         assert.match(refused.body.detail, /events/)
       }
       assert.strictEqual((yield* call(base, "GET", "telemetry")).status, 405)
+      // a name that is a member of every object is not a route
+      for (const name of ["constructor", "toString", "__proto__", "hasOwnProperty"]) {
+        assert.strictEqual((yield* call(base, "GET", name)).status, 404, `GET ${name}`)
+        assert.strictEqual((yield* post(base, name, {})).status, 404, `POST ${name}`)
+      }
     }).pipe(Effect.scoped))
 })
 
