@@ -46,13 +46,16 @@ export const METRIC_KEYS: Readonly<Record<string, string>> = {
 }
 const METRIC_NAMES: Readonly<Record<string, string>> = Object.fromEntries(Object.entries(METRIC_KEYS).map(([name, key]) => [key, name]))
 
+/** A table's own entry (a key such as `constructor` is a name like any other, not an `Object.prototype` member). */
+const own = (table: Readonly<Record<string, string>>, key: string): string | undefined => (Object.hasOwn(table, key) ? table[key] : undefined)
+
 const hasReduction = (key: string): boolean => {
   const parts = key.split(":")
   return parts.length === 2 && (METRIC_REDUCTIONS as ReadonlyArray<string | undefined>).includes(parts[1])
 }
 
 /** A gyre metric name as a wire key (`name:reduction`). @since 0.1.0 @category combinators */
-export const metricKeyToWire = (name: string): string => METRIC_KEYS[name] ?? `${name.replaceAll(":", "/")}:mean`
+export const metricKeyToWire = (name: string): string => own(METRIC_KEYS, name) ?? `${name.replaceAll(":", "/")}:mean`
 
 /**
  * A wire key as a gyre metric name: the listed keys by the table, `<name>:mean` as
@@ -60,7 +63,7 @@ export const metricKeyToWire = (name: string): string => METRIC_KEYS[name] ?? `$
  * @since 0.1.0 @category combinators
  */
 export const metricKeyFromWire = (key: string): string =>
-  METRIC_NAMES[key] ?? (hasReduction(key) && key.endsWith(":mean") ? key.slice(0, -":mean".length) : key)
+  own(METRIC_NAMES, key) ?? (hasReduction(key) && key.endsWith(":mean") ? key.slice(0, -":mean".length) : key)
 
 /** A wire metrics record (keys `name:reduction`) as gyre's. @since 0.1.0 @category combinators */
 export const metricsFromWire = (m: Readonly<Record<string, MetricValue>> | null | undefined): Record<string, number> => {
