@@ -39,6 +39,7 @@
  */
 import { Effect, Schema } from "effect"
 import { type Datum, float32, type ForwardBackwardResult, int64, modelInputTokens } from "./Contract.ts"
+import { at } from "./Lookup.ts"
 import { forwardBackwardChunked } from "./MicroBatch.ts"
 import { Trainer } from "./Trainer.ts"
 
@@ -134,11 +135,13 @@ const surrogate = (
   if (out.gradients.length !== data.length) {
     return bad("Gradient", `returned ${out.gradients.length} gradient arrays for ${data.length} datums; return one per datum, in order`)
   }
-  const grads: Array<Array<number>> = []
+  // each datum with its log-probs and its gradient, constant positions zeroed
+  const rows: Array<{ readonly datum: Datum; readonly lp: ReadonlyArray<number>; readonly grad: Array<number> }> = []
   let active = 0
-  for (let d = 0; d < data.length; d++) {
+  for (const [d, datum] of data.entries()) {
     const raw: unknown = out.gradients[d]
-    const L = lps[d]!.length
+    const lp = at(lps, d, "log-probs of datum")
+    const L = lp.length
     if (!Array.isArray(raw) && !(raw instanceof Float32Array) && !(raw instanceof Float64Array)) {
       return bad("Gradient", `data[${d}]: the gradient is ${String(raw)}, not an array of ${L} numbers`)
     }
@@ -146,26 +149,26 @@ const surrogate = (
     if (g.length !== L) {
       return bad("Gradient", `data[${d}]: the gradient has length ${g.length}, but the datum has ${L} positions; gradients[d] must have the shape of logprobs[d] ([${L}])`)
     }
-    const target = data[d]!.lossFnInputs["target_tokens"]?.data
+    const target = datum.lossFnInputs["target_tokens"]?.data
     const row = new Array<number>(L).fill(0)
     for (let t = 0; t < L; t++) {
-      const v = g[t]!
+      const v = g[t]! // g.length === L, checked above
       if (typeof v !== "number" || !Number.isFinite(v)) return bad("Gradient", `data[${d}]: the gradient at position ${t} is ${String(v)}, not a finite number`)
       // constant positions: nothing predicts position 0, and -100 targets are ignored
       if (t === 0 || (target !== undefined && target[t] === -100) || v === 0) continue
       row[t] = v
       active++
     }
-    grads.push(row)
+    rows.push({ datum, lp, grad: row })
   }
-  const surrogates = data.map((datum, d): Datum => {
+  const surrogates = rows.map(({ datum, lp, grad }): Datum => {
     const target = datum.lossFnInputs["target_tokens"]
     return {
       modelInput: datum.modelInput,
       lossFnInputs: {
         // rho = exp(lp - q) = 1 at the current weights; at most 0 as a log-prob must be
-        logprobs: float32(lps[d]!.map((v) => Math.min(0, v))),
-        advantages: float32(grads[d]!.map((v) => (v === 0 ? 0 : -active * v))),
+        logprobs: float32(lp.map((v) => Math.min(0, v))),
+        advantages: float32(grad.map((v) => (v === 0 ? 0 : -active * v))),
         ...(target !== undefined ? { target_tokens: int64(target.data) } : {}),
       },
     }
@@ -195,7 +198,7 @@ export const forwardBackward = Effect.fn("CustomLoss.forwardBackward")(function*
     })
   }
   const lps = forward.lossFnOutputs.map((o, d) => {
-    const L = modelInputTokens(data[d]!.modelInput).length
+    const L = modelInputTokens(data[d]!.modelInput).length // one output per datum, checked above
     // position 0 is reported as 0 or left out; either way the row has L entries
     return o.logprobs.length === L ? [...o.logprobs] : [...new Array<number>(L - o.logprobs.length).fill(0), ...o.logprobs]
   })

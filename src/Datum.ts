@@ -85,8 +85,8 @@ export const isFiniteFloat32 = (v: unknown): v is number => typeof v === "number
  */
 export const checkAll = (data: ReadonlyArray<Datum>, lossFn: LossFn, options: CheckOptions = {}): DatumIssue | undefined => {
   if (data.length === 0) return { field: [], expected: { _tag: "NonEmpty" } }
-  for (let d = 0; d < data.length; d++) {
-    const issue = checkDatum(data[d]!, lossFn, options)
+  for (const [d, datum] of data.entries()) {
+    const issue = checkDatum(datum, lossFn, options)
     if (issue !== undefined) return { datum: d, ...issue }
   }
   return undefined
@@ -154,8 +154,10 @@ export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number 
     const target = d.lossFnInputs["target_tokens"]?.data
     const weight = d.lossFnInputs["weights"]?.data
     const adv = d.lossFnInputs["advantages"]?.data
+    // an input shorter than the tokens (validation refuses it) reads NaN past its end, which
+    // isActive treats as it did undefined: never -100, not a weight > 0, an advantage != 0
     for (let i = 1; i < tokens.length; i++) {
-      if (isActive(lossFn, i, target ? target[i]! : tokens[i]!, weight ? weight[i]! : 1, adv ? adv[i]! : 0)) active++
+      if (isActive(lossFn, i, target ? target[i] ?? Number.NaN : tokens[i]!, weight ? weight[i] ?? Number.NaN : 1, adv ? adv[i] ?? Number.NaN : 0)) active++
     }
   }
   return active
@@ -184,9 +186,12 @@ export const episode = (turns: ReadonlyArray<TurnTokens>, advantage: number): Ar
   const tokens = [...last.input, ...last.sampled]
   const logprobs = new Array<number>(tokens.length).fill(0)
   const advantages = new Array<number>(tokens.length).fill(0)
-  for (const t of turns) {
+  for (const [k, t] of turns.entries()) {
+    if (t.logprobs.length !== t.sampled.length) {
+      throw new Error(`Datum.episode: turn ${k} has ${t.logprobs.length} log-probs for ${t.sampled.length} sampled tokens; a sampler gives one per token`)
+    }
     t.sampled.forEach((_, j) => {
-      logprobs[t.input.length + j] = t.logprobs[j]!
+      logprobs[t.input.length + j] = t.logprobs[j]! // one per sampled token, checked above
       advantages[t.input.length + j] = advantage
     })
   }

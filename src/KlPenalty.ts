@@ -92,18 +92,17 @@ export const apply = (input: KlPenaltyInput): Result.Result<KlPenaltyResult, str
   if (bad) return Result.fail(bad)
   if (reference.length !== data.length) return Result.fail(`reference log-probs are given for ${reference.length} Datums, but the step has ${data.length}`)
   if (masks !== undefined && masks.length !== data.length) return Result.fail(`masks are given for ${masks.length} Datums, but the step has ${data.length}`)
-  const diffs: Array<Float64Array> = []
-  const active: Array<Uint8Array> = []
+  // per Datum, its advantages, the difference d_t at each sampled position and which positions are sampled
+  const rows: Array<{ readonly datum: Datum; readonly advantages: ReadonlyArray<number>; readonly diff: Float64Array; readonly on: Uint8Array }> = []
   let sum = 0
   let k3 = 0
   let n = 0
-  for (let i = 0; i < data.length; i++) {
-    const d = data[i]!
+  for (const [i, d] of data.entries()) {
     const s = d.lossFnInputs["logprobs"]?.data
     const a = d.lossFnInputs["advantages"]?.data
     if (s === undefined || a === undefined) return Result.fail(`data[${i}] has no ${s === undefined ? "logprobs" : "advantages"} input; the KL penalty needs both`)
     const L = d.modelInput.chunks.reduce((m, c) => m + c.tokens.length, 0)
-    const r = reference[i]!
+    const r = reference[i]! // as many as data, checked above
     if (s.length !== L || a.length !== L) return Result.fail(`data[${i}] has ${s.length} logprobs and ${a.length} advantages for ${L} tokens`)
     if (r.length !== L) return Result.fail(`reference log-probs of data[${i}] cover ${r.length} positions, but its model_input has ${L} tokens`)
     const m = masks?.[i]
@@ -122,16 +121,15 @@ export const apply = (input: KlPenaltyInput): Result.Result<KlPenaltyResult, str
       k3 += Math.max(0, Math.expm1(Math.max(-50, Math.min(50, -dt))) + dt)
       n++
     }
-    diffs.push(diff)
-    active.push(on)
+    rows.push({ datum: d, advantages: a, diff, on })
   }
   if (n === 0) return Result.succeed({ data: [...data], metrics: {} })
   const mean = sum / n
-  const out = data.map((d, i) => {
-    if (coef === 0) return d
-    const a = d.lossFnInputs["advantages"]!.data
-    const next = a.map((v, t) => (active[i]![t] === 1 ? v + coef * (mean - diffs[i]![t]!) : v))
-    return { ...d, lossFnInputs: { ...d.lossFnInputs, advantages: float32(next) } }
+  const out = rows.map(({ datum, advantages, diff, on }) => {
+    if (coef === 0) return datum
+    // diff and on have one entry per advantage (L, checked above)
+    const next = advantages.map((v, t) => (on[t] === 1 ? v + coef * (mean - diff[t]!) : v))
+    return { ...datum, lossFnInputs: { ...datum.lossFnInputs, advantages: float32(next) } }
   })
   return Result.succeed({ data: out, metrics: { [METRICS.v1]: mean, [METRICS.k3]: k3 / n, [METRICS.tokens]: n } })
 }
