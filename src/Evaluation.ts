@@ -22,6 +22,7 @@ import { ContextLength } from "./run/Rollout.ts"
 import { RunError, type RunSettings, defaults } from "./run/Settings.ts"
 import { Trainer } from "./Trainer.ts"
 import { backendLayer } from "./Backend.ts"
+import { at } from "./Lookup.ts"
 import { availableEnvs } from "./LoadEnv.ts"
 import { readSaved, resolveEnv } from "./Training.ts"
 
@@ -159,7 +160,7 @@ export const episodeIntervals = (groups: ReadonlyArray<Group>): Array<Interval> 
  */
 export const attemptSamples = (g: Group, threshold: number): Array<PassAtK.Sample | undefined> =>
   g.rollouts.map((r, i) => {
-    const s = g.scores[i]!
+    const s = at(g.scores, i, "score of rollout")
     if (s.masked !== undefined || s.value === undefined || !Number.isFinite(s.value)) return undefined
     const answer = g.task.envDef.answer?.(r.completion, g.task.problem) ?? PassAtK.normalizeAnswer(r.completion)
     return { correct: s.value >= threshold, answer }
@@ -179,8 +180,12 @@ export const attempts = (groups: ReadonlyArray<Group>, ks: ReadonlyArray<number>
 const checkpointOf = (from: string) =>
   Effect.gen(function* () {
     const stepMatch = /^(.*?)[\\/]+(step-\d+)(\.ckpt)?[\\/]*$/.exec(from)
-    const dir = stepMatch !== null && !Fs.existsSync(Path.join(from, "config.json")) ? stepMatch[1]! : from
-    const wanted = stepMatch !== null && dir !== from ? stepMatch[2]! : undefined
+    const runDir = stepMatch?.[1]
+    const step = stepMatch?.[2]
+    // `<run>/step-N` names a checkpoint of <run>, unless it is a run folder itself
+    const inRun = runDir !== undefined && step !== undefined && !Fs.existsSync(Path.join(from, "config.json"))
+    const dir = inRun ? runDir : from
+    const wanted = inRun ? step : undefined
     const files = RunFolder.paths(dir)
     const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError((e) => new RunError({ reason: "Resume", message: `--from ${from}: ${e.message}` })))
     const row = wanted === undefined ? rows[rows.length - 1] : rows.find((r) => r.name === wanted)
@@ -198,7 +203,8 @@ const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")
 /** The settings an evaluation samples with: the run's (with `--from`) or the env's defaults, and the options over them. */
 const evalSettings = (options: EvalOptions, source: Env.AnyEnv | Env.Mixture, saved: RunSettings | undefined) =>
   Effect.gen(function* () {
-    const first = Env.members(source)[0]![0]
+    // the env's suggestions (a mixture's first member's)
+    const suggested = Env.members(source)[0]?.[0].eval
     for (const [flag, v] of [["--size", options.size], ["--samples", options.samples], ["--sample-concurrency", options.sampleConcurrency]] as const) {
       if (v !== undefined && !(Number.isInteger(v) && v >= 1)) return yield* new RunError({ reason: "Settings", message: `${flag} must be a whole number of at least 1, got ${v}` })
     }
@@ -210,8 +216,8 @@ const evalSettings = (options: EvalOptions, source: Env.AnyEnv | Env.Mixture, sa
       ...base,
       env: source.name,
       ...(options.seed !== undefined ? { seed: options.seed } : {}),
-      evalSize: options.size ?? (saved === undefined ? first.eval?.size : undefined) ?? base.evalSize,
-      evalTemperature: options.temperature ?? (saved === undefined ? first.eval?.temperature : undefined) ?? base.evalTemperature,
+      evalSize: options.size ?? (saved === undefined ? suggested?.size : undefined) ?? base.evalSize,
+      evalTemperature: options.temperature ?? (saved === undefined ? suggested?.temperature : undefined) ?? base.evalTemperature,
       ...(options.sampleConcurrency !== undefined ? { sampleConcurrency: options.sampleConcurrency } : {}),
     } satisfies RunSettings
   })
@@ -271,7 +277,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     tokenizer: options.tokenizer,
     workers: false,
   })
-  yield* say(`gyre eval: ${checkpoint === "base" ? "the base model" : `${from!.dir} ${checkpoint}`} on ${source.name} | ${split} | ${samples} sample(s) per problem at temperature ${settings.evalTemperature} | backend ${backend}`)
+  yield* say(`gyre eval: ${checkpoint === "base" || from === undefined ? "the base model" : `${from.dir} ${checkpoint}`} on ${source.name} | ${split} | ${samples} sample(s) per problem at temperature ${settings.evalTemperature} | backend ${backend}`)
 
   const scored = yield* Effect.gen(function* () {
     const trainer = yield* Trainer

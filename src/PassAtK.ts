@@ -151,11 +151,12 @@ export const bootstrapMean = (values: ReadonlyArray<number>, options: EstimateOp
   const means = new Float64Array(resamples)
   for (let b = 0; b < resamples; b++) {
     let sum = 0
-    for (let i = 0; i < n; i++) sum += values[Math.floor(next() * n)]!
+    for (let i = 0; i < n; i++) sum += values[Math.floor(next() * n)]! // next() is in [0, 1): the index is in [0, n)
     means[b] = sum / n
   }
   means.sort()
-  const at = (q: number) => means[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))]!
+  // with no resamples there is no interval: NaN
+  const at = (q: number) => means[Math.min(resamples - 1, Math.max(0, Math.round(q * (resamples - 1))))] ?? Number.NaN
   // rounding can put a quantile a hair past the mean when every resample is the same
   return { mean, low: Math.min(mean, at(0.025)), high: Math.max(mean, at(0.975)) }
 }
@@ -190,7 +191,10 @@ export const parseKs = (text: string, samples: number): Result.Result<Array<numb
   const parts = text.split(",").map((s) => s.trim()).filter((s) => s.length > 0)
   if (parts.length === 0) return Result.fail(`--k must list at least one k, e.g. 1,${samples}`)
   const ks = parts.map(Number)
-  const bad = parts.find((_, i) => !(Number.isInteger(ks[i]) && ks[i]! >= 1 && ks[i]! <= samples))
+  const bad = parts.find((part) => {
+    const k = Number(part)
+    return !(Number.isInteger(k) && k >= 1 && k <= samples)
+  })
   if (bad !== undefined) return Result.fail(`--k: ${JSON.stringify(bad)} is not a whole number from 1 to ${samples} (--samples)`)
   return Result.succeed([...new Set(ks)].sort((a, b) => a - b))
 }
