@@ -1,124 +1,24 @@
 /**
  * A training run from a settings object: what `gyre run` does after parsing its flags,
- * and what `gyre/runner` offers to code. One path for both.
+ * and what `gyre/runner` offers to code. One path for both. The options and the settings
+ * they make are `RunOptions.ts`'s.
  *
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Console, Effect, Layer, Schema, SchemaIssue } from "effect"
-import type * as Advantage from "./Advantage.ts"
-import type { LossFn } from "./Contract.ts"
+import { Console, Effect, Layer } from "effect"
 import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Runner from "./Runner.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
+import { FLAG_OF, type RunOptions, settingsFrom } from "./RunOptions.ts"
 import { resumeBackend } from "./run/Start.ts"
-import { backendLayer, type LoopsFlags } from "./Backend.ts"
+import { backendLayer } from "./Backend.ts"
 import { availableEnvs, isPath, loadEnv } from "./LoadEnv.ts"
 import { terminalProgress } from "./TerminalProgress.ts"
 
-/**
- * Everything `gyre run` takes, as an object: each field is the flag of the same name
- * (`groupSize` is `--group-size`); an absent field takes the env's, the resumed run's,
- * or gyre's default.
- */
-export interface RunOptions {
-  /** an env in gyre's envs/ by name, a path to a module with a default Env export, or an Env (or mixture) itself */
-  readonly env?: string | Env.AnyEnv | Env.Mixture | undefined
-  /** RL steps to run (default 2000) */
-  readonly steps?: number | undefined
-  /** problems per step (default 8) */
-  readonly groups?: number | undefined
-  /** completions sampled per problem (default 8) */
-  readonly groupSize?: number | undefined
-  /** loss function (default ppo) */
-  readonly loss?: LossFn | undefined
-  /** loss settings, e.g. `{ clip_low_threshold: 0.8 }` */
-  readonly lossConfig?: Readonly<Record<string, number | string>> | undefined
-  /** advantage normalization (default group_std) */
-  readonly advantage?: Advantage.Mode | undefined
-  /** Adam learning rate */
-  readonly lr?: number | undefined
-  /** decoupled weight decay */
-  readonly weightDecay?: number | undefined
-  /** clip the gradient's global norm (0 = off) */
-  readonly gradClip?: number | undefined
-  /** most tokens per completion */
-  readonly maxTokens?: number | undefined
-  /** sampling temperature */
-  readonly temperature?: number | undefined
-  /** nucleus sampling threshold in (0, 1] */
-  readonly topP?: number | undefined
-  /** sample from the k most likely tokens (0 = off) */
-  readonly topK?: number | undefined
-  /** seed for problems, sampling and initialization */
-  readonly seed?: number | undefined
-  /** the env's difficulty knob */
-  readonly difficulty?: number | undefined
-  /** datums per forward_backward call (0 = all at once) */
-  readonly microBatch?: number | undefined
-  /** reward evaluations in flight */
-  readonly rewardConcurrency?: number | undefined
-  /** sample requests in flight */
-  readonly sampleConcurrency?: number | undefined
-  /** score the held-out set every N steps (0 = never) */
-  readonly evalEvery?: number | undefined
-  /** held-out problems per evaluation */
-  readonly evalSize?: number | undefined
-  /** sampling temperature for evaluation */
-  readonly evalTemperature?: number | undefined
-  /** save a checkpoint every N steps; the last step is always saved */
-  readonly saveEvery?: number | undefined
-  /** supervised fine-tuning on the env's reference answers */
-  readonly sft?: boolean | undefined
-  /** sample step k+1 while step k trains */
-  readonly async?: boolean | undefined
-  /** embedded: sampler and trainer in worker threads */
-  readonly workers?: boolean | undefined
-  /** async: most policy versions a group may lag */
-  readonly maxLag?: number | undefined
-  /** async: what to do with groups older than maxLag */
-  readonly stale?: "requeue" | "drop" | undefined
-  /** run name; the run folder is `<out>/<name>` */
-  readonly name?: string | undefined
-  /** folder for run folders (default runs) */
-  readonly out?: string | undefined
-  /** a run folder to continue after its last checkpoint, with its saved settings */
-  readonly resume?: string | undefined
-  /** "embedded" (default) or the URL of a Tinker-protocol service; a resumed run's default is the one it trained on */
-  readonly backend?: string | undefined
-  /** embedded: folder of the base model (default: the one shipped with gyre); http: base model name */
-  readonly model?: string | undefined
-  /** LoRA rank */
-  readonly loraRank?: number | undefined
-  /** http: folder with tokenizer.json and tokenizer_config.json of the remote model */
-  readonly tokenizer?: string | undefined
-  /** `--backend loops`: the control plane, --keep-run, --loops-new-run, the ready timeout */
-  readonly loops?: LoopsFlags | undefined
-  /** write every sample of every Nth step to rollouts.jsonl (0 = never) */
-  readonly logRolloutsEvery?: number | undefined
-  /** run the hack watch on every Nth step's completions (0 = never) */
-  readonly hackWatchEvery?: number | undefined
-  /** learning-rate schedule after warmup (default constant) */
-  readonly lrSchedule?: "constant" | "linear" | "cosine" | undefined
-  /** steps of linear warmup up to lr (default 0) */
-  readonly warmupSteps?: number | undefined
-  /** the learning rate a linear or cosine schedule decays to (default 0) */
-  readonly minLr?: number | undefined
-  /** how per-token losses add up: token_mean (default), sequence_mean (GRPO), constant (Dr. GRPO) */
-  readonly lossAggregation?: "token_mean" | "sequence_mean" | "constant" | undefined
-  /** divisor for lossAggregation constant (default groups x groupSize x maxTokens) */
-  readonly lossConstant?: number | undefined
-  /** DAPO dynamic sampling: drop no-signal groups and refill in at most N extra rounds per step */
-  readonly dynamicSampling?: number | undefined
-  /** KL penalty against the base model, folded into the advantages (0 = off) */
-  readonly klCoef?: number | undefined
-  /** a run folder, runs/<name>/step-N or a state file to start from (weights only, fresh optimizer) */
-  readonly initFrom?: string | undefined
-  /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
-  readonly print?: boolean | undefined
-}
+export { describeIssues, FLAG_OF, type RunOptions } from "./RunOptions.ts"
 
 /** What a finished run returns. */
 export interface RunSummary {
@@ -131,143 +31,6 @@ export interface RunSummary {
   /** the last held-out score (`held-out correct`, else `held-out reward`) and its step, when the run evaluated */
   readonly heldOut: { readonly label: string; readonly value: number; readonly step: number } | undefined
 }
-
-/** `{ key: value }` when the value is given, else `{}`: spread over the settings it overrides. */
-const set = <K extends string, A>(key: K, value: A | undefined): { [P in K]?: A } =>
-  (value !== undefined ? { [key]: value } : {}) as { [P in K]?: A }
-
-/** Settings fields as the flags that set them, for error messages. */
-export const FLAG_OF: Record<string, string> = {
-  seed: "--seed", difficulty: "--difficulty",
-  steps: "--steps", groups: "--groups", groupSize: "--group-size", learningRate: "--lr", weightDecay: "--weight-decay",
-  gradClipNorm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
-  microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
-  evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
-  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
-  warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
-}
-
-/** Nested settings paths whose last segment is ambiguous. */
-const FLAG_OF_PATH: Record<string, string> = {
-  "lrSchedule.kind": "--lr-schedule",
-  "lossAggregation.kind": "--loss-aggregation",
-  "lossAggregation.constant": "--loss-constant",
-  "dynamicSampling.maxRounds": "--dynamic-sampling",
-}
-
-/** The flag that sets a settings path, e.g. `["adam", "learningRate"]` -> `--lr`. */
-const flagOf = (path: ReadonlyArray<string>): string | undefined => {
-  if (path[0] === "lossConfig" && path.length > 1) return `--loss-config ${path.slice(1).join(".")}`
-  const nested = FLAG_OF_PATH[path.join(".")]
-  if (nested !== undefined) return nested
-  const last = path[path.length - 1]
-  return last !== undefined ? FLAG_OF[last] : undefined
-}
-
-/**
- * Schema issues as one line each that names what was given: `--lr must be a value greater
- * than or equal to 0, got -1`. `name` maps a settings path to what the user wrote (a
- * flag, or a config.json field); paths it does not know are named `settings field a.b`.
- */
-export const describeIssues = (
-  issue: SchemaIssue.Issue,
-  value: unknown,
-  name: (path: ReadonlyArray<string>) => string | undefined,
-): string =>
-  SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues.map((i) => {
-    const path = (i.path ?? []).map((k) => String(typeof k === "object" && k !== null ? k.key : k))
-    const given = path.reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), value)
-    const who = name(path) ?? (path.length > 0 ? `settings field ${path.join(".")}` : "settings")
-    const what = i.message.startsWith("Expected ") ? `must be ${i.message.slice("Expected ".length)}` : `: ${i.message}`
-    const got = given !== undefined && !/, got /.test(what) ? `, got ${typeof given === "number" ? String(given) : JSON.stringify(given)}` : ""
-    return `${who} ${what}${got}`.replace(/ :/, ":")
-  }).join("; ")
-
-/** Settings from defaults, the env, a resumed run's config and the options, in that order. */
-const settingsFrom = (
-  p: RunOptions,
-  source: Env.AnyEnv | Env.Mixture,
-  envSpec: string | undefined,
-  saved: Runner.RunSettings | undefined,
-  resumeDir: string | undefined,
-) =>
-  Effect.gen(function* () {
-    const envName = source.name
-    const first = Env.members(source)[0]![0]
-    const out = p.out ?? "runs"
-    const runnerDefaults = Runner.defaults(envName, {
-      ...(p.name !== undefined ? { name: p.name, outDir: Path.join(out, p.name) } : {}),
-    })
-    // the env's suggested settings (Env.make({ defaults })) over the runner's; options over both
-    const base = saved ?? { ...runnerDefaults, ...(Env.isEnv(source) ? Runner.envDefaults(source, runnerDefaults) : {}) }
-    const name = base.name
-    const outDir = resumeDir ?? Path.join(out, name)
-    const overrides = {
-      ...saved?.samplingOverrides,
-      ...set("maxTokens", p.maxTokens),
-      ...set("temperature", p.temperature),
-      ...set("topP", p.topP),
-      ...set("topK", p.topK),
-    }
-    const candidate = {
-      ...base,
-      name,
-      outDir,
-      env: envName,
-      ...(envSpec !== undefined ? { envSpec } : {}),
-      ...set("steps", p.steps),
-      ...set("groups", p.groups),
-      ...set("groupSize", p.groupSize),
-      ...set("loss", p.loss),
-      ...(p.lossConfig !== undefined
-        ? { lossConfig: Object.fromEntries(Object.entries(p.lossConfig).map(([k, v]) => [k, Number(v)])) }
-        : {}),
-      ...set("advantage", p.advantage),
-      adam: {
-        ...base.adam,
-        ...set("learningRate", p.lr),
-        ...set("weightDecay", p.weightDecay),
-        ...set("gradClipNorm", p.gradClip),
-      },
-      samplingOverrides: overrides,
-      ...(saved === undefined && first.eval?.size !== undefined ? { evalSize: first.eval.size } : {}),
-      ...(saved === undefined && first.eval?.temperature !== undefined ? { evalTemperature: first.eval.temperature } : {}),
-      ...set("seed", p.seed),
-      ...set("difficulty", p.difficulty),
-      ...set("microBatch", p.microBatch),
-      ...set("rewardConcurrency", p.rewardConcurrency),
-      ...set("sampleConcurrency", p.sampleConcurrency),
-      ...set("evalEvery", p.evalEvery),
-      ...set("evalSize", p.evalSize),
-      ...set("evalTemperature", p.evalTemperature),
-      ...set("saveEvery", p.saveEvery),
-      ...set("sft", p.sft),
-      ...(p.async === true ? { async: true } : {}),
-      ...set("maxLag", p.maxLag),
-      ...set("staleGroups", p.stale),
-      ...set("logRolloutsEvery", p.logRolloutsEvery),
-      ...set("hackWatchEvery", p.hackWatchEvery),
-      ...(p.lrSchedule !== undefined || p.warmupSteps !== undefined || p.minLr !== undefined
-        ? {
-          lrSchedule: {
-            kind: p.lrSchedule ?? base.lrSchedule?.kind ?? "constant",
-            warmupSteps: p.warmupSteps ?? base.lrSchedule?.warmupSteps ?? 0,
-            ...((p.minLr ?? base.lrSchedule?.minLr) !== undefined ? { minLr: p.minLr ?? base.lrSchedule!.minLr! } : {}),
-          },
-        }
-        : {}),
-      ...(p.lossAggregation !== undefined || p.lossConstant !== undefined
-        ? { lossAggregation: { kind: p.lossAggregation ?? base.lossAggregation?.kind ?? "token_mean", ...(p.lossConstant !== undefined ? { constant: p.lossConstant } : {}) } }
-        : {}),
-      ...(p.dynamicSampling !== undefined ? { dynamicSampling: { maxRounds: p.dynamicSampling } } : {}),
-      ...set("klCoef", p.klCoef),
-      ...set("initFrom", p.initFrom),
-      ...set("backend", p.backend),
-    }
-    return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
-      Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
-    )
-  })
 
 /** Options that would change the data order of a resumed run. */
 const FIXED_ON_RESUME = ["groups", "groupSize", "seed", "difficulty", "dynamicSampling"] as const
@@ -359,7 +122,7 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const components = Runner.headline(Runner.rewardWeightsOf(source))
   const lastEval = [...metrics].reverse().find((m) => Metrics.heldOutScore(m, components) !== undefined)
   const score = lastEval === undefined ? undefined : Metrics.heldOutScore(lastEval, components)
-  const heldOut = score === undefined ? undefined : { label: score.label, value: score.value, step: Number(lastEval!["step"]) }
+  const heldOut = lastEval === undefined || score === undefined ? undefined : { label: score.label, value: score.value, step: Number(lastEval["step"]) }
   yield* say(
     `done: ${settings.outDir} (metrics.jsonl, rollouts.jsonl, checkpoints.jsonl)${heldOut !== undefined ? `; ${heldOut.label} ${heldOut.value.toFixed(3)} at step ${heldOut.step}` : ""}`,
   )
