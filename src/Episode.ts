@@ -181,10 +181,12 @@ export const make = <P, S, R = never, RO = never, Out extends Effect.Effect<Next
  * closes when the episode ends), else `initial`. A throw in either is an `EpisodeError`.
  * @since 0.1.0 @category running
  */
-export const start = <P, S, R>(episode: Episode<P, S, R>, problem: P): Effect.Effect<S, EpisodeError, R | Scope.Scope> =>
-  (episode.open !== undefined ? Effect.suspend(() => episode.open!(problem)) : Effect.sync(() => episode.initial(problem))).pipe(
+export const start = <P, S, R>(episode: Episode<P, S, R>, problem: P): Effect.Effect<S, EpisodeError, R | Scope.Scope> => {
+  const { open } = episode
+  return (open !== undefined ? Effect.suspend(() => open(problem)) : Effect.sync(() => episode.initial(problem))).pipe(
     Effect.catchDefect((d) => Effect.fail(new EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
   )
+}
 
 /** The state of an episode given per-episode services by `provide`. @since 0.1.0 @category models */
 export interface Provided<S, ROut> {

@@ -173,5 +173,7 @@ export const hackKey = (component: string, rate: (typeof HackRate)[keyof typeof 
 /** The component and rate a hack-watch key names, or undefined for another key. @since 0.1.0 @category keys */
 export const hackRateOf = (key: string): { readonly component: string; readonly rate: string } | undefined => {
   const m = /^hack\/(.+)\/(transform_changed|exploit_wins|exploitable)$/.exec(key)
-  return m === null ? undefined : { component: m[1]!, rate: m[2]! }
+  const component = m?.[1]
+  const rate = m?.[2]
+  return component === undefined || rate === undefined ? undefined : { component, rate }
 }

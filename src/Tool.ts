@@ -261,7 +261,8 @@ export const episode = <T extends ReadonlyArray<AnyTool<any>>>(options: {
   if (names.size !== tools.length) throw new TypeError("Tool.episode: tool names must be distinct")
   const limits = { ...Episode.DEFAULT_LIMITS, ...options.limits }
   const onParseError = options.onParseError ?? "end"
-  const stateful = tools.filter((t) => t.state !== undefined)
+  type Stateful = Tool<unknown, R, P> & { readonly state: NonNullable<Tool<unknown, R, P>["state"]> }
+  const stateful = tools.filter((t): t is Stateful => t.state !== undefined)
   const malformed = (syntax: Syntax, state: ToolState, message: string): Episode.Next<ToolState> =>
     onParseError === "end"
       ? Episode.end(state, { reason: "parse_error", parseErrors: 1, toolError: message })
@@ -270,7 +271,7 @@ export const episode = <T extends ReadonlyArray<AnyTool<any>>>(options: {
   const start = stateful.length === 0 ? { initial: (): ToolState => ({ calls: 0 }) } : {
     open: (problem: P) =>
       Effect.forEach(stateful, (t) =>
-        t.state!(problem).pipe(
+        t.state(problem).pipe(
           Effect.map((s) => [t.name, s] as const),
           Effect.mapError((e) => new Episode.EpisodeError({ message: `tool ${t.name}: cannot make its state for the episode: ${e.message}` })),
         )).pipe(Effect.map((made): ToolState => ({ calls: 0, tools: Object.fromEntries(made) }))),
@@ -288,7 +289,10 @@ export const episode = <T extends ReadonlyArray<AnyTool<any>>>(options: {
         if (found._tag === "None") return Episode.end(state)
         if (found._tag === "Malformed") return malformed(syntax, state, found.message)
         if (state.calls >= limits.maxToolCalls) return Episode.end(state, { reason: "max_tool_calls" })
-        const tool = tools.find((t) => t.name === found.tool)!
+        const tool = tools.find((t) => t.name === found.tool)
+        if (tool === undefined) {
+          return yield* Effect.die(new Error(`Tool.episode: the call syntax found a call of ${JSON.stringify(found.tool)}, which is none of the episode's tools (${[...names].join(", ")})`))
+        }
         const args = Schema.decodeUnknownExit(tool.args)(found.args)
         if (Exit.isFailure(args)) return malformed(syntax, state, `bad arguments for ${tool.name}: ${messageOf(Cause.squash(args.cause))}`)
         const result = yield* Effect.exit(tool.run(args.value, { problem, turns, state: state.tools?.[tool.name] }))
