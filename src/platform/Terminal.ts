@@ -12,13 +12,14 @@ import { Cause, Effect, Layer, Option, PlatformError, Queue, Terminal } from "ef
 /** Escape, Ctrl-C and Ctrl-D end a prompt's input. */
 const quits = (input: Terminal.UserInput) => input.key.name === "escape" || (input.key.ctrl && (input.key.name === "c" || input.key.name === "d"))
 
-/** The service. @since 0.1.0 @category constructors */
-export const make = (): Terminal.Terminal => {
-  const stdin = process.stdin
-  const stdout = process.stdout
-  const size = () => ({ columns: stdout.columns ?? 0, rows: stdout.rows ?? 0 })
+type Stdin = typeof process.stdin
+type Stdout = typeof process.stdout
 
-  const readInput = Effect.gen(function* () {
+const sizeOf = (stdout: Stdout): Terminal.Size => ({ columns: stdout.columns ?? 0, rows: stdout.rows ?? 0 })
+
+/** The keys pressed, in raw mode while the scope lasts; the queue ends on a quitting key or the end of stdin. */
+const readInputFrom = (stdin: Stdin) =>
+  Effect.gen(function* () {
     const queue = yield* Queue.make<Terminal.UserInput, Cause.Done>()
     const onKeypress = (input: string | undefined, key: { name?: string; ctrl?: boolean; meta?: boolean; shift?: boolean } | undefined) => {
       const userInput: Terminal.UserInput = {
@@ -49,7 +50,9 @@ export const make = (): Terminal.Terminal => {
     return queue
   })
 
-  const readLine = Effect.callback<string, Terminal.QuitError>((resume) => {
+/** One line of stdin; a `QuitError` when stdin closes first. */
+const readLineFrom = (stdin: Stdin) =>
+  Effect.callback<string, Terminal.QuitError>((resume) => {
     const rl = Readline.createInterface({ input: stdin, terminal: false })
     let settled = false
     rl.once("line", (line) => {
@@ -66,33 +69,44 @@ export const make = (): Terminal.Terminal => {
     })
   })
 
-  return Terminal.make({
-    columns: Effect.sync(() => size().columns),
-    rows: Effect.sync(() => size().rows),
-    size: Effect.gen(function* () {
-      const queue = yield* Queue.sliding<Terminal.Size, Cause.Done>(1)
-      const onResize = () => Queue.offerUnsafe(queue, size())
-      yield* Effect.acquireRelease(
-        Effect.sync(() => {
-          stdout.on("resize", onResize)
-          onResize()
-        }),
-        () =>
-          Effect.sync(() => {
-            stdout.off("resize", onResize)
-            Queue.endUnsafe(queue)
-          }),
-      )
-      return queue
-    }),
-    readInput,
-    readLine,
-    display: (text) =>
-      Effect.callback<void, PlatformError.PlatformError>((resume) => {
-        stdout.write(text, (error) =>
-          resume(error == null ? Effect.void : Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "Terminal", method: "display", description: "could not write to stdout", cause: error }))),
-        )
+/** The terminal's size now and after each resize, while the scope lasts. */
+const sizesOf = (stdout: Stdout) =>
+  Effect.gen(function* () {
+    const queue = yield* Queue.sliding<Terminal.Size, Cause.Done>(1)
+    const onResize = () => Queue.offerUnsafe(queue, sizeOf(stdout))
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        stdout.on("resize", onResize)
+        onResize()
       }),
+      () =>
+        Effect.sync(() => {
+          stdout.off("resize", onResize)
+          Queue.endUnsafe(queue)
+        }),
+    )
+    return queue
+  })
+
+/** Writes text to stdout, completing once it is written. */
+const displayOn = (stdout: Stdout) => (text: string) =>
+  Effect.callback<void, PlatformError.PlatformError>((resume) => {
+    stdout.write(text, (error) =>
+      resume(error == null ? Effect.void : Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "Terminal", method: "display", description: "could not write to stdout", cause: error }))),
+    )
+  })
+
+/** The service. @since 0.1.0 @category constructors */
+export const make = (): Terminal.Terminal => {
+  const stdin = process.stdin
+  const stdout = process.stdout
+  return Terminal.make({
+    columns: Effect.sync(() => sizeOf(stdout).columns),
+    rows: Effect.sync(() => sizeOf(stdout).rows),
+    size: sizesOf(stdout),
+    readInput: readInputFrom(stdin),
+    readLine: readLineFrom(stdin),
+    display: displayOn(stdout),
   })
 }
 

@@ -81,59 +81,103 @@ const decodeFile = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, file
 
 const errorText = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
+/** `tokenizer.json` and `tokenizer_config.json` of a folder, read and checked, and the library's tokenizer of them. */
+const loadFiles = (dir: string) =>
+  Effect.gen(function* () {
+    const jsonFile = path.join(dir, "tokenizer.json")
+    const configFile = path.join(dir, "tokenizer_config.json")
+    const json = yield* readJson(jsonFile)
+    yield* decodeFile(TokenizerJson, jsonFile)(json)
+    const configRaw = yield* readJson(configFile)
+    const config = yield* decodeFile(TokenizerConfig, configFile)(configRaw)
+    const tokenizer = yield* Effect.try({
+      try: () => new HfTokenizer(json as object, configRaw as object),
+      catch: (e) => new TokenizerLoadError({ reason: "Unsupported", path: jsonFile, message: `${jsonFile} cannot be loaded: ${errorText(e)}` }),
+    })
+    return { configFile, config, tokenizer }
+  })
+
+/** The chat template's text and its parse: from tokenizer_config.json, else chat_template.jinja; none when neither has one. */
+const chatTemplate = (dir: string, config: TokenizerConfig, configFile: string) =>
+  Effect.gen(function* () {
+    let text: string | undefined
+    const ct = config.chat_template
+    if (typeof ct === "string") text = ct
+    else if (Array.isArray(ct)) text = (ct.find((t) => t.name === "default") ?? ct[0])?.template
+    if (text === undefined) {
+      const jinjaFile = path.join(dir, "chat_template.jinja")
+      text = yield* Effect.tryPromise(() => fs.readFile(jinjaFile, "utf8")).pipe(Effect.option, Effect.map(Option.getOrUndefined))
+    }
+    if (text === undefined) return { text: undefined, template: undefined }
+    const source = text
+    const template = yield* Effect.try({
+      try: () => new Template(source),
+      catch: (e) => new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `the chat template does not parse: ${errorText(e)}` }),
+    })
+    return { text, template }
+  })
+
+/** The BOS (unless the config turns it off) and EOS tokens' texts and ids; fails when the config names no EOS or a token is not in the vocabulary. */
+const specialTokens = (tokenizer: HfTokenizer, config: TokenizerConfig, configFile: string) =>
+  Effect.gen(function* () {
+    const idOf = (text: string | undefined, field: string) =>
+      Effect.gen(function* () {
+        if (text === undefined) return undefined
+        const id = tokenizer.token_to_id(text)
+        if (id === undefined) {
+          return yield* new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `${field} ${JSON.stringify(text)} is not in the vocabulary` })
+        }
+        return id
+      })
+    const bosText = config.add_bos_token === false ? undefined : tokenText(config.bos_token)
+    const eosText = tokenText(config.eos_token)
+    const bos = yield* idOf(bosText, "bos_token")
+    const eos = yield* idOf(eosText, "eos_token")
+    if (eos === undefined) {
+      return yield* new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `${configFile} names no eos_token; gyre needs the token that ends a completion` })
+    }
+    return { bosText, eosText, bos, eos }
+  })
+
+/** One past the highest id of the vocabulary, added tokens included. */
+const vocabSizeOf = (tokenizer: HfTokenizer): number => {
+  let vocabSize = 0
+  for (const id of tokenizer.get_vocab(true).values()) vocabSize = Math.max(vocabSize, id + 1)
+  return vocabSize
+}
+
+/** Renders chat messages with the template, without the BOS text that `encodePrompt` prepends as an id. */
+interface ChatRendering {
+  readonly dir: string
+  readonly template: Template | undefined
+  /** the special tokens' texts the template may use */
+  readonly specials: Readonly<Record<string, string>>
+  readonly bos: number | undefined
+  readonly bosText: string | undefined
+}
+
+const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering) => (messages: ReadonlyArray<Message>) =>
+  Effect.gen(function* () {
+    if (template === undefined) {
+      return yield* new TokenizeError({ message: `${dir} has no chat template; give the prompt as text` })
+    }
+    const text = yield* Effect.try({
+      try: () => template.render({ messages: messages.map((m) => ({ role: m.role, content: m.content })), add_generation_prompt: true, ...specials }),
+      catch: (e) => new TokenizeError({ message: `the chat template failed: ${errorText(e)}` }),
+    })
+    // encodePrompt prepends the BOS id itself
+    return bos !== undefined && bosText !== undefined && text.startsWith(bosText) ? text.slice(bosText.length) : text
+  })
+
 /**
  * Loads the tokenizer in `dir` (`tokenizer.json` + `tokenizer_config.json`).
  * @since 0.1.0 @category constructors
  */
 export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (dir: string) {
-  const jsonFile = path.join(dir, "tokenizer.json")
-  const configFile = path.join(dir, "tokenizer_config.json")
-  const json = yield* readJson(jsonFile)
-  yield* decodeFile(TokenizerJson, jsonFile)(json)
-  const configRaw = yield* readJson(configFile)
-  const config = yield* decodeFile(TokenizerConfig, configFile)(configRaw)
-
-  const tokenizer = yield* Effect.try({
-    try: () => new HfTokenizer(json as object, configRaw as object),
-    catch: (e) => new TokenizerLoadError({ reason: "Unsupported", path: jsonFile, message: `${jsonFile} cannot be loaded: ${errorText(e)}` }),
-  })
-
-  // the chat template: tokenizer_config.json, else chat_template.jinja
-  let templateText: string | undefined
-  const ct = config.chat_template
-  if (typeof ct === "string") templateText = ct
-  else if (Array.isArray(ct)) templateText = (ct.find((t) => t.name === "default") ?? ct[0])?.template
-  if (templateText === undefined) {
-    const jinjaFile = path.join(dir, "chat_template.jinja")
-    templateText = yield* Effect.tryPromise(() => fs.readFile(jinjaFile, "utf8")).pipe(Effect.option, Effect.map(Option.getOrUndefined))
-  }
-  const template =
-    templateText === undefined
-      ? undefined
-      : yield* Effect.try({
-          try: () => new Template(templateText),
-          catch: (e) => new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `the chat template does not parse: ${errorText(e)}` }),
-        })
-
-  const idOf = (text: string | undefined, field: string) =>
-    Effect.gen(function* () {
-      if (text === undefined) return undefined
-      const id = tokenizer.token_to_id(text)
-      if (id === undefined) {
-        return yield* new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `${field} ${JSON.stringify(text)} is not in the vocabulary` })
-      }
-      return id
-    })
-
-  const bosText = config.add_bos_token === false ? undefined : tokenText(config.bos_token)
-  const eosText = tokenText(config.eos_token)
-  const bos = yield* idOf(bosText, "bos_token")
-  const eos = yield* idOf(eosText, "eos_token")
-  if (eos === undefined) {
-    return yield* new TokenizerLoadError({ reason: "Malformed", path: configFile, message: `${configFile} names no eos_token; gyre needs the token that ends a completion` })
-  }
-  let vocabSize = 0
-  for (const id of tokenizer.get_vocab(true).values()) vocabSize = Math.max(vocabSize, id + 1)
+  const { configFile, config, tokenizer } = yield* loadFiles(dir)
+  const chat = yield* chatTemplate(dir, config, configFile)
+  const { bosText, eosText, bos, eos } = yield* specialTokens(tokenizer, config, configFile)
+  const vocabSize = vocabSizeOf(tokenizer)
 
   const specials = {
     bos_token: tokenText(config.bos_token) ?? "",
@@ -148,18 +192,7 @@ export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (d
       catch: (e) => new TokenizeError({ message: `cannot encode the text: ${errorText(e)}` }),
     })
 
-  const renderChat = (messages: ReadonlyArray<Message>) =>
-    Effect.gen(function* () {
-      if (template === undefined) {
-        return yield* new TokenizeError({ message: `${dir} has no chat template; give the prompt as text` })
-      }
-      const text = yield* Effect.try({
-        try: () => template.render({ messages: messages.map((m) => ({ role: m.role, content: m.content })), add_generation_prompt: true, ...specials }),
-        catch: (e) => new TokenizeError({ message: `the chat template failed: ${errorText(e)}` }),
-      })
-      // encodePrompt prepends the BOS id itself
-      return bos !== undefined && bosText !== undefined && text.startsWith(bosText) ? text.slice(bosText.length) : text
-    })
+  const renderChat = renderChatWith({ dir, template: chat.template, specials, bos, bosText })
 
   return {
     name: config.name_or_path ?? path.basename(path.resolve(dir)),
@@ -170,7 +203,7 @@ export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (d
     decode: (tokens) => tokenizer.decode([...tokens], { skip_special_tokens: true }),
     renderPrompt: (prompt: Prompt) => (typeof prompt === "string" ? Effect.succeed(prompt) : renderChat(prompt)),
     // a template that renders `<tool_call>` blocks: tool episodes use that format (Tool.hermes)
-    ...(templateText?.includes("<tool_call>") ? { toolCalls: "hermes" as const } : {}),
+    ...(chat.text?.includes("<tool_call>") ? { toolCalls: "hermes" as const } : {}),
   } satisfies TokenizerShape
 })
 
