@@ -7,13 +7,14 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
+import { at } from "../Lookup.ts"
 import { cacheKey, makeCache, RewardCache, type ScoreCache } from "./Cache.ts"
 import { logFailures } from "./FailureLog.ts"
 import { RewardDefect } from "./Failures.ts"
 import { describeValue, type LeafOutcome, runLeaf } from "./Leaf.ts"
 import type { Node, Reward, Rollout, Score } from "./Model.ts"
 
-/** A bug in this module: a node's evaluation gives one entry per rollout (a cached leaf, one per key), so none can be missing. */
+/** A bug in this module: a cached leaf scores every distinct key, so no key's outcome can be missing. */
 const missing = (what: string): never => {
   throw new Error(`reward evaluation: ${what} is missing`)
 }
@@ -95,8 +96,8 @@ interface Evaluated {
   readonly notes: Record<string, ReadonlyArray<string>>
 }
 
-/** What a member gave rollout `i`. */
-const ofRollout = (each: ReadonlyArray<Evaluated>, i: number): Evaluated => each[i] ?? missing(`a member's evaluation of rollout ${i}`)
+/** What a member gave rollout `i` (every node gives one entry per rollout). */
+const ofRollout = (each: ReadonlyArray<Evaluated>, i: number): Evaluated => at(each, i, "reward evaluation: a member's entry for rollout")
 
 /** The components, failures and notes of several members of one rollout, merged. */
 const merged = (members: ReadonlyArray<Evaluated>) => ({

@@ -44,7 +44,7 @@ import { type ExploitContext, exploits, wrongAnswers } from "../testing/Probes.t
 import { score } from "../testing/Rollouts.ts"
 import type { Prompt } from "../Tokenizer.ts"
 import type { Batch, Group } from "./Collect.ts"
-import { at } from "./Element.ts"
+import { at } from "../Lookup.ts"
 
 // ===== Models =====
 

@@ -16,7 +16,7 @@ import { Trainer } from "../Trainer.ts"
 import { type Batch, scoreOf } from "./Collect.ts"
 import { aggregationWeights, forwardBackwardChunked } from "../MicroBatch.ts"
 import * as Reference from "../Reference.ts"
-import { at } from "./Element.ts"
+import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
 import { aggregationOf, fail, RunError, type RunSettings } from "./Settings.ts"
 

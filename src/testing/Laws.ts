@@ -15,6 +15,7 @@
 import { isDeepStrictEqual } from "node:util"
 import { Cause, Effect, Exit } from "effect"
 import * as fc from "fast-check"
+import { at } from "../Lookup.ts"
 import * as Reward from "../Reward.ts"
 import { FailureScope } from "../reward/FailureLog.ts"
 import { completion as anyCompletion } from "./Arbitraries.ts"
@@ -137,16 +138,6 @@ const scoreAll = async <P, R>(
   return exit.value
 }
 
-/**
- * `xs[i]` of arrays a law keeps parallel (a score per completion, a completion per index of
- * a shuffle of their indices); a missing one is a bug in the law, not in the reward.
- */
-const at = <A>(law: string, xs: ReadonlyArray<A>, i: number, what: string): A => {
-  const x = xs[i]
-  if (x === undefined) throw new Error(`law ${law}: ${what} ${i} is missing`)
-  return x
-}
-
 const runProperty = <T>(options: RunOptions, arbitrary: fc.Arbitrary<T>, check: (value: T) => Promise<void>): Promise<void> =>
   fc.assert(fc.asyncProperty(arbitrary, check), {
     numRuns: options.numRuns ?? 100,
@@ -251,7 +242,7 @@ export const goldScoresMax = <P, R>(reward: Reward.Reward<P, R>, options: GoldOp
     fc.tuple(fc.constant(problem), textArbitrary(options.gold(problem)))
   )
   return runProperty(options, arbitrary, async ([problem, gold]) => {
-    const s = at("goldScoresMax", await scoreAll("goldScoresMax", reward, problem, [gold], options.provide), 0, "score")
+    const s = at(await scoreAll("goldScoresMax", reward, problem, [gold], options.provide), 0, "law goldScoresMax: score")
     if (s.value === undefined || Math.abs(s.value - max) > tolerance) {
       fail("goldScoresMax", reward, `scored ${s.value} on a gold completion, not the maximum ${max}`, { problem, completion: gold, score: s })
     }
@@ -286,7 +277,7 @@ export const invariant = <P, R>(reward: Reward.Reward<P, R>, options: InvariantO
     const a = await scoreAll("invariant", reward, problem, before, options.provide)
     const b = await scoreAll("invariant", reward, problem, after, options.provide)
     a.forEach((s, i) => {
-      const t = at("invariant", b, i, "score after the transformation")
+      const t = at(b, i, "law invariant: score after the transformation")
       if (!valuesEqual(s.value, t.value, tolerance) || s.masked !== t.masked) {
         fail("invariant", reward, `scored ${s.value} before the transformation and ${t.value} after`, {
           problem,
@@ -319,7 +310,7 @@ export const monotone = <P, R>(reward: Reward.Reward<P, R>, options: MonotoneOpt
     const b = await scoreAll("monotone", reward, problem, after, options.provide)
     a.forEach((s, i) => {
       const x = s.value
-      const y = at("monotone", b, i, "score after the transformation").value
+      const y = at(b, i, "law monotone: score after the transformation").value
       const ok = x === undefined || y === undefined
         ? x === y
         : options.direction === "nonIncreasing" ? y <= x : y >= x
@@ -349,7 +340,7 @@ export const agrees = <P, R>(reward: Reward.Reward<P, R>, options: AgreesOptions
   return runProperty(options, cases(options), async ([problem, completions]) => {
     const scores = await scoreAll("agrees", reward, problem, completions, options.provide)
     scores.forEach((s, i) => {
-      const completion = at("agrees", completions, i, "completion")
+      const completion = at(completions, i, "law agrees: completion")
       const want = options.expected(problem, completion)
       if (!valuesEqual(s.value, want, tolerance)) {
         fail("agrees", reward, `scored ${s.value} where ${want} was expected`, { problem, completion, score: s })
@@ -372,9 +363,9 @@ export const orderIndependent = <P, R>(reward: Reward.Reward<P, R>, options: Dom
   )
   return runProperty(options, arbitrary, async ([problem, completions, order]) => {
     const a = await scoreAll("orderIndependent", reward, problem, completions, options.provide)
-    const b = await scoreAll("orderIndependent", reward, problem, order.map((i) => at("orderIndependent", completions, i, "completion")), options.provide)
+    const b = await scoreAll("orderIndependent", reward, problem, order.map((i) => at(completions, i, "law orderIndependent: completion")), options.provide)
     order.forEach((from, to) => {
-      const [before, after] = [at("orderIndependent", a, from, "score"), at("orderIndependent", b, to, "score")]
+      const [before, after] = [at(a, from, "law orderIndependent: score"), at(b, to, "law orderIndependent: score")]
       if (!valuesEqual(before.value, after.value, 0)) {
         fail("orderIndependent", reward, `scored completion ${from} ${before.value} in one order and ${after.value} in another`, {
           problem,
