@@ -17,3 +17,9 @@ export const at = <A>(xs: ReadonlyArray<A>, i: number, what: string): A => {
   if (!(Number.isInteger(i) && i >= 0 && i < xs.length)) throw new Error(`${what} ${i} is missing (${xs.length} given)`)
   return xs[i] as A
 }
+
+/** `x`, which must be there (a map entry the same code filled); `what` names it in the error. @since 0.1.0 @category combinators */
+export const present = <A>(x: A | undefined, what: string): A => {
+  if (x === undefined) throw new Error(`${what} is missing`)
+  return x
+}

@@ -19,7 +19,7 @@ import * as Checkpoint from "./Checkpoint.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { PAD } from "./CharTokenizer.ts"
 import { activeIn, type CallTotals, chunksOf, evaluateChunk, prepare } from "./ChunkLoss.ts"
-import { present } from "./Required.ts"
+import { present } from "../../Lookup.ts"
 import {
   type LocalModel,
   type LoraConfig,

@@ -39,7 +39,7 @@ import { DEFAULT_STATE_DIR, type LocalOptions } from "./Engines.ts"
 import { type EngineThread, spawn } from "./EngineThread.ts"
 import { fail } from "./Errors.ts"
 import { checkLora, defaultLora, type Weights } from "./Model.ts"
-import { at } from "./Required.ts"
+import { at } from "../../Lookup.ts"
 import type { SamplerStats } from "./SamplerEngine.ts"
 import type { SamplerOps, TrainerOps } from "./WorkerProtocol.ts"
 
