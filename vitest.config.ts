@@ -1,13 +1,21 @@
 import { defineConfig } from "vitest/config"
 
+// Test files that replace a module for their whole file (`vi.mock`) run in a fresh module
+// graph; every other file shares its worker's modules with the files before it, which
+// spares re-importing effect and tfjs per file (the bulk of the suite's time on 2 cores).
+const ISOLATED = ["test/run/RunLog.test.ts"]
+
 export default defineConfig({
   // "gyre" and its subpaths resolve to the source through tsconfig.json's paths (the
   // package's exports point at the build in dist/, which tests must not load a second copy of)
   resolve: { tsconfigPaths: true },
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    projects: [
+      { extends: true, test: { name: "isolated", include: ISOLATED, isolate: true } },
+      { extends: true, test: { name: "shared", include: ["test/**/*.test.ts"], exclude: ISOLATED, isolate: false } },
+    ],
   },
 })
