@@ -206,7 +206,7 @@ export const render = (options: {
   readonly metrics: ReadonlyArray<RunFolder.MetricsRow>
   readonly rollouts: ReadonlyArray<RolloutRow>
   /** rows of `divergence.jsonl` (absent or empty: no divergence panel) */
-  readonly divergence?: ReadonlyArray<Row>
+  readonly divergence?: ReadonlyArray<RunFolder.DivergenceRow>
   /** the newest `gyre rescore` summary (absent: no rescore panel) */
   readonly rescore?: RescoreSummary | undefined
 }): string => {
@@ -234,7 +234,7 @@ const build = (dir: string) =>
     const rollouts = yield* RunFolder.readRollouts(files, { tailBytes: 1 << 20 })
     // a config.json that cannot be read leaves the page without weights and settings
     const config = yield* RunFolder.readConfigHints(files).pipe(Effect.map((c) => c.json), Effect.orElseSucceed(() => undefined))
-    const divergence = yield* RunLog.readJsonl(divergencePath(dir), { tailBytes: 1 << 18 }).pipe(Effect.mapError(ioError))
+    const divergence = yield* RunFolder.readDivergence(files, { tailBytes: 1 << 18 })
     const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence, rescore: latestSummary(dir) })
     yield* RunLog.writeAtomic(files.report, html).pipe(Effect.mapError(ioError))
     return files.report

@@ -5,9 +5,8 @@
  *
  * @since 0.1.0
  */
-import { cell, esc, num } from "./ReportHtml.ts"
-
-type Row = Readonly<Record<string, unknown>>
+import { cell, esc } from "./ReportHtml.ts"
+import type { DivergenceRow } from "./RunFolderSchemas.ts"
 
 /** Logged steps the divergence panel pools. @since 0.1.0 @category models */
 export const DIVERGENCE_RECENT = 5
@@ -44,18 +43,14 @@ ${bars.join("\n")}
 }
 
 /** The 20 worst-divergent tokens of the rows, largest |sampler - trainer| first, as a table (empty when none). */
-const worstTable = (rows: ReadonlyArray<Row>): string => {
+const worstTable = (rows: ReadonlyArray<DivergenceRow>): string => {
   const worst = rows
-    .flatMap((r) => (Array.isArray(r["worst"]) ? (r["worst"] as Array<Row>).map((w): Row => ({ step: r["step"], ...w })) : []))
-    .flatMap((w) => {
-      const sampler = num(w["sampler"])
-      const trainer = num(w["trainer"])
-      return sampler === undefined || trainer === undefined ? [] : [{ w, diff: sampler - trainer }]
-    })
+    .flatMap((r) => r.worst.map((w) => ({ step: r.step, w })))
+    .flatMap(({ step, w }) => (w.sampler === null || w.trainer === null ? [] : [{ step, w, diff: w.sampler - w.trainer }]))
     .sort((a, b) => Math.abs(b.diff) - Math.abs(a.diff))
     .slice(0, 20)
   return worst.length === 0 ? "" : `<table><tr><th>step</th><th>problem</th><th>position</th><th>token</th><th>sampler logprob</th><th>trainer logprob</th><th>sampler − trainer</th></tr>
-${worst.map(({ w, diff }) => `<tr><td>${esc(String(w["step"]))}</td><td>${esc(String(w["key"] ?? ""))}</td><td>${esc(String(w["position"] ?? ""))}</td><td><code>${esc(JSON.stringify(String(w["text"] ?? "")))}</code></td><td>${cell(w["sampler"], 4)}</td><td>${cell(w["trainer"], 4)}</td><td>${cell(diff, 4)}</td></tr>`).join("\n")}
+${worst.map(({ step, w, diff }) => `<tr><td>${step}</td><td>${esc(w.key)}</td><td>${w.position}</td><td><code>${esc(JSON.stringify(w.text))}</code></td><td>${cell(w.sampler, 4)}</td><td>${cell(w.trainer, 4)}</td><td>${cell(diff, 4)}</td></tr>`).join("\n")}
 </table>`
 }
 
@@ -65,16 +60,17 @@ ${worst.map(({ w, diff }) => `<tr><td>${esc(String(w["step"]))}</td><td>${esc(St
  * on a log scale, counts printed), and a table of the worst-divergent tokens of those steps.
  * @since 0.1.0 @category rendering
  */
-export const divergencePanel = (rows: ReadonlyArray<Row>): string => {
-  const valid = rows.filter((r) => Array.isArray(r["edges"]) && Array.isArray(r["counts"]) && (r["counts"] as Array<unknown>).length === (r["edges"] as Array<unknown>).length + 1)
+export const divergencePanel = (rows: ReadonlyArray<DivergenceRow>): string => {
+  // a row whose counts do not fit its edges (one count per bin: edges.length + 1) is left out
+  const valid = rows.filter((r) => r.counts.length === r.edges.length + 1)
   const newest = valid[valid.length - 1]
   if (newest === undefined) return ""
   const recent = valid.slice(-DIVERGENCE_RECENT)
-  const edges = (newest["edges"] as Array<number>).map(Number)
-  const same = recent.filter((r) => JSON.stringify(r["edges"]) === JSON.stringify(edges))
-  // per bin, the sum over the pooled steps (each has one count per bin: edges.length + 1)
-  const counts = Array.from({ length: edges.length + 1 }, (_, i) => same.reduce((sum, r) => sum + (num((r["counts"] as Array<unknown>)[i]) ?? 0), 0))
-  const steps = same.map((r) => String(r["step"]))
+  const edges = newest.edges
+  const same = recent.filter((r) => JSON.stringify(r.edges) === JSON.stringify(edges))
+  // per bin, the sum over the pooled steps
+  const counts = Array.from({ length: edges.length + 1 }, (_, i) => same.reduce((sum, r) => sum + (r.counts[i] ?? 0), 0))
+  const steps = same.map((r) => String(r.step))
   const span = steps.length === 1 ? `step ${steps[0]}` : `steps ${steps[0]}–${steps[steps.length - 1]} (${steps.length} logged steps)`
   const table = worstTable(same)
   return `<h2>Sampler/trainer divergence</h2>

@@ -3,7 +3,8 @@
  * decode and encode with the Schemas of `RunFolderSchemas.ts` (re-exported here):
  * `config.json` ({@link Config}, {@link ConfigHints}), `checkpoints.jsonl`
  * ({@link CheckpointRow}), `metrics.jsonl` ({@link MetricsRow}), `rollouts.jsonl`
- * ({@link RolloutRow}) and `eval.jsonl` ({@link EvalRow}).
+ * ({@link RolloutRow}), `eval.jsonl` ({@link EvalRow}) and `divergence.jsonl`
+ * ({@link DivergenceRow}).
  *
  * A row that does not decode fails with a {@link RunFolderError} naming the file, the line
  * and the field. Folders written by earlier versions read the same (their rows fit these
@@ -16,12 +17,14 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Schema, SchemaIssue } from "effect"
 import * as RunLog from "./RunLog.ts"
-import { CheckpointRow, Config, ConfigHints, EvalRow, MetricsRow, RolloutRow } from "./RunFolderSchemas.ts"
+import { CheckpointRow, Config, ConfigHints, DivergenceRow, EvalRow, MetricsRow, RolloutRow } from "./RunFolderSchemas.ts"
 
 export {
   CheckpointRow,
   Config,
   ConfigHints,
+  DivergenceRow,
+  DivergentTokenRow,
   EvalRow,
   Message,
   MetricsRow,
@@ -119,6 +122,11 @@ export const readMetrics = Effect.fn("RunFolder.readMetrics")(function* (files: 
 /** The rows of `rollouts.jsonl` (with `tailBytes`, the last ones only). @since 0.1.0 @category io */
 export const readRollouts = Effect.fn("RunFolder.readRollouts")(function* (files: Files, options: { readonly tailBytes?: number } = {}) {
   return yield* readRows(RolloutRow, files.rollouts, options)
+})
+
+/** The rows of `divergence.jsonl` (with `tailBytes`, the last ones only). @since 0.1.0 @category io */
+export const readDivergence = Effect.fn("RunFolder.readDivergence")(function* (files: Files, options: { readonly tailBytes?: number } = {}) {
+  return yield* readRows(DivergenceRow, files.divergence, options)
 })
 
 /**
@@ -247,6 +255,11 @@ export const appendRollouts = Effect.fn("RunFolder.appendRollouts")(function* (f
 /** Records a saved checkpoint (after its state exists). @since 0.1.0 @category io */
 export const appendCheckpoint = Effect.fn("RunFolder.appendCheckpoint")(function* (files: Files, row: CheckpointRow) {
   yield* appendRows(CheckpointRow, files.checkpoints, [row])
+})
+
+/** Appends a step's divergence row. @since 0.1.0 @category io */
+export const appendDivergence = Effect.fn("RunFolder.appendDivergence")(function* (files: Files, row: DivergenceRow) {
+  yield* appendRows(DivergenceRow, files.divergence, [row])
 })
 
 /** Writes `eval.jsonl` at `path` atomically, one row per sample. @since 0.1.0 @category io */

@@ -8,7 +8,8 @@
  * - `metrics.jsonl`: {@link MetricsRow}, one per step, `step` and numbers
  *   (keys in `MetricKeys.ts`);
  * - `rollouts.jsonl`: {@link RolloutRow}, one per logged sample;
- * - `eval.jsonl`: {@link EvalRow}, one per sample `gyre eval` scored.
+ * - `eval.jsonl`: {@link EvalRow}, one per sample `gyre eval` scored;
+ * - `divergence.jsonl`: {@link DivergenceRow}, one per rollout-logging step.
  *
  * Folders written by earlier versions fit these Schemas.
  *
@@ -163,3 +164,37 @@ export const EvalRow = Schema.Struct({
   answer: Schema.optional(Schema.String),
 })
 export type EvalRow = typeof EvalRow.Type
+
+/**
+ * One of a step's worst-divergent tokens in `divergence.jsonl`: where it is (group,
+ * sample, problem key, position after the prompt), the token and its text, and the
+ * sampler's and trainer's log-probs (null where JSON could not hold the number).
+ * @since 0.1.0 @category models
+ */
+export const DivergentTokenRow = Schema.Struct({
+  group: Schema.Int,
+  sample: Schema.Int,
+  key: Schema.String,
+  position: Schema.Int,
+  token: Schema.Int,
+  text: Schema.String,
+  sampler: Schema.NullOr(Schema.Number),
+  trainer: Schema.NullOr(Schema.Number),
+})
+export type DivergentTokenRow = typeof DivergentTokenRow.Type
+
+/**
+ * A `divergence.jsonl` row: for one rollout-logging step, the histogram of sampler -
+ * trainer log-prob differences of the trained tokens (`counts` per bin of `edges`, one
+ * more count than edges; see `Metrics.DIVERGENCE_EDGES`), how many tokens it counts, and
+ * the worst-divergent tokens.
+ * @since 0.1.0 @category models
+ */
+export const DivergenceRow = Schema.Struct({
+  step: Schema.Int,
+  edges: Schema.Array(Schema.Number),
+  counts: Schema.Array(Schema.Number),
+  tokens: Schema.Int,
+  worst: Schema.Array(DivergentTokenRow),
+})
+export type DivergenceRow = typeof DivergenceRow.Type

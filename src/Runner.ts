@@ -34,7 +34,6 @@ import * as Reference from "./Reference.ts"
 import * as Report from "./Report.ts"
 import * as Reward from "./Reward.ts"
 import * as RunFolder from "./RunFolder.ts"
-import * as RunLog from "./RunLog.ts"
 import type { Sampler } from "./Sampler.ts"
 import type { Tokenizer } from "./Tokenizer.ts"
 import { Trainer } from "./Trainer.ts"
@@ -94,7 +93,6 @@ interface RunContext {
   /** the prefix of every affinity key */
   readonly runId: string
   readonly files: RunFolder.Files
-  readonly divergenceFile: string
   /** the reward components the progress line shows (`Progress.headline`) */
   readonly headline: ReadonlyArray<string>
   /** the hack watch of the run's completions (`hackWatchEvery`) */
@@ -141,7 +139,6 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
     source,
     runId: `${Path.basename(settings.outDir)}-${settings.seed}`,
     files: RunFolder.paths(settings.outDir),
-    divergenceFile: Report.divergencePath(settings.outDir),
     headline: headline(recorded.rewardWeights),
     watch: HackWatch.make(),
     provide: (effect) =>
@@ -154,7 +151,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   }
   const { start, version } = yield* prepare(recorded, resume)
   // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
-  if (resume) yield* RunFolder.keepThrough(ctx.divergenceFile, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
+  if (resume) yield* RunFolder.keepThrough(ctx.files.divergence, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
   const ledger: Ledger = { version, completed: start, savedAt: start, training: false }
   return { ctx, ledger }
 })
@@ -295,7 +292,7 @@ const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch
   yield* RunFolder.appendRollouts(ctx.files, rows).pipe(Effect.mapError(fail("RunFolder", step)))
   const d = trained.divergence
   if (d !== undefined) {
-    yield* RunLog.appendJsonl(ctx.divergenceFile, [{ step: step + 1, edges: Metrics.DIVERGENCE_EDGES, counts: d.counts, tokens: d.tokens, worst: d.worst }]).pipe(
+    yield* RunFolder.appendDivergence(ctx.files, { step: step + 1, edges: Metrics.DIVERGENCE_EDGES, counts: d.counts, tokens: d.tokens, worst: d.worst }).pipe(
       Effect.mapError(fail("RunFolder", step)),
     )
   }

@@ -13,6 +13,7 @@ import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
 import * as Metrics from "../../src/Metrics.ts"
 import * as Report from "../../src/Report.ts"
+import * as RunFolder from "../../src/RunFolder.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
@@ -31,7 +32,10 @@ describe("divergence.jsonl", () => {
       // temperature 0.6: the sampler's log-probs are of another distribution than the trainer's at T=1
       const settings = toySettings(dir, { steps: 4, groups: 2, groupSize: 4, logRolloutsEvery: 2, samplingOverrides: { temperature: 0.6 } })
       const metrics = yield* Runner.run(settings, vowels).pipe(Effect.provide(backend(dir)), quiet)
+      // the rows the runner wrote decode with the run folder's Schema
+      const decoded = yield* RunFolder.readDivergence(RunFolder.paths(dir))
       const rows = yield* RunLog.readJsonl(Runner.divergencePath(dir))
+      assert.deepStrictEqual(decoded, rows)
       const rollouts = yield* RunLog.readJsonl(RunLog.paths(dir).rollouts)
       // steps that trained anything, among the logged ones (1, 2, 4)
       const logged = [1, 2, 4].filter((s) => (metrics[s - 1]!["train/active_tokens"] ?? 0) > 0)
@@ -96,7 +100,13 @@ describe("divergence.jsonl", () => {
 })
 
 describe("Report divergence panel", () => {
-  const row = (step: number, counts: Array<number>, worst: Array<Partial<Worst>>) => ({ step, edges: Metrics.DIVERGENCE_EDGES, counts, tokens: counts.reduce((a, b) => a + b, 0), worst })
+  const row = (step: number, counts: Array<number>, worst: Array<Partial<Worst>>) => ({
+    step,
+    edges: Metrics.DIVERGENCE_EDGES,
+    counts,
+    tokens: counts.reduce((a, b) => a + b, 0),
+    worst: worst.map((w) => ({ group: 0, sample: 0, key: "", position: 0, token: 0, text: "", sampler: 0, trainer: 0, ...w })),
+  })
   const zeros = () => new Array<number>(Metrics.DIVERGENCE_EDGES.length + 1).fill(0)
 
   it("pools the last logged steps into one histogram and lists their worst tokens, worst first, escaped", () => {
@@ -121,7 +131,21 @@ describe("Report divergence panel", () => {
   it("is absent without divergence rows", () => {
     const html = Report.render({ name: "r", config: undefined, metrics: [], rollouts: [] })
     assert.notInclude(html, "Sampler/trainer divergence")
-    const bad = Report.render({ name: "r", config: undefined, metrics: [], rollouts: [], divergence: [{ step: 1, edges: [0], counts: [1] }] })
+    const bad = Report.render({ name: "r", config: undefined, metrics: [], rollouts: [], divergence: [{ step: 1, edges: [0], counts: [1], tokens: 1, worst: [] }] })
     assert.notInclude(bad, "Sampler/trainer divergence")
   })
+
+  it.effect("a row that does not decode stops the report, naming the file, the line and the field", () =>
+    Effect.gen(function* () {
+      const dir = runDir()
+      const files = RunFolder.paths(dir)
+      Fs.mkdirSync(dir, { recursive: true })
+      Fs.writeFileSync(files.metrics, "")
+      const good = { step: 1, edges: [0], counts: [1, 2], tokens: 3, worst: [] }
+      Fs.writeFileSync(files.divergence, `${JSON.stringify(good)}\n${JSON.stringify({ ...good, step: 2, tokens: "3" })}\n`)
+      const failure = yield* Report.writeOrFail(dir).pipe(Effect.flip)
+      assert.match(failure.message, /divergence\.jsonl/)
+      assert.match(failure.message, /line 2/)
+      assert.match(failure.message, /tokens/)
+    }))
 })
