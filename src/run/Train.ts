@@ -213,9 +213,10 @@ export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSett
 
 /**
  * A refused `forward_backward` as the step's error, naming the problem and sample behind
- * the datum: the issue's datum is its index in the step. A refusal that carries no issue
- * (a remote backend answers with text) is located by the one validator run here on the
- * step's datums, which finds every problem but those of the model's limits.
+ * the datum: the issue's datum is its index in the step (the embedded backend and gyre's
+ * server send the issue; the HTTP client reads it from the error body). A refusal that
+ * carries no issue (another server answers with text only) is located by the one validator
+ * run here on the step's datums, which finds every problem but those of the model's limits.
  */
 const refused = (e: BackendError, batch: Batch, datums: Datums, lossFn: LossFn): RunError => {
   const local = e.issue === undefined && e.reason === "InvalidInput" ? Datum.checkAll(datums.data, lossFn) : undefined

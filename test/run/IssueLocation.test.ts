@@ -140,7 +140,7 @@ describe("the runner names the sample behind a refused datum from the issue", ()
 })
 
 /**
- * A backend that answers with text only (as a remote one does): the embedded sampler hands
+ * A backend that answers with text only (as a server other than gyre's does): the embedded sampler hands
  * out a positive log-prob for every sampled token's first position, and the trainer's
  * refusal loses its issue.
  */

@@ -50,15 +50,18 @@ const sameKey = (given: string, expected: string) => {
   return a.length === b.length && timingSafeEqual(a, b)
 }
 
+/** A refusal as the answer: its status, `detail` (and `issue` for a refused datum), and `Retry-After` when it has one. */
+const rejected = (r: Reject): Reply => ({
+  status: r.status,
+  body: { detail: r.message, ...(r.issue !== undefined ? { issue: r.issue } : {}) },
+  ...(r.retryAfter !== undefined ? { headers: { "retry-after": String(r.retryAfter) } } : {}),
+})
+
 const toReply = (e: Effect.Effect<unknown, Reject>): Effect.Effect<Reply> =>
   e.pipe(
     Effect.map((body): Reply => ({ status: 200, body })),
-    Effect.catchTag("Reject", (r) =>
-      Effect.succeed<Reply>({ status: r.status, body: { detail: r.message }, ...(r.retryAfter !== undefined ? { headers: { "retry-after": String(r.retryAfter) } } : {}) }),
-    ),
+    Effect.catchTag("Reject", (r) => Effect.succeed(rejected(r))),
   )
-
-const rejected = (r: Reject): Reply => ({ status: r.status, body: { detail: r.message } })
 
 /** A reply as the HTTP response: a file, raw bytes, or JSON. */
 const toResponse = (reply: Reply) => {

@@ -7,6 +7,7 @@
  */
 import { Data, Effect, Result, type Schema, type Stream } from "effect"
 import type { BackendError, SamplingParams } from "../../Contract.ts"
+import type { DatumIssue } from "../../DatumIssue.ts"
 import { decode } from "./Decode.ts"
 import type * as Wire from "./Wire.ts"
 
@@ -16,6 +17,8 @@ export class Reject extends Data.TaggedError("Reject")<{
   readonly message: string
   /** seconds, sent as `Retry-After` (429 and 503) */
   readonly retryAfter?: number | undefined
+  /** a refused datum's issue, sent as `issue` next to `detail` (gyre's names and positions) */
+  readonly issue?: DatumIssue | undefined
 }> {}
 
 /** A file to send: its bytes as a stream, their count and the name to save it under. @since 0.1.0 @category models */
@@ -62,7 +65,12 @@ export const checkName = (name: string, field: string) =>
 const categoryOf = (reason: BackendError["reason"]): "user" | "server" => (reason === "InvalidInput" || reason === "Rejected" ? "user" : "server")
 
 /** A backend failure as a failed future's body. @since 0.1.0 @category combinators */
-export const futureFailure = (e: BackendError) => ({ error: `${e.operation}: ${e.message}`, category: categoryOf(e.reason), reason: e.reason })
+export const futureFailure = (e: BackendError) => ({
+  error: `${e.operation}: ${e.message}`,
+  category: categoryOf(e.reason),
+  reason: e.reason,
+  ...(e.issue !== undefined ? { issue: e.issue } : {}),
+})
 
 /** Wire sampling parameters -> gyre's, or a message naming the field. @since 0.1.0 @category combinators */
 export const samplingParamsFromWire = (p: Wire.SamplingParams, maxLength: number): Result.Result<SamplingParams, string> => {

@@ -45,6 +45,7 @@
  * @since 0.1.0
  */
 import { Cause, Data, Duration, Effect, Random, Schedule } from "effect"
+import type { DatumIssue } from "../../DatumIssue.ts"
 
 /** What went wrong with one HTTP exchange, and so how to retry it. @since 0.1.0 @category models */
 export type FailureKind =
@@ -88,6 +89,8 @@ export class HttpFailure extends Data.TaggedError("HttpFailure")<{
   readonly queueState?: string | undefined
   /** the `queue_state_reason` that came with it */
   readonly queueStateReason?: string | undefined
+  /** a refused datum's issue, when the server's error body names one */
+  readonly issue?: DatumIssue | undefined
 }> {}
 
 /** @since 0.1.0 @category models */

@@ -138,7 +138,7 @@ const checkedData = (ctx: Routes, at: string, input: Wire.ForwardBackwardInput, 
     }
     // the one Datum validator, before any work (the backend runs it again)
     const issue = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
-    if (issue !== undefined) return yield* bad(wireDetail(issue, at))
+    if (issue !== undefined) return yield* new Reject({ status: 400, message: wireDetail(issue, at), issue })
     return data
   })
 

@@ -133,10 +133,14 @@ export const queueStateOf = (body: unknown): { readonly queueState?: string; rea
   }
 }
 
-/** The server's message in an error body, else the start of the raw text. */
-const messageOf = (text: string): string => {
+/** The error body, when it is one of this server's shape. */
+const errorBodyOf = (text: string): Option.Option<typeof Wire.ErrorBody.Type> => {
   const json = Result.try(() => JSON.parse(text) as unknown)
-  const parsed = Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
+  return Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
+}
+
+/** The server's message in an error body, else the start of the raw text. */
+const messageOf = (text: string, parsed: Option.Option<typeof Wire.ErrorBody.Type>): string => {
   const m = Option.isSome(parsed) ? (parsed.value.detail ?? parsed.value.error ?? parsed.value.message) : undefined
   if (m !== undefined) return m.length > 2000 ? `${m.slice(0, 2000)}...` : m
   const t = text.trim()
@@ -181,10 +185,13 @@ export const failureOf = (
   redact: (text: string) => string,
 ): Retry.HttpFailure => {
   if (status === 400 && !isJsonObject(text)) return new Retry.HttpFailure({ kind: "BareBadRequest", status, message: redact(startOf(text)) })
+  const body = errorBodyOf(text)
+  const issue = Option.isSome(body) ? body.value.issue : undefined
   return new Retry.HttpFailure({
     kind: status === 402 ? "BillingPaused" : (Retry.kindOfStatus(status) ?? "Fatal"),
     status,
-    message: redact(messageOf(text)),
+    message: redact(messageOf(text, body)),
+    ...(issue !== undefined ? { issue } : {}),
     retryAfterMillis: status === 429 || status === 503 ? Retry.parseRetryAfter(headers, now) : undefined,
     ...(status === 408 ? queueStateOf(Result.getOrUndefined(Result.try(() => JSON.parse(text) as unknown))) : {}),
   })
@@ -199,6 +206,7 @@ export const toBackendError = (operation: string, f: Retry.HttpFailure): Backend
         reason: f.kind === "Expired" ? "Unavailable" : f.status === undefined ? "InvalidInput" : reasonOfStatus(f.status),
         operation,
         message: f.status === undefined ? f.message : `HTTP ${f.status}: ${f.message}`,
+        ...(f.issue !== undefined ? { issue: f.issue } : {}),
       })
     case "BareBadRequest":
       return new BackendError({

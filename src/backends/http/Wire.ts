@@ -14,6 +14,9 @@
  * - `top_k_logprobs` in `forward_backward_input` / `forward_input`, answered with the
  *   `topk_*` tensors of `loss_fn_outputs`;
  * - `reason` on a failed future: the `BackendError` reason, so it survives the trip;
+ * - `issue` on a 400 or a failed future that refuses a datum: the `DatumIssue` (datum,
+ *   field, position, value and what was expected, in gyre's names and positions), so a
+ *   gyre client knows which datum without reading the text of `detail`;
  * - request header `X-Gyre-Wait-Ms` on a submission: the server may hold the answer
  *   up to that long and put the future's outcome in it (`result`), sparing the poll.
  *

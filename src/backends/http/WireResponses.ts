@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import { DatumIssue } from "../../DatumIssue.ts"
 import { Metrics } from "./WireMetrics.ts"
 import { TensorData } from "./WireData.ts"
 
@@ -49,6 +50,8 @@ export const FutureError = Schema.Struct({
   category: Schema.optional(Schema.Literals(["unknown", "server", "user"])),
   request_id: Schema.optional(Schema.String),
   reason: Schema.optional(ErrorReason),
+  /** a refused datum's issue (an extension: gyre's names and positions) */
+  issue: Schema.optional(DatumIssue),
 })
 export type FutureError = typeof FutureError.Type
 
@@ -57,6 +60,8 @@ export const ErrorBody = Schema.Struct({
   detail: Schema.optional(Schema.String),
   error: Schema.optional(Schema.String),
   message: Schema.optional(Schema.String),
+  /** a refused datum's issue (an extension: gyre's names and positions) */
+  issue: Schema.optional(DatumIssue),
 })
 
 /** @since 0.1.0 @category responses */

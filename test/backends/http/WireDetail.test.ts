@@ -5,7 +5,11 @@
  * reads the issue, so a reworded message cannot move the location.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import * as Client from "../../../src/backends/http/Client.ts"
+import * as Retry from "../../../src/backends/http/Retry.ts"
+import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/Contract.ts"
+import { checkAll } from "../../../src/Datum.ts"
 import type { DatumIssue } from "../../../src/DatumIssue.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
 import { wireDetail, wireIssue } from "../../../src/backends/http/TrainingRoutes.ts"
@@ -40,9 +44,39 @@ describe("a datum's issue in wire terms", () => {
       const positive = yield* refuse([good, good, wireDatum([1, 2, 3, 4], { logprobs: [-1, -1, 0.5], advantages: [1, 1, 1] })], 1)
       assert.strictEqual(positive.status, 400)
       assert.strictEqual(positive.body.detail, "forward_backward_input.data[2].loss_fn_inputs.logprobs.data[2] = 0.5; a log-probability must be <= 0")
+      // the extension `issue`: the same as data, in gyre's names and positions
+      assert.deepStrictEqual(positive.body.issue, { datum: 2, field: ["lossFnInputs", "logprobs"], position: 3, value: 0.5, expected: { _tag: "LogProbability" } })
       const token = yield* refuse([good, wireDatum([1, 2, 12, 13], { logprobs: [-1, -1, -1], advantages: [1, 1, 1] }), wireDatum([1, 2, 30, 4], { logprobs: [-1, -1, -1], advantages: [1, 1, 1] })], 2)
       assert.strictEqual(token.body.detail, "forward_backward_input.data[2].model_input token 30 at position 2 is outside the vocabulary [0, 16)")
       const missing = yield* refuse([good, wireDatum([1, 2, 3, 4], { advantages: [1, 1, 1] })], 3)
       assert.strictEqual(missing.body.detail, "forward_backward_input.data[1].loss_fn_inputs.logprobs is required by ppo (inputs: logprobs, advantages, target_tokens)")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("gyre's client gets the refused datum's issue as data, the one its own validator finds", () =>
+    Effect.gen(function* () {
+      const toy = makeToy({ vocab: 16 })
+      const server = yield* Server.make({ vocabSize: 16 }).pipe(Effect.provideService(Trainer, toy.trainer), Effect.provideService(Sampler, toy.sampler))
+      const datum = (tokens: ReadonlyArray<number>, logprob = -1): Datum => ({
+        modelInput: modelInputFromTokens(tokens),
+        lossFnInputs: {
+          target_tokens: int64(tokens),
+          logprobs: float32(tokens.map((_, i) => (i === 0 ? 0 : i === tokens.length - 1 ? logprob : -1))),
+          advantages: float32(tokens.map((_, i) => (i === 0 ? 0 : 1))),
+        },
+      })
+      const batches = [
+        [datum([1, 2, 3, 4]), datum([1, 2, 3, 4]), datum([1, 2, 3, 4], 0.5)],
+        [datum([1, 2, 3, 4]), datum([1, 2, 30, 4])],
+      ]
+      yield* Effect.gen(function* () {
+        const trainer = yield* Trainer
+        for (const data of batches) {
+          const refused = yield* Effect.flip(trainer.forwardBackward(data, "ppo"))
+          assert.strictEqual(refused.reason, "InvalidInput")
+          const local = checkAll(data, "ppo", { vocabSize: 16 })
+          assert.isDefined(local)
+          assert.deepStrictEqual(refused.issue, local)
+        }
+      }).pipe(Effect.provide(Layer.fresh(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
     }).pipe(Effect.scoped), 30_000)
 })
