@@ -1,3 +1,4 @@
+import { availableParallelism } from "node:os"
 import { defineConfig } from "vitest/config"
 
 // Test files that replace a module for their whole file (`vi.mock`) run in a fresh module
@@ -13,6 +14,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // at least two workers: many files wait on child processes and servers they start, so
+    // one worker per spare core (vitest's default, one on a 2-core machine) leaves a core idle
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     projects: [
       { extends: true, test: { name: "isolated", include: ISOLATED, isolate: true } },
       { extends: true, test: { name: "shared", include: ["test/**/*.test.ts"], exclude: ISOLATED, isolate: false } },
