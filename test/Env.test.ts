@@ -120,6 +120,11 @@ describe("seeded envs", () => {
       const e1 = yield* Effect.flip(Env.problemAt(throwing, { seed: 1, index: 2, split: "train" }))
       assert.strictEqual(e1.reason, "GeneratorFailed")
       assert.match(e1.message, /throws\/train\/1\/2[\s\S]*no dice/)
+      // picking from nothing is the generator's failure, named, not an undefined problem field
+      const empty = Env.make({ name: "empty", problem: Problem, source: Env.seeded(({ random }) => ({ a: random.pick<number>([]), b: 2 })), prompt: () => "", reward: sum })
+      const e0 = yield* Effect.flip(Env.problemAt(empty, { seed: 1, index: 0, split: "train" }))
+      assert.strictEqual(e0.reason, "GeneratorFailed")
+      assert.match(e0.message, /random\.pick was given no items/)
       const bad = Env.make({ name: "bad", problem: Problem, source: Env.seeded(() => ({ a: 1.5, b: 2 })), prompt: () => "", reward: sum })
       const e2 = yield* Effect.flip(Env.problemAt(bad, { seed: 1, index: 0, split: "train" }))
       assert.strictEqual(e2.reason, "GeneratorFailed")

@@ -45,8 +45,11 @@ export const random = (key: string): Random => {
   return {
     next,
     int: (min, max) => min + Math.floor(next() * (max - min + 1)),
-    // next() < 1, so the index is below items.length (items is non-empty, as Random.pick asks)
-    pick: (items) => items[Math.floor(next() * items.length)]!,
+    pick: (items) => {
+      if (items.length === 0) throw new Error("random.pick was given no items: pass at least one to pick from")
+      // next() < 1, so the index is below items.length
+      return items[Math.floor(next() * items.length)]!
+    },
     bool: (p = 0.5) => next() < p,
   }
 }
