@@ -32,6 +32,7 @@
  */
 import { Result } from "effect"
 import { type Datum, float32 } from "./Contract.ts"
+import * as Keys from "./MetricKeys.ts"
 import type { MetricRecord } from "./Metrics.ts"
 
 /** @since 0.1.0 @category models */
@@ -64,12 +65,8 @@ export interface KlPenaltyResult {
   readonly metrics: MetricRecord
 }
 
-/** Metric names. @since 0.1.0 @category constants */
-export const METRICS = {
-  v1: "kl/policy_ref_v1",
-  k3: "kl/policy_ref_k3",
-  tokens: "kl/policy_ref_tokens",
-} as const
+/** Metric names (`MetricKeys.KlPenalty`). @since 0.1.0 @category constants */
+export const METRICS = Keys.KlPenalty
 
 /**
  * Why `coef` is not a valid KL coefficient, or undefined when it is (a finite number >= 0).

@@ -83,6 +83,17 @@ export const Train = {
 } as const
 
 /**
+ * The KL penalty against the base model (`--kl-coef`, `KlPenalty.ts`): two estimates of
+ * KL(policy ‖ reference) on the sampled tokens, and how many tokens they average over.
+ * @since 0.1.0 @category keys
+ */
+export const KlPenalty = {
+  v1: "kl/policy_ref_v1",
+  k3: "kl/policy_ref_k3",
+  tokens: "kl/policy_ref_tokens",
+} as const
+
+/**
  * The optimizer's step and the sampler/trainer agreement (see `Metrics.klSampleTrain`).
  * The trainer's own optimizer metrics are written as `optim/<name>` ({@link optim}).
  * @since 0.1.0 @category keys
