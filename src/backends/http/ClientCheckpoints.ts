@@ -19,7 +19,7 @@ import { BackendError } from "../../Contract.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Retry from "./Retry.ts"
 import * as Tar from "./Tar.ts"
-import { CLIENT_VERSION, failureOf, headerValueProblem, redactor, toBackendError } from "./Transport.ts"
+import { CLIENT_VERSION, failureOf, headerValueProblem, isUnreachable, redactor, toBackendError } from "./Transport.ts"
 import * as Wire from "./Wire.ts"
 
 /** A `tinker://<model_id>/<kind>/<name>` path, taken apart. @since 0.1.0 @category models */
@@ -67,15 +67,6 @@ export const ArchiveResponse = Schema.Struct({
   expires: Schema.optional(Schema.NullOr(Schema.String)),
 })
 
-/** Codes of a server that cannot be reached at all (retried only for the policy's `maxUnreachable`). */
-const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_NONAME", "EHOSTUNREACH", "ENETUNREACH"])
-
-const unreachable = (cause: unknown): boolean => {
-  for (let c: unknown = cause, depth = 0; typeof c === "object" && c !== null && depth < 4; c = (c as { cause?: unknown }).cause, depth++) {
-    if ("code" in c && typeof c.code === "string" && UNREACHABLE.has(c.code)) return true
-  }
-  return false
-}
 
 /**
  * The state file inside a downloaded archive (a tar whose one `.ckpt` file is gyre's
@@ -114,7 +105,7 @@ interface Answer {
 const noAnswer = (ctx: Context, url: string, e: HttpClientError.HttpClientError): Retry.HttpFailure => {
   const cause = e.reason._tag === "TransportError" ? e.reason.cause : undefined
   const text = cause instanceof Error ? cause.message : e.reason._tag === "TransportError" ? (e.reason.description ?? e.reason._tag) : e.reason._tag
-  return unreachable(cause)
+  return isUnreachable(cause)
     ? new Retry.HttpFailure({ kind: "Unreachable", message: ctx.redact(`nothing answers at ${new URL(url).origin}: ${text}; check the URL and that the server is running`) })
     : new Retry.HttpFailure({ kind: "Transport", message: ctx.redact(`no answer from ${new URL(url).origin}: ${text}`) })
 }

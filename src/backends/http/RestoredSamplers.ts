@@ -19,7 +19,7 @@
  * @since 0.1.0
  */
 import { Deferred, Effect, Exit, SubscriptionRef } from "effect"
-import type { CheckpointIndex, Entry } from "./CheckpointIndex.ts"
+import { type CheckpointIndex, type Entry, stateFileOf } from "./CheckpointIndex.ts"
 import type { Registry } from "./Models.ts"
 import { notFound, Reject } from "./Requests.ts"
 import type { Published } from "./SamplingRoutes.ts"
@@ -28,19 +28,6 @@ import type { Published } from "./SamplingRoutes.ts"
 export interface RestoredSamplers {
   /** the sampler a path names: published by this run of the server, else restored, else undefined (unknown) */
   readonly lookup: (modelPath: string) => Effect.Effect<Published | undefined, Reject>
-}
-
-/** The state file of the training checkpoint that holds a sampler checkpoint's weights. */
-const sourceFileOf = (checkpoints: CheckpointIndex, sampler: Entry) => {
-  if (sampler.policy_version === undefined || sampler.loads === undefined) return undefined
-  const source = checkpoints
-    .list(sampler.model_id)
-    .find((e) => e.kind === "weights" && e.file !== undefined && e.policy_version === sampler.policy_version && e.loads === sampler.loads)
-  if (source === undefined) return undefined
-  // the index keeps the resolved file of every training checkpoint that has one
-  const file = checkpoints.files.get(source.tinker_path)
-  if (file === undefined) throw new Error(`checkpoint index: ${source.tinker_path} has a file, but no resolved file is kept for it`)
-  return file
 }
 
 /** @since 0.1.0 @category models */
@@ -97,7 +84,8 @@ const restore = (st: State, uri: string, entry: Entry) =>
         `model_path ${uri} was saved by an earlier run of this server, which builds no models for it (it trains one adapter: \`serve --workers\`); load a training checkpoint and save_weights_for_sampler again`,
       )
     }
-    const file = sourceFileOf(st.checkpoints, entry)
+    // the state file of the training checkpoint that holds the sampler checkpoint's weights
+    const file = stateFileOf(st.checkpoints, entry)
     if (file === undefined) {
       return yield* notFound(
         `model_path ${uri} was saved by an earlier run of this server; sampler weights are not kept as files, and no training checkpoint of the same weights was saved (save_state at the same step): load a training checkpoint and save_weights_for_sampler again`,

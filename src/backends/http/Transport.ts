@@ -159,6 +159,12 @@ const UNSENDABLE = new Set(["UND_ERR_INVALID_ARG", "ERR_INVALID_CHAR", "ERR_INVA
 /** Codes of a server that cannot be reached at all. */
 const UNREACHABLE = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_NONAME", "EHOSTUNREACH", "ENETUNREACH"])
 
+/** Whether a request failed because nothing answers at the address (connection refused, no such host). @since 0.1.0 @category combinators */
+export const isUnreachable = (cause: unknown): boolean => {
+  const code = codeOf(cause)
+  return code !== undefined && UNREACHABLE.has(code)
+}
+
 const describeCause = (cause: unknown): string => {
   if (cause instanceof Error) {
     const code = codeOf(cause)
@@ -277,7 +283,7 @@ const noAnswer = (ctx: Context, path: string, cause: unknown): Retry.HttpFailure
   if (code !== undefined && UNSENDABLE.has(code)) {
     return new Retry.HttpFailure({ kind: "Fatal", message: `the request to ${where}${Wire.API_PREFIX}${path} cannot be sent: ${text}; no retry can fix that (check the API key and header values for line breaks or control characters)` })
   }
-  if (code !== undefined && UNREACHABLE.has(code) && !ctx.server.answered) {
+  if (isUnreachable(cause) && !ctx.server.answered) {
     return new Retry.HttpFailure({ kind: "Unreachable", message: `nothing answers at ${where}: ${text}; check the URL (--backend / TINKER_BASE_URL) and that the server is running` })
   }
   return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path}: ${text}` })
