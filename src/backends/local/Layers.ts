@@ -81,12 +81,12 @@ export const weightOf = (t: TensorMap, name: string): tf.Tensor => {
 
 /** Every weight trainable (full fine-tuning / pretraining). @since 0.1.0 @category constructors */
 export const trainableView = (t: TensorMap): WeightView => ({
-  lin: (name, x) => linearTrainable(x, t[name] as tf.Tensor2D),
+  lin: (name, x) => linearTrainable(x, weightOf(t, name) as tf.Tensor2D),
   get: (name) => weightOf(t, name),
 })
 
 /** Plain matMul, no gradients needed (sampling with merged weights). @since 0.1.0 @category constructors */
 export const inferenceView = (t: TensorMap): WeightView => ({
-  lin: (name, x) => tf.matMul(x, t[name] as tf.Tensor2D),
+  lin: (name, x) => tf.matMul(x, weightOf(t, name) as tf.Tensor2D),
   get: (name) => weightOf(t, name),
 })

@@ -71,7 +71,7 @@ export class LocalModel {
       this.base[name] = tf.keep(tf.tensor(data, [...shape], "float32"))
     }
     for (const name of this.projectionNames()) {
-      this.baseT[name] = tf.keep(tf.transpose(this.base[name] as tf.Tensor2D))
+      this.baseT[name] = tf.keep(tf.transpose(weightOf(this.base, name) as tf.Tensor2D))
     }
   }
 
@@ -96,10 +96,12 @@ export class LocalModel {
       lin: (name, x) => {
         const wT = this.baseT[name]
         // the token embedding's input (a one-hot) never needs a gradient
-        const y: tf.Tensor2D = wT ? linearFrozen(x, this.base[name] as tf.Tensor2D, wT) : tf.matMul(x, this.base[name] as tf.Tensor2D)
+        const w = weightOf(this.base, name) as tf.Tensor2D
+        const y: tf.Tensor2D = wT ? linearFrozen(x, w, wT) : tf.matMul(x, w)
         const a = lora?.tensors[`${name}.A`]
         if (!a || !lora) return y
-        const b = lora.tensors[`${name}.B`] as tf.Tensor2D
+        // an adapter has both halves of every projection it adapts
+        const b = weightOf(lora.tensors, `${name}.B`) as tf.Tensor2D
         const h = linearTrainable(x, a as tf.Tensor2D)
         return tf.add(y, tf.mul(linearTrainable(h, b), lora.scale)) as tf.Tensor2D
       },
