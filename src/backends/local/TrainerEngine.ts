@@ -298,16 +298,19 @@ export class LocalTrainerEngine {
     const ck = await Checkpoint.read(file)
     if (ck.meta["kind"] !== "trainer-state") throw new Error(`${file} is not a trainer state file`)
     if (ck.meta["mode"] !== this.mode) throw new Error(`${file} holds ${String(ck.meta["mode"])} weights; this trainer trains ${this.mode}`)
+    // every tensor is read and checked before any is applied: a file that fails leaves the trainer as it was
     const params: Weights = {}
+    const moments: Record<string, { readonly m: Float32Array; readonly v: Float32Array }> = {}
     for (const [k, p] of Object.entries(this.params)) {
       params[k] = stateOf(ck, `param/${k}`, k, p.length, file)
+      if (withOptimizer) moments[k] = { m: stateOf(ck, `adam_m/${k}`, `adam_m/${k}`, p.length, file), v: stateOf(ck, `adam_v/${k}`, `adam_v/${k}`, p.length, file) }
     }
     this.setParams(params)
     if (withOptimizer) {
-      for (const [k, p] of Object.entries(this.params)) {
+      for (const [k, read] of Object.entries(moments)) {
         const { m, v } = this.momentsOf(k)
-        m.set(stateOf(ck, `adam_m/${k}`, `adam_m/${k}`, p.length, file))
-        v.set(stateOf(ck, `adam_v/${k}`, `adam_v/${k}`, p.length, file))
+        m.set(read.m)
+        v.set(read.v)
       }
       this.adam.t = Number(ck.meta["adamStep"] ?? 0)
     } else {

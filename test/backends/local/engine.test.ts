@@ -6,6 +6,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll } from "vitest"
 import { type Datum, float32, modelInputFromTokens } from "../../../src/Contract.ts"
 import { LOSS_NAMES, resolveLoss } from "../../../src/Loss.ts"
+import * as Checkpoint from "../../../src/backends/local/Checkpoint.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import type { Weights } from "../../../src/backends/local/Model.ts"
 import { adam, ceDatum, makeEngines, maxAbsDiff, rlDatum } from "./helpers.ts"
@@ -292,6 +293,36 @@ describe("trainer", () => {
     const got = c.trainer.run(data, ppo, { backward: false }).lossFnOutputs
     got.forEach((o, k) => assert.isTrue(maxAbsDiff(o.logprobs, ref[k]!.logprobs) <= 1e-6))
     for (const e of [a, b, c]) {
+      e.trainer.dispose()
+      e.sampler.dispose()
+      e.model.dispose()
+    }
+  })
+
+  it("a state file whose Adam moment is short fails naming it, and leaves the trainer as it was", async () => {
+    const rng = new Rng(21)
+    const data = [rlDatum(rng, 4, 5)]
+    const ppo = resolved("ppo")
+    const a = await makeEngines({ seed: 22 })
+    a.trainer.run(data, ppo, { backward: true })
+    a.trainer.optimStep(adam)
+    const file = path.join(tmp, "short-moment.ckpt")
+    await a.trainer.saveState(file)
+    const ck = await Checkpoint.read(file)
+    const name = Object.keys(ck.tensors).find((k) => k.startsWith("adam_v/"))!
+    await Checkpoint.write(file, ck.meta, { ...ck.tensors, [name]: ck.tensors[name]!.slice(1) })
+    const b = await makeEngines({ seed: 23 })
+    const before = b.trainer.run(data, ppo, { backward: false }).lossFnOutputs
+    const versionBefore = b.trainer.version
+    let message = ""
+    await b.trainer.loadState(file, true).catch((e: Error) => {
+      message = e.message
+    })
+    assert.include(message, `${name} is missing or has the wrong size`)
+    assert.strictEqual(b.trainer.version, versionBefore)
+    const after = b.trainer.run(data, ppo, { backward: false }).lossFnOutputs
+    assert.deepStrictEqual(after.map((o) => [...o.logprobs]), before.map((o) => [...o.logprobs]))
+    for (const e of [a, b]) {
       e.trainer.dispose()
       e.sampler.dispose()
       e.model.dispose()
