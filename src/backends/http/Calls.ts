@@ -77,13 +77,15 @@ interface Submission {
 
 const newKey = () => `gyre-${globalThis.crypto.randomUUID()}`
 
-const futureErrorToBackend = (ctx: Context, operation: string, e: Wire.FutureError): BackendError =>
-  new BackendError({
+const futureErrorToBackend = (ctx: Context, operation: string, e: Wire.FutureError): BackendError => {
+  const issue = Wire.issueOf(e.issue)
+  return new BackendError({
     reason: e.reason ?? (e.category === "user" ? "InvalidInput" : "Internal"),
     operation,
     message: ctx.transport.redact(e.error),
-    ...(e.issue !== undefined ? { issue: e.issue } : {}),
+    ...(issue !== undefined ? { issue } : {}),
   })
+}
 
 /** A direct (non-future) call with submission retries. */
 const direct = <S extends Schema.ConstraintDecoder<unknown>>(ctx: Context, method: "GET" | "POST", path: string, body: unknown, schema: S, operation: string) =>

@@ -192,7 +192,7 @@ export const failureOf = (
 ): Retry.HttpFailure => {
   if (status === 400 && !isJsonObject(text)) return new Retry.HttpFailure({ kind: "BareBadRequest", status, message: redact(startOf(text)) })
   const body = errorBodyOf(text)
-  const issue = Option.isSome(body) ? body.value.issue : undefined
+  const issue = Option.isSome(body) ? Wire.issueOf(body.value.issue) : undefined
   return new Retry.HttpFailure({
     kind: status === 402 ? "BillingPaused" : (Retry.kindOfStatus(status) ?? "Fatal"),
     status,

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Option, Schema } from "effect"
 import { DatumIssue } from "../../DatumIssue.ts"
 import { Metrics } from "./WireMetrics.ts"
 import { TensorData } from "./WireData.ts"
@@ -50,8 +50,8 @@ export const FutureError = Schema.Struct({
   category: Schema.optional(Schema.Literals(["unknown", "server", "user"])),
   request_id: Schema.optional(Schema.String),
   reason: Schema.optional(ErrorReason),
-  /** a refused datum's issue (an extension: gyre's names and positions) */
-  issue: Schema.optional(DatumIssue),
+  /** a refused datum's issue (an extension: gyre's names and positions; read with {@link issueOf}) */
+  issue: Schema.optional(Schema.Unknown),
 })
 export type FutureError = typeof FutureError.Type
 
@@ -60,8 +60,8 @@ export const ErrorBody = Schema.Struct({
   detail: Schema.optional(Schema.String),
   error: Schema.optional(Schema.String),
   message: Schema.optional(Schema.String),
-  /** a refused datum's issue (an extension: gyre's names and positions) */
-  issue: Schema.optional(DatumIssue),
+  /** a refused datum's issue (an extension: gyre's names and positions; read with {@link issueOf}) */
+  issue: Schema.optional(Schema.Unknown),
 })
 
 /** @since 0.1.0 @category responses */
@@ -177,3 +177,12 @@ export const SamplerInfo = Schema.Struct({
   policy_version: Schema.optional(Schema.Int),
 })
 
+
+/**
+ * The `issue` of an error body or failed future as a `DatumIssue`, or undefined when there is
+ * none or it does not decode (another server's field of that name, a newer gyre's kind of
+ * issue): the error itself is never lost over it.
+ * @since 0.1.0 @category combinators
+ */
+export const issueOf = (issue: unknown): DatumIssue | undefined =>
+  issue === undefined ? undefined : Option.getOrUndefined(Schema.decodeUnknownOption(DatumIssue)(issue))

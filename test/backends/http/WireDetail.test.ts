@@ -8,6 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
+import { failureOf } from "../../../src/backends/http/Transport.ts"
 import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/Contract.ts"
 import { checkAll } from "../../../src/Datum.ts"
 import type { DatumIssue } from "../../../src/DatumIssue.ts"
@@ -79,4 +80,15 @@ describe("a datum's issue in wire terms", () => {
         }
       }).pipe(Effect.provide(Layer.fresh(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
     }).pipe(Effect.scoped), 30_000)
+
+  it("an issue that does not decode (another server's field, a newer kind) is dropped; the error and its detail stay", () => {
+    const issue: DatumIssue = { datum: 1, field: ["modelInput"], position: 2, value: 30, expected: { _tag: "InVocabulary", vocabSize: 16, ignorable: false } }
+    const read = (body: unknown) => failureOf(400, {}, JSON.stringify(body), 0, (t) => t)
+    assert.deepStrictEqual(read({ detail: "bad token", issue }).issue, issue)
+    for (const odd of ["a string", { ...issue, expected: { _tag: "SomethingNew" } }, { datum: "one" }]) {
+      const f = read({ detail: "bad token", issue: odd })
+      assert.strictEqual(f.message, "bad token")
+      assert.isUndefined(f.issue)
+    }
+  })
 })
