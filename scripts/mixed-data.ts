@@ -133,9 +133,6 @@ const inventoryTrace = (p: InventoryProblem, answerWeight: number): Sequence => 
   }
 }
 
-/** The mix of training sequences of the tool envs (calculator, inventory). */
-export type { MixSettings }
-
 export type Kind = "reference" | "toolTrace" | "wrongGuess"
 
 /** One training sequence of `name` for problem `p`. */

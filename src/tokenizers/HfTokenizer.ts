@@ -146,7 +146,7 @@ const vocabSizeOf = (tokenizer: HfTokenizer): number => {
   return vocabSize
 }
 
-/** Renders chat messages with the template, without the BOS text that `encodePrompt` prepends as an id. */
+/** What rendering chat messages needs: the template and the special tokens' texts. */
 interface ChatRendering {
   readonly dir: string
   readonly template: Template | undefined
@@ -156,6 +156,7 @@ interface ChatRendering {
   readonly bosText: string | undefined
 }
 
+/** Renders chat messages with the template, without the BOS text that `encodePrompt` prepends as an id. */
 const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering) => (messages: ReadonlyArray<Message>) =>
   Effect.gen(function* () {
     if (template === undefined) {

@@ -155,7 +155,7 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
 
 /**
  * The state file that holds a checkpoint's weights: a training checkpoint's own; for a
- * sampler checkpoint, its own when one was written, else that of a training checkpoint
+ * sampler checkpoint (whose weights are not kept as a file), that of a training checkpoint
  * of the same model with the same `policy_version` and `loads` (only `optim_step` and
  * `load_weights` change a model's weights, so the two hold the same ones).
  * @since 0.1.0 @category combinators

@@ -67,7 +67,6 @@ export const ArchiveResponse = Schema.Struct({
   expires: Schema.optional(Schema.NullOr(Schema.String)),
 })
 
-
 /**
  * The state file inside a downloaded archive (a tar whose one `.ckpt` file is gyre's
  * state, beside the PEFT adapter files), or the bytes as they are when they are not such

@@ -60,10 +60,7 @@ export const parse = <D extends DescMessage>(schema: D, bytes: Uint8Array): Resu
     catch: (e) => malformed(`the body is not a protobuf ${schema.name}: ${e instanceof Error ? e.message : String(e)}`),
   })
 
-/** Object keys in the order the SDK's deterministic serialization writes map entries. */
-export const sortedKeys = (o: object): Array<string> => Object.keys(o).sort()
-
-/** A record's entries in the order of `sortedKeys` (keys are distinct: compared as strings, as `sort` does). @since 0.1.0 @category combinators */
+/** A record's entries in key order, as the SDK's deterministic serialization writes map entries (keys are distinct: compared as strings, as `sort` does). @since 0.1.0 @category combinators */
 export const sortedEntries = <A>(o: Readonly<Record<string, A>>): Array<[string, A]> => Object.entries(o).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
 
 /** Maps a record in sorted key order. @since 0.1.0 @category combinators */
