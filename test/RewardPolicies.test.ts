@@ -65,15 +65,19 @@ describe("failure policies", () => {
       assert.strictEqual(s.masked, "judge: down")
     }))
 
+  /** A judge that is always down, noting the time of every attempt in `at`. */
+  const alwaysDown = (at: Array<number>) =>
+    Reward.make<Row>("judge", () =>
+      Effect.gen(function* () {
+        at.push(yield* Clock.currentTimeMillis)
+        return yield* Effect.fail(new Reward.InfraFault({ message: "down" }))
+      }))
+
   it.effect("waits longer before each retry: exponential backoff with jitter", () =>
     Effect.gen(function* () {
       const at: Array<number> = []
       const down = Reward.retry(
-        Reward.make<Row>("judge", () =>
-          Effect.gen(function* () {
-            at.push(yield* Clock.currentTimeMillis)
-            return yield* Effect.fail(new Reward.InfraFault({ message: "down" }))
-          })),
+        alwaysDown(at),
         5,
         { base: "1 second" },
       )
@@ -96,11 +100,7 @@ describe("failure policies", () => {
     Effect.gen(function* () {
       const at: Array<number> = []
       const down = Reward.retry(
-        Reward.make<Row>("judge", () =>
-          Effect.gen(function* () {
-            at.push(yield* Clock.currentTimeMillis)
-            return yield* Effect.fail(new Reward.InfraFault({ message: "down" }))
-          })),
+        alwaysDown(at),
         6,
         { base: "1 second", max: "3 seconds" },
       )
