@@ -16,6 +16,7 @@ import * as Reward from "../../src/Reward.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { Sampler } from "../../src/Sampler.ts"
+import { rollout as testRollout } from "../../src/testing/Rollouts.ts"
 import { Tokenizer } from "../../src/Tokenizer.ts"
 import { Judge, judge } from "../../rewards/judge.ts"
 import { quiet, TINY, toySettings } from "../envs/vowels.ts"
@@ -23,15 +24,7 @@ import { scriptedSampler } from "../run/ScriptedSampler.ts"
 
 type Problem = { readonly n: number }
 
-const rollout = (completion: string): Reward.Rollout<Problem> => ({
-  problem: { n: 1 },
-  prompt: "Say 1:",
-  completion,
-  tokens: [],
-  stopReason: "stop",
-  index: 0,
-  groupSize: 1,
-})
+const rollout = (completion: string): Reward.Rollout<Problem> => testRollout({ n: 1 }, completion, { prompt: "Say 1:", tokens: [] })
 
 /** a judge model on a scripted sampler with the char tokenizer (one token a character, plus BOS) */
 const judgeModel = (reply: (question: string) => string, contextLength?: number) =>

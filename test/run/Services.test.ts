@@ -16,6 +16,7 @@ import * as Reward from "../../src/Reward.ts"
 import * as RunLog from "../../src/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { Sampler } from "../../src/Sampler.ts"
+import { rollout as testRollout } from "../../src/testing/Rollouts.ts"
 import { Tokenizer } from "../../src/Tokenizer.ts"
 import { Judge, judge } from "../../rewards/judge.ts"
 import { toySettings, TINY, quiet } from "../envs/vowels.ts"
@@ -106,15 +107,7 @@ describe("env services", () => {
 })
 
 describe("judge", () => {
-  const rollout = (completion: string): Reward.Rollout<{ n: number }> => ({
-    problem: { n: 1 },
-    prompt: "Say 1:",
-    completion,
-    tokens: [],
-    stopReason: "stop",
-    index: 0,
-    groupSize: 1,
-  })
+  const rollout = (completion: string): Reward.Rollout<{ n: number }> => testRollout({ n: 1 }, completion, { prompt: "Say 1:", tokens: [] })
   const asks = judge<{ n: number }>({ question: (r) => `Is "${r.completion}" one? Score:`, unparsedPenalty: -0.5 })
   const judged = (reply: (q: string) => string) => {
     const double = scriptedSampler((q) => reply(q))

@@ -34,6 +34,20 @@ interface Attention {
   readonly kv: (i: number, k: tf.Tensor4D, v: tf.Tensor4D) => readonly [tf.Tensor4D, tf.Tensor4D]
 }
 
+/**
+ * A blocks' K/V hook that continues from cached K/V: layer i's new keys and values are
+ * appended to `past`'s along the positions, kept (they outlive the step) and pushed to `into`.
+ */
+const appendKv =
+  (past: { readonly k: ReadonlyArray<tf.Tensor4D>; readonly v: ReadonlyArray<tf.Tensor4D> }, into: { readonly k: Array<tf.Tensor4D>; readonly v: Array<tf.Tensor4D> }) =>
+  (i: number, ki: tf.Tensor4D, vi: tf.Tensor4D): readonly [tf.Tensor4D, tf.Tensor4D] => {
+    const kc = tf.keep(tf.concat([at(past.k, i, "a cached layer's keys"), ki], 2))
+    const vc = tf.keep(tf.concat([at(past.v, i, "a cached layer's values"), vi], 2))
+    into.k.push(kc)
+    into.v.push(vc)
+    return [kc, vc]
+  }
+
 /** Per-layer K and V, each [R, H, T, dh]. @since 0.1.0 @category models */
 export interface KvCache {
   readonly k: Array<tf.Tensor4D>
@@ -225,13 +239,7 @@ export class LocalModel {
         ...this.layout(B, E),
         // rows pos0 .. pos0 + E - 1 of the causal mask over every position
         mask: tf.slice(this.causalMask(pos0 + E), [pos0, 0], [E, pos0 + E]),
-        kv: (i, ki, vi) => {
-          const kc = tf.keep(tf.concat([at(past.k, i, "a cached layer's keys"), ki], 2))
-          const vc = tf.keep(tf.concat([at(past.v, i, "a cached layer's values"), vi], 2))
-          k.push(kc)
-          v.push(vc)
-          return [kc, vc]
-        },
+        kv: appendKv(past, { k, v }),
       })
     )
     return { logits, cache: { k, v, length: pos0 + E } }
@@ -254,13 +262,7 @@ export class LocalModel {
         // one position per row: heads are a reshape, and it sees every cached position
         heads: (t) => tf.reshape(t, [R, H, 1, dh]) as tf.Tensor4D,
         merge: (att) => tf.reshape(att, [R, D]) as tf.Tensor2D,
-        kv: (i, ki, vi) => {
-          const kc = tf.keep(tf.concat([at(cache.k, i, "a cached layer's keys"), ki], 2))
-          const vc = tf.keep(tf.concat([at(cache.v, i, "a cached layer's values"), vi], 2))
-          newK.push(kc)
-          newV.push(vc)
-          return [kc, vc]
-        },
+        kv: appendKv(cache, { k: newK, v: newV }),
       })
     )
     disposeCache(cache)
