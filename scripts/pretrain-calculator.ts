@@ -33,6 +33,7 @@ import { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
 import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
 import calculator, { type Problem } from "../envs/calculator.ts"
 import { calculatorSequence, ERROR_OBSERVATION, evalSplit, type EpisodeRates, rates, sampleEpisodes, sequenceDatum, trainSplit, TURN1, TURN2 } from "./calculator-episodes.ts"
+import { adamAt, PRETRAIN_OPTIMIZER } from "./Schedule.ts"
 import { shuffled } from "./Shuffle.ts"
 
 const USAGE = `Pretrains the calculator env's embedded base model from scratch (models/calculator).
@@ -77,14 +78,7 @@ const args = parseArgs(process.argv.slice(2))
 const settings = {
   seed: args.seed,
   budget: (args.seconds !== undefined ? { trainSeconds: args.seconds } : { steps: args.steps ?? 720 }) as { readonly steps: number } | { readonly trainSeconds: number },
-  batchSize: 32,
-  learningRate: 3e-3,
-  warmupSteps: 30,
-  decayFraction: 0.3,
-  beta1: 0.9,
-  beta2: 0.99,
-  eps: 1e-8,
-  gradClipNorm: 1,
+  ...PRETRAIN_OPTIMIZER,
   toolFraction: 0.3,
   answerWeight: 4,
   guess: { offsetFraction: 0.5, maxOffset: 10 },
@@ -195,15 +189,14 @@ const train = async (trainer: LocalTrainerEngine, loss: ResolvedLoss, sets: Sets
     const before = progress()
     const ts = performance.now()
     const out = trainer.run(batch, loss, { backward: true })
-    const decay = Math.max(0, Math.min(1, (1 - before) / settings.decayFraction))
-    const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps) * decay
-    trainer.optimStep({ learningRate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weightDecay: 0, gradClipNorm: settings.gradClipNorm })
+    const adam = adamAt(settings, step, before)
+    trainer.optimStep(adam)
     trainSeconds += (performance.now() - ts) / 1000
     lossEma = step === 1 ? out.metrics["loss"]! : 0.95 * lossEma + 0.05 * out.metrics["loss"]!
     const f = "steps" in settings.budget ? step / settings.budget.steps : trainSeconds / settings.budget.trainSeconds
     const last = f >= 1
     if (step % 50 === 0 && f < nextCandidate && !last) {
-      console.log(`step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} lr ${lr.toExponential(2)}`)
+      console.log(`step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} lr ${adam.learningRate.toExponential(2)}`)
     }
     if (f >= nextCandidate || last) {
       while (nextCandidate <= f) nextCandidate += settings.candidateEvery

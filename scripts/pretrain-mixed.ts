@@ -26,6 +26,7 @@ import { Rng } from "../src/backends/local/Rng.ts"
 import { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"
 import { LocalTrainerEngine } from "../src/backends/local/TrainerEngine.ts"
 import { sequenceDatum } from "./calculator-episodes.ts"
+import { adamAt, PRETRAIN_OPTIMIZER } from "./Schedule.ts"
 import { ENVS, type EnvName, envOf, keyOf, type Kind, type Problems, sequenceOf, splits } from "./mixed-data.ts"
 import { score, type Score } from "./mixed-episodes.ts"
 
@@ -57,14 +58,7 @@ const args = parseArgs(process.argv.slice(2))
 const settings = {
   seed: args.seed,
   steps: args.steps,
-  batchSize: 32,
-  learningRate: 3e-3,
-  warmupSteps: 30,
-  decayFraction: 0.3,
-  beta1: 0.9,
-  beta2: 0.99,
-  eps: 1e-8,
-  gradClipNorm: 1,
+  ...PRETRAIN_OPTIMIZER,
   mix: { math: 0.25, calculator: 0.3, words: 0.2, inventory: 0.25 } as Record<EnvName, number>,
   toolFraction: 0.3,
   answerWeight: 4,
@@ -149,13 +143,12 @@ const train = async (split: ReturnType<typeof splits>, t0: number) => {
     }
     const ts = performance.now()
     const out = trainer.run(batch, ce.value, { backward: true })
-    const decay = Math.max(0, Math.min(1, (1 - (step - 1) / settings.steps) / settings.decayFraction))
-    const lr = settings.learningRate * Math.min(1, step / settings.warmupSteps) * decay
-    trainer.optimStep({ learningRate: lr, beta1: settings.beta1, beta2: settings.beta2, eps: settings.eps, weightDecay: 0, gradClipNorm: settings.gradClipNorm })
+    const adam = adamAt(settings, step, (step - 1) / settings.steps)
+    trainer.optimStep(adam)
     trainSeconds += (performance.now() - ts) / 1000
     lossEma = step === 1 ? out.metrics["loss"]! : 0.95 * lossEma + 0.05 * out.metrics["loss"]!
     const f = step / settings.steps
-    const line = `step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} lr ${lr.toExponential(2)}`
+    const line = `step ${step} train ${trainSeconds.toFixed(0)}s wall ${((performance.now() - t0) / 1000).toFixed(0)}s loss ${lossEma.toFixed(3)} lr ${adam.learningRate.toExponential(2)}`
     if (f + 1e-9 >= nextCandidate || step === settings.steps) {
       while (nextCandidate <= f + 1e-9) nextCandidate += settings.candidateEvery
       const weights = cloneWeights(trainer.params)
