@@ -111,11 +111,11 @@ export const headerValueProblem = (value: string): string | undefined => {
   return undefined
 }
 
+/** A body parsed as JSON, or undefined when it is not JSON. */
+const parseJson = (text: string): unknown => Result.getOrUndefined(Result.try(() => JSON.parse(text) as unknown))
+
 /** Whether an error body is a JSON object, as every refusal of a Tinker server (and of gyre's) is. */
-const isJsonObject = (text: string): boolean => {
-  const json = Result.try(() => JSON.parse(text) as unknown)
-  return Result.isSuccess(json) && typeof json.success === "object" && json.success !== null && !Array.isArray(json.success)
-}
+const isJsonObject = (json: unknown): boolean => typeof json === "object" && json !== null && !Array.isArray(json)
 
 /** The start of a body that is not JSON (a proxy's HTML page), on one line. */
 const startOf = (text: string): string => {
@@ -133,11 +133,6 @@ export const queueStateOf = (body: unknown): { readonly queueState?: string; rea
   }
 }
 
-/** The error body, when it is one of this server's shape. */
-const errorBodyOf = (text: string): Option.Option<typeof Wire.ErrorBody.Type> => {
-  const json = Result.try(() => JSON.parse(text) as unknown)
-  return Result.isSuccess(json) ? Schema.decodeUnknownOption(Wire.ErrorBody)(json.success) : Option.none()
-}
 
 /** The server's message in an error body, else the start of the raw text. */
 const messageOf = (text: string, parsed: Option.Option<typeof Wire.ErrorBody.Type>): string => {
@@ -190,8 +185,9 @@ export const failureOf = (
   now: number,
   redact: (text: string) => string,
 ): Retry.HttpFailure => {
-  if (status === 400 && !isJsonObject(text)) return new Retry.HttpFailure({ kind: "BareBadRequest", status, message: redact(startOf(text)) })
-  const body = errorBodyOf(text)
+  const json = parseJson(text)
+  if (status === 400 && !isJsonObject(json)) return new Retry.HttpFailure({ kind: "BareBadRequest", status, message: redact(startOf(text)) })
+  const body = Schema.decodeUnknownOption(Wire.ErrorBody)(json)
   const issue = Option.isSome(body) ? Wire.issueOf(body.value.issue) : undefined
   return new Retry.HttpFailure({
     kind: status === 402 ? "BillingPaused" : (Retry.kindOfStatus(status) ?? "Fatal"),
@@ -199,7 +195,7 @@ export const failureOf = (
     message: redact(messageOf(text, body)),
     ...(issue !== undefined ? { issue } : {}),
     retryAfterMillis: status === 429 || status === 503 ? Retry.parseRetryAfter(headers, now) : undefined,
-    ...(status === 408 ? queueStateOf(Result.getOrUndefined(Result.try(() => JSON.parse(text) as unknown))) : {}),
+    ...(status === 408 ? queueStateOf(json) : {}),
   })
 }
 
