@@ -2,7 +2,7 @@
  * `gyre loops`: the Loops runs of the API key's owner, and their checkpoints.
  *
  * ```bash
- * gyre loops runs                  # ACTIVE runs (each bills until deactivated); --all adds INACTIVE ones
+ * gyre loops runs                  # live runs (each bills until deactivated); --all adds INACTIVE ones, --session S only S's
  * gyre loops deactivate <run_id>   # tears down the run and its paired sampler; checkpoints remain
  * gyre loops checkpoints <run_id>  # the run's checkpoints, with their bt:// URIs
  * ```
@@ -45,7 +45,7 @@ const withControlPlane = <A>(url: Option.Option<string>, f: (cp: typeof ControlP
       })))),
   )
 
-const runRow = (r: Api.Run) => [r.id, r.name ?? "", r.base_model, r.status.name, r.sampler?.status.name ?? "-", r.created_at]
+const runRow = (r: Api.Run) => [r.id, r.name ?? "", r.base_model ?? "-", r.status?.name ?? "-", r.sampler?.status?.name ?? "-", r.created_at ?? "-"]
 
 const runsCommand = Command.make(
   "runs",
@@ -54,18 +54,21 @@ const runsCommand = Command.make(
     all: Flag.Boolean("all").pipe(Flag.withDescription("list INACTIVE runs too"), Flag.withDefault(false)),
     org: Flag.Boolean("org").pipe(Flag.withDescription("every run of the organization, not only the key owner's"), Flag.withDefault(false)),
     baseModel: Flag.String("base-model").pipe(Flag.withDescription("only runs of this base model"), Flag.optional),
+    session: Flag.String("session").pipe(Flag.withDescription("only runs of this session (a run whose create answer gyre could not read is found this way)"), Flag.optional),
   },
-  ({ all, baseModel, org, url }) =>
+  ({ all, baseModel, org, session, url }) =>
     withControlPlane(url, (cp) =>
       Effect.gen(function* () {
-        const runs = yield* cp.listRuns({ ...(org ? { scope: "org" as const } : {}), ...(Option.isSome(baseModel) ? { base_model: baseModel.value } : {}) })
-        const active = runs.filter((r) => r.status.name === "ACTIVE")
+        const listed = yield* cp.listRuns({ ...(org ? { scope: "org" as const } : {}), ...(Option.isSome(baseModel) ? { base_model: baseModel.value } : {}) })
+        const runs = Option.isSome(session) ? listed.filter((r) => r.session_id === session.value) : listed
+        // any status but INACTIVE may bill (a run still coming up does)
+        const active = runs.filter((r) => r.status?.name !== "INACTIVE")
         const shown = all ? runs : active
         if (shown.length > 0) yield* Console.log(table(["RUN ID", "NAME", "BASE MODEL", "STATUS", "SAMPLER", "CREATED"], shown.map(runRow)))
         yield* Console.log(
           active.length === 0
-            ? `no ACTIVE Loops runs at ${cp.url}${all ? "" : " (--all lists inactive ones)"}`
-            : `${active.length} ACTIVE run${active.length === 1 ? "" : "s"}: each bills until deactivated (gyre loops deactivate <run_id>)`,
+            ? `no live Loops runs at ${cp.url}${all ? "" : " (--all lists inactive ones)"}`
+            : `${active.length} live run${active.length === 1 ? "" : "s"} (any status but INACTIVE): each bills until deactivated (gyre loops deactivate <run_id>)`,
         )
       })),
 ).pipe(Command.withDescription("List Loops runs: ACTIVE ones bill until deactivated (--all lists INACTIVE ones too)"))
@@ -77,7 +80,7 @@ const deactivateCommand = Command.make(
     withControlPlane(url, (cp) =>
       Effect.gen(function* () {
         const r = yield* cp.deactivateRun(runId)
-        yield* Console.log(`deactivated run ${r.id} (${r.base_model}) and its paired sampler; its checkpoints remain: gyre loops checkpoints ${r.id}`)
+        yield* Console.log(`deactivated run ${r.id}${r.base_model === undefined ? "" : ` (${r.base_model})`} and its paired sampler; its checkpoints remain: gyre loops checkpoints ${r.id}`)
       })),
 ).pipe(Command.withDescription("Deactivate a Loops run and its paired sampler (checkpoints remain)"))
 

@@ -17,11 +17,15 @@
  * | `GET /v1/loops/checkpoints` | exactly one of `run_id`, `base_model`, `checkpoint_path` | `ListLoopsCheckpointsResponseV1` |
  * | `GET /v1/loops/checkpoints/{checkpoint_id}/files` | `page_size` (1000), `page_token` (0) | `LoopsCheckpointFilesResponseV1` |
  *
- * Requests carry only documented fields. Responses are decoded leniently in one way
- * only: fields the API may add are ignored, and documented fields gyre never reads
- * (`user`, `instance_type`, `lora_adapter_config`, ...) are optional here, so that a
- * change to them cannot stop a run from being found or deactivated. Every field gyre
- * reads is required with its documented type, and a failure names the route and field.
+ * Requests carry only documented fields. Answers are read liberally, so that nothing a
+ * live service says can stop a run from being found or deactivated: fields the API may
+ * add are ignored; fields gyre never reads (`user`, `instance_type`, ...) are optional;
+ * a status name is any string (the values the reference lists are in `RUN_STATUS`,
+ * `SAMPLER_STATUS`, `DEPLOYMENT_STATUS`; another one is "not ready yet" to
+ * `Provision.ts`); a run's and a sampler's `base_url` may be `null` or absent while the
+ * run comes up. A run needs only its `id` (`RunId`, the decoder read first after a
+ * create). Other fields gyre reads keep their documented type, and a mismatch names the
+ * route and the field.
  *
  * Not used, so not modelled: trainer-only runs (`POST /v1/loops/trainers`), standalone
  * samplers (`/v1/loops/samplers`), checkpoint validation and deployment
@@ -67,8 +71,8 @@ export const SessionResponse = Schema.Struct({ session: Session })
 // ---------------------------------------------------------------------------
 // runs and their samplers
 
-/** `DeploymentStatusV1`: a sampler's status. @since 0.1.0 @category models */
-export const SamplerStatusName = Schema.Literals([
+/** `DeploymentStatusV1`: the sampler statuses the reference lists. @since 0.1.0 @category constants */
+export const SAMPLER_STATUS: ReadonlyArray<string> = [
   "BUILDING",
   "DEPLOYING",
   "DEPLOY_FAILED",
@@ -83,37 +87,47 @@ export const SamplerStatusName = Schema.Literals([
   "UPDATING",
   "SCALED_TO_ZERO",
   "WAKING_UP",
-])
-export type SamplerStatusName = typeof SamplerStatusName.Type
+]
+
+/** A status as the service names it: any string (see the module doc). */
+const Status = Schema.Struct({ name: Schema.String })
 
 /** `LoopsSamplerV1`: the sampler paired with a run. @since 0.1.0 @category models */
 export const Sampler = Schema.Struct({
-  id: Schema.String,
-  base_url: Schema.String,
-  base_model: Schema.String,
+  id: Schema.optional(Schema.String),
+  /** null or absent until the sampler is deployed */
+  base_url: Schema.optional(Schema.NullOr(Schema.String)),
+  base_model: Schema.optional(Schema.String),
   created_at: Schema.optional(Schema.String),
-  model_id: Schema.optional(Schema.String),
-  deployment_id: Schema.optional(Schema.String),
-  status: Schema.Struct({ name: SamplerStatusName }),
+  model_id: Schema.optional(Schema.NullOr(Schema.String)),
+  deployment_id: Schema.optional(Schema.NullOr(Schema.String)),
+  status: Schema.optional(Status),
   user: Schema.optional(User),
   node_count: Schema.optional(Schema.Int),
 })
 export type Sampler = typeof Sampler.Type
 
-/** `LoopsRunStatusNameV1`: `ACTIVE` while the run is live, `INACTIVE` once replaced or shut down. @since 0.1.0 @category models */
-export const RunStatusName = Schema.Literals(["ACTIVE", "INACTIVE"])
-export type RunStatusName = typeof RunStatusName.Type
+/** `LoopsRunStatusNameV1`: `ACTIVE` while the run is live, `INACTIVE` once replaced or shut down. @since 0.1.0 @category constants */
+export const RUN_STATUS: ReadonlyArray<string> = ["ACTIVE", "INACTIVE"]
+
+/**
+ * The smallest reading of a created run: its id, so that it can be recorded and
+ * deactivated whatever else its answer holds.
+ * @since 0.1.0 @category models
+ */
+export const RunId = Schema.Struct({ run: Schema.Struct({ id: Schema.String.check(Schema.isMinLength(1)) }) })
 
 /** `LoopsRunV1`: a trainer ("run") with its paired sampler. @since 0.1.0 @category models */
 export const Run = Schema.Struct({
   id: Schema.String,
-  session_id: Schema.String,
+  session_id: Schema.optional(Schema.String),
   deployment_id: Schema.optional(Schema.NullOr(Schema.String)),
-  name: Schema.optional(Schema.String),
-  base_model: Schema.String,
-  base_url: Schema.String,
-  created_at: Schema.String,
-  status: Schema.Struct({ name: RunStatusName }),
+  name: Schema.optional(Schema.NullOr(Schema.String)),
+  base_model: Schema.optional(Schema.String),
+  /** the trainer's URL; null or absent until the run is up */
+  base_url: Schema.optional(Schema.NullOr(Schema.String)),
+  created_at: Schema.optional(Schema.String),
+  status: Schema.optional(Status),
   user: Schema.optional(User),
   sampler: Schema.optional(Schema.NullOr(Sampler)),
 })
@@ -162,7 +176,7 @@ export type ListRunsQuery = typeof ListRunsQuery.Type
 /** `DeactivateLoopsRunResponseV1`. @since 0.1.0 @category models */
 export const DeactivateRunResponse = Schema.Struct({
   id: Schema.String,
-  base_model: Schema.String,
+  base_model: Schema.optional(Schema.String),
   user: Schema.optional(User),
 })
 export type DeactivateRunResponse = typeof DeactivateRunResponse.Type
@@ -170,16 +184,15 @@ export type DeactivateRunResponse = typeof DeactivateRunResponse.Type
 // ---------------------------------------------------------------------------
 // deployments (the trainer's provisioning state)
 
-/** `LoopsDeploymentStatus`: the trainer deployment's status. @since 0.1.0 @category models */
-export const DeploymentStatusName = Schema.Literals(["CREATED", "DEPLOYING", "RUNNING", "SCALED_TO_ZERO", "FAILED", "STOPPED", "PREEMPTED"])
-export type DeploymentStatusName = typeof DeploymentStatusName.Type
+/** `LoopsDeploymentStatus`: the trainer deployment statuses the reference lists. @since 0.1.0 @category constants */
+export const DEPLOYMENT_STATUS: ReadonlyArray<string> = ["CREATED", "DEPLOYING", "RUNNING", "SCALED_TO_ZERO", "FAILED", "STOPPED", "PREEMPTED"]
 
 /** `LoopsDeploymentV1` (the fields gyre reads). @since 0.1.0 @category models */
 export const Deployment = Schema.Struct({
   id: Schema.String,
-  base_model: Schema.String,
-  base_url: Schema.optional(Schema.String),
-  status: Schema.Struct({ name: DeploymentStatusName }),
+  base_model: Schema.optional(Schema.String),
+  base_url: Schema.optional(Schema.NullOr(Schema.String)),
+  status: Schema.optional(Status),
   active_run_id: Schema.optional(Schema.NullOr(Schema.String)),
   latest_run_id: Schema.optional(Schema.NullOr(Schema.String)),
   created_at: Schema.optional(Schema.String),

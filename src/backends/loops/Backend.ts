@@ -55,7 +55,7 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
     ...(options.retry !== undefined ? { retry: options.retry } : {}),
     readyTimeout: options.readyTimeout ?? Provision.DEFAULT_READY_TIMEOUT,
   })
-  yield* Effect.logInfo(`loops: training on run ${run.id}: trainer ${run.base_url}, sampler ${run.sampler?.base_url ?? run.base_url}`)
+  yield* Effect.logInfo(`loops: training on run ${run.id}: trainer ${run.trainerUrl}, sampler ${run.samplerUrl}`)
   return services
 })
 

@@ -15,7 +15,9 @@
  *   idempotent: after an answer that leaves it open whether the run was created (no
  *   answer, or a 5xx other than 503), the session's runs are listed and a run found
  *   there is the one created, so a retry never starts a second run that would bill.
- * - Every answer is decoded with its Schema; a mismatch names the route and the field.
+ * - Every answer is decoded with its Schema (liberally: `Api.ts`); a mismatch names the
+ *   route and the field. A created run's id is read before anything else of its
+ *   answer, so that a caller can record the run before a mismatch can stop it.
  *
  * @since 0.1.0
  */
@@ -52,8 +54,8 @@ export interface ControlPlaneShape {
   readonly capabilities: Effect.Effect<Api.CapabilitiesResponse, LoopsError>
   readonly createSession: Effect.Effect<Api.Session, LoopsError>
   readonly getSession: (sessionId: string) => Effect.Effect<Api.Session, LoopsError>
-  /** creates a run and its paired sampler; see the module doc for how a retry avoids a second run */
-  readonly createRun: (request: Api.CreateRunRequest) => Effect.Effect<Api.Run, LoopsError>
+  /** creates a run and its paired sampler; its id comes first (see `Created`, and the module doc for how a retry avoids a second run) */
+  readonly createRun: (request: Api.CreateRunRequest) => Effect.Effect<Created, LoopsError>
   readonly getRun: (runId: string) => Effect.Effect<Api.Run, LoopsError>
   readonly listRuns: (query?: Api.ListRunsQuery) => Effect.Effect<ReadonlyArray<Api.Run>, LoopsError>
   /** tears down the run and its paired sampler; checkpoints remain */
@@ -216,16 +218,43 @@ const makeCalls = (exchange: Exchange, url: string, redact: (text: string) => st
 
 type Calls = ReturnType<typeof makeCalls>
 
-/** `POST /v1/loops/runs`, which finds the run it made after an answer that leaves that open (see the module doc). */
-const makeCreateRun = (c: Calls, listRuns: (query?: Api.ListRunsQuery) => Effect.Effect<ReadonlyArray<Api.Run>, LoopsError>) => {
+/** The command that stops a run (naming the control plane unless it is Baseten's API). @since 0.1.0 @category constants */
+export const stopCommand = (runId: string, url?: string) => `gyre loops deactivate ${runId}${urlFlag(url)}`
+
+/** The command that lists a session's runs. @since 0.1.0 @category constants */
+export const sessionRunsCommand = (sessionId: string, url?: string) => `gyre loops runs --session ${sessionId}${urlFlag(url)}`
+
+const urlFlag = (url: string | undefined) => (url === undefined || url === DEFAULT_URL ? "" : ` --loops-url ${url}`)
+
+/**
+ * A run just created: its `id`, read with the smallest decoder (`Api.RunId`) so that it
+ * can be recorded and deactivated whatever else the answer holds, and `run`, the whole
+ * answer decoded (it fails, naming the field, when the answer does not match).
+ * @since 0.1.0 @category models
+ */
+export interface Created {
+  readonly id: string
+  readonly run: Effect.Effect<Api.Run, LoopsError>
+}
+
+/**
+ * `POST /v1/loops/runs`. After an answer that leaves open whether the run was made (no
+ * answer, a 5xx other than 503) or one with no readable run id, the session's runs are
+ * listed and the newest one found there is the run created, so a retry never starts a
+ * second run and a run the answer does not name can still be deactivated.
+ */
+const makeCreateRun = (c: Calls, url: string, listRuns: (query?: Api.ListRunsQuery) => Effect.Effect<ReadonlyArray<Api.Run>, LoopsError>) => {
   const route = "POST /v1/loops/runs"
   /** the run this session got, if any (the newest) */
   const reconcile = (request: Api.CreateRunRequest) =>
     listRuns({ base_model: request.base_model }).pipe(
-      Effect.map((runs) => Option.fromNullishOr([...runs].filter((r) => r.session_id === request.session_id).sort((a, b) => b.created_at.localeCompare(a.created_at))[0])),
+      Effect.map((runs) =>
+        Option.fromNullishOr([...runs].filter((r) => r.session_id === request.session_id).sort((a, b) => (b.created_at ?? "").localeCompare(a.created_at ?? ""))[0])
+      ),
       Effect.orElseSucceed(() => Option.none<Api.Run>()),
     )
-  return Effect.fn("Loops.createRun")(function* (request: Api.CreateRunRequest) {
+  const readId = decode(Api.RunId)
+  return Effect.fn("Loops.createRun")(function* (request: Api.CreateRunRequest): Effect.fn.Return<Created, LoopsError> {
     const once = c.exchange("POST", "/v1/loops/runs", request).pipe(
       Effect.catchIf(ambiguous, (f) =>
         Effect.flatMap(reconcile(request), (found) =>
@@ -235,7 +264,21 @@ const makeCreateRun = (c: Calls, listRuns: (query?: Api.ListRunsQuery) => Effect
           }))),
     )
     const body = yield* once.pipe(Effect.retry(c.retrying(route)), Effect.mapError(c.toError(route)))
-    return (yield* c.decodeWith(route, Api.RunResponse)(body)).run
+    const id = readId(body)
+    if (Result.isSuccess(id)) return { id: id.success.run.id, run: Effect.map(c.decodeWith(route, Api.RunResponse)(body), (r) => r.run) }
+    // the run may exist all the same: find it so that it can be deactivated
+    const problem = `${route} at ${url} answered with no run id (${id.failure})`
+    const found = yield* reconcile(request)
+    if (Option.isNone(found)) {
+      return yield* new LoopsError({
+        reason: "Decode",
+        route,
+        message: `${problem}, and session ${request.session_id} lists no run. A run may have been created and may bill: ` +
+          `list the session's runs with \`${sessionRunsCommand(request.session_id, url)}\` and stop any with \`gyre loops deactivate <run_id>\``,
+      })
+    }
+    yield* Effect.logWarning(`${problem}; session ${request.session_id} holds run ${found.value.id}, so that is the run created`)
+    return { id: found.value.id, run: Effect.fail(new LoopsError({ reason: "Decode", route, message: `${problem}; the run it created is ${found.value.id}` })) }
   })
 }
 
@@ -254,7 +297,7 @@ const routes = (c: Calls, url: string, redact: (text: string) => string): Contro
     getSession: Effect.fn("Loops.getSession")(function* (sessionId: string) {
       return (yield* call("GET", "/v1/loops/sessions/{session_id}", `/v1/loops/sessions/${id(sessionId)}`, Api.SessionResponse)).session
     }),
-    createRun: makeCreateRun(c, listRuns),
+    createRun: makeCreateRun(c, url, listRuns),
     getRun: Effect.fn("Loops.getRun")(function* (runId: string) {
       return (yield* call("GET", "/v1/loops/runs/{run_id}", `/v1/loops/runs/${id(runId)}`, Api.RunResponse)).run
     }),

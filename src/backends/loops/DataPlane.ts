@@ -20,7 +20,7 @@
 import type { Duration, Redacted } from "effect"
 import * as Http from "../http/Client.ts"
 import type * as Retry from "../http/Retry.ts"
-import type * as Api from "./Api.ts"
+import type { ReadyRun } from "./Provision.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options {
@@ -36,20 +36,19 @@ export interface Options {
 
 /**
  * The Tinker-protocol client options for a run: the trainer at `run.base_url`, the
- * sampler at the paired sampler's `base_url` (the run's own URL when the run has no
- * sampler yet).
+ * sampler at the paired sampler's `base_url`.
  *
  * @example
  * ```ts
  * clientOptions(run, { apiKey })
- * // => { baseUrl: run.base_url, samplerBaseUrl: run.sampler.base_url, baseModel: run.base_model, ... }
+ * // => { baseUrl: run.trainerUrl, samplerBaseUrl: run.samplerUrl, baseModel: run.baseModel, ... }
  * ```
  * @since 0.1.0 @category combinators
  */
-export const clientOptions = (run: Api.Run, options: Options): Http.Options => ({
-  baseUrl: run.base_url,
-  samplerBaseUrl: run.sampler?.base_url ?? run.base_url,
-  baseModel: run.base_model,
+export const clientOptions = (run: ReadyRun, options: Options): Http.Options => ({
+  baseUrl: run.trainerUrl,
+  samplerBaseUrl: run.samplerUrl,
+  baseModel: run.baseModel,
   loraRank: options.loraRank,
   apiKey: options.apiKey,
   tags: [`loops-run:${run.id}`],
@@ -62,7 +61,7 @@ export const clientOptions = (run: Api.Run, options: Options): Http.Options => (
  * client's session heartbeat lives as long as the layer).
  * @since 0.1.0 @category layers
  */
-export const layer = (run: Api.Run, options: Options) => Http.layerNoDeps(clientOptions(run, options))
+export const layer = (run: ReadyRun, options: Options) => Http.layerNoDeps(clientOptions(run, options))
 
 /** The data plane's services and their session, in a scope. @since 0.1.0 @category constructors */
-export const make = (run: Api.Run, options: Options) => Http.make(clientOptions(run, options))
+export const make = (run: ReadyRun, options: Options) => Http.make(clientOptions(run, options))

@@ -4,13 +4,18 @@
  * once, unless it is kept on purpose.
  *
  * - A new run: `POST /v1/loops/sessions`, then `POST /v1/loops/runs` (the run and its
- *   paired sampler). The run is written to the run folder's `loops.json` before
- *   anything else happens on it, so a crash at any later point leaves a trace.
+ *   paired sampler). Only the run's id is read from the answer before its deactivation
+ *   is registered; then it is written to the run folder's `loops.json`, and only then
+ *   is the rest of the answer decoded, so that an answer gyre does not understand, or a
+ *   crash at any later point, deactivates the run and leaves a trace. An answer with no
+ *   readable id is followed by a look at the session's runs (`ControlPlane.ts`).
  * - Ready: the run is `ACTIVE`, its trainer deployment (`GET
- *   /v1/loops/deployments/{id}`, when the run has one) is `RUNNING` and its sampler is
+ *   /v1/loops/deployments/{id}`, when the run has one) is `RUNNING`, its sampler is
  *   `ACTIVE` (`SCALED_TO_ZERO` counts as ready for both: it wakes on the first
- *   request). A failed state (`FAILED`, `STOPPED`, `PREEMPTED`, `DEPLOY_FAILED`, ...,
- *   or an `INACTIVE` run) fails at once; otherwise the run is polled (every 0.5 s at
+ *   request), and both URLs are assigned. A failed state (`FAILED`, `STOPPED`,
+ *   `PREEMPTED`, `DEPLOY_FAILED`, ..., or an `INACTIVE` run) fails at once. A status the
+ *   reference does not list (`DEPLOYING` for a run, say) is "not ready yet", logged
+ *   once by name; so is a `base_url` still `null`. The run is polled (every 0.5 s at
  *   first, then up to every 10 s), each change of state is logged, and a run not ready
  *   within the ready timeout fails naming the run and the state it was in.
  * - The record: a run of the folder that gyre did not deactivate is checked at the next
@@ -27,8 +32,8 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Exit, type Scope } from "effect"
-import type * as Api from "./Api.ts"
-import { ControlPlane, DEFAULT_URL } from "./ControlPlane.ts"
+import * as Api from "./Api.ts"
+import { ControlPlane, stopCommand } from "./ControlPlane.ts"
 import { LoopsError } from "./Errors.ts"
 import * as RunRecord from "./RunRecord.ts"
 
@@ -66,20 +71,54 @@ const SAMPLER_FAILED: ReadonlySet<string> = new Set(["DEPLOY_FAILED", "BUILD_FAI
 export interface Phase {
   readonly phase: "Ready" | "Waiting" | "Failed"
   readonly state: string
+  /** statuses the reference does not list (each is "not ready yet"), as `run status X` */
+  readonly unknown: ReadonlyArray<string>
 }
 
+/** A run that is ready to train on, with the URLs of its trainer and its sampler. @since 0.1.0 @category models */
+export interface ReadyRun {
+  readonly id: string
+  readonly baseModel: string
+  readonly trainerUrl: string
+  readonly samplerUrl: string
+}
+
+const present = (url: string | null | undefined): url is string => typeof url === "string" && url !== ""
+
+/** The statuses of `run` and its trainer deployment that the reference does not list. */
+const unknownStatuses = (run: Api.Run, trainer: string | undefined, sampler: string | undefined): ReadonlyArray<string> => [
+  ...(run.status !== undefined && !Api.RUN_STATUS.includes(run.status.name) ? [`run status ${run.status.name}`] : []),
+  ...(trainer !== undefined && !Api.DEPLOYMENT_STATUS.includes(trainer) ? [`trainer status ${trainer}`] : []),
+  ...(sampler !== undefined && !Api.SAMPLER_STATUS.includes(sampler) ? [`sampler status ${sampler}`] : []),
+]
+
 /**
- * The phase of a run from its status and its trainer deployment's.
+ * The phase of a run from its status and its trainer deployment's. A status the
+ * reference does not list, a status not reported, and a URL not assigned yet are all
+ * "not ready yet".
  * @since 0.1.0 @category combinators
  */
 export const phaseOf = (run: Api.Run, deployment: Api.Deployment | undefined): Phase => {
-  const trainer = run.deployment_id === undefined || run.deployment_id === null ? "no deployment" : deployment?.status.name ?? "unknown"
-  const sampler = run.sampler?.status.name ?? "not created yet"
-  const state = `run ${run.status.name}, trainer ${trainer}, sampler ${sampler}`
-  if (run.status.name === "INACTIVE" || TRAINER_FAILED.has(trainer) || SAMPLER_FAILED.has(sampler)) return { phase: "Failed", state }
+  const status = run.status?.name ?? "not reported"
+  const hasDeployment = run.deployment_id !== undefined && run.deployment_id !== null
+  const trainer = !hasDeployment ? "no deployment" : deployment?.status?.name ?? "unknown"
+  const sampler = run.sampler === undefined || run.sampler === null ? "not created yet" : run.sampler.status?.name ?? "not reported"
+  const urls = !present(run.base_url) ? ", trainer URL not assigned yet" : run.sampler != null && !present(run.sampler.base_url) ? ", sampler URL not assigned yet" : ""
+  const state = `run ${status}, trainer ${trainer}, sampler ${sampler}${urls}`
+  const unknown = unknownStatuses(run, hasDeployment ? deployment?.status?.name : undefined, run.sampler?.status?.name)
+  if (status === "INACTIVE" || TRAINER_FAILED.has(trainer) || SAMPLER_FAILED.has(sampler)) return { phase: "Failed", state, unknown }
   const trainerReady = trainer === "no deployment" || TRAINER_READY.has(trainer)
-  return { phase: trainerReady && SAMPLER_READY.has(sampler) ? "Ready" : "Waiting", state }
+  const ready = status === "ACTIVE" && trainerReady && SAMPLER_READY.has(sampler) && urls === ""
+  return { phase: ready ? "Ready" : "Waiting", state, unknown }
 }
+
+/** The URLs of a run that `phaseOf` found ready. */
+const readyRun = (run: Api.Run, baseModel: string): ReadyRun => ({
+  id: run.id,
+  baseModel: run.base_model ?? baseModel,
+  trainerUrl: run.base_url ?? "",
+  samplerUrl: run.sampler?.base_url ?? "",
+})
 
 const now = () => new Date().toISOString()
 
@@ -96,24 +135,30 @@ const poll = (cp: typeof ControlPlane.Service, runId: string) =>
 
 /**
  * Waits until run `runId` is ready and returns it; fails with `NotReady` after the
- * ready timeout, or `Failed` when provisioning fails, naming the run and its state.
+ * ready timeout, or `Failed` when provisioning fails, naming the run and its state. A
+ * status the reference does not list is logged once, by name.
  * @since 0.1.0 @category constructors
  */
-export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string, options: Pick<Options, "readyTimeout" | "pollInterval"> = {}) {
+export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string, baseModel: string, options: Pick<Options, "readyTimeout" | "pollInterval"> = {}) {
   const cp = yield* ControlPlane
   const timeout = Duration.fromInputUnsafe(options.readyTimeout ?? DEFAULT_READY_TIMEOUT)
   const cap = Duration.toMillis(Duration.fromInputUnsafe(options.pollInterval ?? "10 seconds"))
   const started = Date.now()
+  const seen = new Set<string>()
   let last = "not polled yet"
   const loop = Effect.gen(function* () {
     for (let k = 0; ; k++) {
       const p = yield* poll(cp, runId)
       const seconds = Math.round((Date.now() - started) / 1000)
       const waited = seconds === 0 ? "0s" : Duration.format(Duration.seconds(seconds))
+      for (const u of p.unknown.filter((x) => !seen.has(x))) {
+        seen.add(u)
+        yield* Effect.logWarning(`loops: run ${runId} reports ${u}, which the Loops API reference does not list; taken as not ready yet`)
+      }
       if (p.phase === "Failed") return yield* new LoopsError({ reason: "Failed", route: "provision", message: `Loops run ${runId} failed while provisioning (${p.state})` })
       if (p.phase === "Ready") {
         yield* Effect.logInfo(`loops: run ${runId} is ready after ${waited} (${p.state})`)
-        return p.run
+        return readyRun(p.run, baseModel)
       }
       if (p.state !== last) yield* Effect.logInfo(`loops: waiting for run ${runId} (${waited} so far, ready timeout ${Duration.format(timeout)}): ${p.state}`)
       last = p.state
@@ -135,51 +180,54 @@ export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string
   )
 })
 
-/** The command that stops a run (naming the control plane unless it is Baseten's API). @since 0.1.0 @category constants */
-export const stopCommand = (runId: string, url?: string) => `gyre loops deactivate ${runId}${url === undefined || url === DEFAULT_URL ? "" : ` --loops-url ${url}`}`
-
-/** Deactivates `run` (or keeps it), then updates the record; never fails. */
-const release = (cp: typeof ControlPlane.Service, run: Api.Run, options: Options, ready: () => boolean) =>
+/** Deactivates run `id` (or keeps it), then updates the record; never fails. */
+const release = (cp: typeof ControlPlane.Service, id: string, options: Options, ready: () => boolean) =>
   Effect.gen(function* () {
     if (options.keepRun === true && ready()) {
-      yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, kept: true })).pipe(Effect.ignore)
-      return yield* Effect.logWarning(`loops: kept run ${run.id} up (--keep-run); it bills until deactivated. Stop it with: ${stopCommand(run.id, cp.url)}`)
+      yield* RunRecord.update(options.runDir, id, (r) => ({ ...r, kept: true })).pipe(Effect.ignore)
+      return yield* Effect.logWarning(`loops: kept run ${id} up (--keep-run); it bills until deactivated. Stop it with: ${stopCommand(id, cp.url)}`)
     }
-    if (options.keepRun === true) yield* Effect.logWarning(`loops: run ${run.id} never became ready, so it is deactivated despite --keep-run`)
-    const done = yield* Effect.exit(cp.deactivateRun(run.id))
+    if (options.keepRun === true) yield* Effect.logWarning(`loops: run ${id} never became ready, so it is deactivated despite --keep-run`)
+    const done = yield* Effect.exit(cp.deactivateRun(id))
     if (Exit.isFailure(done)) {
       // a run that something else ended (a preemption, the console) is not billing
-      const status = yield* cp.getRun(run.id).pipe(Effect.map((r) => r.status.name), Effect.orElseSucceed(() => "unknown"))
+      const status = yield* cp.getRun(id).pipe(Effect.map((r) => r.status?.name ?? "not reported"), Effect.orElseSucceed(() => "unknown"))
       if (status !== "INACTIVE") {
-        return yield* Effect.logError(`loops: could not deactivate run ${run.id}; it may still be billing. Stop it with: ${stopCommand(run.id, cp.url)}`, done.cause)
+        return yield* Effect.logError(`loops: could not deactivate run ${id}; it may still be billing. Stop it with: ${stopCommand(id, cp.url)}`, done.cause)
       }
-      yield* Effect.logInfo(`loops: run ${run.id} was already INACTIVE`)
+      yield* Effect.logInfo(`loops: run ${id} was already INACTIVE`)
     }
-    yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, deactivatedAt: now(), kept: false })).pipe(Effect.ignore)
-    yield* Effect.logInfo(`loops: deactivated run ${run.id} (its checkpoints remain: gyre loops checkpoints ${run.id})`)
+    yield* RunRecord.update(options.runDir, id, (r) => ({ ...r, deactivatedAt: now(), kept: false })).pipe(Effect.ignore)
+    yield* Effect.logInfo(`loops: deactivated run ${id} (its checkpoints remain: gyre loops checkpoints ${id})`)
   })
 
-/** A session and a run, recorded in the run folder as soon as the run exists. */
+/** A session and a run; only the run's id is read here (`ControlPlane.Created`). */
 const create = (cp: typeof ControlPlane.Service, options: Options) =>
   Effect.gen(function* () {
     const session = yield* cp.createSession
-    const run = yield* cp.createRun({
+    const created = yield* cp.createRun({
       session_id: session.id,
       base_model: options.baseModel,
       ...(options.loraRank !== undefined ? { lora_rank: options.loraRank } : {}),
       ...(options.name !== undefined ? { name: options.name } : {}),
     })
-    yield* RunRecord.add(options.runDir, cp.url, { id: run.id, sessionId: run.session_id, baseModel: run.base_model, createdAt: run.created_at, deactivatedAt: null }).pipe(
-      Effect.catch((e) => Effect.logError(`loops: run ${run.id} is up but could not be recorded in ${options.runDir}: ${e.message}`)),
+    return { ...created, sessionId: session.id }
+  })
+
+/** Writes a new run to the folder's `loops.json`; a failure to write is logged, never fatal. */
+const record = (cp: typeof ControlPlane.Service, created: { readonly id: string; readonly sessionId: string }, options: Options) =>
+  Effect.gen(function* () {
+    yield* RunRecord.add(options.runDir, cp.url, { id: created.id, sessionId: created.sessionId, baseModel: options.baseModel, createdAt: now(), deactivatedAt: null }).pipe(
+      Effect.catch((e) => Effect.logError(`loops: run ${created.id} is up but could not be recorded in ${options.runDir}: ${e.message}`)),
     )
-    yield* Effect.logInfo(`loops: created run ${run.id} (${run.base_model}) in session ${session.id} at ${cp.url}; waiting for it to be ready`)
-    return run
+    yield* Effect.logInfo(`loops: created run ${created.id} (${options.baseModel}) in session ${created.sessionId} at ${cp.url}; waiting for it to be ready`)
   })
 
 /**
  * The folder's live run to train on (`--resume`), or none when a new run is to be
  * created; fails when the folder's run is still up on a fresh start, or gone on a
- * resume without `newRun`.
+ * resume without `newRun`. A run whose status is anything but `INACTIVE` may bill, so it
+ * counts as live.
  */
 const recorded = (cp: typeof ControlPlane.Service, options: Options) =>
   Effect.gen(function* () {
@@ -187,12 +235,13 @@ const recorded = (cp: typeof ControlPlane.Service, options: Options) =>
     let reuse: Api.Run | undefined = undefined
     for (const r of RunRecord.live(record)) {
       const run = yield* cp.getRun(r.id).pipe(Effect.catchIf((e) => e.reason === "NotFound", () => Effect.succeed(undefined)))
-      if (run !== undefined && run.status.name === "ACTIVE") {
+      const status = run?.status?.name ?? "not reported"
+      if (run !== undefined && status !== "INACTIVE") {
         if (!options.resume) {
           return yield* new LoopsError({
             reason: "Failed",
             route: "provision",
-            message: `${options.runDir} records Loops run ${r.id} (${r.baseModel}), still ACTIVE and billing: an earlier start did not deactivate it (a crash, or --keep-run). ` +
+            message: `${options.runDir} records Loops run ${r.id} (${r.baseModel}), still ${status} and billing: an earlier start did not deactivate it (a crash, or --keep-run). ` +
               `Continue on it with \`gyre run --resume ${options.runDir} --backend loops\`, or stop it with \`${stopCommand(r.id, cp.url)}\``,
           })
         }
@@ -216,18 +265,31 @@ const recorded = (cp: typeof ControlPlane.Service, options: Options) =>
 
 /**
  * A ready run for the length of the scope: the folder's live run on `--resume`, else a
- * new one; deactivated when the scope closes (see the module doc).
+ * new one; deactivated when the scope closes (see the module doc). Only the new run's
+ * id is read before its deactivation is registered: recording it, decoding the rest of
+ * the create answer and waiting for it all happen after, so that any failure or crash
+ * there deactivates it.
  * @since 0.1.0 @category constructors
  */
-export const acquire = Effect.fn("Loops.acquire")(function* (options: Options): Effect.fn.Return<Api.Run, LoopsError, ControlPlane | Scope.Scope> {
+export const acquire = Effect.fn("Loops.acquire")(function* (options: Options): Effect.fn.Return<ReadyRun, LoopsError, ControlPlane | Scope.Scope> {
   const cp = yield* ControlPlane
   const reuse = yield* recorded(cp, options)
   let ready = false
-  const run = yield* Effect.acquireRelease(
-    reuse !== undefined ? Effect.as(Effect.logInfo(`loops: resuming on run ${reuse.id} (${reuse.base_model}), still ACTIVE`), reuse) : create(cp, options),
-    (run) => release(cp, run, options, () => ready),
+  type Held = { readonly id: string; readonly created: Effect.Success<ReturnType<typeof create>> | undefined }
+  const held = yield* Effect.acquireRelease<Held, LoopsError, never, never>(
+    reuse !== undefined
+      ? Effect.as(Effect.logInfo(`loops: resuming on run ${reuse.id} (${reuse.base_model ?? options.baseModel}), still ${reuse.status?.name ?? "not reported"}`), {
+        id: reuse.id,
+        created: undefined,
+      })
+      : Effect.map(create(cp, options), (c) => ({ id: c.id, created: c })),
+    (h) => release(cp, h.id, options, () => ready),
   )
-  const live = yield* awaitReady(run.id, options)
+  if (held.created !== undefined) {
+    yield* record(cp, held.created, options)
+    yield* held.created.run
+  }
+  const live = yield* awaitReady(held.id, options.baseModel, options)
   ready = true
   return live
 })

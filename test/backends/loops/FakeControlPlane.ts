@@ -55,6 +55,10 @@ export interface FakeOptions {
   readonly fault?: Fault | undefined
   /** the files route's default page size (the API's is 1000) */
   readonly filesPageSize?: number | undefined
+  /** rewrites every run's JSON (status, URLs) before it is sent; `ready` is whether the run would be ready */
+  readonly shapeRun?: State["shapeRun"] | undefined
+  /** rewrites the answer to a create (the run exists all the same) */
+  readonly shapeCreated?: State["shapeCreated"] | undefined
 }
 
 const readBody = (req: Http.IncomingMessage) =>
@@ -98,6 +102,8 @@ export const startFake = async (options: FakeOptions) => {
     neverReady: options.neverReady ?? false,
     filesPageSize: options.filesPageSize ?? 1000,
     newId: (prefix) => `${prefix}${(++ids).toString(36).padStart(5, "0")}`,
+    shapeRun: options.shapeRun ?? ((json) => json),
+    shapeCreated: options.shapeCreated ?? ((json) => json),
   }
 
   const handle = async (req: Http.IncomingMessage, res: Http.ServerResponse) => {
@@ -163,6 +169,8 @@ export const startFake = async (options: FakeOptions) => {
     url: state.url,
     log,
     runs: state.runs,
+    /** the runs not deactivated */
+    activeRuns: () => [...state.runs.values()].filter((r) => r.active).map((r) => r.id),
     /** deactivations of a run */
     deactivations: (runId: string) => state.runs.get(runId)?.deactivations ?? 0,
     /** the log entries of a run (control plane and data plane) */

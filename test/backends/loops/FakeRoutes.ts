@@ -38,6 +38,10 @@ export interface State {
   readonly neverReady: boolean
   readonly filesPageSize: number
   readonly newId: (prefix: string) => string
+  /** rewrites a run's JSON before it is sent (to answer as a live service might: another status, null URLs) */
+  readonly shapeRun: (json: Record<string, unknown>, run: FakeRun, ready: boolean) => unknown
+  /** rewrites the answer to `POST /v1/loops/runs` (after the run was created) */
+  readonly shapeCreated: (json: { run: unknown }) => unknown
 }
 
 const user = { email: "user@example.com" }
@@ -56,7 +60,9 @@ const samplerJson = (s: State, r: FakeRun) => ({
   node_count: 1,
 })
 
-const runJson = (s: State, r: FakeRun) => ({
+const runJson = (s: State, r: FakeRun) => s.shapeRun(plainRunJson(s, r), r, r.active && ready(s, r))
+
+const plainRunJson = (s: State, r: FakeRun): Record<string, unknown> => ({
   id: r.id,
   session_id: r.sessionId,
   deployment_id: `d-${r.id}`,
@@ -117,7 +123,7 @@ const createRun = (s: State, body: unknown): Reply => {
     deactivations: 0,
   }
   s.runs.set(r.id, r)
-  return new Reply(200, { run: runJson(s, r) })
+  return new Reply(200, s.shapeCreated({ run: runJson(s, r) }))
 }
 
 /** `/v1/loops/runs/{run_id}` and `/v1/loops/runs/{run_id}/deactivate`. */
