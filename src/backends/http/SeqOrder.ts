@@ -29,11 +29,14 @@ export const makeTurns = (): Turns => ({ nextSeq: 1, pending: new Set(), turns: 
 
 const used = (model: Turns, seq: number) => seq < model.nextSeq || model.pending.has(seq) || model.skipped.has(seq)
 
+/** The smallest seq id no request has used yet (past every one in flight). */
+const nextFree = (model: Turns) => Math.max(model.nextSeq - 1, ...model.pending, ...model.skipped) + 1
+
 /** Reserves `seq` for a request, or 400 when it was already used. @since 0.1.0 @category combinators */
 export const claim = (model: Turns, seq: number, field: string) =>
   Effect.suspend(() => {
     if (used(model, seq)) {
-      return Effect.fail(bad(`${field} ${seq} was already used by another request of this model (next free: ${Math.max(model.nextSeq, ...model.pending, ...model.skipped) + 1})`))
+      return Effect.fail(bad(`${field} ${seq} was already used by another request of this model (next free: ${nextFree(model)})`))
     }
     model.pending.add(seq)
     return Effect.void

@@ -50,6 +50,8 @@ describe("a refused training call consumes its seq_id", () => {
       const reused = yield* post(base, "forward_backward", fb(model, 1, good))
       assert.strictEqual(reused.status, 400)
       assert.match(reused.body.detail, /seq_id 1 was already used/)
+      // with nothing in flight, the hint names the first unused id (3), not one past it
+      assert.match(reused.body.detail, /next free: 3\)/)
       // seq 4 is refused before seq 3 came; seq 5 waits for 3, then passes 4
       const early = yield* post(base, "save_weights", { model_id: model, seq_id: 4, path: "../escape" })
       assert.strictEqual(early.status, 400)
