@@ -61,14 +61,21 @@ export const formatIssue = (issue: SchemaIssue.Issue, prefix = "", input?: { rea
     })
     .join("; ")
 
+/** What Schema says of a field a strict decode does not know, and what gyre says instead. */
+const EXCESS = /Expected no excess property/g
+const UNKNOWN_FIELD = "unknown field: not part of this protocol, or not implemented here (leave it out)"
+
 /**
  * Decodes `value` with `schema`; a failure is the issue as one line naming the field.
+ * `strict`: a field the schema does not declare is an error naming it (Schema drops
+ * unknown fields otherwise), for a server that must not ignore what a client asks for.
  * @since 0.1.0 @category combinators
  */
-export const decode = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, prefix = "") => {
+export const decode = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, prefix = "", options: { readonly strict?: boolean } = {}) => {
   const run = Schema.decodeUnknownResult(schema)
+  const parse = options.strict === true ? { onExcessProperty: "error" as const, errors: "all" as const } : undefined
   return (value: unknown): Result.Result<S["Type"], string> => {
-    const r = run(value)
-    return Result.isSuccess(r) ? Result.succeed(r.success) : Result.fail(formatIssue(r.failure.issue, prefix))
+    const r = run(value, parse)
+    return Result.isSuccess(r) ? Result.succeed(r.success) : Result.fail(formatIssue(r.failure.issue, prefix).replace(EXCESS, UNKNOWN_FIELD))
   }
 }
