@@ -255,8 +255,12 @@ interface Context {
   readonly protobufResults: boolean
   /** the server's base URL, as shown in messages */
   readonly where: string
+  /** the routes' prefix under the base URL (`/api/v1` for Tinker) */
+  readonly prefix: string
   /** the base URL of the API routes */
   readonly root: string
+  /** the API key's header and how its value is written */
+  readonly auth: (key: string) => readonly [string, string]
   readonly redact: (text: string) => string
   /** once the server has answered, a refused connection is a restart, not a wrong address */
   readonly server: { answered: boolean }
@@ -270,19 +274,19 @@ interface RawAnswer {
 }
 
 const withAuth = (ctx: Context, req: HttpClientRequest.HttpClientRequest) =>
-  Option.match(ctx.apiKey, { onNone: () => req, onSome: (key) => HttpClientRequest.setHeader(req, Wire.Headers.apiKey, Redacted.value(key)) })
+  Option.match(ctx.apiKey, { onNone: () => req, onSome: (key) => HttpClientRequest.setHeader(req, ...ctx.auth(Redacted.value(key))) })
 
 const noAnswer = (ctx: Context, path: string, cause: unknown): Retry.HttpFailure => {
   const { where } = ctx
   const code = codeOf(cause)
   const text = ctx.redact(describeCause(cause))
   if (code !== undefined && UNSENDABLE.has(code)) {
-    return new Retry.HttpFailure({ kind: "Fatal", message: `the request to ${where}${Wire.API_PREFIX}${path} cannot be sent: ${text}; no retry can fix that (check the API key and header values for line breaks or control characters)` })
+    return new Retry.HttpFailure({ kind: "Fatal", message: `the request to ${where}${ctx.prefix}${path} cannot be sent: ${text}; no retry can fix that (check the API key and header values for line breaks or control characters)` })
   }
   if (isUnreachable(cause) && !ctx.server.answered) {
     return new Retry.HttpFailure({ kind: "Unreachable", message: `nothing answers at ${where}: ${text}; check the URL (--backend / TINKER_BASE_URL) and that the server is running` })
   }
-  return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${Wire.API_PREFIX}${path}: ${text}` })
+  return new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${where}${ctx.prefix}${path}: ${text}` })
 }
 
 /** JSON, unless this is a poll for a result that may come as protobuf */
@@ -304,7 +308,7 @@ const exchange = (ctx: Context, method: "GET" | "POST", path: string, body: unkn
     Effect.timeoutOrElse({
       duration: timeout,
       orElse: () =>
-        Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${ctx.where}${Wire.API_PREFIX}${path} within ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
+        Effect.fail(new Retry.HttpFailure({ kind: "Transport", message: `no answer from ${ctx.where}${ctx.prefix}${path} within ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
     }),
     Effect.catchTag("HttpClientError", (e) =>
       Effect.fail(e.reason._tag === "TransportError" ? noAnswer(ctx, path, e.reason.cause ?? e.reason.description) : noAnswer(ctx, path, new Error(e.reason._tag))),
@@ -360,6 +364,10 @@ export const make = (options: {
   readonly apiKey: Option.Option<Redacted.Redacted<string>>
   /** ask for protobuf results where Tinker serves them (default true) */
   readonly protobufResults?: boolean | undefined
+  /** the routes' prefix (default Tinker's `/api/v1`) */
+  readonly prefix?: string | undefined
+  /** the API key's header and value (default Tinker's `X-API-Key: <key>`) */
+  readonly auth?: ((key: string) => readonly [string, string]) | undefined
 }): Transport => {
   const where = `${options.base.origin}${options.base.pathname.replace(/\/+$/, "")}`
   const ctx: Context = {
@@ -367,7 +375,9 @@ export const make = (options: {
     apiKey: options.apiKey,
     protobufResults: options.protobufResults !== false,
     where,
-    root: `${where}${Wire.API_PREFIX}`,
+    prefix: options.prefix ?? Wire.API_PREFIX,
+    root: `${where}${options.prefix ?? Wire.API_PREFIX}`,
+    auth: options.auth ?? ((key) => [Wire.Headers.apiKey, key]),
     redact: redactor(options.apiKey),
     server: { answered: false },
   }

@@ -49,13 +49,22 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
     return yield* new LoopsError({ reason: "InvalidInput", route: "--model", message: `--backend loops needs --model <base model>; Loops supports: ${models}` })
   }
   const run = yield* Provision.acquire({ ...options, baseModel }).pipe(Effect.provideService(ControlPlane.ControlPlane, cp))
+  // the documented context length of the base model, when the control plane lists it
+  const context = yield* cp.capabilities.pipe(
+    Effect.map((c) => c.supported_models.find((m) => m.model_name === run.baseModel)?.max_context_length ?? 0),
+    Effect.orElseSucceed(() => 0),
+  )
   const services = yield* DataPlane.make(run, {
     apiKey,
     loraRank: options.loraRank,
+    maxSequenceLength: context,
     ...(options.retry !== undefined ? { retry: options.retry } : {}),
     readyTimeout: options.readyTimeout ?? Provision.DEFAULT_READY_TIMEOUT,
   })
-  yield* Effect.logInfo(`loops: training on run ${run.id}: trainer ${run.trainerUrl}, sampler ${run.samplerUrl}`)
+  yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, dataPlane: services.protocol })).pipe(Effect.ignore)
+  yield* Effect.logInfo(
+    `loops: training on run ${run.id} over the ${services.protocol === "loops" ? "Loops data plane (submit + operations)" : "Tinker HTTP protocol"}: trainer ${run.trainerUrl}, sampler ${run.samplerUrl}`,
+  )
   return services
 })
 

@@ -1,26 +1,40 @@
 /**
- * The Loops data plane: how gyre trains and samples on a provisioned run. This is the
- * one module that holds an assumption rather than documentation.
+ * The Loops data plane: how gyre trains and samples on a provisioned run, whichever
+ * protocol the run's trainer speaks.
  *
- * Documented: a run's `base_url` serves its trainer and the paired sampler's
- * `base_url` serves the sampler (`LoopsRunV1`, `LoopsSamplerV1`); the SDK binds to a
- * trainer and a sampler by those two URLs (`ServiceClient.local(trainer_url,
- * sampler_url)`), and its forward pass, backward pass, optimizer step and sampling are
- * "identical" to Tinker's at the SDK level.
+ * Loops documents its data plane only through its Python SDK; what gyre established
+ * from public evidence, and what it assumes, is in `DataWire.ts`. A run's `base_url` is
+ * probed before anything is sent to it:
  *
- * Assumed (not documented by Loops): the wire under those URLs is Tinker's HTTP
- * protocol (JSON routes under `/api/v1`, futures polled with `retrieve_future`, the
- * key in `X-API-Key`, a future that expired answered with 410), spoken by gyre's
- * Tinker-protocol client (`backends/http/Client.ts`) with the trainer at the run's URL
- * and the sampler at the sampler's. When Loops documents its own wire, this module is
- * what changes: it maps a run to a `Trainer`, `Sampler` and `Reference`.
+ * - `GET {base_url}/policy_version` answers a version: the Loops data plane (the trainer
+ *   `LoopsTrainer.ts`, the sampler `LoopsSampler.ts` at the paired sampler's URL);
+ * - else `GET {base_url}/api/v1/healthz` answers: Tinker's HTTP protocol, spoken by
+ *   gyre's Tinker client (`backends/http/Client.ts`), the trainer at the run's URL and
+ *   the sampler at the sampler's (a deployment that serves Tinker's wire);
+ * - else the run is refused, naming both answers.
+ *
+ * The protocol is logged and written to the run folder's `loops.json` (`dataPlane`).
+ * On the Loops protocol there is no reference (base-model) scoring route gyre could
+ * find, so a KL penalty (`--kl-coef`) is refused there, saying so.
  *
  * @since 0.1.0
  */
-import type { Duration, Redacted } from "effect"
+import { type Duration, Effect, Option, Redacted, Result } from "effect"
+import { HttpClient } from "effect/http"
+import { decode } from "../../Decode.ts"
+import * as Reference from "../../Reference.ts"
 import * as Http from "../http/Client.ts"
-import type * as Retry from "../http/Retry.ts"
+import * as Retry from "../http/Retry.ts"
+import * as Transport from "../http/Transport.ts"
+import * as DataWire from "./DataWire.ts"
+import { LoopsError } from "./Errors.ts"
+import * as LoopsSampler from "./LoopsSampler.ts"
+import * as LoopsTrainer from "./LoopsTrainer.ts"
+import * as Operations from "./Operations.ts"
 import type { ReadyRun } from "./Provision.ts"
+
+/** The protocols a run's data plane may speak. @since 0.1.0 @category models */
+export type Protocol = "loops" | "tinker"
 
 /** @since 0.1.0 @category models */
 export interface Options {
@@ -28,11 +42,24 @@ export interface Options {
   readonly apiKey: Redacted.Redacted<string>
   /** LoRA rank of the trained adapter (the run's `lora_rank`) */
   readonly loraRank?: number | undefined
+  /** the base model's context length (the control plane's capabilities); 0 when unknown */
+  readonly maxSequenceLength?: number | undefined
   /** the data plane's retry policy (default the Tinker SDK's) */
   readonly retry?: Retry.Policy | undefined
   /** how long a sample pinned to a policy version waits for it */
   readonly readyTimeout?: Duration.Input | undefined
+  /** skip the probe and speak this protocol */
+  readonly protocol?: Protocol | undefined
 }
+
+/** The Loops API's default LoRA rank. */
+const DEFAULT_RANK = 64
+
+const auth = (key: string) => [DataWire.Headers.authorization, `${DataWire.AUTH_SCHEME} ${key}`] as const
+
+/** A transport to `url` with the data plane's authorization and no route prefix. */
+const transportTo = (http: HttpClient.HttpClient, url: string, apiKey: Redacted.Redacted<string>) =>
+  Transport.make({ http, base: new URL(url), apiKey: Option.some(apiKey), prefix: "", auth, protobufResults: false })
 
 /**
  * The Tinker-protocol client options for a run: the trainer at `run.base_url`, the
@@ -56,12 +83,58 @@ export const clientOptions = (run: ReadyRun, options: Options): Http.Options => 
   ...(options.readyTimeout !== undefined ? { readyTimeout: options.readyTimeout } : {}),
 })
 
-/**
- * `Trainer | Sampler | Reference` on a run's data plane, given an `HttpClient` (the
- * client's session heartbeat lives as long as the layer).
- * @since 0.1.0 @category layers
- */
-export const layer = (run: ReadyRun, options: Options) => Http.layerNoDeps(clientOptions(run, options))
+/** One probe: the status of a GET and whether its body is what `check` wants. */
+const probeGet = (http: HttpClient.HttpClient, url: string, apiKey: Redacted.Redacted<string>, check: (body: unknown) => boolean) =>
+  transportTo(http, url, apiKey).send("GET", "", undefined, {}, "30 seconds").pipe(
+    Effect.map((x) => (check(x.body) ? ("yes" as const) : `HTTP ${x.status} with another body`)),
+    Effect.retry({ schedule: Retry.submission(Retry.policy({ maxElapsed: "2 minutes" })), while: (f) => f.kind !== "Fatal" }),
+    Effect.catch((f) => Effect.succeed(f.status !== undefined ? `HTTP ${f.status}` : f.message)),
+  )
 
-/** The data plane's services and their session, in a scope. @since 0.1.0 @category constructors */
-export const make = (run: ReadyRun, options: Options) => Http.make(clientOptions(run, options))
+/**
+ * Which protocol the trainer at `url` speaks (see the module doc).
+ * @since 0.1.0 @category combinators
+ */
+export const probe = Effect.fn("Loops.DataPlane.probe")(function* (url: string, apiKey: Redacted.Redacted<string>) {
+  const http = yield* HttpClient.HttpClient
+  const base = url.replace(/\/+$/, "")
+  const loops = yield* probeGet(http, `${base}/policy_version`, apiKey, (b) => Result.isSuccess(decode(DataWire.PolicyVersion)(b)))
+  if (loops === "yes") return "loops" as const
+  const tinker = yield* probeGet(http, `${base}/api/v1/healthz`, apiKey, () => true)
+  if (tinker === "yes") return "tinker" as const
+  return yield* new LoopsError({
+    reason: "Failed",
+    route: "data plane",
+    message: `the run's trainer at ${base} speaks neither the Loops data plane (GET /policy_version: ${loops}) nor Tinker's (GET /api/v1/healthz: ${tinker})`,
+  })
+})
+
+/** The run's services on the Loops data plane. */
+const loopsServices = (http: HttpClient.HttpClient, run: ReadyRun, options: Options) => {
+  const retry = options.retry ?? Retry.standard
+  const ops = Operations.make({ transport: transportTo(http, run.trainerUrl, options.apiKey), retry, pollTimeout: "60 seconds", requestTimeout: "60 seconds" })
+  const trainer = LoopsTrainer.make(ops, { runId: run.id, baseModel: run.baseModel, loraRank: options.loraRank ?? DEFAULT_RANK, maxSequenceLength: options.maxSequenceLength ?? 0 })
+  const sampler = LoopsSampler.make({
+    transport: transportTo(http, run.samplerUrl, options.apiKey),
+    retry,
+    readyTimeout: options.readyTimeout ?? "10 minutes",
+    trainerVersion: LoopsTrainer.policyVersion(ops),
+  })
+  const reference = Reference.unavailable(
+    "the Loops data plane has no base-model scoring route gyre knows of (its sampler serves the trained policy), so a KL penalty to the base model cannot run on --backend loops; use --kl-coef 0",
+  )
+  return { trainer, sampler, reference }
+}
+
+/**
+ * The data plane's services for a ready run, in a scope, with the protocol it speaks
+ * (given an `HttpClient`).
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fn("Loops.DataPlane.make")(function* (run: ReadyRun, options: Options) {
+  const http = yield* HttpClient.HttpClient
+  const protocol = options.protocol ?? (yield* probe(run.trainerUrl, options.apiKey))
+  if (protocol === "loops") return { protocol, ...loopsServices(http, run, options) }
+  const s = yield* Http.make(clientOptions(run, options))
+  return { protocol, trainer: s.trainer, sampler: s.sampler, reference: s.reference }
+})

@@ -28,6 +28,8 @@ export const RecordedRun = Schema.Struct({
   deactivatedAt: Schema.NullOr(Schema.String),
   /** left up on purpose (`--keep-run`) */
   kept: Schema.optional(Schema.Boolean),
+  /** the protocol its data plane was found to speak (`DataPlane.probe`) */
+  dataPlane: Schema.optional(Schema.Literals(["loops", "tinker"])),
 })
 export type RecordedRun = typeof RecordedRun.Type
 

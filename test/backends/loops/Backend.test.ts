@@ -96,6 +96,9 @@ describe("loops backend", () => {
       assert.isTrue(logs.lines.some((l) => l.includes(`run ${run.id} is ready`)))
       const record = yield* RunRecord.read(dir)
       assert.strictEqual(record?.controlPlane, fake.url)
+      // the run's trainer speaks Tinker's wire (a gyre serve): probed, said and recorded
+      assert.strictEqual(record?.runs[0]?.dataPlane, "tinker")
+      assert.isTrue(logs.lines.some((l) => l.includes(`training on run ${run.id} over the Tinker HTTP protocol`)), logs.lines.join("\n"))
       assert.isNotNull(record?.runs[0]?.deactivatedAt)
       assertNoKey(logs.lines)
       // the data plane got the key; the control plane's answers never echo it

@@ -1,6 +1,7 @@
 /**
- * The real CLI against the fake control plane, with a gyre `serve` of the base model as
- * the data plane: `gyre run math --backend loops` trains 3 steps and the fake's log
+ * The real CLI against the fake control plane, with gyre's Loops data-plane server of the
+ * base model as the data plane: `gyre run math --backend loops` trains 3 steps over the
+ * Loops protocol (and says so), and the fake's log
  * shows exactly one deactivation of the run and no request after it; the same after
  * Ctrl-C, after a failure, and when the run never becomes ready. `gyre loops
  * runs|deactivate|checkpoints` and `gyre export bt://...` work against the fake. The
@@ -11,8 +12,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, References, Scope } from "effect"
-import * as Server from "../../../src/backends/http/Server.ts"
+import { Effect, Exit, Layer, References, Scope } from "effect"
+import * as LoopsServer from "../../../src/backends/loops/server/Server.ts"
 import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
 import { defaultModelDir } from "../../../src/Paths.ts"
 import * as Serve from "../../../src/backends/local/Serve.ts"
@@ -29,10 +30,13 @@ const fakes: Array<Fake> = []
 beforeAll(async () => {
   const stateDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-cli-dp-"))
   const scope = Effect.runSync(Scope.make())
-  const ctx = await Effect.runPromise(
-    Layer.buildWithScope(Serve.layer({ modelDir: defaultModelDir, seed: 0, stateDir }), scope).pipe(Effect.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))),
+  const server = await Effect.runPromise(
+    Effect.gen(function* () {
+      const backend = yield* Serve.embedded({ modelDir: defaultModelDir, seed: 0, stateDir })
+      return yield* LoopsServer.make({ trainer: backend.trainer, sampler: backend.sampler, modelName: backend.modelName, pollWait: "2 seconds" })
+    }).pipe(Scope.provide(scope), Effect.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))),
   )
-  dataPlane = { url: Context.get(ctx, Server.Running).url, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+  dataPlane = { url: server.url, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 })
 afterAll(async () => {
   for (const f of fakes) await f.close()
@@ -88,7 +92,9 @@ describe("gyre run --backend loops (real CLI)", () => {
     assert.deepStrictEqual(rows(Path.join(dir, "m", "metrics.jsonl")).map((m) => m["step"]).filter((s) => Number(s) > 0), [1, 2, 3])
     assert.include(r.output, `loops: created run ${run.id}`)
     assert.include(r.output, `loops: deactivated run ${run.id}`)
-    assert.isTrue(f.entriesOf(run.id).some((e) => e.kind === "sampler"), "sampled on the run's sampler")
+    assert.isTrue(f.entriesOf(run.id).some((e) => e.kind === "sampler" && e.path.endsWith("/v1/completions")), "sampled on the run's sampler")
+    assert.include(r.output, `training on run ${run.id} over the Loops data plane (submit + operations)`)
+    assert.strictEqual((await Effect.runPromise(RunRecord.read(Path.join(dir, "m"))))?.runs[0]?.dataPlane, "loops")
     assert.deepStrictEqual(RunRecord.live(await Effect.runPromise(RunRecord.read(Path.join(dir, "m")))), [])
   }, 90_000)
 

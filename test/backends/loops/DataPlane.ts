@@ -5,9 +5,10 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { Context, Effect, Exit, Layer, Logger, References, Scope } from "effect"
+import { Context, type Duration, Effect, Exit, Layer, Logger, References, Scope } from "effect"
 import * as Server from "../../../src/backends/http/Server.ts"
 import * as Serve from "../../../src/backends/local/Serve.ts"
+import * as LoopsServer from "../../../src/backends/loops/server/Server.ts"
 import { TINY } from "../../envs/vowels.ts"
 
 /** The model name a random-init `serve` reports (the base model of its runs). */
@@ -24,6 +25,22 @@ export const startDataPlane = async () => {
   )
   const server = Context.get(ctx, Server.Running)
   return { url: server.url, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
+}
+
+/**
+ * Starts gyre's Loops data-plane server over a tiny random model (the embedded trainer
+ * and sampler), as run `runId`; `close` stops it.
+ */
+export const startLoopsDataPlane = async (options: { readonly runId?: string; readonly pollWait?: Duration.Input; readonly resultTtl?: Duration.Input } = {}) => {
+  const stateDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-ldp-"))
+  const scope = Effect.runSync(Scope.make())
+  const server = await Effect.runPromise(
+    Effect.gen(function* () {
+      const backend = yield* Serve.embedded({ config: TINY, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] }, seed: 0, stateDir })
+      return yield* LoopsServer.make({ trainer: backend.trainer, sampler: backend.sampler, modelName: backend.modelName, runId: options.runId, pollWait: options.pollWait ?? "2 seconds", resultTtl: options.resultTtl })
+    }).pipe(Scope.provide(scope), Effect.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))),
+  )
+  return { ...server, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }
 }
 
 /** Every log line at every level, as `LEVEL message`, with any cause. */

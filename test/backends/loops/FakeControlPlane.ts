@@ -47,6 +47,8 @@ export interface FakeOptions {
   readonly dataPlane?: string | undefined
   /** the models of `GET /v1/loops/capabilities` */
   readonly models?: ReadonlyArray<string> | undefined
+  /** their `max_context_length` (default 8192) */
+  readonly contextLength?: number | undefined
   /** status polls of a run before it is ready (default 1) */
   readonly readyAfterPolls?: number | undefined
   /** runs never become ready */
@@ -98,6 +100,7 @@ export const startFake = async (options: FakeOptions) => {
     checkpoints: [],
     files: new Map(),
     models: options.models ?? ["Qwen/Qwen3-8B"],
+    contextLength: options.contextLength ?? 8192,
     readyAfterPolls: options.readyAfterPolls ?? 1,
     neverReady: options.neverReady ?? false,
     filesPageSize: options.filesPageSize ?? 1000,

@@ -34,6 +34,8 @@ export interface State {
   /** presigned download tokens -> bytes */
   readonly files: Map<string, Uint8Array>
   readonly models: ReadonlyArray<string>
+  /** `max_context_length` of every model in the capabilities */
+  readonly contextLength: number
   readonly readyAfterPolls: number
   readonly neverReady: boolean
   readonly filesPageSize: number
@@ -175,7 +177,7 @@ export const control = (s: State, method: string, path: string, query: URLSearch
   const seg = path.split("/").slice(1) // v1, loops, ...
   const route = `${method} ${path}`
   if (route === "GET /v1/loops/capabilities") {
-    return checkQuery(query, []) ?? new Reply(200, { supported_models: s.models.map((m) => ({ model_name: m, max_context_length: 8192, supports_vision_language: false })) })
+    return checkQuery(query, []) ?? new Reply(200, { supported_models: s.models.map((m) => ({ model_name: m, max_context_length: s.contextLength, supports_vision_language: false })) })
   }
   if (route === "POST /v1/loops/sessions") {
     const problem = checkQuery(query, []) ?? checkEmptyBody(body)

@@ -1,0 +1,118 @@
+/**
+ * gyre's `Trainer` on a Loops run's trainer, over the Loops data plane
+ * (`DataWire.ts`, `Operations.ts`).
+ *
+ * Datums travel shifted, as every public caller of a Loops trainer sends them
+ * (`target_tokens[i]` is token i+1, the trainer's `logprobs[i]` is log p(token i+1)):
+ * the conversion is the HTTP backend's (`Alignment.ts`), in both directions. Loops
+ * reports a loss as a mean over active tokens (`loss`); gyre's runner reads `loss:sum`
+ * and `active_tokens`, so when the trainer sends only `loss` they are made from it and
+ * the batch's own count of active tokens.
+ *
+ * @since 0.1.0
+ */
+import { Effect, Result } from "effect"
+import { BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
+import { activeCount } from "../../Datum.ts"
+import { decode } from "../../Decode.ts"
+import type { TrainerShape } from "../../Trainer.ts"
+import * as Alignment from "../http/Alignment.ts"
+import { adamParamsToWire } from "../http/Wire.ts"
+import type * as Wire from "../http/Wire.ts"
+import * as DataWire from "./DataWire.ts"
+import type { Operations } from "./Operations.ts"
+
+/** @since 0.1.0 @category models */
+export interface Options {
+  readonly runId: string
+  readonly baseModel: string
+  readonly loraRank: number
+  /** the base model's context length (the control plane's capabilities), 0 when unknown */
+  readonly maxSequenceLength: number
+}
+
+const fail = (operation: string, message: string, reason: BackendError["reason"] = "InvalidInput") => new BackendError({ reason, operation, message })
+
+/** A result decoded with `schema`, or an `Internal` error naming the field. */
+const read = <S extends DataWire.Decodable>(schema: S, operation: string, value: unknown): Effect.Effect<S["Type"], BackendError> => {
+  const r = decode(schema, "result")(value)
+  return Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(fail(operation, `the trainer's result does not read as the Loops wire's: ${r.failure}`, "Internal"))
+}
+
+/** gyre Datums as the wire's. */
+const toWire = (operation: string, data: ReadonlyArray<Datum>, lossFn: LossFn) =>
+  Effect.forEach(data, (d, i) => {
+    const w = Alignment.datumToWire(d, lossFn, `data[${i}]`)
+    return Result.isSuccess(w) ? Effect.succeed(w.success) : Effect.fail(fail(operation, w.failure))
+  })
+
+/** A result tensor as a wire TensorData (its `dtype` may be missing, its nulls are zeros). */
+const tensorOf = (t: typeof DataWire.ResultTensor.Type): Wire.TensorData => ({
+  data: t.data.map((v) => v ?? 0),
+  dtype: t.dtype === "int64" ? "int64" : "float32",
+  ...(t.shape !== undefined ? { shape: t.shape } : {}),
+})
+
+/** The runner's metrics from a result: the trainer's own, else `loss:sum` and `active_tokens` from its mean `loss`. */
+const metricsOf = (r: DataWire.ForwardResult, active: number): Record<string, number> => {
+  const own = r.metrics ?? {}
+  const loss = r.loss ?? undefined
+  return {
+    ...(loss !== undefined && loss !== null ? { loss } : {}),
+    ...(own["active_tokens"] === undefined ? { active_tokens: active } : {}),
+    ...(own["loss:sum"] === undefined && loss !== undefined && loss !== null ? { "loss:sum": loss * active } : {}),
+    ...own,
+  }
+}
+
+const pass = (ops: Operations, op: "forward_backward" | "forward") =>
+  Effect.fn(`Loops.Trainer.${op}`)(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, options?: ForwardOptions) {
+    const wire = yield* toWire(op, data, lossFn)
+    const body: DataWire.ForwardRequest = {
+      data: wire,
+      loss_fn: lossFn,
+      ...(options?.lossFnConfig !== undefined ? { loss_fn_config: options.lossFnConfig } : {}),
+      ...(options?.topKLogprobs !== undefined && options.topKLogprobs > 0 ? { top_k_logprobs: options.topKLogprobs } : {}),
+    }
+    const r = yield* read(DataWire.ForwardResult, op, yield* ops.run(op, body))
+    if (r.loss_fn_outputs.length !== data.length) return yield* fail(op, `the trainer answered ${r.loss_fn_outputs.length} outputs for ${data.length} datums`, "Internal")
+    const outputs = yield* Effect.forEach(r.loss_fn_outputs, (o, i) => {
+      const out = Alignment.outputFromWire(Object.fromEntries(Object.entries(o).map(([k, t]) => [k, tensorOf(t)])), `loss_fn_outputs[${i}]`)
+      return Result.isSuccess(out) ? Effect.succeed(out.success) : Effect.fail(fail(op, out.failure, "Internal"))
+    })
+    return { lossFnOutputs: outputs, metrics: metricsOf(r, activeCount(data, lossFn)) } satisfies ForwardBackwardResult
+  })
+
+/** The trainer's policy version (`GET /policy_version`). @since 0.1.0 @category combinators */
+export const policyVersion = (ops: Operations) =>
+  Effect.map(ops.get("/policy_version", DataWire.PolicyVersion), (v) => (typeof v === "number" ? v : v.policy_version))
+
+/** @since 0.1.0 @category constructors */
+export const make = (ops: Operations, o: Options): TrainerShape => {
+  const version = policyVersion(ops)
+  const save = (op: "save_state" | "save_weights_for_sampler", name: string) =>
+    Effect.gen(function* () {
+      const r = yield* read(DataWire.SaveResult, op, yield* ops.run(op, { name, run_id: o.runId }))
+      return { path: r.path ?? DataWire.checkpointUri(o.runId, op === "save_state" ? "weights" : "sampler_weights", name), version: r.policy_version }
+    })
+  return {
+    forwardBackward: pass(ops, "forward_backward"),
+    forward: pass(ops, "forward"),
+    optimStep: Effect.fn("Loops.Trainer.optimStep")(function* (adam) {
+      const r = yield* read(DataWire.OptimStepResult, "optim_step", yield* ops.run("optim_step", { adam_params: adamParamsToWire(adam) }))
+      const metrics = { ...(r.grad_norm !== undefined ? { grad_norm: r.grad_norm } : {}), ...(r.metrics ?? {}) }
+      return { version: r.policy_version ?? (yield* version), metrics }
+    }),
+    saveWeightsForSampler: Effect.fn("Loops.Trainer.saveWeightsForSampler")(function* (name: string) {
+      const s = yield* save("save_weights_for_sampler", name)
+      return { path: s.path, version: s.version ?? (yield* version) }
+    }),
+    saveState: Effect.fn("Loops.Trainer.saveState")(function* (name: string) {
+      return { path: (yield* save("save_state", name)).path }
+    }),
+    loadState: Effect.fn("Loops.Trainer.loadState")(function* (path: string, options?: { readonly withOptimizer?: boolean }) {
+      yield* ops.run(options?.withOptimizer === true ? "load_state_with_optimizer" : "load_state", { path })
+    }),
+    info: Effect.map(version, (v) => ({ modelName: o.baseModel, loraRank: o.loraRank, version: v, maxSequenceLength: o.maxSequenceLength })),
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The client side of the Loops trainer's submit-and-retrieve protocol (`DataWire.ts`):
+ * an operation is submitted with `POST /{op}` and an `Idempotency-Key`, answered with
+ * its `operation_id`, and its outcome is long-polled with `GET /operations/{id}`.
+ *
+ * - A submission is retried (same key, so the server runs it once) on no answer, 408,
+ *   429 and 5xx, with the HTTP backend's back-off (`Retry.submission`); another 4xx
+ *   (422: a body the server refuses) fails at once with the server's words.
+ * - A poll answered 408 is polled again at once (the server held it for its wait); 5xx
+ *   and no answer back off (`Retry.polling`). A 404 means the server lost the operation
+ *   (a restart, an expired result): it is submitted again under the same key, at most
+ *   `maxResubmits` times.
+ * - `{status: "done"}` gives the result; `{status: "error"}` fails with the server's
+ *   error class and message; any other status is "not done yet".
+ *
+ * @since 0.1.0
+ */
+import { randomUUID } from "node:crypto"
+import { type Duration, Effect, Result, type Schema } from "effect"
+import { BackendError } from "../../Contract.ts"
+import { decode } from "../../Decode.ts"
+import * as Retry from "../http/Retry.ts"
+import { toBackendError, type Transport } from "../http/Transport.ts"
+import * as DataWire from "./DataWire.ts"
+
+/** @since 0.1.0 @category models */
+export interface Options {
+  readonly transport: Transport
+  readonly retry: Retry.Policy
+  /** how long one poll may be held (the server holds ~30 s) */
+  readonly pollTimeout: Duration.Input
+  /** how long a submission may take to be answered */
+  readonly requestTimeout: Duration.Input
+}
+
+/** @since 0.1.0 @category models */
+export interface Operations {
+  /** submits `op` with `body` and waits for its result */
+  readonly run: (op: DataWire.Operation, body: unknown) => Effect.Effect<unknown, BackendError>
+  /** a plain GET (`/health`, `/policy_version`), retried like a submission and decoded with `schema` */
+  readonly get: <S extends Schema.ConstraintDecoder<unknown>>(path: string, schema: S) => Effect.Effect<S["Type"], BackendError>
+}
+
+/** A decoded body, or an `Internal` error naming the route and field. */
+const decodeAs = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, route: string, where: string) => {
+  const run = decode(schema)
+  return (body: unknown): Effect.Effect<S["Type"], BackendError> => {
+    const r = run(body)
+    return Result.isSuccess(r)
+      ? Effect.succeed(r.success)
+      : Effect.fail(new BackendError({ reason: "Internal", operation: route, message: `${where}${route} answered with a body gyre cannot read as the Loops data plane's: ${r.failure}` }))
+  }
+}
+
+/** The reason of a failed operation, from the server's exception class (or gyre's own `reason`). */
+const reasonOf = (state: DataWire.OperationState): BackendError["reason"] => {
+  const own = (state as { readonly reason?: unknown }).reason
+  if (own === "InvalidInput" || own === "Rejected" || own === "Timeout" || own === "Unavailable" || own === "Internal") return own
+  const cls = state.error_class ?? /^(\w+):/.exec(state.error ?? "")?.[1] ?? ""
+  return /Value|Validation|Type|Key|Index|Invalid/.test(cls) ? "InvalidInput" : "Rejected"
+}
+
+/** A poll's answer that is not an outcome yet, as the failure the poll schedule repolls on. */
+const notDone = new Retry.HttpFailure({ kind: "TryAgain", message: "the operation is not done yet" })
+
+const makeRun = (o: Options) => (op: DataWire.Operation, body: unknown) =>
+  Effect.gen(function* () {
+    const t = o.transport
+    const key = randomUUID().replaceAll("-", "")
+    const submit = t.send("POST", `/${op}`, body, { [DataWire.Headers.idempotencyKey]: key }, o.requestTimeout).pipe(
+      Effect.retry(t.logged(op, Retry.submission(o.retry))),
+      Effect.mapError((f) => toBackendError(op, f)),
+      Effect.flatMap((x) => decodeAs(DataWire.Submitted, `POST /${op}`, t.where)(x.body)),
+    )
+    const poll = (id: string) =>
+      t.send("GET", `/operations/${encodeURIComponent(id)}`, undefined, {}, o.pollTimeout).pipe(
+        Effect.flatMap((x) => decodeAs(DataWire.OperationState, "GET /operations/{id}", t.where)(x.body).pipe(Effect.mapError((e) => new Retry.HttpFailure({ kind: "Decode", message: e.message })))),
+        Effect.flatMap((s) => (s.status === "done" || s.status === "error" ? Effect.succeed(s) : Effect.fail(notDone))),
+        Effect.retry(t.logged(`${op} (operation ${id})`, Retry.polling(o.retry))),
+      )
+    for (let resubmits = 0; ; resubmits++) {
+      const { operation_id } = yield* submit
+      const state = yield* poll(operation_id).pipe(Effect.result)
+      if (Result.isFailure(state)) {
+        // the server no longer knows the operation: the same key runs it at most once
+        if (state.failure.status === 404 && resubmits < o.retry.maxResubmits) {
+          yield* Effect.logWarning(`${op}: operation ${operation_id} is unknown to the trainer (restarted, or its result expired); submitting it again under the same key`)
+          continue
+        }
+        return yield* toBackendError(op, state.failure)
+      }
+      const s = state.success
+      if (s.status === "error") {
+        return yield* new BackendError({ reason: reasonOf(s), operation: op, message: t.redact(s.error ?? `the operation failed${s.error_class ? ` (${s.error_class})` : ""}`) })
+      }
+      return s.result
+    }
+  })
+
+/** @since 0.1.0 @category constructors */
+export const make = (o: Options): Operations => ({
+  run: (op, body) => makeRun(o)(op, body).pipe(Effect.withSpan(`Loops.${op}`)),
+  get: (path, schema) =>
+    o.transport.send("GET", path, undefined, {}, o.requestTimeout).pipe(
+      Effect.retry(o.transport.logged(`GET ${path}`, Retry.submission(o.retry))),
+      Effect.mapError((f) => toBackendError(`GET ${path}`, f)),
+      Effect.flatMap((x) => decodeAs(schema, `GET ${path}`, o.transport.where)(x.body)),
+    ),
+})
