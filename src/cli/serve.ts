@@ -8,6 +8,7 @@
  * npx tsx serve                      # gyre's base model on 127.0.0.1:8080
  * npx tsx serve --port 9000 --replicas 4
  * npx tsx serve --random-init        # a tiny random model, no pretraining needed
+ * npx tsx serve --protocol loops     # the same model behind the Loops data plane's wire
  * ```
  *
  * Each `create_model` gets its own LoRA adapter of the rank it asks for (default the
@@ -28,6 +29,7 @@ import { Sampler } from "../Sampler.ts"
 import { Trainer } from "../Trainer.ts"
 import { apiKeyConfig } from "../backends/http/Client.ts"
 import * as Server from "../backends/http/Server.ts"
+import * as LoopsServer from "../backends/loops/server/Server.ts"
 import { defaultModelDir, resolveModelDir, unknownModelMessage } from "../Paths.ts"
 
 const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
@@ -77,6 +79,13 @@ const flags = {
     Flag.withDescription("ask clients to zstd-compress their protobuf forward_backward bodies (smaller on a network, more CPU on both sides)"),
     Flag.withDefault(false),
   ),
+  protocol: Flag.Literals("protocol", ["tinker", "loops"]).pipe(
+    Flag.withDescription(
+      "the wire to serve: tinker (the Tinker HTTP protocol the official SDK speaks) or loops (the Loops data plane: trainer operations with GET /operations/{id}, and the sampler's /v1/completions; one adapter, see src/backends/loops/DataWire.ts)",
+    ),
+    Flag.withDefault("tinker" as const),
+  ),
+  runId: Flag.String("run-id").pipe(Flag.withDescription("with --protocol loops: the run whose bt://loops:<run>/... checkpoints this server names (default: the run_id a save names)"), Flag.optional),
   requireApiKey: Flag.Boolean("require-api-key").pipe(
     Flag.withDescription("reject requests whose X-API-Key differs from TINKER_API_KEY (or BASETEN_API_KEY)"),
     Flag.withDefault(false),
@@ -106,6 +115,19 @@ export const serveCommand = Command.make(
       ...(f.randomInit ? { config: RANDOM_CONFIG } : { modelDir: modelDir ?? defaultModelDir }),
       ...(Option.isSome(lora) ? { lora: { ...lora.value, targets: [...lora.value.targets] } } : {}),
     })
+    if (f.protocol === "loops") {
+      const loops = yield* LoopsServer.make({
+        trainer: backend.trainer,
+        sampler: backend.sampler,
+        modelName: backend.modelName,
+        runId: Option.getOrUndefined(f.runId),
+        port: f.port,
+        host: f.host,
+        ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}),
+      })
+      yield* Effect.logInfo(`ready: a Loops run whose base_url and sampler base_url are ${loops.url} trains here (gyre run <env> --backend loops)`)
+      return yield* Effect.never
+    }
     const server = yield* Server.make({
       port: f.port,
       host: f.host,
@@ -125,5 +147,9 @@ export const serveCommand = Command.make(
     yield* Effect.logInfo(`ready: npx tsx run <env> --backend ${server.url}`)
     return yield* Effect.never
   }, Effect.scoped),
-).pipe(Command.withDescription("Serve the embedded trainer and sampler over the Tinker wire protocol (JSON, and protobuf for forward_backward and results, as the official SDK speaks it)"))
+).pipe(
+  Command.withDescription(
+    "Serve the embedded trainer and sampler over the Tinker wire protocol (JSON, and protobuf for forward_backward and results, as the official SDK speaks it), or with --protocol loops over the Loops data plane's",
+  ),
+)
 
