@@ -22,6 +22,7 @@ import { timingSafeEqual } from "node:crypto"
 import * as Archives from "./Archives.ts"
 import type { FutureTable } from "./Futures.ts"
 import type * as Idempotency from "./Idempotency.ts"
+import * as NewerFields from "./NewerFields.ts"
 import * as ProtoRoutes from "./ProtoRoutes.ts"
 import { bad, decodeOr400, Reject, type Reply } from "./Requests.ts"
 import type { Handler } from "./TrainingRoutes.ts"
@@ -142,6 +143,8 @@ const getRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: 
 const postRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: string, path: string): Effect.Effect<Reply> =>
   Effect.gen(function* () {
     const handler = entry(ctx.post, name)
+    const newer = entry(NewerFields.ROUTES, name.replace(/^sessions\/[^/]+\/finish$/, "sessions/{id}/finish"))
+    if (handler === undefined && newer !== undefined) return { status: 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}: ${newer}` } }
     if (handler === undefined) return { status: entry(ctx.get, name) !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
     const body = yield* readBody(ctx, req, name).pipe(Effect.result)
     if (Result.isFailure(body)) return rejected(body.failure)

@@ -9,6 +9,7 @@ import { Data, Effect, Result, type Schema, type Stream } from "effect"
 import type { BackendError, SamplingParams } from "../../Contract.ts"
 import type { DatumIssue } from "../../DatumIssue.ts"
 import { decode } from "./Decode.ts"
+import * as NewerFields from "./NewerFields.ts"
 import type * as Wire from "./Wire.ts"
 
 /** A request the server refuses: the HTTP status and the `detail` it answers. @since 0.1.0 @category errors */
@@ -52,6 +53,22 @@ export const decodeOr400 = <S extends Schema.ConstraintDecoder<unknown>>(schema:
   const run = decode(schema, prefix)
   return (value: unknown): Effect.Effect<S["Type"], Reject> => {
     const r = run(value)
+    return Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(bad(r.failure))
+  }
+}
+
+/**
+ * Decodes the body of `route` strictly: a newer SDK's field that asks for something this
+ * server cannot do, or any field the route does not know, is a 400 naming it
+ * (`NewerFields.ts`).
+ * @since 0.1.0 @category combinators
+ */
+export const decodeRequestOr400 = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, route: string) => {
+  const run = decode(schema, "", { strict: true })
+  return (value: unknown): Effect.Effect<S["Type"], Reject> => {
+    const screened = NewerFields.screen(route, value)
+    if (screened.refused !== undefined) return Effect.fail(bad(screened.refused))
+    const r = run(screened.body)
     return Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(bad(r.failure))
   }
 }

@@ -26,7 +26,7 @@ import { awaitVersion } from "../../Sampler.ts"
 import * as Alignment from "./Alignment.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry, SamplerTarget } from "./Models.ts"
-import { bad, decodeOr400, notFound, Reject, samplingParamsFromWire } from "./Requests.ts"
+import { bad, decodeOr400, decodeRequestOr400, notFound, Reject, samplingParamsFromWire } from "./Requests.ts"
 import type { Handler } from "./TrainingRoutes.ts"
 import * as Wire from "./Wire.ts"
 
@@ -93,7 +93,7 @@ const createSamplingSession =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.CreateSamplingSessionRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.CreateSamplingSessionRequest, "create_sampling_session")(body)
       const session = yield* ctx.registry.getSession(req.session_id)
       let published: Published = BASE
       if (req.model_path !== undefined && req.model_path !== null) {
@@ -163,7 +163,7 @@ const asample =
   (ctx: Routes): Handler =>
   (body, headers) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.SampleRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.SampleRequest, "asample")(body)
       const h = yield* decodeOr400(Wire.SampleHeaders, "headers")({
         [Wire.Headers.minPolicyVersion]: headers[Wire.Headers.minPolicyVersion],
         [Wire.Headers.affinityKey]: headers[Wire.Headers.affinityKey],

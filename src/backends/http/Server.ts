@@ -40,7 +40,7 @@ import * as Models from "./Models.ts"
 import * as RestoredSamplers from "./RestoredSamplers.ts"
 import * as RestRoutes from "./RestRoutes.ts"
 import * as ServiceRoutes from "./ServiceRoutes.ts"
-import { decodeOr400, type Reject } from "./Requests.ts"
+import { decodeRequestOr400, type Reject } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
 import {
   DEFAULT_MAX_PENDING_FUTURES,
@@ -191,7 +191,7 @@ const retrieveFuture =
   (p: Parts): TrainingRoutes.Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.RetrieveFutureRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.RetrieveFutureRequest, "retrieve_future")(body)
       const reply = yield* p.futures.await(req.request_id, p.settings.pollWait)
       return Option.isSome(reply) ? reply.value.body : { type: "try_again", request_id: req.request_id, queue_state: "active" }
     })
@@ -210,7 +210,7 @@ const routeTables = (p: Parts) => {
   }
   const get: Record<string, () => Effect.Effect<unknown, Reject>> = {
     healthz: () => Effect.succeed({ status: "ok" }),
-    get_server_capabilities: () => Effect.succeed({ supported_models: [{ model_name: p.settings.modelName, max_context_length: p.settings.contextLength }] }),
+    get_server_capabilities: () => Effect.succeed({ supported_models: [{ model_name: p.settings.modelName, max_context_length: p.settings.contextLength, trainable: true, sampleable: true }] }),
   }
   return { post, get, rest: rest.get, samplerInfo: sampling.samplerInfo }
 }

@@ -24,7 +24,7 @@ import * as Alignment from "./Alignment.ts"
 import type { CheckpointIndex } from "./CheckpointIndex.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry } from "./Models.ts"
-import { bad, checkName, decodeOr400, Reject } from "./Requests.ts"
+import { bad, checkName, decodeRequestOr400, Reject } from "./Requests.ts"
 import { kindOfStatus } from "./Retry.ts"
 import { claim, forfeit, inTurn } from "./SeqOrder.ts"
 import * as Wire from "./Wire.ts"
@@ -164,7 +164,7 @@ const createSession =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      yield* decodeOr400(Wire.CreateSessionRequest)(body)
+      yield* decodeRequestOr400(Wire.CreateSessionRequest, "create_session")(body)
       return { type: "create_session", session_id: yield* ctx.registry.createSession }
     })
 
@@ -172,7 +172,7 @@ const sessionHeartbeat =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.SessionHeartbeatRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.SessionHeartbeatRequest, "session_heartbeat")(body)
       yield* ctx.registry.getSession(req.session_id)
       return { type: "session_heartbeat" }
     })
@@ -181,7 +181,7 @@ const createModel =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.CreateModelRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.CreateModelRequest, "create_model")(body)
       yield* ctx.registry.getSession(req.session_id)
       if (req.base_model !== ctx.modelName) {
         return yield* bad(`base_model ${JSON.stringify(req.base_model)} is not served here; this server serves ${JSON.stringify(ctx.modelName)}`)
@@ -197,7 +197,7 @@ const unloadModel =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.UnloadModelRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.UnloadModelRequest, "unload_model")(body)
       yield* ctx.registry.unloadModel(req.model_id)
       const id = yield* ctx.futures.start("UnloadModel", Effect.succeed({ model_id: req.model_id, type: "unload_model" }))
       return { request_id: id, model_id: req.model_id }
@@ -207,7 +207,7 @@ const getInfo =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.GetInfoRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.GetInfoRequest, "get_info")(body)
       const model = yield* ctx.registry.getModel(req.model_id)
       const info = yield* model.trainer.info.pipe(Effect.mapError(unavailable))
       return {
@@ -225,18 +225,18 @@ const getInfo =
 const forwardBackward =
   (ctx: Routes): Handler =>
   (body) =>
-    Effect.flatMap(decodeOr400(Wire.ForwardBackwardRequest)(body), (req) => forwardLike(ctx, "forward_backward", req.forward_backward_input, req.model_id, req.seq_id))
+    Effect.flatMap(decodeRequestOr400(Wire.ForwardBackwardRequest, "forward_backward")(body), (req) => forwardLike(ctx, "forward_backward", req.forward_backward_input, req.model_id, req.seq_id))
 
 const forward =
   (ctx: Routes): Handler =>
   (body) =>
-    Effect.flatMap(decodeOr400(Wire.ForwardRequest)(body), (req) => forwardLike(ctx, "forward", req.forward_input, req.model_id, req.seq_id))
+    Effect.flatMap(decodeRequestOr400(Wire.ForwardRequest, "forward")(body), (req) => forwardLike(ctx, "forward", req.forward_input, req.model_id, req.seq_id))
 
 const optimStep =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.OptimStepRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.OptimStepRequest, "optim_step")(body)
       const decoded = Wire.adamParamsFromWire(req.adam_params)
       if (Result.isFailure(decoded)) return yield* bad(decoded.failure)
       const adam = decoded.success
@@ -254,7 +254,7 @@ const saveWeights =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.SaveWeightsRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.SaveWeightsRequest, "save_weights")(body)
       const name = req.path ?? `state-${req.seq_id}`
       yield* checkName(name, "path")
       const model = yield* ctx.registry.getModel(req.model_id)
@@ -277,7 +277,7 @@ const saveWeightsForSampler =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.SaveWeightsForSamplerRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.SaveWeightsForSamplerRequest, "save_weights_for_sampler")(body)
       const model = yield* ctx.registry.getModel(req.model_id)
       const name = req.path ?? `sampler-${req.seq_id}`
       yield* checkName(name, "path")
@@ -304,7 +304,7 @@ const loadWeights =
   (ctx: Routes): Handler =>
   (body) =>
     Effect.gen(function* () {
-      const req = yield* decodeOr400(Wire.LoadWeightsRequest)(body)
+      const req = yield* decodeRequestOr400(Wire.LoadWeightsRequest, "load_weights")(body)
       if (req.model_id === undefined || req.model_id === null || req.seq_id === undefined || req.seq_id === null) {
         return yield* bad("load_weights needs model_id and seq_id (create the model first; create-via-load is not supported)")
       }

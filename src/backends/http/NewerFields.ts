@@ -1,0 +1,65 @@
+/**
+ * Request fields and routes of Tinker SDKs newer than the one this server follows
+ * (0.25), and what `serve` does with each: nothing a client asks for is dropped without
+ * a word. Request bodies are decoded strictly (`decodeRequestOr400`): a field the route
+ * does not know is a 400 naming it. A newer field this server cannot honour is accepted
+ * only with a value that asks for nothing (null, 0, false, an empty list), which is what
+ * a newer SDK sends when its user did not ask for the feature; any other value is a 400
+ * naming the field and saying why. A newer route is a 404 that says what to use instead.
+ *
+ * Sources: the SDK's changelog (tinker-docs.thinkingmachines.ai/changelog/sdk, 0.26 to
+ * 0.39) and newer source files of the public `thinking-machines-lab/tinker` repository.
+ *
+ * @since 0.1.0
+ */
+
+/** Newer request fields, by route, with why a value that asks for something is refused. @since 0.1.0 @category constants */
+export const FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  asample: {
+    topk_sample_logprobs: "top-k log-probs of sampled tokens are not served here: the sampler returns each sampled token's own log-prob (send 0)",
+    target_prompt_logprobs: "log-probs of target prompt tokens are not served here; use prompt_logprobs: true, which scores every prompt token",
+    prompt_logprobs_last_n: "prompt log-probs of the last n tokens only are not served here; use prompt_logprobs: true (every prompt token)",
+    prompt_alt_tokens_k: "alternative prompt tokens are not served here (send 0)",
+    record_stability_info: "numerical stability records are not kept by the embedded sampler (send false)",
+    sample_sequence_ids: "caller-chosen sequence ids are not kept here; sequences come back in order",
+  },
+  create_model: {
+    optimizer_params: "this server trains with Adam only (Dimuon and other optimizers chosen at creation are not implemented); leave optimizer_params out",
+  },
+  save_weights: {
+    external_path: "external weight locations are not served here: checkpoints are written under the server's --state-dir",
+  },
+  load_weights: {
+    weights_access_token: "loading weights from another account's storage is not served here: load a tinker:// path of this server",
+  },
+}
+
+/** Newer routes, with what to use instead. @since 0.1.0 @category constants */
+export const ROUTES: Readonly<Record<string, string>> = {
+  retrieve_futures: "batched retrieve_futures is not served here (client/config says sample_use_retrieve_futures: false); poll each future with retrieve_future",
+  cancel_future: "cancel_future is not served here: a future runs to its end; its result is kept until retrieved",
+  copy_weights: "copy_weights is not served here: save_weights then load_weights copies a model's weights",
+  "sessions/{id}/finish": "finishing a session is not served here: a session ends when its heartbeats stop (--session-idle-seconds) and frees its models",
+  save_weights_external: "save_weights_external is not served here: save_weights writes under the server's --state-dir and the archive route hands the files out",
+}
+
+/** Whether a value asks for nothing. @since 0.1.0 @category predicates */
+export const asksForNothing = (v: unknown): boolean =>
+  v === null || v === undefined || v === false || v === 0 || (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0)
+
+/**
+ * The 400 message for the first newer field of `body` on `route` that asks for something,
+ * and `body` without the newer fields that ask for nothing.
+ * @since 0.1.0 @category combinators
+ */
+export const screen = (route: string, body: unknown): { readonly refused?: string; readonly body: unknown } => {
+  const fields = FIELDS[route]
+  if (fields === undefined || typeof body !== "object" || body === null || Array.isArray(body)) return { body }
+  const rest: Record<string, unknown> = {}
+  for (const [k, v] of Object.entries(body)) {
+    const why = Object.hasOwn(fields, k) ? fields[k] : undefined
+    if (why === undefined) rest[k] = v
+    else if (!asksForNothing(v)) return { refused: `${k}: ${why}`, body }
+  }
+  return { body: rest }
+}
