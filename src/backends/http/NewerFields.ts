@@ -26,9 +26,6 @@ export const FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> 
   create_model: {
     optimizer_params: "this server trains with Adam only (Dimuon and other optimizers chosen at creation are not implemented); leave optimizer_params out",
   },
-  save_weights: {
-    external_path: "external weight locations are not served here: checkpoints are written under the server's --state-dir",
-  },
   load_weights: {
     weights_access_token: "loading weights from another account's storage is not served here: load a tinker:// path of this server",
   },

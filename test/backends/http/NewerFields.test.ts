@@ -37,7 +37,6 @@ const ASKS: Record<string, unknown> = {
   record_stability_info: true,
   sample_sequence_ids: ["a"],
   optimizer_params: { type: "dimuon" },
-  external_path: "s3://bucket/x",
   weights_access_token: "token",
 }
 
