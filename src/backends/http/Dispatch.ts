@@ -142,8 +142,10 @@ const getRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: 
 
 const postRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name: string, path: string): Effect.Effect<Reply> =>
   Effect.gen(function* () {
-    const handler = entry(ctx.post, name)
-    const newer = entry(NewerFields.ROUTES, name.replace(/^sessions\/[^/]+\/finish$/, "sessions/{id}/finish"))
+    // `sessions/{id}/finish` carries its session in the path
+    const finishing = /^sessions\/([^/]+)\/finish$/.exec(name)?.[1]
+    const handler = finishing !== undefined ? entry(ctx.post, "session_finish") : entry(ctx.post, name)
+    const newer = entry(NewerFields.ROUTES, name)
     if (handler === undefined && newer !== undefined) return { status: 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}: ${newer}` } }
     if (handler === undefined) return { status: entry(ctx.get, name) !== undefined ? 405 : 404, body: { detail: `no endpoint POST ${path.slice(0, 200)}` } }
     const body = yield* readBody(ctx, req, name).pipe(Effect.result)
@@ -152,7 +154,8 @@ const postRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name:
     const wait = yield* decodeOr400(Wire.WaitHeader, "headers")({ [Wire.Headers.waitMillis]: req.headers[Wire.Headers.waitMillis] }).pipe(Effect.result)
     if (Result.isFailure(wait)) return rejected(wait.failure)
     const waitMillis = Math.min(wait.success[Wire.Headers.waitMillis] ?? 0, D.toMillis(D.fromInputUnsafe(ctx.pollWait)))
-    const run = toReply(routed(body.success.value, req.headers))
+    const value = finishing !== undefined && typeof body.success.value === "object" && body.success.value !== null ? { ...body.success.value, session_id: decodeURIComponent(finishing) } : body.success.value
+    const run = toReply(routed(value, req.headers))
     if (name === "retrieve_future") {
       const reply = yield* run
       return ProtoRoutes.acceptsProto(req.headers["accept"]) ? yield* ProtoRoutes.encodeResult(reply) : reply

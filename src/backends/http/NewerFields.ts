@@ -7,8 +7,10 @@
  * a newer SDK sends when its user did not ask for the feature; any other value is a 400
  * naming the field and saying why. A newer route is a 404 that says what to use instead.
  *
- * Sources: the SDK's changelog (tinker-docs.thinkingmachines.ai/changelog/sdk, 0.26 to
- * 0.39) and newer source files of the public `thinking-machines-lab/tinker` repository.
+ * Sources: newer source files of the public `thinking-machines-lab/tinker` repository (up
+ * to 0.32.0: `types/`, `lib/public_interfaces/sampling_client.py`), and servers that
+ * track them. `sessions/{id}/finish` is served (acknowledged, in `TrainingRoutes.ts`);
+ * the `asample` promise carries `sample_sequence_ids`, which 0.32 requires.
  *
  * @since 0.1.0
  */
@@ -21,12 +23,12 @@ export const FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> 
     prompt_logprobs_last_n: "prompt log-probs of the last n tokens only are not served here; use prompt_logprobs: true (every prompt token)",
     prompt_alt_tokens_k: "alternative prompt tokens are not served here (send 0)",
     record_stability_info: "numerical stability records are not kept by the embedded sampler (send false)",
-    sample_sequence_ids: "caller-chosen sequence ids are not kept here; sequences come back in order",
   },
   create_model: {
-    optimizer_params: "this server trains with Adam only (Dimuon and other optimizers chosen at creation are not implemented); leave optimizer_params out",
+    optimizer_config: "this server trains with Adam only: optimizer_config {type: \"adamw\"} is what it does; Dimuon and other optimizers are not implemented",
   },
   load_weights: {
+    optimizer_config: "this server trains with Adam only: optimizer_config {type: \"adamw\"} is what it does; Dimuon and other optimizers are not implemented",
     weights_access_token: "loading weights from another account's storage is not served here: load a tinker:// path of this server",
   },
 }
@@ -36,12 +38,12 @@ export const ROUTES: Readonly<Record<string, string>> = {
   retrieve_futures: "batched retrieve_futures is not served here (client/config says sample_use_retrieve_futures: false); poll each future with retrieve_future",
   cancel_future: "cancel_future is not served here: a future runs to its end; its result is kept until retrieved",
   copy_weights: "copy_weights is not served here: save_weights then load_weights copies a model's weights",
-  "sessions/{id}/finish": "finishing a session is not served here: a session ends when its heartbeats stop (--session-idle-seconds) and frees its models",
   save_weights_external: "save_weights_external is not served here: save_weights writes under the server's --state-dir and the archive route hands the files out",
 }
 
-/** Whether a value asks for nothing. @since 0.1.0 @category predicates */
+/** Whether a value asks for nothing beyond what this server does (Adam is `{type: "adamw"}`). @since 0.1.0 @category predicates */
 export const asksForNothing = (v: unknown): boolean =>
+  (typeof v === "object" && v !== null && !Array.isArray(v) && (v as { type?: unknown }).type === "adamw" && Object.keys(v).length === 1) ||
   v === null || v === undefined || v === false || v === 0 || (Array.isArray(v) && v.length === 0) || (typeof v === "object" && v !== null && Object.keys(v).length === 0)
 
 /**

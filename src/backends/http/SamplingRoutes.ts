@@ -199,7 +199,8 @@ const asample =
         })),
       )
       const id = yield* ctx.futures.start("Sample", model === undefined ? work : ctx.registry.tracked(model, work), model === undefined ? undefined : ctx.registry.touch(model))
-      return { request_id: id }
+      // newer SDKs (0.32) require one sequence id per sample on the promise
+      return { request_id: id, sample_sequence_ids: Array.from({ length: numSamples }, (_, i) => `${id}:${i}`) }
     })
 
 /** `GET samplers/{id}`: the sampler's base model, path and served version. */

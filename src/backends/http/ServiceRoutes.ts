@@ -48,7 +48,8 @@ export const make = (options: Options): Record<string, Handler> => {
         // newer SDKs: batched retrieve_futures is not served (see NewerFields.ts)
         sample_use_retrieve_futures: false,
       }),
-    "client/dynamic_config": () => Effect.succeed({ refresh_interval_sec: 300 }),
+    // newer SDKs: cancel_future is not served (NewerFields.ts)
+    "client/dynamic_config": () => Effect.succeed({ refresh_interval_sec: 300, sample_cancel_enabled: false }),
     telemetry: (body) =>
       Effect.gen(function* () {
         const batch = yield* decodeOr400(TelemetryBatch)(body)

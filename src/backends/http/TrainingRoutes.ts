@@ -177,6 +177,23 @@ const sessionHeartbeat =
       return { type: "session_heartbeat" }
     })
 
+/** `sessions/{id}/finish` (newer SDKs, when a client closes): why the session ended, acknowledged and logged; its models are freed when its heartbeats stop, as any session's. */
+const SessionFinishRequest = Schema.Struct({
+  session_id: Schema.String,
+  reason: Schema.Struct({ type: Schema.Literals(["success", "errored", "interrupted"]) }),
+  detail: Schema.optional(Schema.NullOr(Schema.String)),
+})
+
+const sessionFinish =
+  (ctx: Routes): Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeRequestOr400(SessionFinishRequest, "session_finish")(body)
+      yield* ctx.registry.getSession(req.session_id)
+      yield* Effect.logInfo(`session ${req.session_id} finished (${req.reason.type}${req.detail ? `: ${req.detail.slice(0, 200)}` : ""})`)
+      return {}
+    })
+
 const createModel =
   (ctx: Routes): Handler =>
   (body) =>
@@ -342,6 +359,7 @@ export const make = (context: Context): Record<string, Handler> => {
   return {
     create_session: createSession(ctx),
     session_heartbeat: sessionHeartbeat(ctx),
+    session_finish: sessionFinish(ctx),
     create_model: createModel(ctx),
     unload_model: unloadModel(ctx),
     get_info: getInfo(ctx),

@@ -35,8 +35,7 @@ const ASKS: Record<string, unknown> = {
   prompt_logprobs_last_n: 3,
   prompt_alt_tokens_k: 2,
   record_stability_info: true,
-  sample_sequence_ids: ["a"],
-  optimizer_params: { type: "dimuon" },
+  optimizer_config: { type: "dimuon", version: 1 },
   weights_access_token: "token",
 }
 
@@ -72,12 +71,27 @@ describe("fields and routes of newer Tinker SDKs", () => {
   it.live("newer routes answer 404 saying what to use instead; client/config says retrieve_futures is off", () =>
     Effect.gen(function* () {
       const { base } = yield* start
-      for (const route of ["retrieve_futures", "cancel_future", "copy_weights", "save_weights_external", "sessions/s1/finish"]) {
+      for (const route of ["retrieve_futures", "cancel_future", "copy_weights", "save_weights_external"]) {
         const r = yield* post(base, route, {})
         assert.strictEqual(r.status, 404, route)
         assert.include(r.body.detail, "not served here", route)
       }
       const config = yield* post(base, "client/config", {})
       assert.strictEqual(config.body.sample_use_retrieve_futures, false)
+      assert.strictEqual((yield* post(base, "client/dynamic_config", {})).body.sample_cancel_enabled, false)
+    }).pipe(Effect.scoped))
+
+  it.live("sessions/{id}/finish is acknowledged; an asample promise carries one sequence id per sample; optimizer_config adamw passes", () =>
+    Effect.gen(function* () {
+      const { base, model } = yield* start
+      const s = yield* session(base)
+      const finished = yield* post(base, `sessions/${s}/finish`, { reason: { type: "success" }, detail: null })
+      assert.strictEqual(finished.status, 200, JSON.stringify(finished.body))
+      assert.strictEqual((yield* post(base, "sessions/nope/finish", { reason: { type: "success" } })).status, 404)
+      const promise = yield* post(base, "asample", { ...bodies(s, model)["asample"], num_samples: 3, topk_sample_logprobs: 0, prompt_alt_tokens_k: 0, record_stability_info: false })
+      assert.strictEqual(promise.status, 200, JSON.stringify(promise.body))
+      assert.lengthOf(promise.body.sample_sequence_ids, 3)
+      const adamw = yield* post(base, "create_model", { ...bodies(s, model)["create_model"], optimizer_config: { type: "adamw" } })
+      assert.strictEqual(adamw.status, 200, JSON.stringify(adamw.body))
     }).pipe(Effect.scoped))
 })
