@@ -140,13 +140,17 @@ describe("gyre loops (real CLI)", () => {
 
     const dest = out()
     // independent commands run side by side; deactivation last
-    const [runs, all, checkpoints, exported, wrong] = await Promise.all([
+    const sessionB = f.runs.get("runB")!.sessionId
+    const [runs, all, checkpoints, exported, wrong, ofSession] = await Promise.all([
       gyre(["loops", "runs", "--loops-url", f.url]).done(),
       gyre(["loops", "runs", "--all"], { LOOPS_API_URL: f.url }).done(),
       gyre(["loops", "checkpoints", "runA", "--loops-url", f.url]).done(),
       gyre(["export", uri, "--out", dest], { LOOPS_API_URL: f.url }).done(),
       gyre(["loops", "runs", "--loops-url", f.url], { BASETEN_API_KEY: "bt-wrong-key-0000000000" }).done(),
+      gyre(["loops", "runs", "--all", "--session", sessionB, "--loops-url", f.url]).done(),
     ])
+    assert.include(ofSession.output, "runB", ofSession.output)
+    assert.notInclude(ofSession.output, "runA")
     assert.strictEqual(runs.code, 0, runs.output)
     assert.match(runs.output, /RUN ID\s+NAME\s+BASE MODEL\s+STATUS/)
     assert.match(runs.output, /runA\s+Qwen\/Qwen3-8B\s+Qwen\/Qwen3-8B\s+ACTIVE/)
