@@ -45,7 +45,8 @@ export interface Context {
   readonly now: Effect.Effect<number>
 }
 
-const sameKey = (given: string, expected: string) => {
+/** Whether a given secret equals the expected one, in time that does not depend on where they differ. @since 0.1.0 @category predicates */
+export const sameKey = (given: string, expected: string) => {
   const a = Buffer.from(given)
   const b = Buffer.from(expected)
   return a.length === b.length && timingSafeEqual(a, b)

@@ -103,6 +103,8 @@ export const OperationState = Schema.Struct({
   result: Schema.optional(Schema.Unknown),
   error: Schema.optional(Schema.NullOr(Schema.String)),
   error_class: Schema.optional(Schema.NullOr(Schema.String)),
+  /** gyre's own server adds the `BackendError` reason */
+  reason: Schema.optional(Schema.String),
 })
 export type OperationState = typeof OperationState.Type
 
@@ -191,6 +193,3 @@ export const tokenIdOf = (token: string): number | undefined => {
 
 /** The checkpoint URI of a save that did not name one. @since 0.1.0 @category combinators */
 export const checkpointUri = (runId: string, kind: "weights" | "sampler_weights", name: string) => `bt://loops:${runId}/${kind}/${name}`
-
-/** A Schema gyre's `decode` reads with. @since 0.1.0 @category models */
-export type Decodable = Schema.ConstraintDecoder<unknown>

@@ -16,11 +16,11 @@
  */
 import { type Duration, Effect, Result, type Schema } from "effect"
 import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../Contract.ts"
-import { decode } from "../../Decode.ts"
 import type { SamplerShape } from "../../Sampler.ts"
-import * as Retry from "../http/Retry.ts"
-import { toBackendError, type Transport } from "../http/Transport.ts"
+import type * as Retry from "../http/Retry.ts"
+import type { Transport } from "../http/Transport.ts"
 import * as DataWire from "./DataWire.ts"
+import { request } from "./Operations.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options {
@@ -35,14 +35,7 @@ export interface Options {
 const fail = (operation: string, message: string, reason: BackendError["reason"] = "Internal") => new BackendError({ reason, operation, message })
 
 const call = <S extends Schema.ConstraintDecoder<unknown>>(o: Options, operation: string, method: "GET" | "POST", path: string, schema: S, body?: unknown, headers: Record<string, string> = {}) =>
-  o.transport.send(method, path, body, headers, o.readyTimeout).pipe(
-    Effect.retry(o.transport.logged(operation, Retry.submission(o.retry))),
-    Effect.mapError((f) => toBackendError(operation, f)),
-    Effect.flatMap((x) => {
-      const r = decode(schema)(x.body)
-      return Result.isSuccess(r) ? Effect.succeed(r.success as S["Type"]) : Effect.fail(fail(operation, `${method} ${path} answered with a body gyre cannot read: ${r.failure}`))
-    }),
-  )
+  request({ transport: o.transport, retry: o.retry, timeout: o.readyTimeout }, operation, method, path, schema, body, headers)
 
 /** The stop rules as vLLM's `stop` (strings) and `stop_token_ids`. */
 const stops = (params: SamplingParams) => {

@@ -14,13 +14,12 @@
 import { Effect, Result } from "effect"
 import { BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
-import { decode } from "../../Decode.ts"
 import type { TrainerShape } from "../../Trainer.ts"
 import * as Alignment from "../http/Alignment.ts"
 import { adamParamsToWire } from "../http/Wire.ts"
 import type * as Wire from "../http/Wire.ts"
 import * as DataWire from "./DataWire.ts"
-import type { Operations } from "./Operations.ts"
+import { type Operations, readAs } from "./Operations.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options {
@@ -32,12 +31,6 @@ export interface Options {
 }
 
 const fail = (operation: string, message: string, reason: BackendError["reason"] = "InvalidInput") => new BackendError({ reason, operation, message })
-
-/** A result decoded with `schema`, or an `Internal` error naming the field. */
-const read = <S extends DataWire.Decodable>(schema: S, operation: string, value: unknown): Effect.Effect<S["Type"], BackendError> => {
-  const r = decode(schema, "result")(value)
-  return Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(fail(operation, `the trainer's result does not read as the Loops wire's: ${r.failure}`, "Internal"))
-}
 
 /** gyre Datums as the wire's. */
 const toWire = (operation: string, data: ReadonlyArray<Datum>, lossFn: LossFn) =>
@@ -74,7 +67,7 @@ const pass = (ops: Operations, op: "forward_backward" | "forward") =>
       ...(options?.lossFnConfig !== undefined ? { loss_fn_config: options.lossFnConfig } : {}),
       ...(options?.topKLogprobs !== undefined && options.topKLogprobs > 0 ? { top_k_logprobs: options.topKLogprobs } : {}),
     }
-    const r = yield* read(DataWire.ForwardResult, op, yield* ops.run(op, body))
+    const r = yield* readAs(DataWire.ForwardResult, op)(yield* ops.run(op, body))
     if (r.loss_fn_outputs.length !== data.length) return yield* fail(op, `the trainer answered ${r.loss_fn_outputs.length} outputs for ${data.length} datums`, "Internal")
     const outputs = yield* Effect.forEach(r.loss_fn_outputs, (o, i) => {
       const out = Alignment.outputFromWire(Object.fromEntries(Object.entries(o).map(([k, t]) => [k, tensorOf(t)])), `loss_fn_outputs[${i}]`)
@@ -92,14 +85,14 @@ export const make = (ops: Operations, o: Options): TrainerShape => {
   const version = policyVersion(ops)
   const save = (op: "save_state" | "save_weights_for_sampler", name: string) =>
     Effect.gen(function* () {
-      const r = yield* read(DataWire.SaveResult, op, yield* ops.run(op, { name, run_id: o.runId }))
+      const r = yield* readAs(DataWire.SaveResult, op)(yield* ops.run(op, { name, run_id: o.runId }))
       return { path: r.path ?? DataWire.checkpointUri(o.runId, op === "save_state" ? "weights" : "sampler_weights", name), version: r.policy_version }
     })
   return {
     forwardBackward: pass(ops, "forward_backward"),
     forward: pass(ops, "forward"),
     optimStep: Effect.fn("Loops.Trainer.optimStep")(function* (adam) {
-      const r = yield* read(DataWire.OptimStepResult, "optim_step", yield* ops.run("optim_step", { adam_params: adamParamsToWire(adam) }))
+      const r = yield* readAs(DataWire.OptimStepResult, "optim_step")(yield* ops.run("optim_step", { adam_params: adamParamsToWire(adam) }))
       const metrics = { ...(r.grad_norm !== undefined ? { grad_norm: r.grad_norm } : {}), ...(r.metrics ?? {}) }
       return { version: r.policy_version ?? (yield* version), metrics }
     }),

@@ -41,20 +41,44 @@ export interface Operations {
   readonly get: <S extends Schema.ConstraintDecoder<unknown>>(path: string, schema: S) => Effect.Effect<S["Type"], BackendError>
 }
 
-/** A decoded body, or an `Internal` error naming the route and field. */
-const decodeAs = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, route: string, where: string) => {
+/**
+ * A body of the data plane decoded with `schema`, or an `Internal` error naming the
+ * operation and the field.
+ * @since 0.1.0 @category combinators
+ */
+export const readAs = <S extends Schema.ConstraintDecoder<unknown>>(schema: S, operation: string) => {
   const run = decode(schema)
   return (body: unknown): Effect.Effect<S["Type"], BackendError> => {
     const r = run(body)
     return Result.isSuccess(r)
       ? Effect.succeed(r.success)
-      : Effect.fail(new BackendError({ reason: "Internal", operation: route, message: `${where}${route} answered with a body gyre cannot read as the Loops data plane's: ${r.failure}` }))
+      : Effect.fail(new BackendError({ reason: "Internal", operation, message: `the answer does not read as the Loops data plane's: ${r.failure}` }))
   }
 }
 
+/**
+ * One request that is not an operation (a GET of the trainer, a sample): retried like a
+ * submission, its answer decoded with `schema`.
+ * @since 0.1.0 @category combinators
+ */
+export const request = <S extends Schema.ConstraintDecoder<unknown>>(
+  o: { readonly transport: Transport; readonly retry: Retry.Policy; readonly timeout: Duration.Input },
+  operation: string,
+  method: "GET" | "POST",
+  path: string,
+  schema: S,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Effect.Effect<S["Type"], BackendError> =>
+  o.transport.send(method, path, body, headers, o.timeout).pipe(
+    Effect.retry(o.transport.logged(`${operation} (${method} ${path})`, Retry.submission(o.retry))),
+    Effect.mapError((f) => toBackendError(operation, f)),
+    Effect.flatMap((x) => readAs(schema, operation)(x.body)),
+  )
+
 /** The reason of a failed operation, from the server's exception class (or gyre's own `reason`). */
 const reasonOf = (state: DataWire.OperationState): BackendError["reason"] => {
-  const own = (state as { readonly reason?: unknown }).reason
+  const own = state.reason
   if (own === "InvalidInput" || own === "Rejected" || own === "Timeout" || own === "Unavailable" || own === "Internal") return own
   const cls = state.error_class ?? /^(\w+):/.exec(state.error ?? "")?.[1] ?? ""
   return /Value|Validation|Type|Key|Index|Invalid/.test(cls) ? "InvalidInput" : "Rejected"
@@ -70,11 +94,11 @@ const makeRun = (o: Options) => (op: DataWire.Operation, body: unknown) =>
     const submit = t.send("POST", `/${op}`, body, { [DataWire.Headers.idempotencyKey]: key }, o.requestTimeout).pipe(
       Effect.retry(t.logged(op, Retry.submission(o.retry))),
       Effect.mapError((f) => toBackendError(op, f)),
-      Effect.flatMap((x) => decodeAs(DataWire.Submitted, `POST /${op}`, t.where)(x.body)),
+      Effect.flatMap((x) => readAs(DataWire.Submitted, op)(x.body)),
     )
     const poll = (id: string) =>
       t.send("GET", `/operations/${encodeURIComponent(id)}`, undefined, {}, o.pollTimeout).pipe(
-        Effect.flatMap((x) => decodeAs(DataWire.OperationState, "GET /operations/{id}", t.where)(x.body).pipe(Effect.mapError((e) => new Retry.HttpFailure({ kind: "Decode", message: e.message })))),
+        Effect.flatMap((x) => readAs(DataWire.OperationState, op)(x.body).pipe(Effect.mapError((e) => new Retry.HttpFailure({ kind: "Decode", message: e.message })))),
         Effect.flatMap((s) => (s.status === "done" || s.status === "error" ? Effect.succeed(s) : Effect.fail(notDone))),
         Effect.retry(t.logged(`${op} (operation ${id})`, Retry.polling(o.retry))),
       )
@@ -100,10 +124,5 @@ const makeRun = (o: Options) => (op: DataWire.Operation, body: unknown) =>
 /** @since 0.1.0 @category constructors */
 export const make = (o: Options): Operations => ({
   run: (op, body) => makeRun(o)(op, body).pipe(Effect.withSpan(`Loops.${op}`)),
-  get: (path, schema) =>
-    o.transport.send("GET", path, undefined, {}, o.requestTimeout).pipe(
-      Effect.retry(o.transport.logged(`GET ${path}`, Retry.submission(o.retry))),
-      Effect.mapError((f) => toBackendError(`GET ${path}`, f)),
-      Effect.flatMap((x) => decodeAs(schema, `GET ${path}`, o.transport.where)(x.body)),
-    ),
+  get: (path, schema) => request({ transport: o.transport, retry: o.retry, timeout: o.requestTimeout }, `GET ${path}`, "GET", path, schema),
 })

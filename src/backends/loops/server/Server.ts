@@ -16,12 +16,12 @@
  *
  * @since 0.1.0
  */
-import { timingSafeEqual } from "node:crypto"
 import { Duration, Effect, Option, Redacted, Result } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import type { SamplerShape } from "../../../Sampler.ts"
 import type { TrainerShape } from "../../../Trainer.ts"
 import * as PlatformHttpServer from "../../../platform/HttpServer.ts"
+import { sameKey } from "../../http/Dispatch.ts"
 import * as DataWire from "../DataWire.ts"
 import * as OperationQueue from "./OperationQueue.ts"
 import * as SamplerRoutes from "./SamplerRoutes.ts"
@@ -51,12 +51,6 @@ interface Reply {
 
 const reply = (status: number, body: unknown): Reply => ({ status, body })
 const detail = (status: number, message: string): Reply => reply(status, { detail: message })
-
-const sameKey = (given: string, expected: string) => {
-  const a = Buffer.from(given)
-  const b = Buffer.from(expected)
-  return a.length === b.length && timingSafeEqual(a, b)
-}
 
 const authorized = (o: Options, header: string | undefined) => {
   if (o.apiKey === undefined) return true
@@ -107,7 +101,7 @@ const route = (r: Routes, method: string, path: string, text: string, headers: R
       if (path === "/health") return reply(200, { status: "ok" })
       if (path === "/policy_version") return yield* Effect.match(r.published, { onSuccess: (v) => reply(200, { policy_version: v }), onFailure: (e) => detail(503, e.message) })
       if (path === "/v1/models") return yield* Effect.match(r.sampling.models, { onSuccess: (b) => reply(200, b), onFailure: refusal })
-      if (path.startsWith("/operations/")) return yield* r.poll(decodeURIComponent(path.slice("/operations/".length)))
+      if (path.startsWith("/operations/")) return yield* r.poll(path.slice("/operations/".length))
       return POSTS.has(path) ? detail(405, `${path} takes POST`) : detail(404, `no route GET ${path.slice(0, 200)} on this Loops data plane`)
     }
     if (method !== "POST" || !POSTS.has(path)) return GETS.has(path) ? detail(405, `${path} takes GET`) : detail(404, `no route ${method} ${path.slice(0, 200)} on this Loops data plane`)
@@ -123,17 +117,16 @@ const route = (r: Routes, method: string, path: string, text: string, headers: R
  */
 export const make = Effect.fn("Loops.DataPlaneServer.make")(function* (options: Options) {
   const routes = yield* makeRoutes(options)
-  const requests = new Map<string, number>()
   const app = Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
-    const url = new URL(req.url, "http://localhost")
-    const path = url.pathname.startsWith("/operations/") ? "/operations/{id}" : url.pathname
-    requests.set(`${req.method} ${path}`, (requests.get(`${req.method} ${path}`) ?? 0) + 1)
+    const path = Result.try(() => decodeURIComponent(new URL(req.url, "http://localhost").pathname))
     const headers = req.headers as Readonly<Record<string, string | undefined>>
-    const answer: Reply = !authorized(options, headers[DataWire.Headers.authorization])
+    const answer: Reply = Result.isFailure(path)
+      ? detail(400, "the request URL does not parse")
+      : !authorized(options, headers[DataWire.Headers.authorization])
       ? detail(401, "missing or wrong Authorization (send Authorization: Api-Key <key>)")
-      : yield* Effect.flatMap(Effect.orElseSucceed(req.text, () => ""), (text) => route(routes, req.method, url.pathname, text, headers)).pipe(
-        Effect.catchCause((cause) => Effect.as(Effect.logError(`${req.method} ${url.pathname} failed`, cause), detail(500, "internal error"))),
+      : yield* Effect.flatMap(Effect.orElseSucceed(req.text, () => ""), (text) => route(routes, req.method, path.success, text, headers)).pipe(
+        Effect.catchCause((cause) => Effect.as(Effect.logError(`${req.method} ${path.success} failed`, cause), detail(500, "internal error"))),
       )
     return HttpServerResponse.jsonUnsafe(answer.body, { status: answer.status })
   })
@@ -145,10 +138,7 @@ export const make = Effect.fn("Loops.DataPlaneServer.make")(function* (options: 
   yield* Effect.logInfo(`serving ${options.modelName} over the Loops data plane on ${url} (run ${options.runId ?? "local"}; trainer and sampler routes on one server)`)
   return {
     url,
-    /** requests per `METHOD /route` */
-    requests: (): ReadonlyMap<string, number> => requests,
     /** trainer operations run */
     operations: routes.queue.ran,
-    pollWait: Duration.fromInputUnsafe(options.pollWait ?? "30 seconds"),
   }
 })
