@@ -30,7 +30,7 @@ import { BackendError, type Datum, float32, type ForwardBackwardResult, type Los
 import { activeCount } from "./Datum.ts"
 import { render, shiftDatum } from "./DatumIssue.ts"
 import { DRO_BETA_DEFAULT } from "./Loss.ts"
-import { Trainer } from "./Trainer.ts"
+import { type Pending, submitter, Trainer } from "./Trainer.ts"
 
 /** What a chunked call adds up to. @since 0.1.0 @category models */
 export interface ChunkedResult {
@@ -143,66 +143,55 @@ export const inStep = (e: BackendError, from: number, to: number, count: number)
   return new BackendError({ reason: e.reason, operation: e.operation, message: `${e.message} (in the call of datums ${from} to ${to - 1} of ${count}; indices count from the call's first)` })
 }
 
-/**
- * `forwardBackward` of `data` in calls of at most `chunk` datums (0 = one call), with
- * the same accumulated gradient as a single call. `weights` (one per datum, see
- * {@link aggregationWeights}) makes the gradient that of `sum_d weights[d] * sum_t l_t`;
- * without them, of the token mean over all of `data`. The reported `loss` is that
- * objective. `onChunk` sees progress.
- * @since 0.1.0 @category training
- */
-export const forwardBackwardChunked = Effect.fnUntraced(function* (
-  data: ReadonlyArray<Datum>,
-  lossFn: LossFn,
-  options: {
-    readonly chunk: number
-    readonly lossFnConfig?: LossFnConfig
-    readonly weights?: ReadonlyArray<number> | undefined
-    readonly onChunk?: (done: number, total: number) => Effect.Effect<void>
-  },
-) {
-  const trainer = yield* Trainer
+/** What `submitChunked` takes besides the datums and the loss. @since 0.1.0 @category models */
+export interface ChunkOptions {
+  readonly chunk: number
+  readonly lossFnConfig?: LossFnConfig
+  readonly weights?: ReadonlyArray<number> | undefined
+  readonly onChunk?: (done: number, total: number) => Effect.Effect<void>
+}
+
+/** One call of a chunked step: its datums (scaled), its config, and its range in the step. */
+interface Call {
+  readonly from: number
+  readonly to: number
+  readonly data: ReadonlyArray<Datum>
+  readonly config: LossFnConfig
+  /** the active tokens of its datums, counted here */
+  readonly own: number
+}
+
+/** The calls of a step: each chunk's datums scaled so the calls' gradients add up to the step's. */
+const callsOf = (data: ReadonlyArray<Datum>, lossFn: LossFn, options: ChunkOptions): Array<Call> => {
   const size = options.chunk <= 0 ? data.length : options.chunk
   const config = options.lossFnConfig ?? {}
   const total = activeCount(data, lossFn)
   const weights = options.weights
-  if (weights !== undefined && weights.length !== data.length) {
-    return yield* new BackendError({
-      reason: "InvalidInput",
-      operation: "forwardBackwardChunked",
-      message: `weights has ${weights.length} entries for ${data.length} datums: give one per datum`,
-    })
-  }
-  const calls = callRanges(data.length, size, lossFn, weights)
-  const outputs: Array<ForwardBackwardResult["lossFnOutputs"][number]> = []
-  let objective = 0
-  let active = 0
-  let clipped = 0
-  let hasClip = false
-  for (const [from, to] of calls) {
+  const ranges = callRanges(data.length, size, lossFn, weights)
+  return ranges.map(([from, to]) => {
     const slice = data.slice(from, to)
     const own = activeCount(slice, lossFn)
     // each datum's scale k_d: token mean, own / total for every datum; else w_d * own
-    // (weights has one entry per datum, checked above, and from + j < to <= data.length)
+    // (weights has one entry per datum, checked by the caller, and from + j < to <= data.length)
     const scaledData = slice.map((d, j) => {
-      const k = own === 0 ? 1 : weights === undefined ? (calls.length === 1 || total === 0 ? 1 : own / total) : weights[from + j]! * own
+      const k = own === 0 ? 1 : weights === undefined ? (ranges.length === 1 || total === 0 ? 1 : own / total) : weights[from + j]! * own
       return { k, datum: scaleDatum(d, lossFn, k) }
     })
     // dro's penalty scales with beta (one per call: its datums share one k)
     const k0 = scaledData[0]?.k
-    const chunk = {
-      data: scaledData.map((s) => s.datum),
-      config: lossFn === "dro" && k0 !== undefined && k0 !== 1 ? { ...config, beta: (config["beta"] ?? DRO_BETA_DEFAULT) * k0 } : config,
-    }
-    const out: ForwardBackwardResult = yield* trainer.forwardBackward(
-      chunk.data,
-      lossFn,
-      Object.keys(chunk.config).length > 0 || options.lossFnConfig !== undefined ? { lossFnConfig: chunk.config } : {},
-    ).pipe(
-      Effect.mapError((e) => inStep(e, from, to, data.length)),
-    )
-    outputs.push(...out.lossFnOutputs)
-    const chunkActive = out.metrics["active_tokens"] ?? own
+    const callConfig = lossFn === "dro" && k0 !== undefined && k0 !== 1 ? { ...config, beta: (config["beta"] ?? DRO_BETA_DEFAULT) * k0 } : config
+    return { from, to, data: scaledData.map((x) => x.datum), config: callConfig, own }
+  })
+}
+
+/** The calls' results added up, as one call over the whole step would report them. */
+const addUp = (results: ReadonlyArray<{ readonly call: Call; readonly out: ForwardBackwardResult }>): ChunkedResult => {
+  let objective = 0
+  let active = 0
+  let clipped = 0
+  let hasClip = false
+  for (const { call, out } of results) {
+    const chunkActive = out.metrics["active_tokens"] ?? call.own
     // the call's token mean is its share of the objective
     objective += chunkActive === 0 ? 0 : (out.metrics["loss:sum"] ?? 0) / chunkActive
     active += chunkActive
@@ -210,13 +199,54 @@ export const forwardBackwardChunked = Effect.fnUntraced(function* (
       hasClip = true
       clipped += out.metrics["clip_fraction"] * chunkActive
     }
-    if (options.onChunk) yield* options.onChunk(to, data.length)
   }
   return {
-    lossFnOutputs: outputs,
+    lossFnOutputs: results.flatMap((r) => r.out.lossFnOutputs),
     loss: objective,
     lossSum: objective * active,
     activeTokens: active,
     clipFraction: hasClip && active > 0 ? clipped / active : undefined,
-  } satisfies ChunkedResult
+  }
+}
+
+/**
+ * Submits `forwardBackward` of `data` in calls of at most `chunk` datums (0 = one call),
+ * back to back (`Trainer.submitter`: a backend that queues work gets them all before
+ * the first has run), with the same accumulated gradient as a single call. Succeeds once
+ * every call is queued, with the effect that awaits them and adds them up. `weights`
+ * (one per datum, see {@link aggregationWeights}) makes the gradient that of
+ * `sum_d weights[d] * sum_t l_t`; without them, of the token mean over all of `data`.
+ * The reported `loss` is that objective. `onChunk` sees each call's result arrive.
+ * @since 0.1.0 @category training
+ */
+export const submitChunked = Effect.fnUntraced(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, options: ChunkOptions) {
+  const submit = submitter(yield* Trainer)
+  if (options.weights !== undefined && options.weights.length !== data.length) {
+    return yield* new BackendError({
+      reason: "InvalidInput",
+      operation: "forwardBackwardChunked",
+      message: `weights has ${options.weights.length} entries for ${data.length} datums: give one per datum`,
+    })
+  }
+  const calls = callsOf(data, lossFn, options)
+  const pending: Array<{ readonly call: Call; readonly result: Pending<ForwardBackwardResult> }> = []
+  for (const call of calls) {
+    const opts = Object.keys(call.config).length > 0 || options.lossFnConfig !== undefined ? { lossFnConfig: call.config } : {}
+    const result = yield* submit.forwardBackward(call.data, lossFn, opts).pipe(Effect.mapError((e) => inStep(e, call.from, call.to, data.length)))
+    pending.push({ call, result: Effect.mapError(result, (e) => inStep(e, call.from, call.to, data.length)) })
+  }
+  return Effect.gen(function* () {
+    const results: Array<{ readonly call: Call; readonly out: ForwardBackwardResult }> = []
+    for (const { call, result } of pending) {
+      results.push({ call, out: yield* result })
+      if (options.onChunk) yield* options.onChunk(call.to, data.length)
+    }
+    return addUp(results)
+  })
 })
+
+/**
+ * `forwardBackward` of `data` in calls of at most `chunk` datums, awaited: {@link submitChunked}, then its result.
+ * @since 0.1.0 @category training
+ */
+export const forwardBackwardChunked = (data: ReadonlyArray<Datum>, lossFn: LossFn, options: ChunkOptions) => Effect.flatten(submitChunked(data, lossFn, options))

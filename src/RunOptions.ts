@@ -71,7 +71,9 @@ export interface RunOptions {
   readonly async?: boolean | undefined
   /** embedded: sampler and trainer in worker threads */
   readonly workers?: boolean | undefined
-  /** async: most policy versions a group may lag */
+  /** async: how many steps ahead rollouts are sampled (default 1) */
+  readonly maxStepsOffPolicy?: number | undefined
+  /** async: most policy versions a group may lag (default: maxStepsOffPolicy) */
   readonly maxLag?: number | undefined
   /** async: what to do with groups older than maxLag */
   readonly stale?: "requeue" | "drop" | undefined
@@ -126,7 +128,7 @@ export const FLAG_OF: Record<string, string> = {
   gradClipNorm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
-  maxLag: "--max-lag", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
+  maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
 }
 
@@ -251,7 +253,9 @@ const candidateOf = (
     ...set("saveEvery", p.saveEvery),
     ...set("sft", p.sft),
     ...(p.async === true ? { async: true } : {}),
-    ...set("maxLag", p.maxLag),
+    ...set("maxStepsOffPolicy", p.maxStepsOffPolicy),
+    // a group sampled k steps ahead lags k versions: the default limit lets it train
+    ...set("maxLag", p.maxLag ?? p.maxStepsOffPolicy),
     ...set("staleGroups", p.stale),
     ...set("logRolloutsEvery", p.logRolloutsEvery),
     ...set("hackWatchEvery", p.hackWatchEvery),

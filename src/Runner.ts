@@ -74,7 +74,8 @@ export const run = Effect.fn("Runner.run")(function* (
     resample: (step, g, version) =>
       ctx.provide(sampleGroup(settings, ctx.runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })),
   })
-  yield* pipeline.ahead(ledger.completed, ledger.version)
+  // async: the first k steps are sampled from the version the run starts from
+  for (let s = ledger.completed; s < ledger.completed + pipeline.depth; s++) yield* pipeline.ahead(s, ledger.version)
   const history: Array<Metrics.MetricRecord> = []
   const steps = Effect.gen(function* () {
     for (let step = ledger.completed; step < settings.steps; step++) history.push(yield* runStep(ctx, ledger, pipeline, step))
@@ -168,25 +169,37 @@ const evaluateBase = Effect.fn("Runner.evaluateBase")(function* (ctx: RunContext
 
 /**
  * One step (0-based): collect its batch (async: start sampling the next step from the
- * current version), then train, evaluate, log and checkpoint it as a whole. Nothing in
- * that second part is interrupted, so an interrupted run stops between steps.
+ * current version), then train, evaluate, log and checkpoint it. Only the training can be
+ * interrupted (a call the backend keeps failing may be retried for minutes): the run
+ * then stops with the checkpoint it had, since the trainer's weights may be ahead of the
+ * finished steps. Evaluation, logging and the checkpoint of a trained step always finish.
  */
 const runStep = Effect.fn("Runner.step")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer>, step: number) {
   const started = performance.now()
   const batch = yield* pipeline.take(step, ledger.version)
-  yield* pipeline.ahead(step + 1, ledger.version)
-  return yield* Effect.uninterruptible(finishStep(ctx, ledger, pipeline, batch, started))
+  if (pipeline.depth > 0) yield* pipeline.ahead(step + pipeline.depth, ledger.version)
+  return yield* Effect.uninterruptibleMask((restore) => finishStep(ctx, ledger, pipeline, batch, started, restore))
 })
 
+/** Lets an effect inside an uninterruptible region be interrupted again. */
+type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
 /** Trains a collected batch, then evaluates, logs and checkpoints its step; returns the step's metrics row. */
-const finishStep = Effect.fn("Runner.finishStep")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer>, batch: Batch, started: number) {
+const finishStep = Effect.fn("Runner.finishStep")(function* (
+  ctx: RunContext,
+  ledger: Ledger,
+  pipeline: Pipeline.Pipeline<Sampler | Tokenizer>,
+  batch: Batch,
+  started: number,
+  restore: Restore,
+) {
   const { settings } = ctx
   const step = batch.step
   ledger.training = true
   const versionBefore = ledger.version
   // Async: the next step's rollouts finish on the version they started from, so step s
   // always samples from version s - 1 exactly, whatever the timing (reproducible).
-  const trained = yield* train(ctx, batch, ledger.version, pipeline.settle)
+  const trained = yield* restore(train(ctx, batch, ledger.version, pipeline.settle))
   ledger.version = trained.version
   const metrics = stepMetrics(batch, trained, versionBefore, started)
   if (HackWatch.due(settings.hackWatchEvery, step)) Object.assign(metrics, yield* ctx.provide(ctx.watch.observe(batch, metrics)))
@@ -222,8 +235,11 @@ const train = Effect.fn("Runner.train")(function* (ctx: RunContext, batch: Batch
   const { advantages, noOpGroups } = yield* Train.advantages(settings, batch)
   const datums = yield* Train.datums(settings, batch, advantages)
   const lr = Train.learningRate(settings, batch.step)
-  const optimized = datums.data.length > 0 ? yield* Train.optimize(settings, batch, datums, lr) : undefined
-  const published = optimized !== undefined ? yield* Train.publish(batch.step, beforePublish) : version
+  // every call submitted before any is awaited (Train.ts)
+  const optimizing = datums.data.length > 0 ? yield* Train.submitOptimize(settings, batch, datums, lr) : undefined
+  const publishing = optimizing !== undefined ? yield* Train.submitPublish(batch.step, beforePublish) : undefined
+  const optimized = optimizing !== undefined ? yield* optimizing : undefined
+  const published = publishing !== undefined ? yield* publishing : version
   const metrics: Metrics.MetricRecord = {
     [K.ByGroup.noOp]: noOpGroups,
     [K.Train.datums]: datums.data.length,

@@ -4,9 +4,15 @@
  * `forwardBackward` accumulates gradients, `optimStep` applies them and bumps the
  * policy version, `saveWeightsForSampler` publishes the adapter to the paired sampler.
  *
+ * A remote trainer that queues work (Tinker's clock cycles, Loops' operations) also
+ * offers `submit`: the same calls, each succeeding once the call is queued with the
+ * effect that awaits its result, so a step's calls travel back to back and run in one
+ * cycle. `submitter` gives every trainer that shape: one without `submit` runs each call
+ * when it is submitted.
+ *
  * @since 0.1.0
  */
-import { Context, type Effect } from "effect"
+import { Context, Effect } from "effect"
 import type {
   AdamParams,
   BackendError,
@@ -52,7 +58,36 @@ export interface TrainerShape {
   readonly saveState: (name: string) => Effect.Effect<{ readonly path: string }, BackendError>
   readonly loadState: (path: string, options?: { readonly withOptimizer?: boolean }) => Effect.Effect<void, BackendError>
   readonly info: Effect.Effect<TrainerInfo, BackendError>
+  /** the training calls, submitted without awaiting them (a backend that queues work) */
+  readonly submit?: Submitter | undefined
 }
+
+/**
+ * A call that was submitted: running it awaits the call's result (running it again gives
+ * the same result). Calls run in the order they were submitted, awaited or not.
+ * @since 0.1.0 @category models
+ */
+export type Pending<A> = Effect.Effect<A, BackendError>
+
+/** The training calls of a step, submitted in order and awaited later. @since 0.1.0 @category models */
+export interface Submitter {
+  readonly forwardBackward: (data: ReadonlyArray<Datum>, lossFn: LossFn, options?: ForwardOptions) => Effect.Effect<Pending<ForwardBackwardResult>, BackendError>
+  readonly optimStep: (adam: AdamParams) => Effect.Effect<Pending<OptimStepResult>, BackendError>
+  readonly saveWeightsForSampler: (name: string) => Effect.Effect<Pending<{ readonly version: number; readonly path: string }>, BackendError>
+}
+
+/**
+ * The trainer's `submit`, or, for a trainer that runs each call when asked (the embedded
+ * one), calls that run at submission and hand back their result: the same order, and
+ * the same numbers.
+ * @since 0.1.0 @category combinators
+ */
+export const submitter = (trainer: TrainerShape): Submitter =>
+  trainer.submit ?? {
+    forwardBackward: (data, lossFn, options) => Effect.map(trainer.forwardBackward(data, lossFn, options), Effect.succeed),
+    optimStep: (adam) => Effect.map(trainer.optimStep(adam), Effect.succeed),
+    saveWeightsForSampler: (name) => Effect.map(trainer.saveWeightsForSampler(name), Effect.succeed),
+  }
 
 /** @since 0.1.0 @category services */
 export class Trainer extends Context.Service<Trainer, TrainerShape>()("gyre/Trainer") {}

@@ -33,6 +33,7 @@ import * as LoopsServer from "../backends/loops/server/Server.ts"
 import { defaultModelDir, resolveModelDir, unknownModelMessage } from "../Paths.ts"
 
 const Port = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 65535 }))
+const Millis = Schema.Int.check(Schema.isBetween({ minimum: 0, maximum: 3_600_000 }))
 const Positive = Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 64 }))
 
 const flags = {
@@ -86,6 +87,16 @@ const flags = {
     Flag.withDefault("tinker" as const),
   ),
   runId: Flag.String("run-id").pipe(Flag.withDescription("with --protocol loops: the run whose bt://loops:<run>/... checkpoints this server names (default: the run_id a save names)"), Flag.optional),
+  clockCycle: Flag.Int("clock-cycle").pipe(
+    Flag.withSchema(Millis),
+    Flag.withDescription(
+      "simulate a pooled trainer: training operations (forward_backward, forward, optim_step, save_weights, save_weights_for_sampler, load_weights) run only at cycle boundaries this many ms apart, each model's queued ones in seq_id order; GET /api/v1/clock counts cycles and each model's busy ones (Tinker's cycle is about 10 s; scale it down to fit a test)",
+    ),
+    Flag.withDefault(0),
+  ),
+  sampleLatency: Flag.Int("sample-latency").pipe(Flag.withSchema(Millis), Flag.withDescription("simulated: ms every sampling answer waits"), Flag.withDefault(0)),
+  sampleTokenLatency: Flag.Int("sample-token-latency").pipe(Flag.withSchema(Millis), Flag.withDescription("simulated: ms more per token of the answer's longest sequence"), Flag.withDefault(0)),
+  publishLatency: Flag.Int("publish-latency").pipe(Flag.withSchema(Millis), Flag.withDescription("simulated: ms save_weights_for_sampler's answer waits after it ran (outside the cycle)"), Flag.withDefault(0)),
   requireApiKey: Flag.Boolean("require-api-key").pipe(
     Flag.withDescription("reject requests whose X-API-Key differs from TINKER_API_KEY (or BASETEN_API_KEY)"),
     Flag.withDefault(false),
@@ -115,6 +126,10 @@ export const serveCommand = Command.make(
       ...(f.randomInit ? { config: RANDOM_CONFIG } : { modelDir: modelDir ?? defaultModelDir }),
       ...(Option.isSome(lora) ? { lora: { ...lora.value, targets: [...lora.value.targets] } } : {}),
     })
+    const simulate = { cycleMillis: f.clockCycle, sampleMillis: f.sampleLatency, sampleTokenMillis: f.sampleTokenLatency, publishMillis: f.publishLatency }
+    if (f.protocol === "loops" && Object.values(simulate).some((v) => v > 0)) {
+      return yield* Effect.fail(new BackendError({ reason: "InvalidInput", operation: "serve", message: "--clock-cycle and the latency flags simulate Tinker's pooled trainer: use them with --protocol tinker" }))
+    }
     if (f.protocol === "loops") {
       const loops = yield* LoopsServer.make({
         trainer: backend.trainer,
@@ -142,8 +157,10 @@ export const serveCommand = Command.make(
       stateDir: backend.stateDir,
       compressForwardBackward: f.zstd,
       archivePack,
+      simulate,
       ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}),
     }).pipe(Effect.provideService(Trainer, backend.trainer), Effect.provideService(Sampler, backend.sampler))
+    if (f.clockCycle > 0) yield* Effect.logInfo(`simulating a clock-cycle trainer: a cycle every ${f.clockCycle} ms; counts at ${server.url}/api/v1/clock`)
     yield* Effect.logInfo(`ready: npx tsx run <env> --backend ${server.url}`)
     return yield* Effect.never
   }, Effect.scoped),

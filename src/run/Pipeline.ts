@@ -1,10 +1,15 @@
 /**
  * Where each step's batch comes from. In sync mode a step's groups are sampled when the
- * step starts, from the version the previous step published. In async mode the next step's
- * groups are sampled while this step trains (`ahead`), from the version in force then; each
- * group remembers the version it was sampled from, and when its step starts, groups more
- * than `maxLag` versions behind the trainer are requeued (sampled again from the current
- * version) or dropped, as `staleGroups` says.
+ * step starts, from the version the previous step published. In async mode the groups of
+ * step s + k (k = `maxStepsOffPolicy`, default 1) are sampled while step s trains
+ * (`ahead`), from the version in force then; each group remembers the version it was
+ * sampled from, and when its step starts, groups more than `maxLag` versions behind the
+ * trainer are requeued (sampled again from the current version) or dropped, as
+ * `staleGroups` says.
+ *
+ * The sampler serves the latest published weights, so a publication waits for the
+ * sampling in flight (`settle`): each batch is sampled from exactly one version, and a
+ * seeded run is the same every time, whatever the timing.
  *
  * @since 0.1.0
  */
@@ -16,9 +21,11 @@ import type { RunError, RunSettings } from "./Settings.ts"
 export interface Pipeline<R> {
   /** the batch of `step`: the one sampled ahead (stale groups requeued or dropped), else sampled now from `version` */
   readonly take: (step: number, version: number) => Effect.Effect<Batch, RunError, R>
-  /** async: starts sampling `step` from `version` in the background (nothing in sync mode, or past the last step) */
+  /** async: starts sampling `step` from `version` in the background (nothing in sync mode, past the last step, or when started already) */
   readonly ahead: (step: number, version: number) => Effect.Effect<void, never, R>
-  /** waits until the sampling started ahead has finished, on the version it started from */
+  /** how many steps ahead sampling runs: `maxStepsOffPolicy` in async mode, 0 in sync mode */
+  readonly depth: number
+  /** waits until all sampling started ahead has finished, on the version it started from */
   readonly settle: Effect.Effect<void>
   /** stops the sampling started ahead, if any */
   readonly close: Effect.Effect<void>
@@ -35,14 +42,14 @@ export const make = <R>(options: {
   readonly resample: (step: number, group: Group, version: number) => Effect.Effect<Group, RunError, R>
 }): Pipeline<R> => {
   const { settings } = options
-  /** the next step's sampling, started ahead (async only) */
-  let pending: Fiber.Fiber<Batch, RunError> | undefined
+  /** the steps whose sampling was started ahead (async only), by step */
+  const pending = new Map<number, Fiber.Fiber<Batch, RunError>>()
 
   const take = Effect.fn("Pipeline.take")(function* (step: number, version: number) {
-    if (pending === undefined) return yield* options.collect(step, version)
-    const sampled = yield* Fiber.join(pending)
-    pending = undefined
-    return yield* refresh(step, version, sampled)
+    const ahead = pending.get(step)
+    if (ahead === undefined) return yield* options.collect(step, version)
+    pending.delete(step)
+    return yield* refresh(step, version, yield* Fiber.join(ahead))
   })
 
   /** The batch sampled ahead with its stale groups requeued or dropped, and counted. */
@@ -63,13 +70,14 @@ export const make = <R>(options: {
   })
 
   const ahead = Effect.fn("Pipeline.ahead")(function* (step: number, version: number) {
-    if (settings.async && step < settings.steps) pending = yield* Effect.forkChild(options.collect(step, version))
+    if (settings.async && step < settings.steps && !pending.has(step)) pending.set(step, yield* Effect.forkChild(options.collect(step, version)))
   })
 
   return {
     take,
     ahead,
-    settle: Effect.suspend(() => (pending === undefined ? Effect.void : Effect.asVoid(Fiber.await(pending)))),
-    close: Effect.suspend(() => (pending === undefined ? Effect.void : Fiber.interrupt(pending))),
+    depth: settings.async ? (settings.maxStepsOffPolicy ?? 1) : 0,
+    settle: Effect.suspend(() => Effect.forEach([...pending.values()], (f) => Fiber.await(f), { discard: true })),
+    close: Effect.suspend(() => Effect.forEach([...pending.values()], (f) => Fiber.interrupt(f), { discard: true })),
   }
 }

@@ -106,6 +106,11 @@ export const RunSettings = Schema.Struct({
    */
   initFrom: Schema.optional(Schema.String),
   async: Schema.Boolean,
+  /**
+   * async: how many steps ahead rollouts are sampled (tinker-cookbook's
+   * `max_steps_off_policy`); step s trains on rollouts of version s - k. Absent = 1
+   */
+  maxStepsOffPolicy: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 16 }))),
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   staleGroups: Schema.Literals(["requeue", "drop"]),
   /** the backend the run trained on: "embedded" or a Tinker-protocol URL (where `gyre export` fetches remote checkpoints) */
@@ -223,6 +228,9 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
       `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
         "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
     )
+  }
+  if ((settings.maxStepsOffPolicy ?? 1) > 1 && !settings.async) {
+    return yield* settingsError(`--max-steps-off-policy ${settings.maxStepsOffPolicy} samples ahead of the trainer, which only --async does: add --async (or drop the flag)`)
   }
   const schedule = settings.lrSchedule
   if (schedule?.minLr !== undefined && schedule.kind !== "constant" && schedule.minLr > settings.adam.learningRate) {

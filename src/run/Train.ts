@@ -1,6 +1,8 @@
 /**
  * The phases of a training step, each its own span: `advantages` -> `datums` ->
- * `optimize` (`forwardBackward` in micro-batches, then `optimStep`) -> `publish`.
+ * `submitOptimize` (`forwardBackward` in micro-batches, then `optimStep`) ->
+ * `submitPublish`. The training calls are submitted back to back and awaited after the
+ * last is queued: a service that runs queued work in cycles runs a step in one.
  *
  * @since 0.1.0
  */
@@ -12,9 +14,9 @@ import { render } from "../DatumIssue.ts"
 import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
 import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
-import { Trainer } from "../Trainer.ts"
+import { submitter, Trainer } from "../Trainer.ts"
 import { type Batch, scoreOf } from "./Collect.ts"
-import { aggregationWeights, forwardBackwardChunked } from "../MicroBatch.ts"
+import { aggregationWeights, submitChunked } from "../MicroBatch.ts"
 import * as Reference from "../Reference.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
@@ -178,37 +180,41 @@ export interface Optimized {
 }
 
 /**
- * `forwardBackward` of a step's datums in micro-batches, then `optimStep` at learning rate
- * `lr`. Its metrics: the loss, active tokens, clip fraction, the optimizer's own, and the
- * sampler/trainer KL on the trained tokens.
+ * Submits `forwardBackward` of a step's datums in micro-batches, then `optimStep` at
+ * learning rate `lr`, back to back; succeeds once both are queued, with the effect that
+ * awaits them. Its metrics: the loss, active tokens, clip fraction, the optimizer's own,
+ * and the sampler/trainer KL on the trained tokens.
  * @since 0.1.0 @category training
  */
-export const optimize = Effect.fn("Train.optimize")(function* (settings: RunSettings, batch: Batch, datums: Datums, lr: number) {
-  const trainer = yield* Trainer
+export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (settings: RunSettings, batch: Batch, datums: Datums, lr: number) {
+  const submit = submitter(yield* Trainer)
   const tokenizer = yield* Tokenizer
   const progress = yield* Progress
   const { data, origins } = datums
   const lossFn = settings.sft ? "cross_entropy" : settings.loss
   const weights = aggregationWeights(data, lossFn, aggregationOf(settings), settings.sft ? undefined : origins.map((p) => `${p.group}/${p.sample}`))
-  const out = yield* forwardBackwardChunked(data, lossFn, {
+  const backward = yield* submitChunked(data, lossFn, {
     chunk: settings.microBatch,
     weights,
     ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
     onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
   }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
-  const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
-  const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
-  const optim = yield* trainer.optimStep({ ...settings.adam, learningRate: lr }).pipe(
-    Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })),
-  )
-  const metrics: Metrics.MetricRecord = {
-    [K.Train.loss]: out.loss,
-    [K.Train.activeTokens]: out.activeTokens,
-    ...(out.clipFraction !== undefined ? { [K.Optim.clipFraction]: out.clipFraction } : {}),
-    ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [K.optim(k), v])),
-    ...Metrics.klSampleTrain({ sampler: trained.sampler, trainer: trained.learner }),
-  }
-  return { metrics, divergence } satisfies Optimized
+  const optimError = (e: BackendError) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })
+  const step = yield* submit.optimStep({ ...settings.adam, learningRate: lr }).pipe(Effect.mapError(optimError))
+  return Effect.gen(function* () {
+    const out = yield* backward.pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
+    const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
+    const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
+    const optim = yield* step.pipe(Effect.mapError(optimError))
+    const metrics: Metrics.MetricRecord = {
+      [K.Train.loss]: out.loss,
+      [K.Train.activeTokens]: out.activeTokens,
+      ...(out.clipFraction !== undefined ? { [K.Optim.clipFraction]: out.clipFraction } : {}),
+      ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [K.optim(k), v])),
+      ...Metrics.klSampleTrain({ sampler: trained.sampler, trainer: trained.learner }),
+    }
+    return { metrics, divergence } satisfies Optimized
+  })
 })
 
 /**
@@ -281,16 +287,18 @@ const divergenceOf = (tokenizer: TokenizerShape, batch: Batch, datums: Datums, t
 }
 
 /**
- * Publishes the weights of step `step` (0-based) to the sampler as `step-<step + 1>`, after
- * `beforePublish` (async: the next step's sampling ends on the version it started from).
- * Returns the version now served.
+ * Submits the publication of step `step`'s weights (0-based) to the sampler as
+ * `step-<step + 1>`, after `beforePublish` (async: the next step's sampling ends on the
+ * version it started from); the effect it succeeds with awaits the version now served.
  * @since 0.1.0 @category training
  */
-export const publish = Effect.fn("Train.publish")(function* (step: number, beforePublish: Effect.Effect<void> = Effect.void) {
-  const trainer = yield* Trainer
+export const submitPublish = Effect.fn("Train.submitPublish")(function* (step: number, beforePublish: Effect.Effect<void> = Effect.void) {
+  const submit = submitter(yield* Trainer)
   yield* beforePublish
-  const published = yield* trainer.saveWeightsForSampler(`step-${step + 1}`).pipe(
-    Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
+  const publishError = (e: BackendError) => new RunError({ reason: "Backend", step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })
+  const published = yield* submit.saveWeightsForSampler(`step-${step + 1}`).pipe(Effect.mapError(publishError))
+  return published.pipe(
+    Effect.mapError(publishError),
+    Effect.map((p) => p.version),
   )
-  return published.version
 })

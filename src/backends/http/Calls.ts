@@ -224,7 +224,34 @@ const futureCall = <S extends Schema.ConstraintDecoder<unknown>>(
     return yield* awaitFuture(ctx, s, submitted, type, schema)
   })
 
-/** An ordered training call: takes the next seq id and submits in order; polls outside the turn. */
+/**
+ * Submits an ordered training call: takes the next seq id and submits in order. `wait`
+ * asks the server to answer with the result (a call awaited at once); a pipelined
+ * submission does not, so the next call is sent as soon as this one is queued.
+ */
+const submitInTurn = (ctx: Context, path: string, makeBody: (seq: number) => unknown, operation: string, wait: boolean) =>
+  Semaphore.withPermits(
+    ctx.turn,
+    1,
+  )(
+    Effect.gen(function* () {
+      const seq = ctx.seq.next
+      const s: Submission = { path, body: makeBody(seq), key: newKey(), extraHeaders: wait ? {} : { [Wire.Headers.waitMillis]: "0" }, operation }
+      const submitted = yield* submitRaw(ctx, s).pipe(
+        // a refusal for good (4xx, not retried) consumed the seq id on the server too
+        Effect.tapError((f) =>
+          Effect.sync(() => {
+            if (f.kind === "Fatal" && f.status !== undefined) ctx.seq.next = seq + 1
+          }),
+        ),
+        Effect.mapError((f) => submissionError(operation, f)),
+      )
+      ctx.seq.next = seq + 1
+      return { submitted, s }
+    }),
+  )
+
+/** An ordered training call, awaited: submitted in turn; polls outside the turn. */
 const trainingCall = <S extends Schema.ConstraintDecoder<unknown>>(
   ctx: Context,
   path: string,
@@ -232,31 +259,21 @@ const trainingCall = <S extends Schema.ConstraintDecoder<unknown>>(
   type: Wire.RequestType,
   schema: S,
   operation: string,
-) =>
-  Effect.gen(function* () {
-    const key = newKey()
-    const { submitted, s } = yield* Semaphore.withPermits(
-      ctx.turn,
-      1,
-    )(
-      Effect.gen(function* () {
-        const seq = ctx.seq.next
-        const s: Submission = { path, body: makeBody(seq), key, extraHeaders: {}, operation }
-        const submitted = yield* submitRaw(ctx, s).pipe(
-          // a refusal for good (4xx, not retried) consumed the seq id on the server too
-          Effect.tapError((f) =>
-            Effect.sync(() => {
-              if (f.kind === "Fatal" && f.status !== undefined) ctx.seq.next = seq + 1
-            }),
-          ),
-          Effect.mapError((f) => submissionError(operation, f)),
-        )
-        ctx.seq.next = seq + 1
-        return { submitted, s }
-      }),
-    )
-    return yield* awaitFuture(ctx, s, submitted, type, schema)
-  })
+) => Effect.flatMap(submitInTurn(ctx, path, makeBody, operation, true), ({ s, submitted }) => awaitFuture(ctx, s, submitted, type, schema))
+
+/**
+ * An ordered training call, submitted and not awaited: succeeds once the server has
+ * queued it, with the effect that awaits its result (polled when first run; a second run
+ * gives the same result).
+ */
+const trainingSubmit = <S extends Schema.ConstraintDecoder<unknown>>(
+  ctx: Context,
+  path: string,
+  makeBody: (seq: number) => unknown,
+  type: Wire.RequestType,
+  schema: S,
+  operation: string,
+) => Effect.flatMap(submitInTurn(ctx, path, makeBody, operation, false), ({ s, submitted }) => Effect.cached(awaitFuture(ctx, s, submitted, type, schema)))
 
 /** @since 0.1.0 @category constructors */
 export const make = (transport: Transport, options: Options) =>
@@ -281,6 +298,8 @@ export const make = (transport: Transport, options: Options) =>
       ) => futureCall(ctx, path, body, type, schema, operation, extraHeaders),
       trainingCall: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
         trainingCall(ctx, path, makeBody, type, schema, operation),
+      trainingSubmit: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
+        trainingSubmit(ctx, path, makeBody, type, schema, operation),
       futureErrorToBackend: (operation: string, e: Wire.FutureError) => futureErrorToBackend(ctx, operation, e),
     }
   })

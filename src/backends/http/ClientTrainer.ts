@@ -148,54 +148,86 @@ const resultOf = (kind: Kind, out: Wire.ForwardBackwardOutput, datums: number) =
     return { lossFnOutputs: outputs, metrics: Wire.metricsFromWire(out.metrics) } satisfies ForwardBackwardResult
   })
 
-const forwardLike = (ctx: Context, kind: Kind) =>
-  Effect.fn(kind === "forward" ? "Http.forward" : "Http.forwardBackward")(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, opts?: ForwardOptions) {
+/** How a training call travels: awaited at once, or submitted and awaited later (`Submitter`). */
+type Send = <S extends Schema.ConstraintDecoder<unknown>>(
+  calls: Calls,
+  path: string,
+  makeBody: (seq: number) => unknown,
+  type: Wire.RequestType,
+  schema: S,
+  operation: string,
+) => Effect.Effect<Effect.Effect<S["Type"], BackendError>, BackendError>
+
+const submitted: Send = (calls, path, makeBody, type, schema, operation) => calls.trainingSubmit(path, makeBody, type, schema, operation)
+
+/** The calls of a `Submitter`, each succeeding once queued with the effect that awaits its result. */
+const submitForward = (ctx: Context, kind: Kind, send: Send) =>
+  Effect.fn(kind === "forward" ? "Http.submitForward" : "Http.submitForwardBackward")(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, opts?: ForwardOptions) {
     const input: Wire.ForwardBackwardInput = yield* inputOf(kind, data, lossFn, opts)
     const type = kind === "forward" ? "Forward" : "ForwardBackward"
     const call = yield* protobufCall(ctx, kind, input)
     const raw = Option.isSome(call)
-      ? yield* ctx.calls.trainingCall("/forward_backward", call.value, type, Schema.Unknown, kind)
-      : yield* ctx.calls.trainingCall(
+      ? yield* send(ctx.calls, "/forward_backward", call.value, type, Schema.Unknown, kind)
+      : yield* send(
+          ctx.calls,
           `/${kind}`,
           (seq) => ({ [kind === "forward" ? "forward_input" : "forward_backward_input"]: input, model_id: ctx.state.modelId, seq_id: seq }),
           type,
           Schema.Unknown,
           kind,
         )
-    const out = yield* decodeResult(raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
-    return yield* resultOf(kind, out, data.length)
+    return Effect.gen(function* () {
+      const out = yield* decodeResult(yield* raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
+      return yield* resultOf(kind, out, data.length)
+    })
   })
 
-const optimStep = (ctx: Context) =>
-  Effect.fn("Http.optimStep")(function* (adam: AdamParams) {
+const submitOptimStep = (ctx: Context, send: Send) =>
+  Effect.fn("Http.submitOptimStep")(function* (adam: AdamParams) {
     const { state } = ctx
-    const out = yield* ctx.calls.trainingCall(
+    const raw = yield* send(
+      ctx.calls,
       "/optim_step",
       (seq) => ({ adam_params: Wire.adamParamsToWire(adam), model_id: state.modelId, seq_id: seq, type: "optim_step" }),
       "OptimStep",
       Wire.OptimStepResponse,
       "optim_step",
     )
-    state.trainerVersion = out.policy_version ?? state.trainerVersion + 1
-    return { version: state.trainerVersion, metrics: Wire.metricsFromWire(out.metrics) }
+    // cached: the version moves once however often the result is awaited
+    return yield* Effect.cached(Effect.map(raw, (out) => {
+      state.trainerVersion = out.policy_version ?? state.trainerVersion + 1
+      return { version: state.trainerVersion, metrics: Wire.metricsFromWire(out.metrics) }
+    }))
   })
 
-const saveWeightsForSampler = (ctx: Context) =>
-  Effect.fn("Http.saveWeightsForSampler")(function* (name: string) {
+const submitSaveWeightsForSampler = (ctx: Context, send: Send) =>
+  Effect.fn("Http.submitSaveWeightsForSampler")(function* (name: string) {
     const { state } = ctx
-    const out = yield* ctx.calls.trainingCall(
+    const raw = yield* send(
+      ctx.calls,
       "/save_weights_for_sampler",
       (seq) => ({ model_id: state.modelId, path: name, seq_id: seq, type: "save_weights_for_sampler" }),
       "SaveWeightsForSampler",
       Wire.SaveWeightsForSamplerResponse,
       "save_weights_for_sampler",
     )
-    const version = out.policy_version ?? state.trainerVersion
-    state.published = { version, samplingSessionId: out.sampling_session_id ?? undefined, modelPath: out.path ?? undefined }
-    if (out.sampling_session_id !== undefined && out.sampling_session_id !== null) state.samplerIds++
-    state.samplerSeq = 0
-    return { version, path: out.path ?? out.sampling_session_id ?? name }
+    return yield* Effect.cached(Effect.map(raw, (out) => {
+      const version = out.policy_version ?? state.trainerVersion
+      state.published = { version, samplingSessionId: out.sampling_session_id ?? undefined, modelPath: out.path ?? undefined }
+      if (out.sampling_session_id !== undefined && out.sampling_session_id !== null) state.samplerIds++
+      state.samplerSeq = 0
+      return { version, path: out.path ?? out.sampling_session_id ?? name }
+    }))
   })
+
+/** A call awaited at once: submitted asking for the result with the answer (`Calls.trainingCall`). */
+const awaited: Send = (calls, path, makeBody, type, schema, operation) => Effect.map(calls.trainingCall(path, makeBody, type, schema, operation), Effect.succeed)
+
+/** The awaited form of a submitting call. */
+const now =
+  <Args extends ReadonlyArray<unknown>, A>(submit: (...args: Args) => Effect.Effect<Effect.Effect<A, BackendError>, BackendError>) =>
+  (...args: Args) =>
+    Effect.flatten(submit(...args))
 
 const saveState = (ctx: Context) =>
   Effect.fn("Http.saveState")(function* (name: string) {
@@ -248,12 +280,17 @@ export const make = (calls: Calls, state: State, options: { readonly wire?: "aut
     ),
   }
   return {
-    forwardBackward: forwardLike(ctx, "forward_backward"),
-    forward: forwardLike(ctx, "forward"),
-    optimStep: optimStep(ctx),
-    saveWeightsForSampler: saveWeightsForSampler(ctx),
+    forwardBackward: now(submitForward(ctx, "forward_backward", awaited)),
+    forward: now(submitForward(ctx, "forward", awaited)),
+    optimStep: now(submitOptimStep(ctx, awaited)),
+    saveWeightsForSampler: now(submitSaveWeightsForSampler(ctx, awaited)),
     saveState: saveState(ctx),
     loadState: loadState(ctx),
     info: info(ctx),
+    submit: {
+      forwardBackward: submitForward(ctx, "forward_backward", submitted),
+      optimStep: submitOptimStep(ctx, submitted),
+      saveWeightsForSampler: submitSaveWeightsForSampler(ctx, submitted),
+    },
   }
 }

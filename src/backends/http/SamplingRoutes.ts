@@ -59,6 +59,8 @@ export interface Context {
    * adapter this server trains), or undefined when it serves them
    */
   readonly baseNotServed: string | undefined
+  /** simulated sampling time: each answer waits `perRequestMillis` plus `perTokenMillis` per token of its longest sequence */
+  readonly latency: { readonly perRequestMillis: number; readonly perTokenMillis: number }
 }
 
 /** What the handlers share: the context and the round-robin counter of samples without an affinity key. */
@@ -159,6 +161,13 @@ const pickReplica = (ctx: Routes, target: SamplerTarget, key: string | undefined
   return { index, replica }
 }
 
+/** The simulated sampling time of an answer (none unless `serve` was given one). */
+const simulatedLatency = (ctx: Routes, sequences: ReadonlyArray<{ readonly tokens: ReadonlyArray<number> }>) => {
+  const { perRequestMillis, perTokenMillis } = ctx.latency
+  const millis = perRequestMillis + perTokenMillis * Math.max(0, ...sequences.map((s) => s.tokens.length))
+  return millis > 0 ? Effect.sleep(millis) : Effect.void
+}
+
 const asample =
   (ctx: Routes): Handler =>
   (body, headers) =>
@@ -197,6 +206,7 @@ const asample =
           ...(promptLogprobs && r.promptLogprobs !== undefined ? { prompt_logprobs: Alignment.promptLogprobsToWire(r.promptLogprobs) } : {}),
           policy_version: r.policyVersion,
         })),
+        Effect.tap((r) => simulatedLatency(ctx, r.sequences)),
       )
       const id = yield* ctx.futures.start("Sample", model === undefined ? work : ctx.registry.tracked(model, work), model === undefined ? undefined : ctx.registry.touch(model))
       // newer SDKs (0.32) require one sequence id per sample on the promise

@@ -32,6 +32,7 @@ import { Trainer, type TrainerShape } from "../../Trainer.ts"
 import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import * as Archives from "./Archives.ts"
 import * as CheckpointIndex from "./CheckpointIndex.ts"
+import * as ClockCycle from "./ClockCycle.ts"
 import * as Dispatch from "./Dispatch.ts"
 import * as Futures from "./Futures.ts"
 import * as Gather from "./Gather.ts"
@@ -40,7 +41,7 @@ import * as Models from "./Models.ts"
 import * as RestoredSamplers from "./RestoredSamplers.ts"
 import * as RestRoutes from "./RestRoutes.ts"
 import * as ServiceRoutes from "./ServiceRoutes.ts"
-import { decodeRequestOr400, type Reject } from "./Requests.ts"
+import { decodeRequestOr400, Reject } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
 import {
   DEFAULT_MAX_PENDING_FUTURES,
@@ -108,6 +109,8 @@ interface Parts {
   readonly checkpoints: CheckpointIndex.CheckpointIndex
   readonly restoredSamplers: RestoredSamplers.RestoredSamplers
   readonly archives: Archives.Archives
+  /** the simulated clock-cycle trainer (`serve --clock-cycle`), when asked for */
+  readonly clock: ClockCycle.Clock | undefined
 }
 
 const makeParts = (options: Options, settings: Settings, trainer: TrainerShape, replicas: ReadonlyArray<SamplerShape>) =>
@@ -142,7 +145,9 @@ const makeParts = (options: Options, settings: Settings, trainer: TrainerShape, 
     })
     const samplingSessions = new Map<string, SamplingRoutes.Published>()
     const replicaRequests = replicas.map(() => 0)
-    return { options, settings, replicas, scope, now, futures, idempotency, base, registry, gather, samplingSessions, samplerPaths, replicaRequests, checkpoints, restoredSamplers, archives } satisfies Parts
+    const cycleMillis = options.simulate?.cycleMillis ?? 0
+    const clock = cycleMillis > 0 ? yield* ClockCycle.make({ cycleMillis, scope }) : undefined
+    return { options, settings, replicas, scope, now, futures, idempotency, base, registry, gather, samplingSessions, samplerPaths, replicaRequests, checkpoints, restoredSamplers, archives, clock } satisfies Parts
   })
 
 const trainingRoutes = (p: Parts) =>
@@ -161,6 +166,8 @@ const trainingRoutes = (p: Parts) =>
       p.samplingSessions.set(samplingSessionId, published)
       p.samplerPaths.set(uri, published)
     },
+    clock: p.clock,
+    publishLatencyMillis: p.options.simulate?.publishMillis ?? 0,
   })
 
 const samplingRoutes = (p: Parts) =>
@@ -178,6 +185,7 @@ const samplingRoutes = (p: Parts) =>
     samplerPaths: p.samplerPaths,
     samplerPath: p.restoredSamplers.lookup,
     replicaRequests: p.replicaRequests,
+    latency: { perRequestMillis: p.options.simulate?.sampleMillis ?? 0, perTokenMillis: p.options.simulate?.sampleTokenMillis ?? 0 },
     baseNotServed:
       p.options.models === undefined
         ? "this server trains one adapter on the base model's own sampler (it has no model factory: `serve --workers` runs that way), " +
@@ -210,6 +218,9 @@ const routeTables = (p: Parts) => {
   }
   const get: Record<string, () => Effect.Effect<unknown, Reject>> = {
     healthz: () => Effect.succeed({ status: "ok" }),
+    // the simulated clock's counts (`serve --clock-cycle`)
+    clock: () =>
+      p.clock === undefined ? Effect.fail(new Reject({ status: 404, message: "this server runs no clock: start it with serve --clock-cycle <ms>" })) : Effect.succeed(p.clock.report()),
     get_server_capabilities: () => Effect.succeed({ supported_models: [{ model_name: p.settings.modelName, max_context_length: p.settings.contextLength, trainable: true, sampleable: true }] }),
   }
   return { post, get, rest: rest.get, samplerInfo: sampling.samplerInfo }

@@ -70,6 +70,24 @@ export interface Options {
   readonly compressForwardBackward?: boolean | undefined
   /** how long a checkpoint download URL works (default 15 min) */
   readonly archiveTtl?: Duration.Input | undefined
+  /** a simulated service, to time clients against (`serve --clock-cycle`); off by default */
+  readonly simulate?: Simulation | undefined
+}
+
+/**
+ * A real service's timing, simulated: training operations run in clock cycles
+ * (`ClockCycle.ts`), and sampling and publishing take time of their own.
+ * @since 0.1.0 @category models
+ */
+export interface Simulation {
+  /** training operations run only at cycle boundaries this far apart (0 or absent: at once) */
+  readonly cycleMillis?: number | undefined
+  /** each `asample` answer waits this long ... */
+  readonly sampleMillis?: number | undefined
+  /** ... plus this long per token of its longest sequence */
+  readonly sampleTokenMillis?: number | undefined
+  /** `save_weights_for_sampler` is answered this long after it ran */
+  readonly publishMillis?: number | undefined
 }
 
 /** Counters for tests and logs. @since 0.1.0 @category models */

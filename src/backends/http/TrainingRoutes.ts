@@ -22,6 +22,7 @@ import { checkAll } from "../../Datum.ts"
 import * as DatumIssue from "../../DatumIssue.ts"
 import * as Alignment from "./Alignment.ts"
 import type { CheckpointIndex } from "./CheckpointIndex.ts"
+import type { Clock } from "./ClockCycle.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry } from "./Models.ts"
 import { bad, checkName, decodeRequestOr400, Reject } from "./Requests.ts"
@@ -43,6 +44,10 @@ export interface Context {
   readonly checkpoints: CheckpointIndex
   /** publishes a model's sampler version under a sampling session and a path */
   readonly published: (model: Model, samplingSessionId: string, uri: string, version: number) => void
+  /** a simulated clock-cycle trainer: training operations run only at its cycles (`ClockCycle.ts`) */
+  readonly clock: Clock | undefined
+  /** simulated: how long after it ran `save_weights_for_sampler` is answered (0: at once) */
+  readonly publishLatencyMillis: number
 }
 
 /** A POST handler: the decoded JSON body in, the answer body out. @since 0.1.0 @category models */
@@ -112,12 +117,17 @@ const consumesSeq =
       )
     })
 
-/** Runs `work` as a future of `model`, in the turn of its `seq`. */
-const trainingFuture = (ctx: Routes, type: Wire.RequestType, model: Model, seq: number, work: Effect.Effect<unknown, BackendError>) =>
+/**
+ * Runs `work` as a future of `model`, in the turn of its `seq` (with a clock, in a cycle
+ * too); its answer waits `answerAfter` milliseconds more.
+ */
+const trainingFuture = (ctx: Routes, type: Wire.RequestType, model: Model, seq: number, work: Effect.Effect<unknown, BackendError>, answerAfter = 0) =>
   Effect.gen(function* () {
     yield* claim(model, seq, "seq_id")
+    const turn = inTurn(model, seq, work, ctx.turnTimeout)
+    const timed = (ctx.clock === undefined ? turn : ctx.clock.gate(model, seq, turn)).pipe((e) => (answerAfter > 0 ? Effect.tap(e, () => Effect.sleep(answerAfter)) : e))
     const id = yield* ctx.futures
-      .start(type, ctx.registry.tracked(model, inTurn(model, seq, work, ctx.turnTimeout)), ctx.registry.touch(model))
+      .start(type, ctx.registry.tracked(model, timed), ctx.registry.touch(model))
       .pipe(Effect.tapError(() => Effect.sync(() => model.pending.delete(seq))))
     return { request_id: id, model_id: model.id }
   })
@@ -314,6 +324,7 @@ const saveWeightsForSampler =
           yield* SubscriptionRef.update(model.sampler.published, (v) => Math.max(v, r.version))
           return { type: "save_weights_for_sampler", path: uri, sampling_session_id: samplingSessionId, policy_version: r.version }
         }),
+        ctx.publishLatencyMillis,
       )
     })
 
