@@ -45,6 +45,25 @@ describe("async runs", () => {
       assert.deepStrictEqual(b, a)
     }), 120_000)
 
+  it.live("with maxStepsOffPolicy 2, step s samples from version s - 2, and repeats with the same seed", () =>
+    Effect.gen(function* () {
+      const a = yield* asyncRun({ maxStepsOffPolicy: 2, maxLag: 2 })
+      // lag 2 once two steps have published (less after steps that trained nothing)
+      for (const row of a) assert.isAtMost(row["policy_version/lag_max"]!, 2, `step ${row["step"]}`)
+      assert.isAbove(a.filter((r) => r["policy_version/lag_max"] === 2).length, 3)
+      assert.strictEqual(a[0]!["policy_version/lag_max"], 0)
+      for (const row of a) assert.strictEqual(row["async/stale_groups"], 0)
+      const b = yield* asyncRun({ maxStepsOffPolicy: 2, maxLag: 2 })
+      assert.deepStrictEqual(b, a)
+    }), 120_000)
+
+  it.live("maxStepsOffPolicy above 1 without async is refused, naming the flag to add", () =>
+    Effect.gen(function* () {
+      const error = yield* asyncRun({ maxStepsOffPolicy: 2, async: false }).pipe(Effect.flip)
+      assert.include(error.message, "--max-steps-off-policy 2")
+      assert.include(error.message, "--async")
+    }))
+
   it.live("with maxLag 0, stale groups are requeued and sampled again from the current version, reproducibly", () =>
     Effect.gen(function* () {
       const a = yield* asyncRun({ maxLag: 0, staleGroups: "requeue" })
