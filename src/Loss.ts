@@ -12,7 +12,7 @@
  * | loss | per-token loss | active when |
  * |---|---|---|
  * | cross_entropy | `-w·lp` | target != -100 and w > 0 |
- * | importance_sampling | `-rho·A` | A != 0 |
+ * | importance_sampling | `-rho·A`; `-sg(min(rho, cap)/rho)·rho·A` with `tis_cap`; 0 where rho leaves [`mis_low`, `mis_high`] | A != 0 |
  * | ppo | `-min(rho·A, clip(rho, lo, hi)·A)` | A != 0 |
  * | cispo | `-sg(clip(rho, lo, hi))·A·lp` | A != 0 |
  * | dro | `-(lp·A - beta/2·(lp - q)^2)` | A != 0 |
@@ -37,7 +37,11 @@ export interface ConfigKeySpec {
 // each loss's keys, typed per loss so that a default reads without a lookup that could miss
 const CONFIG_SPECS = {
   cross_entropy: {},
-  importance_sampling: {},
+  importance_sampling: {
+    tis_cap: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "truncated importance sampling: a token's weight is min(rho, tis_cap), its gradient kept (off by default)" },
+    mis_low: { default: 0, min: 0, max: 1, doc: "masked importance sampling: a token whose rho is below it trains nothing (off by default)" },
+    mis_high: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "masked importance sampling: a token whose rho is above it trains nothing (off by default)" },
+  },
   ppo: {
     clip_low_threshold: { default: 0.8, min: 0, max: 1, doc: "lower bound of the ratio clip" },
     clip_high_threshold: { default: 1.2, min: 1, max: Number.MAX_VALUE, doc: "upper bound of the ratio clip" },
@@ -160,7 +164,10 @@ export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: 
       return { loss: -w * lp, dlp: -w }
     case "importance_sampling": {
       const rho = Math.exp(lp - q)
-      return { loss: -rho * A, dlp: -rho * A }
+      if (rho < param(r, "mis_low") || rho > param(r, "mis_high")) return { loss: 0, dlp: 0 }
+      // truncated: the weight min(rho, cap) is a constant times rho, so the gradient keeps its direction
+      const weight = Math.min(rho, param(r, "tis_cap"))
+      return { loss: -weight * A, dlp: -weight * A }
     }
     case "ppo": {
       const rho = Math.exp(lp - q)
@@ -196,9 +203,26 @@ export const isActive = (lossFn: LossFn, position: number, target: number, weigh
   return lossFn === "cross_entropy" ? weight > 0 : advantage !== 0
 }
 
-/** Whether the clip (ppo, cispo) or the trust-region mask (dppo) is in effect: reported as `clip_fraction`. @since 0.1.0 @category combinators */
+/**
+ * Whether a loss as configured can clip or mask a token (ppo, cispo, dppo, and
+ * importance_sampling with an off-policy correction): the trainer then reports `clip_fraction`.
+ * @since 0.1.0 @category combinators
+ */
+export const canClip = (r: ResolvedLoss): boolean =>
+  r.lossFn === "ppo" || r.lossFn === "cispo" || r.lossFn === "dppo" ||
+  (r.lossFn === "importance_sampling" && (param(r, "tis_cap") < Number.MAX_VALUE || param(r, "mis_low") > 0 || param(r, "mis_high") < Number.MAX_VALUE))
+
+/**
+ * Whether the clip (ppo, cispo), the trust-region mask (dppo), or the truncation or mask
+ * of importance_sampling's off-policy correction is in effect: reported as `clip_fraction`.
+ * @since 0.1.0 @category combinators
+ */
 export const isClipped = (r: ResolvedLoss, lp: number, q: number, A: number): boolean => {
   switch (r.lossFn) {
+    case "importance_sampling": {
+      const rho = Math.exp(lp - q)
+      return rho > param(r, "tis_cap") || rho < param(r, "mis_low") || rho > param(r, "mis_high")
+    }
     case "ppo": {
       const rho = Math.exp(lp - q)
       return rho * A > clamp(rho, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A

@@ -13,7 +13,7 @@
 import * as tf from "@tensorflow/tfjs"
 import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
-import type { ResolvedLoss } from "../../Loss.ts"
+import { canClip, type ResolvedLoss } from "../../Loss.ts"
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
 import * as Checkpoint from "./Checkpoint.ts"
 import { NonFiniteError } from "./Errors.ts"
@@ -224,7 +224,7 @@ export class LocalTrainerEngine {
       "loss:sum": lossSum,
       active_tokens: active,
     }
-    if (loss.lossFn === "ppo" || loss.lossFn === "cispo" || loss.lossFn === "dppo") metrics["clip_fraction"] = active > 0 ? clipped / active : 0
+    if (canClip(loss)) metrics["clip_fraction"] = active > 0 ? clipped / active : 0
     return { lossFnOutputs: outputs, metrics }
   }
 

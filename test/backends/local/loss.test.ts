@@ -22,7 +22,8 @@ const direct = (name: LossFn, c: Record<string, number>, lp: number, q: number, 
     case "cross_entropy":
       return -lp * w
     case "importance_sampling":
-      return -(rho * A)
+      // the off-policy correction: masked outside [mis_low, mis_high], the weight truncated at tis_cap
+      return rho < c["mis_low"]! || rho > c["mis_high"]! ? 0 : -(Math.min(rho, c["tis_cap"]!) * A)
     case "ppo":
       return -Math.min(rho * A, clip(rho, c["clip_low_threshold"]!, c["clip_high_threshold"]!) * A)
     case "cispo":
@@ -46,6 +47,11 @@ const configArb = (name: LossFn): fc.Arbitrary<Record<string, number>> => {
       return fc.record({ beta: fc.double({ min: 0, max: 2, noNaN: true }) })
     case "dppo":
       return fc.record({ delta_low: fc.double({ min: 0, max: 1, noNaN: true }), delta_high: fc.double({ min: 0, max: 1, noNaN: true }) })
+    case "importance_sampling":
+      return fc.record(
+        { tis_cap: fc.double({ min: 1, max: 3, noNaN: true }), mis_low: fc.double({ min: 0, max: 1, noNaN: true }), mis_high: fc.double({ min: 1, max: 3, noNaN: true }) },
+        { requiredKeys: [] },
+      )
     default:
       return fc.constant({})
   }
@@ -72,6 +78,11 @@ describe("Loss (pure)", () => {
             if (name === "cispo") {
               const c = clip(Math.exp(lp - q), r.config["clip_low_threshold"]!, r.config["clip_high_threshold"]!)
               assert.isTrue(Math.abs(t.dlp + c * A) < 1e-12)
+            } else if (name === "importance_sampling" && isClipped(r, lp, q, A)) {
+              // truncated: the weight min(rho, cap) is detached from rho (-cap·A), masked: nothing
+              const rho = Math.exp(lp - q)
+              const masked = rho < r.config["mis_low"]! || rho > r.config["mis_high"]!
+              assert.strictEqual(t.dlp, masked ? 0 : -r.config["tis_cap"]! * A)
             } else if (isClipped(r, lp - h, q, A) === isClipped(r, lp, q, A) && isClipped(r, lp + h, q, A) === isClipped(r, lp, q, A)) {
               const fd = (direct(name, r.config, lp + h, q, A, w) - direct(name, r.config, lp - h, q, A, w)) / (2 * h)
               assert.isTrue(Math.abs(fd - t.dlp) < 1e-4 * (1 + Math.abs(t.dlp)), `dlp ${t.dlp} vs ${fd}`)
@@ -109,6 +120,8 @@ describe("Loss (pure)", () => {
     assert.deepStrictEqual(resolved("cispo").config, { clip_low_threshold: 0, clip_high_threshold: 4 })
     assert.deepStrictEqual(resolved("dro").config, { beta: 0.05 })
     assert.deepStrictEqual(resolved("dppo").config, { delta_low: 0.2, delta_high: 0.2 })
+    // the off-policy correction is off unless asked for
+    assert.deepStrictEqual(resolved("importance_sampling").config, { tis_cap: Number.MAX_VALUE, mis_low: 0, mis_high: Number.MAX_VALUE })
     const bad = (name: string, config: Record<string, unknown>) => {
       const r = resolveLoss(name, config)
       assert.isFalse(r.ok)
@@ -121,6 +134,8 @@ describe("Loss (pure)", () => {
     assert.include(bad("ppo", { clip_low_threshold: 1.5 }), "clip_low_threshold must be in [0, 1]")
     assert.include(bad("ppo", { clip_high_threshold: 0.5 }), "clip_high_threshold must be >= 1")
     assert.include(bad("cross_entropy", { beta: 1 }), "takes no config")
+    assert.include(bad("importance_sampling", { beta: 1 }), "tis_cap, mis_low, mis_high")
+    assert.include(bad("importance_sampling", { tis_cap: 0.5 }), "tis_cap must be >= 1")
     assert.include(bad("dro", { beta: Number.NaN }), "finite")
     assert.include(bad("dppo", { delta_low: -0.1 }), "delta_low")
   })
@@ -172,6 +187,33 @@ describe("Loss (trainer)", () => {
       assert.isTrue(Math.abs(out.metrics["loss"]! - sum / active) < 1e-5)
     })
   }
+
+  it("importance_sampling with an off-policy correction: the trainer truncates and masks as the formula says, and reports clip_fraction", () => {
+    const rng = new Rng(77)
+    const data = [rlDatum(rng, 5, 7), rlDatum(rng, 3, 12), rlDatum(rng, 9, 4)]
+    const plain = engines.trainer.run(data, resolved("importance_sampling"), { backward: false })
+    assert.isUndefined(plain.metrics["clip_fraction"])
+    // the ratios of these datums, to put the cap and the band between them
+    const rhos = data.flatMap((d, k) => plain.lossFnOutputs[k]!.logprobs.map((lp, i) => ({ rho: Math.exp(lp - d.lossFnInputs["logprobs"]!.data[i]!), A: d.lossFnInputs["advantages"]!.data[i]! })).filter((x, i) => i > 0 && x.A !== 0)).map((x) => x.rho).sort((a, b) => a - b)
+    const config = { tis_cap: Math.max(1, rhos[Math.floor(rhos.length * 0.8)]!), mis_low: Math.min(1, rhos[Math.floor(rhos.length * 0.1)]!) }
+    const r = resolved("importance_sampling", config)
+    const out = engines.trainer.run(data, r, { backward: false })
+    let sum = 0
+    let clipped = 0
+    data.forEach((d, k) => {
+      const lps = out.lossFnOutputs[k]!.logprobs
+      for (let i = 1; i < lps.length; i++) {
+        const A = d.lossFnInputs["advantages"]!.data[i]!
+        if (A === 0) continue
+        const q = d.lossFnInputs["logprobs"]!.data[i]!
+        sum += direct("importance_sampling", r.config, lps[i]!, q, A, 1)
+        if (isClipped(r, lps[i]!, q, A)) clipped++
+      }
+    })
+    assert.isAbove(clipped, 0)
+    assert.isTrue(Math.abs(out.metrics["loss:sum"]! - sum) < 1e-5 * (1 + Math.abs(sum)))
+    assert.closeTo(out.metrics["clip_fraction"]!, clipped / out.metrics["active_tokens"]!, 1e-9)
+  })
 
   it("all-inactive calls report zero loss (never NaN) and add no gradient", () => {
     const rng = new Rng(3)
