@@ -19,8 +19,12 @@ import type { RunError, RunSettings } from "./Settings.ts"
 
 /** @since 0.1.0 @category models */
 export interface Pipeline<R> {
-  /** the batch of `step`: the one sampled ahead (stale groups requeued or dropped), else sampled now from `version` */
-  readonly take: (step: number, version: number) => Effect.Effect<Batch, RunError, R>
+  /**
+   * the batch of `step`: the one sampled ahead (stale groups requeued or dropped), else
+   * sampled now from `version`; stale groups are sampled again once `published` (the
+   * publication of `version`, when still in flight) is done
+   */
+  readonly take: (step: number, version: number, published?: Effect.Effect<void, RunError, R>) => Effect.Effect<Batch, RunError, R>
   /** async: starts sampling `step` from `version` in the background (nothing in sync mode, past the last step, or when started already) */
   readonly ahead: (step: number, version: number) => Effect.Effect<void, never, R>
   /** how many steps ahead sampling runs: `maxStepsOffPolicy` in async mode, 0 in sync mode */
@@ -45,20 +49,21 @@ export const make = <R>(options: {
   /** the steps whose sampling was started ahead (async only), by step */
   const pending = new Map<number, Fiber.Fiber<Batch, RunError>>()
 
-  const take = Effect.fn("Pipeline.take")(function* (step: number, version: number) {
+  const take = Effect.fn("Pipeline.take")(function* (step: number, version: number, published: Effect.Effect<void, RunError, R> = Effect.void) {
     const ahead = pending.get(step)
-    if (ahead === undefined) return yield* options.collect(step, version)
+    if (ahead === undefined) return yield* Effect.andThen(published, options.collect(step, version))
     pending.delete(step)
-    return yield* refresh(step, version, yield* Fiber.join(ahead))
+    return yield* refresh(step, version, yield* Fiber.join(ahead), published)
   })
 
   /** The batch sampled ahead with its stale groups requeued or dropped, and counted. */
-  const refresh = Effect.fnUntraced(function* (step: number, version: number, batch: Batch) {
+  const refresh = Effect.fnUntraced(function* (step: number, version: number, batch: Batch, published: Effect.Effect<void, RunError, R>) {
     const stale = batch.groups.filter((g) => version - g.version > settings.maxLag)
     if (stale.length === 0) return { ...batch, staleGroups: 0 }
     if (settings.staleGroups === "drop") {
       return { ...batch, groups: batch.groups.filter((g) => version - g.version <= settings.maxLag), staleGroups: stale.length }
     }
+    yield* published
     const fresh = yield* Effect.forEach(stale, (g) => options.resample(step, g, version), { concurrency: settings.sampleConcurrency })
     const swap = (g: Group) => fresh.find((f) => f.index === g.index) ?? g
     return {

@@ -13,6 +13,7 @@ import * as Datum from "../Datum.ts"
 import { render } from "../DatumIssue.ts"
 import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
+import type { Sampler } from "../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { submitter, Trainer } from "../Trainer.ts"
 import { type Batch, scoreOf } from "./Collect.ts"
@@ -292,7 +293,7 @@ const divergenceOf = (tokenizer: TokenizerShape, batch: Batch, datums: Datums, t
  * version it started from); the effect it succeeds with awaits the version now served.
  * @since 0.1.0 @category training
  */
-export const submitPublish = Effect.fn("Train.submitPublish")(function* (step: number, beforePublish: Effect.Effect<void> = Effect.void) {
+export const submitPublish = Effect.fn("Train.submitPublish")(function* (step: number, beforePublish: Effect.Effect<void, RunError, Sampler | Tokenizer> = Effect.void) {
   const submit = submitter(yield* Trainer)
   yield* beforePublish
   const publishError = (e: BackendError) => new RunError({ reason: "Backend", step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })
