@@ -13,8 +13,8 @@
  *
  * - reference: the loop shape of the Tinker docs' pipelined example on a fixed batch:
  *   submit forward_backward, optim_step and save_weights_for_sampler, then await them;
- * - sync, sync with --micro-batch 3, async (k = 1) and async with
- *   --max-steps-off-policy 2: `gyre run` through the HTTP client.
+ * - sync, sync with --micro-batch 3, sync with --stream-minibatches 2, async (k = 1) and
+ *   async with --max-steps-off-policy 2: `gyre run` through the HTTP client.
  *
  * For each: wall seconds per step, cycles elapsed per step (what the wall clock pays),
  * the cycles in which the model had work per step, and the busy fraction (busy cycles /
@@ -89,6 +89,7 @@ const reference = (url: string) =>
 const RUNS: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
   ["sync", {}],
   ["sync, micro-batch 3", { microBatch: 3 }],
+  ["sync, streaming 2 minibatches", { streamMinibatches: 2 }],
   ["async k=1", { async: true }],
   ["async k=2", { async: true, maxStepsOffPolicy: 2 }],
 ]

@@ -73,6 +73,10 @@ export interface RunOptions {
   readonly workers?: boolean | undefined
   /** async: how many steps ahead rollouts are sampled (default 1) */
   readonly maxStepsOffPolicy?: number | undefined
+  /** sync: train a step's groups in N minibatches as they are scored */
+  readonly streamMinibatches?: number | undefined
+  /** with streamMinibatches: one optimizer step per step (default) or per minibatch */
+  readonly optimEvery?: "step" | "minibatch" | undefined
   /** async: most policy versions a group may lag (default: maxStepsOffPolicy) */
   readonly maxLag?: number | undefined
   /** async: what to do with groups older than maxLag */
@@ -128,7 +132,7 @@ export const FLAG_OF: Record<string, string> = {
   gradClipNorm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
-  maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
+  maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
 }
 
@@ -254,6 +258,7 @@ const candidateOf = (
     ...set("sft", p.sft),
     ...(p.async === true ? { async: true } : {}),
     ...set("maxStepsOffPolicy", p.maxStepsOffPolicy),
+    ...(p.streamMinibatches !== undefined ? { streamMinibatches: { count: p.streamMinibatches, optimEvery: p.optimEvery ?? "step" } } : {}),
     // a group sampled k steps ahead lags k versions: the default limit lets it train
     ...set("maxLag", p.maxLag ?? p.maxStepsOffPolicy),
     ...set("staleGroups", p.stale),
@@ -281,6 +286,9 @@ export const settingsFrom = (
   resumeDir: string | undefined,
 ) =>
   Effect.gen(function* () {
+    if (p.optimEvery !== undefined && p.streamMinibatches === undefined) {
+      return yield* new Runner.RunError({ reason: "Settings", message: `--optim-every ${p.optimEvery} says how streamed minibatches step the optimizer: add --stream-minibatches N` })
+    }
     const candidate = candidateOf(p, source, envSpec, saved, resumeDir)
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),

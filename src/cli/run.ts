@@ -65,6 +65,14 @@ const flags = {
     "max-steps-off-policy",
     "async: sample rollouts up to k steps ahead, so step s trains on rollouts of policy version s - k (default 1; more keeps a slow sampler's work ahead of the trainer, at k versions of staleness)",
   ),
+  streamMinibatches: int(
+    "stream-minibatches",
+    "sync: train a step's groups in N minibatches while the rest are sampled, each minibatch's forward_backward submitted as soon as its groups are scored (group-local advantages only; off by default)",
+  ),
+  optimEvery: Flag.Literals("optim-every", ["step", "minibatch"]).pipe(
+    Flag.withDescription("with --stream-minibatches: one optimizer step per step (the minibatches' mean loss; default) or one per minibatch"),
+    Flag.optional,
+  ),
   maxLag: int("max-lag", "async: most policy versions a group may lag before it is requeued or dropped (default: --max-steps-off-policy, else 1)"),
   stale: Flag.Literals("stale", ["requeue", "drop"]).pipe(Flag.withDescription("async: what to do with groups older than --max-lag"), Flag.optional),
   name: Flag.String("name").pipe(Flag.withDescription("run name; the run folder is <out>/<name> (default <env>-<time>)"), Flag.optional),
@@ -175,6 +183,8 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   workers: p.workers,
   maxLag: get(p.maxLag),
   maxStepsOffPolicy: get(p.maxStepsOffPolicy),
+  streamMinibatches: get(p.streamMinibatches),
+  optimEvery: get(p.optimEvery),
   stale: get(p.stale),
   name: get(p.name),
   out: p.out,

@@ -9,6 +9,7 @@ import type { SamplingParams } from "../Contract.ts"
 import * as Env from "../Env.ts"
 import * as Reward from "../Reward.ts"
 import { encodePrompt, type Prompt, Tokenizer } from "../Tokenizer.ts"
+import type { Trainer } from "../Trainer.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
@@ -188,8 +189,19 @@ export const sampleGroup = Effect.fnUntraced(function* (
   } satisfies Group
 })
 
-/** Samples and scores one step's groups. @since 0.1.0 @category rollouts */
-export const collect = Effect.fn("Runner.collect")(function* (settings: RunSettings, source: Env.AnyEnv | Env.Mixture, runId: string, step: number, version: number) {
+/**
+ * Samples and scores one step's groups; `onGroup` (streaming minibatches) sees each group
+ * of the first draw as soon as it is scored.
+ * @since 0.1.0 @category rollouts
+ */
+export const collect = Effect.fn("Runner.collect")(function* (
+  settings: RunSettings,
+  source: Env.AnyEnv | Env.Mixture,
+  runId: string,
+  step: number,
+  version: number,
+  onGroup?: (group: Group) => Effect.Effect<void, RunError, Trainer | Tokenizer>,
+) {
   const progress = yield* Progress
   const start = performance.now()
   const tasks = yield* Effect.forEach(Array.from({ length: settings.groups }, (_, g) => g), (g) =>
@@ -207,9 +219,11 @@ export const collect = Effect.fn("Runner.collect")(function* (settings: RunSetti
       list,
       (task, i) =>
         sampleGroup(settings, runId, step, first + i, version, task, { split: "train", numSamples: settings.groupSize }).pipe(
-          Effect.tap(() => {
+          Effect.tap((group) => {
             done++
-            return progress.onPhase({ step, steps: settings.steps, phase: "sample+score", done, total })
+            return progress.onPhase({ step, steps: settings.steps, phase: "sample+score", done, total }).pipe(
+              Effect.andThen(onGroup === undefined ? Effect.void : onGroup(group)),
+            )
           }),
         ),
       { concurrency: settings.sampleConcurrency },

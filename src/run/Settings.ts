@@ -112,6 +112,14 @@ export const RunSettings = Schema.Struct({
    */
   maxStepsOffPolicy: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 16 }))),
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
+  /**
+   * sync: train a step's groups in `count` minibatches as they are scored, with one
+   * optimizer step per step or per minibatch (`Stream.ts`); absent = the step as a whole
+   */
+  streamMinibatches: Schema.optional(Schema.Struct({
+    count: Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)),
+    optimEvery: Schema.Literals(["step", "minibatch"]),
+  })),
   staleGroups: Schema.Literals(["requeue", "drop"]),
   /** the backend the run trained on: "embedded" or a Tinker-protocol URL (where `gyre export` fetches remote checkpoints) */
   backend: Schema.optional(Schema.String),
@@ -207,6 +215,19 @@ const samplingOf = (settings: RunSettings, env: Env.AnyEnv) => ({ ...settings.sa
  * dynamic sampling with advantages that are not group-relative are warned about.
  * @since 0.1.0 @category running
  */
+/** Why the settings cannot stream minibatches (`Stream.ts`), if they ask to and cannot. */
+const streamingProblem = (settings: RunSettings): string | undefined => {
+  const stream = settings.streamMinibatches
+  if (stream === undefined) return undefined
+  const flag = `--stream-minibatches ${stream.count}`
+  if (stream.count > settings.groups) return `${flag} asks for more minibatches than the step has groups (--groups ${settings.groups}); give at most ${settings.groups}`
+  if (settings.async) return `${flag} trains a step while it is sampled, which a sync step does; --async samples the step before it starts: use one or the other`
+  if (settings.dynamicSampling !== undefined) return `${flag} cannot stream with --dynamic-sampling, which refills the batch after it is sampled`
+  if (!settings.sft && settings.advantage === "batch_std") return `${flag} needs advantages of a group's own (group_std, mean_only, none); batch_std needs the whole batch`
+  if (!settings.sft && (settings.klCoef ?? 0) > 0) return `${flag} cannot stream with --kl-coef, whose penalty is centred on the step's mean`
+  return undefined
+}
+
 export const check = Effect.fn("Settings.check")(function* (settings: RunSettings, source: Env.AnyEnv | Env.Mixture) {
   const loss = Loss.resolveLoss(settings.sft ? "cross_entropy" : settings.loss, settings.sft ? {} : settings.lossConfig)
   if (!loss.ok) return yield* settingsError(`--loss ${settings.loss} --loss-config: ${loss.message}`)
@@ -229,6 +250,8 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
         "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
     )
   }
+  const streamed = streamingProblem(settings)
+  if (streamed !== undefined) return yield* settingsError(streamed)
   if ((settings.maxStepsOffPolicy ?? 1) > 1 && !settings.async) {
     return yield* settingsError(`--max-steps-off-policy ${settings.maxStepsOffPolicy} samples ahead of the trainer, which only --async does: add --async (or drop the flag)`)
   }

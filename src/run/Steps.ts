@@ -14,12 +14,13 @@ import * as RunFolder from "../RunFolder.ts"
 import type { Sampler } from "../Sampler.ts"
 import type { Tokenizer } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
-import { type Batch, sampleRows } from "./Collect.ts"
+import { type Batch, collect, sampleRows } from "./Collect.ts"
 import { evaluate, scoreMetrics } from "./Evaluate.ts"
 import * as HackWatch from "./HackWatch.ts"
 import type * as Pipeline from "./Pipeline.ts"
 import { Progress } from "./Progress.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
+import * as Stream from "./Stream.ts"
 import * as Train from "./Train.ts"
 
 /** What every phase of a run reads: its settings, envs, folder and the services its rollouts need. */
@@ -100,7 +101,7 @@ const overlaps = (ctx: RunContext, step: number) => {
  * read, is completed, then the step itself unless it `overlaps`.
  */
 /** @since 0.1.0 @category running */
-export const runSteps = Effect.fn("Runner.steps")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer>, history: Array<Metrics.MetricRecord>) {
+export const runSteps = Effect.fn("Runner.steps")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>, history: Array<Metrics.MetricRecord>) {
   let inFlight: Submitted | undefined
   for (let step = ledger.completed; step < ctx.settings.steps; step++) {
     const previous = inFlight
@@ -121,24 +122,69 @@ export const runSteps = Effect.fn("Runner.steps")(function* (ctx: RunContext, le
 const startStep = Effect.fn("Runner.startStep")(function* (
   ctx: RunContext,
   ledger: Ledger,
-  pipeline: Pipeline.Pipeline<Sampler | Tokenizer>,
+  pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>,
   step: number,
   previous: Submitted | undefined,
 ) {
   const started = performance.now()
   const versionBefore = previous?.versionAfter ?? ledger.version
   const aheadFrom = (version: number) => (pipeline.depth > 0 ? pipeline.ahead(step + pipeline.depth, version) : Effect.void)
+  const stream = ctx.resolved.streamMinibatches
+  if (stream !== undefined) {
+    // sync only (Settings.check): the step's groups train in minibatches while it is sampled
+    const lr = Train.learningRate(ctx.resolved, step)
+    const streamer = yield* Stream.make(ctx.resolved, stream, step, lr)
+    ledger.training++
+    const batch = yield* ctx.provide(collect(ctx.settings, ctx.source, ctx.runId, step, versionBefore, streamer.onGroup))
+    const optimizing = yield* streamed(streamer, batch)
+    return yield* submitTraining(ctx, batch, versionBefore, { afterOptimize: Effect.void, beforePublish: pipeline.settle }, started, optimizing)
+  }
   const batch = yield* pipeline.take(step, versionBefore, previous === undefined ? Effect.void : Effect.asVoid(previous.published))
   if (previous === undefined) yield* aheadFrom(versionBefore)
   const afterOptimize = previous === undefined ? Effect.void : Effect.flatMap(previous.published, aheadFrom)
   ledger.training++
+  const optimizing = yield* submitWhole(ctx, batch)
   // async: the rollouts sampled ahead finish on the version they started from (settle), so
   // step s always samples from version s - depth exactly, whatever the timing (reproducible)
-  return yield* submitTraining(ctx, batch, versionBefore, { afterOptimize, beforePublish: pipeline.settle }, started)
+  return yield* submitTraining(ctx, batch, versionBefore, { afterOptimize, beforePublish: pipeline.settle }, started, optimizing)
+})
+
+/** A step's training calls, submitted: how many optimizer steps, and what awaiting them gives. */
+interface Optimizing {
+  readonly optimSteps: number
+  readonly result: Effect.Effect<{
+    readonly advantages: Array<Array<number>>
+    readonly noOpGroups: number
+    readonly datums: number
+    readonly klMetrics: Metrics.MetricRecord
+    readonly optimized: Train.Optimized | undefined
+  }, RunError>
+  /** when the training was submitted (performance.now()) */
+  readonly since: number
+}
+
+/** advantages -> datums -> submit forward_backward and optim_step (Train.ts), for the batch as a whole. */
+const submitWhole = Effect.fnUntraced(function* (ctx: RunContext, batch: Batch) {
+  const settings = ctx.resolved
+  const since = performance.now()
+  const { advantages, noOpGroups } = yield* Train.advantages(settings, batch)
+  const datums = yield* Train.datums(settings, batch, advantages)
+  const lr = Train.learningRate(settings, batch.step)
+  const optimizing = datums.data.length > 0 ? yield* Train.submitOptimize(settings, batch, datums, lr) : undefined
+  const result = Effect.map(optimizing ?? Effect.succeed(undefined), (optimized) => ({ advantages, noOpGroups, datums: datums.data.length, klMetrics: datums.klMetrics, optimized }))
+  return { optimSteps: optimizing === undefined ? 0 : 1, result, since } satisfies Optimizing
+})
+
+/** The rest of a streamed step's training submitted (its last minibatches, its optimizer step). */
+const streamed = Effect.fnUntraced(function* (streamer: Stream.Streamer, batch: Batch) {
+  const since = performance.now()
+  const pending = yield* streamer.finish(batch)
+  const result = Effect.map(pending, (s) => ({ ...s, klMetrics: {} }))
+  return { optimSteps: streamer.optimSteps(), result, since } satisfies Optimizing
 })
 
 /**
- * advantages -> datums -> submit forward_backward and optim_step (Train.ts) ->
+ * After a step's `forward_backward` and `optim_step` are submitted (`optimizing`):
  * `afterOptimize` -> `beforePublish` -> submit the publication. A step with no datum to
  * train on (every group a no-op) changes no weights and publishes nothing. The training calls can be
  * interrupted (a call the backend keeps failing may be retried for minutes): the run then
@@ -149,33 +195,28 @@ const submitTraining = Effect.fn("Runner.submitTraining")(function* (
   ctx: RunContext,
   batch: Batch,
   versionBefore: number,
-  hooks: { readonly afterOptimize: Effect.Effect<void, RunError, Sampler | Tokenizer>; readonly beforePublish: Effect.Effect<void, RunError, Sampler | Tokenizer> },
+  hooks: { readonly afterOptimize: Effect.Effect<void, RunError, Sampler | Tokenizer | Trainer>; readonly beforePublish: Effect.Effect<void, RunError, Sampler | Tokenizer | Trainer> },
   started: number,
+  optimizing: Optimizing,
 ) {
-  const settings = ctx.resolved
-  const trainStarted = performance.now()
-  const { advantages, noOpGroups } = yield* Train.advantages(settings, batch)
-  const datums = yield* Train.datums(settings, batch, advantages)
-  const lr = Train.learningRate(settings, batch.step)
-  const optimizing = datums.data.length > 0 ? yield* Train.submitOptimize(settings, batch, datums, lr) : undefined
   yield* hooks.afterOptimize
-  const publishing = optimizing !== undefined ? yield* Train.submitPublish(batch.step, hooks.beforePublish) : undefined
+  const publishing = optimizing.optimSteps > 0 ? yield* Train.submitPublish(batch.step, hooks.beforePublish) : undefined
   // awaited once however often it is read (the next step's sampling waits on it, then this step's completion)
   const published = publishing !== undefined ? yield* Effect.cached(publishing) : Effect.succeed(versionBefore)
   const trained = Effect.gen(function* () {
-    const optimized = optimizing !== undefined ? yield* optimizing : undefined
+    const r = yield* optimizing.result
     const metrics: Metrics.MetricRecord = {
-      [K.ByGroup.noOp]: noOpGroups,
-      [K.Train.datums]: datums.data.length,
-      ...datums.klMetrics,
-      ...optimized?.metrics,
+      [K.ByGroup.noOp]: r.noOpGroups,
+      [K.Train.datums]: r.datums,
+      ...r.klMetrics,
+      ...r.optimized?.metrics,
       // the schedule's value for this step (the one the optimizer step used, when there was one)
-      [K.Optim.learningRate]: lr,
-      [K.Time.train]: (performance.now() - trainStarted) / 1000,
+      [K.Optim.learningRate]: Train.learningRate(ctx.resolved, batch.step),
+      [K.Time.train]: (performance.now() - optimizing.since) / 1000,
     }
-    return { metrics, version: yield* published, advantages, divergence: optimized?.divergence } satisfies Trained
+    return { metrics, version: yield* published, advantages: r.advantages, divergence: r.optimized?.divergence } satisfies Trained
   })
-  return { batch, started, versionBefore, versionAfter: versionBefore + (optimizing !== undefined ? 1 : 0), published, trained } satisfies Submitted
+  return { batch, started, versionBefore, versionAfter: versionBefore + optimizing.optimSteps, published, trained } satisfies Submitted
 })
 
 /** Reads a started step's training results, then evaluates, logs and checkpoints it; returns the step's metrics row. */

@@ -178,7 +178,27 @@ export interface Optimized {
   readonly metrics: Metrics.MetricRecord
   /** sampler/trainer log-prob differences of the trained tokens (none for SFT) */
   readonly divergence: Divergence | undefined
+  /** the sampler's and the trainer's log-probs of the trained tokens (none for SFT) */
+  readonly pairs: Metrics.LogprobPairs
 }
+
+/**
+ * The per-datum weights of a step's objective under the run's loss aggregation
+ * (`MicroBatch.aggregationWeights`; undefined for the token mean).
+ * @since 0.1.0 @category training
+ */
+export const weightsOf = (settings: RunSettings, datums: Datums) =>
+  aggregationWeights(datums.data, settings.sft ? "cross_entropy" : settings.loss, aggregationOf(settings), settings.sft ? undefined : datums.origins.map((p) => `${p.group}/${p.sample}`))
+
+/**
+ * Submits the step's `optim_step` at learning rate `lr`; the effect it succeeds with awaits it.
+ * @since 0.1.0 @category training
+ */
+export const submitOptimStep = Effect.fn("Train.submitOptimStep")(function* (settings: RunSettings, step: number, lr: number) {
+  const optimError = (e: BackendError) => new RunError({ reason: "Backend", step, message: `optim_step (${e.reason}): ${e.message}` })
+  const pending = yield* submitter(yield* Trainer).optimStep({ ...settings.adam, learningRate: lr }).pipe(Effect.mapError(optimError))
+  return Effect.mapError(pending, optimError)
+})
 
 /**
  * Submits `forwardBackward` of a step's datums in micro-batches, then `optimStep` at
@@ -187,34 +207,44 @@ export interface Optimized {
  * and the sampler/trainer KL on the trained tokens.
  * @since 0.1.0 @category training
  */
-export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (settings: RunSettings, batch: Batch, datums: Datums, lr: number) {
-  const submit = submitter(yield* Trainer)
+export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (
+  settings: RunSettings,
+  batch: Batch,
+  datums: Datums,
+  lr: number,
+  options: {
+    /** per-datum weights other than the run's aggregation's (a streamed minibatch's share) */
+    readonly weights?: ReadonlyArray<number> | undefined
+    /** false: no `optim_step` (the caller submits one for several calls) */
+    readonly optimStep?: boolean
+  } = {},
+) {
   const tokenizer = yield* Tokenizer
   const progress = yield* Progress
-  const { data, origins } = datums
+  const { data } = datums
   const lossFn = settings.sft ? "cross_entropy" : settings.loss
-  const weights = aggregationWeights(data, lossFn, aggregationOf(settings), settings.sft ? undefined : origins.map((p) => `${p.group}/${p.sample}`))
+  const weights = "weights" in options ? options.weights : weightsOf(settings, datums)
   const backward = yield* submitChunked(data, lossFn, {
     chunk: settings.microBatch,
     weights,
     ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
     onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
   }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
-  const optimError = (e: BackendError) => new RunError({ reason: "Backend", step: batch.step, message: `optim_step (${e.reason}): ${e.message}` })
-  const step = yield* submit.optimStep({ ...settings.adam, learningRate: lr }).pipe(Effect.mapError(optimError))
+  const step = options.optimStep === false ? undefined : yield* submitOptimStep(settings, batch.step, lr)
   return Effect.gen(function* () {
     const out = yield* backward.pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
     const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
     const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
-    const optim = yield* step.pipe(Effect.mapError(optimError))
+    const optim = step === undefined ? undefined : yield* step
+    const pairs = { sampler: trained.sampler, trainer: trained.learner }
     const metrics: Metrics.MetricRecord = {
       [K.Train.loss]: out.loss,
       [K.Train.activeTokens]: out.activeTokens,
       ...(out.clipFraction !== undefined ? { [K.Optim.clipFraction]: out.clipFraction } : {}),
-      ...Object.fromEntries(Object.entries(optim.metrics).map(([k, v]) => [K.optim(k), v])),
-      ...Metrics.klSampleTrain({ sampler: trained.sampler, trainer: trained.learner }),
+      ...Object.fromEntries(Object.entries(optim?.metrics ?? {}).map(([k, v]) => [K.optim(k), v])),
+      ...Metrics.klSampleTrain(pairs),
     }
-    return { metrics, divergence } satisfies Optimized
+    return { metrics, divergence, pairs } satisfies Optimized
   })
 })
 
@@ -293,7 +323,7 @@ const divergenceOf = (tokenizer: TokenizerShape, batch: Batch, datums: Datums, t
  * version it started from); the effect it succeeds with awaits the version now served.
  * @since 0.1.0 @category training
  */
-export const submitPublish = Effect.fn("Train.submitPublish")(function* (step: number, beforePublish: Effect.Effect<void, RunError, Sampler | Tokenizer> = Effect.void) {
+export const submitPublish = Effect.fn("Train.submitPublish")(function* (step: number, beforePublish: Effect.Effect<void, RunError, Sampler | Tokenizer | Trainer> = Effect.void) {
   const submit = submitter(yield* Trainer)
   yield* beforePublish
   const publishError = (e: BackendError) => new RunError({ reason: "Backend", step, message: `save_weights_for_sampler (${e.reason}): ${e.message}` })
