@@ -220,6 +220,10 @@ export const runCommand = Command.make("run", flags, (p) =>
       { command: "run ./my-env.ts --loss importance_sampling", description: "your own env module" },
       { command: "run --resume runs/quick", description: "continue after the last checkpoint, with the run's saved settings" },
       { command: "run math --backend http://127.0.0.1:8000", description: "train through a Tinker-protocol service" },
+      {
+        command: "run math --backend http://127.0.0.1:8000 --async --max-steps-off-policy 2 --loss importance_sampling --loss-config tis_cap=2",
+        description: "sample two steps ahead of the trainer, importance weights truncated at 2",
+      },
       { command: "run math --backend loops --model Qwen/Qwen3-8B --lora-rank 16 --tokenizer ./qwen3", description: "train on a Loops run (BASETEN_API_KEY), deactivated at the end" },
     ]),
   )

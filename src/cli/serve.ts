@@ -9,6 +9,7 @@
  * npx tsx serve --port 9000 --replicas 4
  * npx tsx serve --random-init        # a tiny random model, no pretraining needed
  * npx tsx serve --protocol loops     # the same model behind the Loops data plane's wire
+ * npx tsx serve --workers --clock-cycle 500 --sample-latency 150 --publish-latency 100   # a simulated pooled service, to time runs against
  * ```
  *
  * Each `create_model` gets its own LoRA adapter of the rank it asks for (default the
@@ -168,5 +169,13 @@ export const serveCommand = Command.make(
   Command.withDescription(
     "Serve the embedded trainer and sampler over the Tinker wire protocol (JSON, and protobuf for forward_backward and results, as the official SDK speaks it), or with --protocol loops over the Loops data plane's",
   ),
+  Command.withExamples([
+    { command: "serve", description: "gyre's base model on 127.0.0.1:8080; then: run math --backend http://127.0.0.1:8080" },
+    { command: "serve --protocol loops --port 8081", description: "the same behind the Loops data plane's wire" },
+    {
+      command: "serve --workers --clock-cycle 500 --sample-latency 150 --publish-latency 100",
+      description: "a simulated pooled service (cycles of 500 ms) to time a run's submissions against; GET /api/v1/clock counts the cycles",
+    },
+  ]),
 )
 

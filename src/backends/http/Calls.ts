@@ -5,8 +5,10 @@
  *
  * - Every submission carries an `X-Idempotency-Key`, reused by every retry and
  *   resubmission of that call, so the server applies it at most once.
- * - Submissions ask with `X-Gyre-Wait-Ms` for the result to come with the answer; a
- *   server that does so (gyre's) spares the poll, others are polled as usual.
+ * - Submissions awaited at once ask with `X-Gyre-Wait-Ms` for the result to come with
+ *   the answer; a server that does so (gyre's) spares the poll, others are polled as
+ *   usual. Pipelined ones (`trainingSubmit`) do not wait: the next call is sent as soon
+ *   as this one is queued.
  * - Training calls take consecutive `seq_id`s from 1 and are submitted strictly in
  *   that order (one submission at a time; the polls may overlap). A submission the
  *   server refuses for good (a 4xx that is not retried) used up its `seq_id`, on both

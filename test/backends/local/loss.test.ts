@@ -115,6 +115,9 @@ describe("Loss (pure)", () => {
     assert.isTrue(tokenLoss(d, Math.log(0.9), q, -1, 1).loss !== 0)
   })
 
+})
+
+describe("Loss config", () => {
   it("defaults and validation messages", () => {
     assert.deepStrictEqual(resolved("ppo").config, { clip_low_threshold: 0.8, clip_high_threshold: 1.2 })
     assert.deepStrictEqual(resolved("cispo").config, { clip_low_threshold: 0, clip_high_threshold: 4 })
