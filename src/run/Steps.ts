@@ -23,8 +23,7 @@ import { fail, RunError, type RunSettings } from "./Settings.ts"
 import * as Stream from "./Stream.ts"
 import * as Train from "./Train.ts"
 
-/** What every phase of a run reads: its settings, envs, folder and the services its rollouts need. */
-/** @since 0.1.0 @category models */
+/** What every phase of a run reads: its settings, envs, folder and the services its rollouts need. @since 0.1.0 @category models */
 export interface RunContext {
   readonly settings: RunSettings
   /** the settings the steps train with (the loss aggregation resolved) */
@@ -43,8 +42,7 @@ export interface RunContext {
   readonly provide: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-/** What the loop has done so far; the handler that keeps a stopped run's work reads it. */
-/** @since 0.1.0 @category models */
+/** What the loop has done so far; the handler that keeps a stopped run's work reads it. @since 0.1.0 @category models */
 export interface Ledger {
   /** the policy version last published: the trainer's, and the one the sampler serves */
   version: number
@@ -99,8 +97,8 @@ const overlaps = (ctx: RunContext, step: number) => {
  * The steps from `ledger.completed` on. Each step is started (its batch taken, its
  * training calls submitted), then the step before it, when its results were left to
  * read, is completed, then the step itself unless it `overlaps`.
+ * @since 0.1.0 @category running
  */
-/** @since 0.1.0 @category running */
 export const runSteps = Effect.fn("Runner.steps")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>, history: Array<Metrics.MetricRecord>) {
   let inFlight: Submitted | undefined
   for (let step = ledger.completed; step < ctx.settings.steps; step++) {
@@ -311,8 +309,8 @@ const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch
  * `checkpoints.jsonl`. A checkpoint is complete only once its state file exists; its row
  * is written after it. (The CLI gives the embedded backend `<run folder>/state` as its
  * state folder.)
+ * @since 0.1.0 @category running
  */
-/** @since 0.1.0 @category running */
 export const checkpoint = Effect.fn("Runner.checkpoint")(function* (ctx: RunContext, ledger: Ledger, step: number) {
   const saved = yield* (yield* Trainer).saveState(`step-${step}`).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
