@@ -22,7 +22,7 @@ import { type Context, type Duration, Effect, Layer, Schema, type Scope } from "
  * - `context_overflow`: the next turn would not fit the model's context
  * @since 0.1.0 @category models
  */
-export const StopReason = Schema.Literals(["completed", "max_turns", "max_tokens", "max_tool_calls", "parse_error", "timeout", "context_overflow"])
+export const StopReason = Schema.Literals(["completed", "max_turns", "max_tokens", "max_tool_calls", "parse_error", "timeout", "context_overflow", "infra_failed"])
 export type StopReason = typeof StopReason.Type
 
 /** What the env sees of one sampled turn. @since 0.1.0 @category models */
@@ -86,9 +86,18 @@ export const observe = <S>(state: S, observation: string, extra: Omit<Extract<Ne
 /** @since 0.1.0 @category constructors */
 export const end = <S>(state: S, extra: Omit<Extract<Next<S>, { _tag: "End" }>, "_tag" | "state"> = {}): Next<S> => ({ _tag: "End", state, ...extra })
 
-/** An env's step failed: the run stops, naming the env, the turn and the problem. @since 0.1.0 @category errors */
+/**
+ * An env's step failed: the run stops, naming the env, the turn and the problem. With
+ * `infra` (the env's infrastructure failed, not the policy: a tool server that is lost or
+ * cannot start, a tool's state that cannot be made), the episode is masked instead (stop
+ * reason `infra_failed`, never trained on, its reason in `rollouts.jsonl`) and the run
+ * goes on; `source` names what failed (a tool), counted as `tool/<source>/infra_failed`.
+ * @since 0.1.0 @category errors
+ */
 export class EpisodeError extends Schema.TaggedError<EpisodeError>()("EpisodeError", {
   message: Schema.String,
+  infra: Schema.optional(Schema.Boolean),
+  source: Schema.optional(Schema.String),
 }) {}
 
 /** Limits on one episode. @since 0.1.0 @category models */
@@ -219,8 +228,9 @@ export const provide = <P, S, R, ROut, E, RIn>(
     },
     open: (problem) =>
       Effect.gen(function* () {
+        // services that cannot be built (a server that does not start) are the infrastructure's failure
         const services = yield* Layer.build(layerFor(problem)).pipe(
-          Effect.mapError((e) => new EpisodeError({ message: `the episode's services could not be built: ${e instanceof Error ? e.message : String(e)}` })),
+          Effect.mapError((e) => new EpisodeError({ message: `the episode's services could not be built: ${e instanceof Error ? e.message : String(e)}`, infra: true })),
         )
         const state = yield* start(episode, problem).pipe(Effect.provideContext(services))
         return { state, services }

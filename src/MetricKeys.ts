@@ -63,6 +63,9 @@ export const envAllName = (key: string): string | undefined => {
 /** Rollouts of a step on which a reward component failed (`reward/<name>/failed`). @since 0.1.0 @category keys */
 export const rewardFailed = (component: string): string => `reward/${component}/failed`
 
+/** Episodes of a step masked because a tool's infrastructure failed (`tool/<name>/infra_failed`). @since 0.1.0 @category keys */
+export const toolInfraFailed = (tool: string): string => `tool/${tool}/infra_failed`
+
 /** Whether `key` counts a reward component's failures ({@link rewardFailed}). @since 0.1.0 @category keys */
 export const isRewardFailed = (key: string): boolean => /^reward\/.+\/failed$/.test(key)
 

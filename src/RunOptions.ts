@@ -73,6 +73,8 @@ export interface RunOptions {
   readonly workers?: boolean | undefined
   /** async: how many steps ahead rollouts are sampled (default 1) */
   readonly maxStepsOffPolicy?: number | undefined
+  /** stop when more than this fraction of a step's samples is masked, 3 steps in a row (default 0.5; 1 = never) */
+  readonly maxMasked?: number | undefined
   /** sync: train a step's groups in N minibatches as they are scored */
   readonly streamMinibatches?: number | undefined
   /** with streamMinibatches: one optimizer step per step (default) or per minibatch */
@@ -132,7 +134,7 @@ export const FLAG_OF: Record<string, string> = {
   gradClipNorm: "--grad-clip", maxTokens: "--max-tokens", temperature: "--temperature", topP: "--top-p", topK: "--top-k",
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
-  maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
+  maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", maxMasked: "--max-masked", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
 }
 
@@ -258,6 +260,7 @@ const candidateOf = (
     ...set("sft", p.sft),
     ...(p.async === true ? { async: true } : {}),
     ...set("maxStepsOffPolicy", p.maxStepsOffPolicy),
+    ...set("maxMasked", p.maxMasked),
     ...(p.streamMinibatches !== undefined ? { streamMinibatches: { count: p.streamMinibatches, optimEvery: p.optimEvery ?? "step" } } : {}),
     // a group sampled k steps ahead lags k versions: the default limit lets it train
     ...set("maxLag", p.maxLag ?? p.maxStepsOffPolicy),

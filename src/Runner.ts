@@ -123,7 +123,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const { start, version } = yield* prepare(recorded, resume)
   // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
   if (resume) yield* RunFolder.keepThrough(ctx.files.divergence, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
-  const ledger: Ledger = { version, completed: start, savedAt: start, training: 0 }
+  const ledger: Ledger = { version, completed: start, savedAt: start, training: 0, maskedStreak: 0 }
   return { ctx, ledger }
 })
 

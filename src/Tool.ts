@@ -19,12 +19,16 @@
  *   never a silent 0. The episode goes on, and the rollout keeps the whole message
  *   (`toolError` of the turn in `rollouts.jsonl`) however short the observation cuts it;
  * - a result longer than `maxResultChars`: cut for the model, saying so, and kept whole
- *   in the rollout (`toolResult`).
+ *   in the rollout (`toolResult`);
+ * - a handler or a state that fails with `InfraFault` (the infrastructure failed, not the
+ *   policy: a tool server lost or not starting), or a state that cannot be made: the
+ *   episode is masked (stop reason `infra_failed`), never scored, and the run goes on.
  *
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Schema, type Scope, Semaphore } from "effect"
 import * as Episode from "./Episode.ts"
+import { InfraFault } from "./reward/Failures.ts"
 import { describeValue } from "./reward/Leaf.ts"
 import { cut, DEFAULT_MAX_RESULT_CHARS, show } from "./tool/Result.ts"
 import { brackets, hermes, messageOf, type Syntax } from "./tool/Syntax.ts"
@@ -32,14 +36,21 @@ import { brackets, hermes, messageOf, type Syntax } from "./tool/Syntax.ts"
 export { brackets, hermes } from "./tool/Syntax.ts"
 export type { Callable, Found, Syntax } from "./tool/Syntax.ts"
 export { DEFAULT_MAX_RESULT_CHARS } from "./tool/Result.ts"
+/** The infrastructure failed, not the policy: a tool failing with it masks its episode (the same `InfraFault` rewards use). */
+export { InfraFault } from "./reward/Failures.ts"
 
 /** A handler's own failure: shown to the model as an error observation. @since 0.1.0 @category errors */
 export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure", {
   message: Schema.String,
 }) {}
 
-/** What a handler may return. @since 0.1.0 @category models */
-export type ToolResult<O, R> = O | PromiseLike<O> | Effect.Effect<O, ToolFailure, R>
+/**
+ * What a handler may return. Failing with `ToolFailure` is the tool's answer (an error
+ * observation); failing with `InfraFault` (the one rewards use) says the tool's
+ * infrastructure failed, not the policy: the episode is masked, never scored.
+ * @since 0.1.0 @category models
+ */
+export type ToolResult<O, R> = O | PromiseLike<O> | Effect.Effect<O, ToolFailure | InfraFault, R>
 
 /** One turn of the episode as a tool sees it. @since 0.1.0 @category models */
 export interface TurnSoFar {
@@ -73,9 +84,9 @@ export interface Tool<A, R = never, P = unknown> {
    * the handler, as text; what has no text is its failure. Called outside an episode
    * (no `context`), the handler sees no problem, no turns and no state.
    */
-  readonly run: (args: A, context?: ToolContext<P, unknown>) => Effect.Effect<string, ToolFailure, R>
+  readonly run: (args: A, context?: ToolContext<P, unknown>) => Effect.Effect<string, ToolFailure | InfraFault, R>
   /** makes this tool's state when an episode starts, in the episode's scope (absent when it keeps none) */
-  readonly state?: ((problem: P) => Effect.Effect<unknown, ToolFailure, R | Scope.Scope>) | undefined
+  readonly state?: ((problem: P) => Effect.Effect<unknown, ToolFailure | InfraFault, R | Scope.Scope>) | undefined
   readonly timeout: Duration.Input
   /** calls of this tool in flight at once, over the whole process */
   readonly concurrency: number
@@ -105,11 +116,11 @@ const outside: ToolContext<undefined, undefined> = { problem: undefined, turns: 
 const isPromiseLike = (u: unknown): u is PromiseLike<unknown> => typeof (u as PromiseLike<unknown> | undefined)?.then === "function"
 
 /** A handler's value, Promise or Effect as an Effect; a rejection is the tool's failure. */
-const fromResult = <O, R>(out: ToolResult<O, R>): Effect.Effect<O, ToolFailure, R> =>
+const fromResult = <O, R>(out: ToolResult<O, R>): Effect.Effect<O, ToolFailure | InfraFault, R> =>
   Effect.isEffect(out)
     ? out
     : isPromiseLike(out)
-    ? Effect.tryPromise({ try: () => Promise.resolve(out), catch: (e) => new ToolFailure({ message: messageOf(e) }) })
+    ? Effect.tryPromise({ try: () => Promise.resolve(out), catch: (e) => (e instanceof InfraFault ? e : new ToolFailure({ message: messageOf(e) })) })
     : Effect.succeed(out)
 
 /**
@@ -121,8 +132,8 @@ const fromResult = <O, R>(out: ToolResult<O, R>): Effect.Effect<O, ToolFailure, 
  *
  * `state` makes the tool's per-episode state when an episode starts (a value, or an Effect
  * that may acquire resources in the episode's scope: they are released when the episode
- * ends, also on failure, timeout and interruption). A state that cannot be made stops the
- * run, naming the tool.
+ * ends, also on failure, timeout and interruption). A state that cannot be made masks the
+ * episode (its infrastructure failed, not the policy), naming the tool.
  *
  * @example
  * const calculator = Tool.make({
@@ -147,7 +158,7 @@ export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS =
   readonly args: Schema.Codec<A, unknown>
   readonly parseArgs?: (text: string) => unknown
   /** the tool's per-episode state, made when an episode starts */
-  readonly state?: (problem: P) => S | Effect.Effect<S, ToolFailure, RS>
+  readonly state?: (problem: P) => S | Effect.Effect<S, ToolFailure | InfraFault, RS>
   readonly run: (args: A, context: ToolContext<P, S>) => ToolResult<O, R>
   /** checks what `run` returned; a rejected result is an error observation */
   readonly result?: Schema.Codec<O, unknown>
@@ -180,7 +191,7 @@ export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS =
     const formatted: unknown = spec.format(o)
     return typeof formatted === "string" ? Effect.succeed(formatted) : Effect.fail(new ToolFailure({ message: `its format returned ${describeValue(formatted)}, not a string` }))
   }
-  const call = (args: A, context: ToolContext<P, unknown> = outside as ToolContext<P, unknown>): Effect.Effect<string, ToolFailure, R> =>
+  const call = (args: A, context: ToolContext<P, unknown> = outside as ToolContext<P, unknown>): Effect.Effect<string, ToolFailure | InfraFault, R> =>
     Effect.suspend(() => fromResult(spec.run(args, context as ToolContext<P, S>))).pipe(
       Effect.flatMap((o) =>
         checkResult === undefined
@@ -193,7 +204,7 @@ export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS =
         orElse: () => Effect.fail(new ToolFailure({ message: `timed out after ${Duration.format(Duration.fromInputUnsafe(timeout))}` })),
       }),
       // a throw or a defect in the handler is the tool's failure, shown to the model
-      Effect.catchCause((cause): Effect.Effect<never, ToolFailure> => Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(toFailure(cause))),
+      Effect.catchCause((cause): Effect.Effect<never, ToolFailure | InfraFault> => Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.fail(toFailure(cause))),
       permits.withPermits(1),
     )
   const makeState = spec.state
@@ -208,16 +219,16 @@ export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS =
       Effect.suspend(() => {
         const made = makeState(problem)
         return Effect.isEffect(made) ? made : Effect.succeed(made)
-      }).pipe(Effect.catchDefect((d) => Effect.fail(new ToolFailure({ message: messageOf(d) })))) as Effect.Effect<unknown, ToolFailure, R | Exclude<RS, Scope.Scope> | Scope.Scope>,
+      }).pipe(Effect.catchDefect((d) => Effect.fail(new ToolFailure({ message: messageOf(d) })))) as Effect.Effect<unknown, ToolFailure | InfraFault, R | Exclude<RS, Scope.Scope> | Scope.Scope>,
     timeout,
     concurrency,
     maxResultChars,
   }
 }
 
-const toFailure = (cause: Cause.Cause<unknown>): ToolFailure => {
+const toFailure = (cause: Cause.Cause<unknown>): ToolFailure | InfraFault => {
   const error = Cause.squash(cause)
-  return error instanceof ToolFailure ? error : new ToolFailure({ message: messageOf(error) })
+  return error instanceof ToolFailure || error instanceof InfraFault ? error : new ToolFailure({ message: messageOf(error) })
 }
 
 // ===== Tool episodes =====
@@ -273,7 +284,8 @@ export const episode = <T extends ReadonlyArray<AnyTool<any>>>(options: {
       Effect.forEach(stateful, (t) =>
         t.state(problem).pipe(
           Effect.map((s) => [t.name, s] as const),
-          Effect.mapError((e) => new Episode.EpisodeError({ message: `tool ${t.name}: cannot make its state for the episode: ${e.message}` })),
+          // the tool's infrastructure failed, not the policy: the episode is masked
+          Effect.mapError((e) => new Episode.EpisodeError({ message: `tool ${t.name}: cannot make its state for the episode: ${e.message}`, infra: true, source: t.name })),
         )).pipe(Effect.map((made): ToolState => ({ calls: 0, tools: Object.fromEntries(made) }))),
   }
   return Episode.make<P, ToolState, R, R | Scope.Scope>({
@@ -298,7 +310,11 @@ export const episode = <T extends ReadonlyArray<AnyTool<any>>>(options: {
         const result = yield* Effect.exit(tool.run(args.value, { problem, turns, state: state.tools?.[tool.name] }))
         const after = (observation: string): ToolState => ({ ...state, calls: state.calls + 1, turns: [...turns.slice(0, -1), { text: turn.text, observation }] })
         if (Exit.isFailure(result)) {
-          const message = toFailure(result.cause).message
+          const failure = toFailure(result.cause)
+          if (failure instanceof InfraFault) {
+            return yield* new Episode.EpisodeError({ message: `tool ${tool.name}: ${failure.message}`, infra: true, source: tool.name })
+          }
+          const message = failure.message
           const observation = syntax.observation({ ok: false, error: message })
           return Episode.observe(after(observation), observation, { toolCalls: 1, toolErrors: 1, toolError: message })
         }

@@ -117,7 +117,7 @@ describe("a tool sees its episode", () => {
       assert.deepStrictEqual(log, ["open 4", "close"])
     }), { timeout: 20_000 })
 
-  it.effect("a state that cannot be made stops the run, naming the tool", () =>
+  it.effect("a state that cannot be made masks the episode (its infrastructure failed), naming the tool", () =>
     Effect.gen(function* () {
       const broken = Tool.make({
         name: "broken",
@@ -125,8 +125,23 @@ describe("a tool sees its episode", () => {
         state: () => Effect.fail(new Tool.ToolFailure({ message: "no sandbox left" })),
         run: () => "x",
       })
-      const error = yield* Effect.flip(play(Tool.episode({ tools: [broken], syntax: Tool.brackets }), callOnce("broken")))
-      assert.match(error.message, /^env tools, problem tools\/train\/0\/0 .*could not start: tool broken: cannot make its state for the episode: no sandbox left/)
+      const e = yield* play(Tool.episode({ tools: [broken], syntax: Tool.brackets }), callOnce("broken"))
+      assert.strictEqual(e.stop, "infra_failed")
+      assert.strictEqual(e.infra?.source, "broken")
+      assert.include(e.infra?.reason, "tool broken: cannot make its state for the episode: no sandbox left")
+    }))
+
+  it.effect("a handler failing with InfraFault masks the episode; one failing with ToolFailure is an observation", () =>
+    Effect.gen(function* () {
+      const lost = Tool.make({ name: "lost", args: Schema.Struct({}), run: () => Effect.fail(new Tool.InfraFault({ message: "the server went away" })) })
+      const e = yield* play(Tool.episode({ tools: [lost], syntax: Tool.brackets }), callOnce("lost"))
+      assert.strictEqual(e.stop, "infra_failed")
+      assert.deepStrictEqual(e.infra, { reason: "tool lost: the server went away", source: "lost" })
+      const answers = Tool.make({ name: "answers", args: Schema.Struct({}), run: () => Effect.fail(new Tool.ToolFailure({ message: "no such item" })) })
+      const o = yield* play(Tool.episode({ tools: [answers], syntax: Tool.brackets }), callOnce("answers"))
+      assert.notStrictEqual(o.stop, "infra_failed")
+      assert.strictEqual(o.toolErrors, 1)
+      assert.isUndefined(o.infra)
     }))
 })
 

@@ -65,6 +65,7 @@ const flags = {
     "max-steps-off-policy",
     "async: sample rollouts up to k steps ahead, so step s trains on rollouts of policy version s - k (default 1; more keeps a slow sampler's work ahead of the trainer, at k versions of staleness)",
   ),
+  maxMasked: num("max-masked", "stop the run when more than this fraction of a step's samples is masked (a reward's or a tool server's infrastructure failing), 3 steps in a row (default 0.5; 1 = never)"),
   streamMinibatches: int(
     "stream-minibatches",
     "sync: train a step's groups in N minibatches while the rest are sampled, each minibatch's forward_backward submitted as soon as its groups are scored (group-local advantages only; off by default)",
@@ -184,6 +185,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   maxLag: get(p.maxLag),
   maxStepsOffPolicy: get(p.maxStepsOffPolicy),
   streamMinibatches: get(p.streamMinibatches),
+  maxMasked: get(p.maxMasked),
   optimEvery: get(p.optimEvery),
   stale: get(p.stale),
   name: get(p.name),

@@ -7,14 +7,18 @@
  * per-call timeout. Built once per run by the runner (an env's `services`), it closes the
  * server at the run's end, on failure and on interruption, leaving no process behind.
  *
- * A server that dies (or a connection that is lost) during a call: that call is an error
- * observation, and the next call starts a fresh server. One that fails to start: the run
- * stops before its first step, with the command and its stderr.
+ * A server that dies (or a connection that is lost) during a call, or that cannot be
+ * started again for the next: the infrastructure failed, not the policy, so the call
+ * fails with `InfraFault` and its episode is masked (never scored); the next call starts
+ * a fresh server. A tool's own error answer (`isError`) or a call past its timeout is an
+ * error observation. A server that fails to start at the run's start: the run stops before
+ * its first step, with the command and its stderr.
  *
  * @since 0.1.0
  */
 import { Config, Context, Duration, Effect, Layer, Predicate, RcRef, Result, type Scope } from "effect"
 import * as Episode from "../Episode.ts"
+import { InfraFault } from "../reward/Failures.ts"
 import * as Tool from "../Tool.ts"
 import * as Connection from "./Connection.ts"
 import * as Content from "./Content.ts"
@@ -57,7 +61,7 @@ export interface Shape {
 const invalid = (server: string, tool: string, message: string) => new McpError({ server, reason: "InvalidTool", tool, message })
 
 /** The tools of `listed` as gyre tools calling through `call`, or the first schema refused. */
-const makeTools = (server: string, listed: ReadonlyArray<Connection.ListedTool>, options: Options, call: (name: string, args: unknown) => Effect.Effect<string, Tool.ToolFailure>) =>
+const makeTools = (server: string, listed: ReadonlyArray<Connection.ListedTool>, options: Options, call: (name: string, args: unknown) => Effect.Effect<string, Tool.ToolFailure | InfraFault>) =>
   Effect.forEach(listed, (t) => {
     const decoder = InputSchema.toSchema(t.inputSchema)
     if (Result.isFailure(decoder)) {
@@ -124,13 +128,17 @@ export const make = Effect.fn("McpToolset.make")(function* (spec: Server.ServerS
     yield* drop(c)
     return yield* RcRef.get(connections)
   })
-  const call = (name: string, args: unknown): Effect.Effect<string, Tool.ToolFailure> =>
+  const call = (name: string, args: unknown): Effect.Effect<string, Tool.ToolFailure | InfraFault> =>
     Effect.scoped(
       Effect.gen(function* () {
         if (!Predicate.isObject(args) || Array.isArray(args)) return yield* new Tool.ToolFailure({ message: `arguments of ${name} must be an object` })
-        const c = yield* current.pipe(Effect.mapError((e) => new Tool.ToolFailure({ message: e.message })))
+        // a server that cannot be reached or started, or a call the transport lost: the infrastructure's failure
+        const c = yield* current.pipe(Effect.mapError((e) => new InfraFault({ message: `MCP server ${server}: ${e.message}` })))
         const raw = yield* c.callTool(name, args).pipe(
-          Effect.catchTag("CallFailed", (e) => (e.lost ? drop(c) : Effect.void).pipe(Effect.andThen(Effect.fail(new Tool.ToolFailure({ message: e.message }))))),
+          Effect.catchTag("CallFailed", (e) =>
+            (e.lost ? drop(c) : Effect.void).pipe(
+              Effect.andThen(Effect.fail(e.lost ? new InfraFault({ message: `MCP server ${server}: ${e.message}` }) : new Tool.ToolFailure({ message: e.message }))),
+            )),
         )
         return yield* Content.observe(name, raw)
       }),

@@ -183,7 +183,10 @@ export const sampleGroup = Effect.fnUntraced(function* (
     // the env's per-turn rewards add to the final reward
     scores: scores.map((sc, i) => {
       // one score per rollout, and one rollout per episode
-      const extra = at(played.episodes, i, "episode").turnReward
+      const episode = at(played.episodes, i, "episode")
+      // the env's infrastructure failed on it (a lost tool server): masked, whatever the reward said
+      if (episode.infra !== undefined) return { ...sc, value: undefined, masked: `infra_failed: ${episode.infra.reason}` }
+      const extra = episode.turnReward
       return extra === 0 || sc.value === undefined ? sc : { ...sc, value: sc.value + extra, components: { ...sc.components, turn_reward: extra } }
     }),
   } satisfies Group

@@ -102,6 +102,12 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
   for (const [name, n] of Object.entries(failureCounts(groups.flatMap((g) => g.scores)))) {
     if (n > 0) out[`${split === "test" ? "test/" : ""}${K.rewardFailed(name)}`] = n
   }
+  // episodes masked because a tool's infrastructure failed, by tool (or "env" when the env named none)
+  for (const e of groups.flatMap((g) => g.episodes)) {
+    if (e.infra === undefined) continue
+    const key = `${split === "test" ? "test/" : ""}${K.toolInfraFailed(e.infra.source ?? "env")}`
+    out[key] = (out[key] ?? 0) + 1
+  }
   return out
 }
 

@@ -42,6 +42,8 @@ export interface EpisodeRecord {
   turnReward: number
   /** the oldest policy version any of its turns was sampled from */
   version: number
+  /** the env's infrastructure failed (`EpisodeError` with `infra`): the episode is masked, never scored */
+  infra?: { readonly reason: string; readonly source: string | undefined }
 }
 
 /** The model's context length, for the stop reason `context_overflow` (the runner provides it). @since 0.1.0 @category services */
@@ -147,10 +149,27 @@ export const playGroup = Effect.fnUntraced(function* (options: {
  * episode or answers with an observation, and the next turn is sampled from everything so
  * far, until the env ends it or a limit does. Updates `record` in place.
  */
-const playEpisode = Effect.fnUntraced(function* (game: Game, record: EpisodeRecord, i: number) {
+const playEpisode = (game: Game, record: EpisodeRecord, i: number) =>
+  playTurns(game, record, i).pipe(
+    Effect.catch((e): Effect.Effect<void, RunError> => {
+      if (e._tag !== "EpisodeError") return Effect.fail(e)
+      if (e.infra !== true) return Effect.fail(envFailure(game, e))
+      // the env's infrastructure failed, not the policy: the episode is masked and the run goes on
+      return Effect.sync(() => {
+        record.stop = "infra_failed"
+        record.infra = { reason: e.message, source: e.source }
+      })
+    }),
+  )
+
+/** An env's failure that is not the infrastructure's: the run stops, naming the env, the problem and what failed. */
+const envFailure = (game: Game, e: Episode.EpisodeError) =>
+  new RunError({ reason: "Env", step: game.step, message: `env ${game.env.name}, problem ${game.task.key} ${JSON.stringify(game.task.problem)}: ${e.message}` })
+
+const playTurns = Effect.fnUntraced(function* (game: Game, record: EpisodeRecord, i: number) {
   const { env, task, step, tokenizer } = game
   let state = yield* Episode.start(game.episode, task.problem).pipe(
-    Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key} ${JSON.stringify(task.problem)}: the episode could not start: ${e.message}` })),
+    Effect.mapError((e) => new Episode.EpisodeError({ ...e, message: `the episode could not start: ${e.message}` })),
   )
   let turn = record.turns.at(-1)
   if (turn === undefined) return yield* Effect.die(new Error(`episode ${i} has no first turn to go on from`))
@@ -208,8 +227,9 @@ const envStep = (game: Game, state: unknown, turn: TurnRecord, index: number) =>
     game.task.problem,
   ).pipe(
     Effect.catchDefect((d) => Effect.fail(new Episode.EpisodeError({ message: d instanceof Error ? d.message : String(d) }))),
+    // an infrastructure failure masks the episode (playEpisode); any other stops the run
     Effect.mapError((e) =>
-      new RunError({
+      e.infra === true ? e : new RunError({
         reason: "Env",
         step: game.step,
         message: `env ${game.env.name}, turn ${index + 1} of problem ${game.task.key} ${JSON.stringify(game.task.problem)}: the env's step failed: ${e.message}`,

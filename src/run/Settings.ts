@@ -113,6 +113,11 @@ export const RunSettings = Schema.Struct({
   maxStepsOffPolicy: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 16 }))),
   maxLag: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   /**
+   * the run stops when more than this fraction of a step's samples is masked (a reward's or
+   * a tool's infrastructure failing) for `MASKED_STEPS` steps in a row; absent = 0.5, 1 = never
+   */
+  maxMasked: Schema.optional(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 1 }))),
+  /**
    * sync: train a step's groups in `count` minibatches as they are scored, with one
    * optimizer step per step or per minibatch (`Stream.ts`); absent = the step as a whole
    */

@@ -52,7 +52,15 @@ export interface Ledger {
   savedAt: number
   /** steps whose training was submitted and not completed: the weights may be ahead of `completed` */
   training: number
+  /** steps in a row, up to the last completed, that masked more than `maxMasked` of their samples */
+  maskedStreak: number
 }
+
+/** Steps in a row over `maxMasked` that stop a run. @since 0.1.0 @category constants */
+export const MASKED_STEPS = 3
+
+/** The default of `maxMasked`. @since 0.1.0 @category constants */
+export const DEFAULT_MAX_MASKED = 0.5
 
 /** Lets an effect inside an uninterruptible region be interrupted again. */
 type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
@@ -239,7 +247,32 @@ const completeStep = Effect.fn("Runner.completeStep")(function* (ctx: RunContext
   if (K.envKey("test", K.ALL, K.EnvStat.total) in metrics || last || (step + 1) % 100 === 0) yield* Report.write(settings.outDir)
   yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics, components: ctx.headline })
   ledger.training--
+  yield* watchMasked(ctx, ledger, batch)
   return metrics
+})
+
+/**
+ * Stops the run once `MASKED_STEPS` steps in a row masked more than `maxMasked` of their
+ * samples: an outage (a judge, a tool server) that does not end would otherwise train on
+ * nothing for the rest of the run. The error names the most common reason.
+ */
+const watchMasked = Effect.fnUntraced(function* (ctx: RunContext, ledger: Ledger, batch: Batch) {
+  const bound = ctx.settings.maxMasked ?? DEFAULT_MAX_MASKED
+  const scores = batch.groups.flatMap((g) => g.scores)
+  const masked = scores.flatMap((s) => (s.masked === undefined ? [] : [s.masked]))
+  const fraction = scores.length === 0 ? 0 : masked.length / scores.length
+  ledger.maskedStreak = bound < 1 && fraction > bound ? ledger.maskedStreak + 1 : 0
+  if (ledger.maskedStreak < MASKED_STEPS) return
+  const counts = new Map<string, number>()
+  for (const m of masked) counts.set(m, (counts.get(m) ?? 0) + 1)
+  const [reason, n] = [...counts].sort((a, b) => b[1] - a[1])[0]!
+  return yield* new RunError({
+    reason: "Env",
+    step: batch.step,
+    message:
+      `${MASKED_STEPS} steps in a row masked more than ${bound} of their samples (step ${batch.step + 1}: ${masked.length} of ${scores.length}); ` +
+      `the most common reason (${n}): ${reason}. Fix the cause, then continue with --resume ${ctx.settings.outDir} (--max-masked 1 never stops)`,
+  })
 })
 
 /**

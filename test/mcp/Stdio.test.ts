@@ -58,7 +58,7 @@ describe("MCP toolset over stdio", () => {
       const ts = yield* toolset()
       const first = Number(yield* call(ts, "pid"))
       const crashed = yield* call(ts, "crash")
-      assert.match(crashed, /^error: the server ended \(exited with code 3; stderr: fixture: crashing on purpose/)
+      assert.match(crashed, /^error: MCP server .*: the server ended \(exited with code 3; stderr: fixture: crashing on purpose/)
       assert.isTrue(yield* Effect.promise(() => gone(first)), "the crashed server is gone")
       const second = Number(yield* call(ts, "pid"))
       assert.notStrictEqual(second, first)
