@@ -97,6 +97,25 @@ const firstLine = (text: string): string => {
   return end < 0 ? text : text.slice(0, end)
 }
 
+/** Whether a property's schema is an array or an object (a type that says so, or `items` / `properties`). */
+const isStructured = (schema: unknown): boolean => {
+  if (!Predicate.isObject(schema)) return false
+  const s = schema as { type?: unknown; items?: unknown; properties?: unknown }
+  const types = Array.isArray(s.type) ? s.type : [s.type]
+  return types.includes("array") || types.includes("object") || s.items !== undefined || s.properties !== undefined
+}
+
+/**
+ * The properties of a tool's input schema that take an array or an object, which the
+ * bracket syntax cannot carry (its call ends at the first `]`).
+ *
+ * @example
+ * InputSchema.structured({ type: "object", properties: { entities: { type: "array" }, q: { type: "string" } } }) // => ["entities"]
+ * @since 0.1.0 @category destructors
+ */
+export const structured = (inputSchema: Readonly<Record<string, unknown>>): ReadonlyArray<string> =>
+  Predicate.isObject(inputSchema.properties) ? Object.entries(inputSchema.properties as Record<string, unknown>).filter(([, s]) => isStructured(s)).map(([name]) => name) : []
+
 /** A JSON value's text for a positional argument of the schema's type: "3" -> 3 for a number. */
 const coerce = (text: string, schema: unknown): unknown => {
   const type = Predicate.isObject(schema) ? (schema as { type?: unknown }).type : undefined

@@ -16,7 +16,8 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Duration, Effect, Layer, Predicate, RcRef, Result, type Scope } from "effect"
+import { Config, Context, Duration, Effect, FileSystem, Layer, Predicate, RcRef, Result, type Scope } from "effect"
+import * as PlatformFileSystem from "../platform/FileSystem.ts"
 import * as Episode from "../Episode.ts"
 import { InfraFault } from "../reward/Failures.ts"
 import * as Tool from "../Tool.ts"
@@ -37,6 +38,13 @@ export interface Options {
   readonly concurrency?: number
   /** offer only these tools (default: every tool the server lists); a name it does not list stops the start */
   readonly include?: ReadonlyArray<string>
+}
+
+/** What a per-episode server may depend on (`McpToolset.perEpisode`). @since 0.1.0 @category models */
+export interface EpisodeResources {
+  readonly problem: unknown
+  /** with `tempDir: true`: a folder of the episode's own, removed when it ends */
+  readonly dir: string | undefined
 }
 
 /** How the toolset's episode reads calls: `Tool.episode`'s options but the tools. @since 0.1.0 @category models */
@@ -90,6 +98,26 @@ const makeTools = (server: string, listed: ReadonlyArray<Connection.ListedTool>,
       catch: (e) => invalid(server, t.name, `tool ${t.name} of ${server}: ${e instanceof Error ? e.message : String(e)}`),
     })
   })
+
+/**
+ * Fails (naming the tools and what to use instead) when some of the toolset's tools take
+ * arrays or objects: a bracket call ends at the first `]`, so they could never be called right.
+ */
+const bracketsCarry = (toolset: Shape) => {
+  const needy = toolset.listed.flatMap((t) => {
+    const fields = InputSchema.structured(t.inputSchema)
+    return fields.length === 0 ? [] : [`${t.name} (${fields.join(", ")})`]
+  })
+  if (needy.length === 0) return Effect.void
+  const plain = toolset.listed.filter((t) => InputSchema.structured(t.inputSchema).length === 0).map((t) => JSON.stringify(t.name))
+  return Effect.fail(
+    new Episode.EpisodeError({
+      message: `tools of ${toolset.server} take arrays or objects, which the bracket call syntax cannot carry (a call ends at the first ]): ${needy.join(", ")}. ` +
+        `Use McpToolset.episode({ syntax: Tool.hermes }) (JSON arguments; a chat tokenizer such as Qwen3's picks it with "auto")` +
+        (plain.length > 0 ? `, or offer only the others with McpToolset.layer(server, { include: [${plain.join(", ")}] })` : ""),
+    }),
+  )
+}
 
 /**
  * Starts the server and makes its toolset, in the current scope.
@@ -187,6 +215,7 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
   static readonly episode = (options: EpisodeOptions = {}): Episode.Episode<unknown, Tool.ToolState, McpToolset> => {
     const chosen = options.syntax ?? "auto"
     const inner = new WeakMap<Shape, Episode.Episode<unknown, Tool.ToolState>>()
+    const checked = new WeakSet<Shape>()
     return Episode.make<unknown, Tool.ToolState, McpToolset>({
       initial: () => ({ calls: 0 }),
       ...(chosen === "auto" ? { stopFor: (format: Episode.ToolCallFormat) => (format === "hermes" ? Tool.hermes : Tool.brackets).stop } : { stop: chosen.stop }),
@@ -194,6 +223,9 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
       step: (turn, problem) =>
         Effect.gen(function* () {
           const toolset = yield* McpToolset
+          const syntax = chosen !== "auto" ? chosen.name : turn.toolCalls
+          if (syntax === "brackets" && !checked.has(toolset)) yield* bracketsCarry(toolset)
+          checked.add(toolset)
           let episode = inner.get(toolset)
           if (episode === undefined) {
             episode = Tool.episode({ ...options, tools: toolset.tools })
@@ -207,21 +239,40 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
   /**
    * An episode with a server of its own: started when each episode starts, closed when it
    * ends (however it ends), for servers that keep state between calls. The env then needs
-   * no `services` for it. A server that cannot start stops the run, as a run-wide one does,
-   * but at the first episode rather than before step 1.
+   * no `services` for it. A server that cannot start masks that episode (its
+   * infrastructure failed), as a server lost mid-episode does.
+   *
+   * A server that keeps its state outside its process (a file, a folder) needs more than a
+   * process of its own: `spec` may be a function of the episode (its problem and, with
+   * `tempDir: true`, a fresh folder made for it and removed when it ends, however it ends)
+   * that puts the state there, through `args`, `env` or `cwd`.
    *
    * @example
    * episode: McpToolset.perEpisode(Server.stdio({ command: "node", args: ["kv-server.js"] }), { limits: { maxToolCalls: 4 } })
+   * // a graph file per episode, in a folder removed when the episode ends
+   * episode: McpToolset.perEpisode(({ dir }) => Server.stdio({ command: "npx", args: ["@modelcontextprotocol/server-memory"], env: { MEMORY_FILE_PATH: `${dir}/memory.json` } }), { tempDir: true })
    * @since 0.1.0 @category constructors
    */
-  static readonly perEpisode = (spec: Server.ServerSpec, options: Options & EpisodeOptions = {}): Episode.Episode<unknown, Episode.Provided<Tool.ToolState, McpToolset>, never> => {
-    const { timeout, startTimeout, concurrency, include, ...episode } = options
+  static readonly perEpisode = (
+    spec: Server.ServerSpec | ((episode: EpisodeResources) => Server.ServerSpec),
+    options: Options & EpisodeOptions & { readonly tempDir?: boolean } = {},
+  ): Episode.Episode<unknown, Episode.Provided<Tool.ToolState, McpToolset>, never> => {
+    const { timeout, startTimeout, concurrency, include, tempDir, ...episode } = options
     const toolset: Options = {
       ...(timeout !== undefined ? { timeout } : {}),
       ...(startTimeout !== undefined ? { startTimeout } : {}),
       ...(concurrency !== undefined ? { concurrency } : {}),
       ...(include !== undefined ? { include } : {}),
     }
-    return Episode.provide(McpToolset.episode(episode), McpToolset.layer(spec, toolset))
+    if (typeof spec !== "function") return Episode.provide(McpToolset.episode(episode), McpToolset.layer(spec, toolset))
+    // the folder is made before the server starts and removed after it has stopped (finalizers run in reverse)
+    const layerFor = (problem: unknown) =>
+      Layer.unwrap(
+        Effect.gen(function* () {
+          const dir = tempDir === true ? yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped({ prefix: "gyre-episode-" }) : undefined
+          return McpToolset.layer(spec({ problem, dir }), toolset)
+        }),
+      ).pipe(Layer.provide(PlatformFileSystem.layer))
+    return Episode.provide(McpToolset.episode(episode), layerFor)
   }
 }
