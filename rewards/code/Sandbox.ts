@@ -83,11 +83,13 @@ export interface Evaluation {
  * Why a program failed: the program's fault, never the sandbox's.
  * @since 0.1.0 @category errors
  */
-export const ProgramFailure = Schema.Literals(["Timeout", "OutOfMemory", "StackOverflow", "OutputLimit", "Threw", "NotAFunction", "Crashed"])
+export const ProgramFailure = Schema.Literals(["Timeout", "OutOfMemory", "StackOverflow", "OutputLimit", "Threw", "NotAFunction", "Crashed", "ResultNotSerializable", "NeverSettled"])
 
 /**
  * The program failed: it ran out of time, memory or stack, printed or returned too much,
- * threw, or is not a function when it was called.
+ * threw, is not a function when it was called, returned what JSON cannot read
+ * (`ResultNotSerializable`: a `toJSON` or getter that throws), or returned a promise that
+ * never settled (`NeverSettled`; a promise that rejects `Threw`).
  * @since 0.1.0 @category errors
  */
 export class ProgramError extends Schema.TaggedError<ProgramError>()("ProgramError", {

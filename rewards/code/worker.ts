@@ -10,8 +10,14 @@
  * What a program sees: the ECMAScript built-ins of QuickJS and `print` / `console.log`
  * (output, capped). Nothing of the host is passed in: no `process`, `require`, file
  * system, network, timers or module loader. Arguments are built in the sandbox value by
- * value from JSON; results come out the same way (`JSON.stringify` semantics, computed by
- * QuickJS' C code, not by the program's own, possibly replaced, `JSON`).
+ * value from JSON; results come out the same way, with `JSON.stringify` semantics only:
+ * the context's own `JSON.stringify`, taken before the program ran (so a program that
+ * replaces `JSON` changes nothing), and nothing else. A result that JSON cannot read (a
+ * `toJSON` or a getter that throws) fails with `ResultNotSerializable`, one whose reading
+ * overflows the stack with `StackOverflow`, never read another way. A returned Promise
+ * (an `async` function's) is awaited: the jobs the program queued run under the same
+ * deadline, and a promise still pending when they are done fails with `NeverSettled`.
+ * Jobs still queued after the last call run under the deadline too (a job flood times out).
  *
  * @since 0.1.0
  */
@@ -63,16 +69,27 @@ function toHandle(vm, v) {
   return target
 }
 
-// The JSON of a QuickJS object (computed by QuickJS' C code), or undefined for a promise,
-// whose handle vm.dump would dispose.
-function dumpObject(vm, h) {
-  const state = vm.getPromiseState(h)
-  if (!(state.type === "fulfilled" && state.notAPromise)) {
-    if (state.type === "fulfilled") state.value.dispose()
-    if (state.type === "rejected") state.error.dispose()
-    return undefined
+// A result JSON cannot read: what reading it threw.
+class NotSerializable extends Error {
+  constructor(error) { super(error.message); this.error = error }
+}
+
+// The JSON text of a QuickJS object or boolean, by the context's own JSON.stringify taken
+// before the program ran, and by nothing else (undefined when JSON has no text for it).
+function stringifyStrict(state, h) {
+  const vm = state.vm
+  const out = vm.callFunction(state.stringify, vm.undefined, h)
+  if (out.error) {
+    const error = describe(state, out.error)
+    out.error.dispose()
+    throw new NotSerializable(error)
   }
-  return vm.dump(h)
+  return out.value.consume((x) => {
+    if (vm.typeof(x) !== "string") return undefined
+    const n = stringLength(vm, x)
+    if (n > state.limits.resultChars) throw new ResultTooLong(n)
+    return vm.getString(x)
+  })
 }
 
 // A QuickJS string as a host string, through the context's own JSON.stringify taken before
@@ -103,7 +120,7 @@ function readJson(state, h) {
     text = JSON.stringify(readString(state, h))
   }
   else if (type === "number") text = JSON.stringify(vm.getNumber(h))
-  else if (type === "boolean" || type === "object") text = JSON.stringify(dumpObject(vm, h))
+  else if (type === "boolean" || type === "object") text = stringifyStrict(state, h)
   if (text !== undefined && text.length > state.limits.resultChars) throw new ResultTooLong(text.length)
   return text
 }
@@ -119,7 +136,7 @@ function show(state, h) {
   try {
     if (t === "string") return readString(state, h)
     if (t === "number") return String(vm.getNumber(h))
-    if (t === "object" || t === "boolean") return String(JSON.stringify(dumpObject(vm, h)))
+    if (t === "object" || t === "boolean") return String(stringifyStrict(state, h))
   } catch (e) {}
   return "[" + t + "]"
 }
@@ -136,6 +153,61 @@ function describe(state, h) {
   } catch (e) {
     return { name: "", message: "an error that could not be read" }
   }
+}
+
+// How a result that cannot be read fails: its stack overflow or deadline as such, else ResultNotSerializable.
+function unreadable(state, error) {
+  const f = faultOf(state, error)
+  if (f.reason !== "Threw") return f
+  return { reason: "ResultNotSerializable", message: "returned a result JSON cannot read (" + f.message + ")" }
+}
+
+// Runs the jobs the program queued (promise callbacks), in batches, until none is left or
+// the deadline passes; the fault of one that failed, or a Timeout with jobs still queued.
+function drainJobs(state, rt) {
+  while (rt.hasPendingJob()) {
+    if (Date.now() > state.deadline || state.outputExceeded) {
+      // a runtime stopped with jobs queued cannot be freed cleanly: its worker is retired instead
+      state.abandoned = true
+      return faultOf(state, { name: "InternalError", message: "interrupted" })
+    }
+    const done = rt.executePendingJobs(256)
+    if (done.error) {
+      state.abandoned = true
+      const f = faultOf(state, describe(state, done.error))
+      done.error.dispose()
+      return f
+    }
+  }
+  return undefined
+}
+
+// A returned value once its jobs have run: a promise's outcome (awaited), else the value itself.
+// { handle, owned } to read (dispose it when owned), or { fault }.
+function settle(state, rt, h) {
+  const jobs = drainJobs(state, rt)
+  if (jobs !== undefined) return { fault: jobs }
+  const p = state.vm.getPromiseState(h)
+  if (p.type === "fulfilled" && p.notAPromise) return { handle: h, owned: false }
+  if (p.type === "fulfilled") return { handle: p.value, owned: true }
+  if (p.type === "rejected") {
+    const f = faultOf(state, describe(state, p.error))
+    p.error.dispose()
+    return { fault: { reason: f.reason, message: f.reason === "Threw" ? "returned a promise that rejected: " + f.message.replace(/^threw /, "") : f.message } }
+  }
+  return { fault: { reason: "NeverSettled", message: "returned a promise that never settled" } }
+}
+
+// Reads a returned value as JSON (a promise awaited first); { text } or { fault }.
+function readResult(state, rt, h) {
+  const settled = settle(state, rt, h)
+  if (settled.fault !== undefined) return settled
+  try { return { text: readJson(state, settled.handle) } }
+  catch (e) {
+    if (e instanceof NotSerializable) return { fault: unreadable(state, e.error) }
+    throw e
+  }
+  finally { if (settled.owned) settled.handle.dispose() }
 }
 
 function faultOf(state, error) {
@@ -189,7 +261,7 @@ function installOutput(state) {
 
 // Runs one program in a fresh runtime and context; disposes both whatever happens.
 function evaluate(mod, request) {
-  const state = { limits: request.limits, output: "", outputExceeded: false, deadline: Date.now() + request.limits.timeMillis, vm: undefined, stringify: undefined }
+  const state = { limits: request.limits, output: "", outputExceeded: false, deadline: Date.now() + request.limits.timeMillis, vm: undefined, stringify: undefined, abandoned: false }
   const rt = mod.newRuntime()
   rt.setMemoryLimit(request.limits.memoryBytes)
   rt.setMaxStackSize(request.limits.stackBytes)
@@ -208,7 +280,10 @@ function evaluate(mod, request) {
     const program = loaded.value
     try {
       if (state.outputExceeded) return fault(faultOf(state, {}))
-      if (request.calls === undefined) return { ok: true, value: readJson(state, program), results: [], output: state.output }
+      if (request.calls === undefined) {
+        const read = readResult(state, rt, program)
+        return read.fault !== undefined ? fault(read.fault) : { ok: true, value: read.text, results: [], output: state.output }
+      }
       if (vm.typeof(program) !== "function") return fault({ reason: "NotAFunction", message: "is not a function (its value is of type " + vm.typeof(program) + ")" })
       const results = []
       for (let i = 0; i < request.calls.length; i++) {
@@ -218,10 +293,14 @@ function evaluate(mod, request) {
         if (called.error) return fail(called.error, "test " + (i + 1) + ": ")
         try {
           if (state.outputExceeded) return fault(faultOf(state, {}))
-          results.push(readJson(state, called.value))
+          const read = readResult(state, rt, called.value)
+          if (read.fault !== undefined) return fault({ reason: read.fault.reason, message: "test " + (i + 1) + ": " + read.fault.message })
+          results.push(read.text)
         } finally { called.value.dispose() }
       }
-      // a deadline that passed inside QuickJS' own C code (a toJSON that never returns) ends here
+      // jobs still queued run under the deadline too, and one passed inside QuickJS' own code (a toJSON that never returns) ends here
+      const jobs = drainJobs(state, rt)
+      if (jobs !== undefined) return fault(jobs)
       if (Date.now() > state.deadline) return fault(faultOf(state, { name: "InternalError", message: "interrupted" }))
       return { ok: true, value: undefined, results, output: state.output }
     } finally { program.dispose() }
@@ -229,11 +308,17 @@ function evaluate(mod, request) {
     if (e instanceof ResultTooLong) return fault({ reason: "OutputLimit", message: "returned " + e.message + ", over the limit of " + request.limits.resultChars })
     throw e
   } finally {
-    if (state.stringify !== undefined) state.stringify.dispose()
-    vm.dispose()
-    rt.dispose()
+    if (!state.abandoned) {
+      if (state.stringify !== undefined) state.stringify.dispose()
+      vm.dispose()
+      rt.dispose()
+    }
+    lastAbandoned = state.abandoned
   }
 }
+
+// whether the last evaluation left its runtime unfreed (its worker must be retired)
+let lastAbandoned = false
 
 core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).then(
   (mod) => {
@@ -243,7 +328,7 @@ core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).the
       try {
         const result = evaluate(mod, request)
         // a worker whose memory grew past the limit by more than QuickJS' own overhead is retired
-        reply = { ...result, broken: mod.getWasmMemory().buffer.byteLength > request.limits.memoryBytes + 64 * 1048576 }
+        reply = { ...result, broken: lastAbandoned || mod.getWasmMemory().buffer.byteLength > request.limits.memoryBytes + 64 * 1048576 }
       } catch (e) {
         // The host's own stack ran out under deep recursion in QuickJS, or the module failed:
         // its memory is in an unknown state, so this worker is retired.

@@ -86,8 +86,10 @@ describe("hostile programs", () => {
   it("import() never loads a module", async () => {
     const file = join(tmpdir(), `gyre-sandbox-${process.pid}`)
     const program = `(()=>{import('fs').then(m=>m.writeFileSync(${JSON.stringify(file)},'x'));return x=>import('node:fs')})()`
-    const report = await withSandbox(runTests(program, tests))
-    assert.strictEqual(report.passed, 0)
+    // the promise import() returns is awaited, and rejects: there is no module loader
+    const failure = await withSandbox(Effect.flip(runTests(program, tests)))
+    assert.strictEqual(failure._tag === "ProgramError" ? failure.reason : failure._tag, "Threw")
+    assert.match(failure.message, /^test 1: returned a promise that rejected: /)
     assert.isFalse(existsSync(file))
     assertHostIntact()
     await assertNextIsNormal()
@@ -158,6 +160,37 @@ describe("hostile programs", () => {
     assert.strictEqual(report.passed, 0)
     assert.deepStrictEqual(report.results, ["\u202e\ud800\u0000\u200b\ufeff\u2028\ud83d\ude00", "a\u0000b"])
   })
+})
+
+describe("results are read with JSON semantics only", () => {
+  const hello: ReadonlyArray<TestCase> = [{ args: [1], expected: "hello" }]
+
+  it("a toJSON that throws is ResultNotSerializable, never read through toString", async () => {
+    const completion = "x=>({toJSON(){throw new Error('no JSON')},toString(){return 'hello'}})"
+    const s = await withSandbox(score(passesTests<null>(() => hello), null, completion))
+    assert.strictEqual(s.value, 0)
+    const failure = await withSandbox(Effect.flip(runTests(functionExpression(completion), hello)))
+    assert.strictEqual(failure._tag === "ProgramError" ? failure.reason : failure._tag, "ResultNotSerializable")
+    assert.include(failure.message, "no JSON")
+    assertHostIntact()
+    await assertNextIsNormal()
+  })
+
+  it("a getter that throws is ResultNotSerializable", () =>
+    contained("x=>({get a(){throw new Error('getter')}})", "ResultNotSerializable", /returned a result JSON cannot read \(threw Error: getter\)/))
+
+  it("a Proxy whose trap recurses overflows the stack while it is read: StackOverflow, not an empty string", () =>
+    contained("x=>new Proxy({},{get(t,k,r){return r[k]}})", "StackOverflow", /test 1: overflowed its stack/))
+
+  it("an async function is awaited; a promise that never settles or rejects is named", async () => {
+    const report = await withSandbox(runTests(functionExpression("async x=>3*x+1"), tests))
+    assert.strictEqual(report.passed, tests.length)
+    await contained("x=>new Promise(()=>{})", "NeverSettled", /test 1: returned a promise that never settled/)
+    await contained("async x=>{throw new Error('boom')}", "Threw", /test 1: returned a promise that rejected: Error: boom/)
+  })
+
+  it("jobs queued after the program returns run under its deadline: a job flood times out", () =>
+    contained("x=>{const f=()=>Promise.resolve().then(f);f();return 3*x+1}", "Timeout", /ran past its time limit/))
 })
 
 describe("the sandbox", () => {
