@@ -110,13 +110,14 @@ const Z = 1.959963984540054
 /**
  * A 95% interval for the mean of `values`: Wilson's score interval when every value is
  * 0 or 1 (it stays inside [0, 1] and is not empty at 0 or 1 successes), else the normal
- * approximation mean ± 1.96 · sd / √n (sd with n - 1).
+ * approximation mean ± 1.96 · sd / √n (sd with n - 1). Counts (`counts: true`: turns,
+ * tool calls) are never proportions, even when every one is 0 or 1: always the normal one.
  */
-export const interval = (name: string, values: ReadonlyArray<number>): Interval => {
+export const interval = (name: string, values: ReadonlyArray<number>, options: { readonly counts?: boolean } = {}): Interval => {
   const n = values.length
   if (n === 0) return { name, n, mean: Number.NaN, low: Number.NaN, high: Number.NaN, method: "normal" }
   const mean = values.reduce((a, b) => a + b, 0) / n
-  if (values.every((v) => v === 0 || v === 1)) {
+  if (options.counts !== true && values.every((v) => v === 0 || v === 1)) {
     const z2 = Z * Z
     const center = (mean + z2 / (2 * n)) / (1 + z2 / n)
     const half = (Z / (1 + z2 / n)) * Math.sqrt((mean * (1 - mean)) / n + z2 / (4 * n * n))
@@ -138,6 +139,9 @@ export const intervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
   ]
 }
 
+/** Per-episode counts: never read as proportions. */
+const COUNTS = { counts: true } as const
+
 /**
  * Per-episode intervals of a multi-turn env's groups: turns, tool calls, tool errors and
  * parse errors; none for single-turn envs.
@@ -146,10 +150,10 @@ export const episodeIntervals = (groups: ReadonlyArray<Group>): Array<Interval> 
   const episodes = groups.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes)
   if (episodes.length === 0) return []
   return [
-    interval(K.EnvStat.turns, episodes.map((e) => e.turns.length)),
-    interval(K.EnvStat.toolCalls, episodes.map((e) => e.toolCalls)),
-    interval(K.EnvStat.toolErrors, episodes.map((e) => e.toolErrors)),
-    interval(K.EnvStat.parseErrors, episodes.map((e) => e.parseErrors)),
+    interval(K.EnvStat.turns, episodes.map((e) => e.turns.length), COUNTS),
+    interval(K.EnvStat.toolCalls, episodes.map((e) => e.toolCalls), COUNTS),
+    interval(K.EnvStat.toolErrors, episodes.map((e) => e.toolErrors), COUNTS),
+    interval(K.EnvStat.parseErrors, episodes.map((e) => e.parseErrors), COUNTS),
   ]
 }
 

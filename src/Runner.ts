@@ -127,14 +127,16 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   return { ctx, ledger }
 })
 
-/** Scores the base policy on the held-out problems and writes it as the metrics row of step 0. */
+/** Scores the starting policy (the base, or the weights of --init-from) on the held-out problems and writes it as the metrics row of step 0. */
 const evaluateBase = Effect.fn("Runner.evaluateBase")(function* (ctx: RunContext, version: number) {
   const base = yield* ctx.provide(evaluate(ctx.settings, ctx.source, ctx.runId, 0, version))
   yield* RunFolder.appendMetrics(ctx.files, { [K.STEP]: 0, ...base }).pipe(Effect.mapError(fail("RunFolder", 0)))
   const all = K.envPrefix("test", K.ALL)
   const scores = Object.entries(base).filter(([k]) => k.startsWith(all) && k !== K.envKey("test", K.ALL, K.EnvStat.problems))
   const problems = Object.entries(base).filter(([k]) => k.endsWith(`/${K.EnvStat.problems}`)).reduce((n, [, v]) => n + v, 0)
-  yield* Effect.logInfo(`base policy on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(all.length)} ${v.toFixed(3)}`).join(", ")}`)
+  // a run started from another run's weights does not begin at the base policy
+  const policy = ctx.settings.initFrom !== undefined ? `the policy of ${ctx.settings.initFrom} (--init-from)` : "base policy"
+  yield* Effect.logInfo(`${policy} on the held-out set (${problems} problems): ${scores.map(([k, v]) => `${k.slice(all.length)} ${v.toFixed(3)}`).join(", ")}`)
 })
 
 

@@ -191,8 +191,14 @@ export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS =
     const formatted: unknown = spec.format(o)
     return typeof formatted === "string" ? Effect.succeed(formatted) : Effect.fail(new ToolFailure({ message: `its format returned ${describeValue(formatted)}, not a string` }))
   }
-  const call = (args: A, context: ToolContext<P, unknown> = outside as ToolContext<P, unknown>): Effect.Effect<string, ToolFailure | InfraFault, R> =>
-    Effect.suspend(() => fromResult(spec.run(args, context as ToolContext<P, S>))).pipe(
+  const call = (args: A, given?: ToolContext<P, unknown>): Effect.Effect<string, ToolFailure | InfraFault, R> =>
+    Effect.suspend(() => {
+      // a tool that keeps a state has none outside an episode: say so, rather than let the handler read undefined
+      if (given === undefined && spec.state !== undefined) {
+        return Effect.fail(new ToolFailure({ message: `tool ${spec.name} keeps a per-episode state: call it in an episode (Tool.episode), or give run a context with its state, run(args, { problem, turns: [], state })` }))
+      }
+      return fromResult(spec.run(args, (given ?? outside) as ToolContext<P, S>))
+    }).pipe(
       Effect.flatMap((o) =>
         checkResult === undefined
           ? Effect.succeed(o)

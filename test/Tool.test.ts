@@ -76,6 +76,11 @@ describe("a tool sees its episode", () => {
       assert.strictEqual(yield* plain.run({ a: 1 }), "2")
       const context = Tool.make({ name: "ctx", args: Schema.Struct({}), run: (_, c: Tool.ToolContext<unknown>) => `${c.problem}/${c.turns.length}` })
       assert.strictEqual(yield* context.run({}), "undefined/0")
+      // a tool with a per-episode state, called outside an episode: an error naming what to do, not a TypeError from inside the handler
+      const check = Tool.make({ name: "check", args: Schema.Int, state: () => ({ hi: 7 }), run: (n, { state }) => (n < state.hi ? "higher" : "lower") })
+      const failure = yield* Effect.flip(check.run(5))
+      assert.include(failure.message, "tool check keeps a per-episode state: call it in an episode")
+      assert.strictEqual(yield* check.run(5, { problem: undefined, turns: [], state: { hi: 7 } }), "higher")
     }))
 
   it.effect("its state is made when the episode starts and released when it ends", () =>

@@ -58,13 +58,23 @@ const unknownKeyword = (node: unknown, at: ReadonlyArray<string>): Refusal | und
   return undefined
 }
 
-/** `["schema"]["properties"]["item"]["if"]` -> `properties.item` */
-const pathOf = (message: string): string => {
+/**
+ * Where a refused keyword is: `["schema"]["properties"]["item"]["if"]` -> `properties.item`
+ * (a path that ends with the keyword itself stops before it).
+ */
+const pathOf = (message: string, keyword: string): string => {
   const line = /\n\s*at (.*)$/.exec(message)?.[1] ?? ""
   // group 1 is not optional: every match has it
   const parts = [...line.matchAll(/\["([^"]*)"\]/g)].map((m) => m[1]!)
-  return (parts[0] === "schema" ? parts.slice(1) : parts).slice(0, -1).join(".")
+  const inside = parts[0] === "schema" ? parts.slice(1) : parts
+  return (inside.at(-1) === keyword ? inside.slice(0, -1) : inside).join(".")
 }
+
+/** The keyword an importer's message names: `keyword "if"`, `Unsupported $ref`, a quoted JSON Schema keyword, else the last part of its path. */
+const keywordOf = (message: string): string =>
+  /keyword "([^"]+)"/.exec(message)?.[1] ?? /^Unsupported (\$\w+)/.exec(message)?.[1] ??
+    [...message.matchAll(/"([^"]+)"/g)].map((m) => m[1]!).find((k) => KEYWORDS.has(k)) ??
+    /\["([^"]+)"\]\s*$/.exec(message)?.[1] ?? "(unknown)"
 
 /**
  * The decoder for a tool's arguments, or why the schema is refused.
@@ -87,8 +97,8 @@ export const toSchema = (inputSchema: Readonly<Record<string, unknown>>): Result
     return Result.succeed(schema as unknown as Schema.Codec<unknown, unknown>)
   } catch (e) {
     const message = e instanceof Error ? e.message : String(e)
-    const keyword = /keyword "([^"]+)"/.exec(message)?.[1] ?? /^Unsupported (\$\w+)/.exec(message)?.[1] ?? /\["([^"]+)"\]\s*$/.exec(message)?.[1] ?? "(unknown)"
-    return Result.fail({ keyword, at: pathOf(message), message: firstLine(message) })
+    const keyword = keywordOf(message)
+    return Result.fail({ keyword, at: pathOf(message, keyword), message: firstLine(message) })
   }
 }
 

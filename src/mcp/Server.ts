@@ -32,7 +32,10 @@ export const ServerSpec = Schema.Union([Stdio, Http])
 export type ServerSpec = typeof ServerSpec.Type
 
 /**
- * A server started from a command.
+ * A server started from a command. One started through `npx` needs `-y` among its args
+ * (`["-y", "@modelcontextprotocol/server-memory"]`): npx asks before it installs a package,
+ * and a server has no terminal to answer it, so without `-y` it stops with "npx canceled
+ * due to missing packages and no YES option".
  *
  * @example
  * Server.stdio({ command: "node", args: ["server.js"] })

@@ -321,7 +321,9 @@ export const runLeaf = <R>(
             ? new RewardDefect({ reward: name, message: defect.message, ...(defect.cause !== undefined ? { cause: defect.cause } : {}) })
             : new RewardDefect({
               reward: name,
-              message: `threw ${defect instanceof Error ? defect.message : String(defect)}`,
+              // what to throw instead, since a plain throw stops the run
+              message: `threw ${defect instanceof Error ? defect.message : String(defect)} (a reward that throws stops the run: ` +
+                "throw Reward.InfraFault when its own infrastructure failed, to mask the sample, or Reward.ModelFault to score the policy's fault)",
               cause: defect,
             }),
         )

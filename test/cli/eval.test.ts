@@ -24,6 +24,10 @@ describe("gyre eval", () => {
     assert.closeTo(n.mean, 5, 1e-12)
     assert.isBelow(n.low, 5)
     assert.isAbove(n.high, 5)
+    // counts that happen to be all 1 (one turn per episode) are not a proportion
+    const turns = interval("turns", [1, 1, 1, 1], { counts: true })
+    assert.strictEqual(turns.method, "normal")
+    assert.deepStrictEqual([turns.low, turns.high], [1, 1])
   })
 
   it.effect("scores the calculator's base model on distinct held-out problems and writes eval.jsonl", () =>

@@ -61,6 +61,9 @@ describe("InputSchema", () => {
     assert.deepInclude(refused({ type: "object", properties: { a: { $ref: "http://example.com/a.json" } } }), { keyword: "$ref" })
     assert.deepInclude(refused({ type: "object", properties: { a: { type: "number", mustBeEven: true } } }), { keyword: "mustBeEven", at: "properties.a" })
     assert.deepInclude(refused({ type: "object", properties: { a: { anyOf: [{ type: "string", fancy: 1 }] } } }), { keyword: "fancy", at: "properties.a.anyOf.0" })
+    // the importer names the keyword in its message: that is the keyword, not the last name of the path
+    assert.deepInclude(refused({ type: "object", patternProperties: { "^x": { type: "string" } } }), { keyword: "patternProperties", at: "" })
+    assert.deepInclude(refused({ type: "object", properties: { a: { type: "object", patternProperties: { "^x": { type: "string" } } } } }), { keyword: "patternProperties", at: "properties.a" })
     // a property named like a keyword is a name, and an x- extension is an annotation
     decoder({ type: "object", properties: { if: { type: "string", "x-ui": "text" }, mustBeEven: { type: "number" } } })
   })
