@@ -122,6 +122,9 @@ describe("a tool sees its episode", () => {
       assert.deepStrictEqual(log, ["open 4", "close"])
     }), { timeout: 20_000 })
 
+})
+
+describe("a tool's infrastructure failing", () => {
   it.effect("a state that cannot be made masks the episode (its infrastructure failed), naming the tool", () =>
     Effect.gen(function* () {
       const broken = Tool.make({
