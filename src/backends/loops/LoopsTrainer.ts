@@ -9,10 +9,14 @@
  * and `active_tokens`, so when the trainer sends only `loss` they are made from it and
  * the batch's own count of active tokens.
  *
+ * Its `submit` queues a step's `forward_backward`, `optim_step` and
+ * `save_weights_for_sampler` before polling the first: the trainer runs operations one at
+ * a time in submission order (`DataWire.ts`), so a step pays one round of polling.
+ *
  * @since 0.1.0
  */
 import { Effect, Result } from "effect"
-import { BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
+import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
 import type { TrainerShape } from "../../Trainer.ts"
 import * as Alignment from "../http/Alignment.ts"
@@ -58,8 +62,9 @@ const metricsOf = (r: DataWire.ForwardResult, active: number): Record<string, nu
   }
 }
 
-const pass = (ops: Operations, op: "forward_backward" | "forward") =>
-  Effect.fn(`Loops.Trainer.${op}`)(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, options?: ForwardOptions) {
+/** `forward_backward` or `forward`, submitted: the effect it succeeds with awaits the result. */
+const submitPass = (ops: Operations, op: "forward_backward" | "forward") =>
+  Effect.fn(`Loops.Trainer.submit.${op}`)(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, options?: ForwardOptions) {
     const wire = yield* toWire(op, data, lossFn)
     const body: DataWire.ForwardRequest = {
       data: wire,
@@ -67,14 +72,23 @@ const pass = (ops: Operations, op: "forward_backward" | "forward") =>
       ...(options?.lossFnConfig !== undefined ? { loss_fn_config: options.lossFnConfig } : {}),
       ...(options?.topKLogprobs !== undefined && options.topKLogprobs > 0 ? { top_k_logprobs: options.topKLogprobs } : {}),
     }
-    const r = yield* readAs(DataWire.ForwardResult, op)(yield* ops.run(op, body))
-    if (r.loss_fn_outputs.length !== data.length) return yield* fail(op, `the trainer answered ${r.loss_fn_outputs.length} outputs for ${data.length} datums`, "Internal")
-    const outputs = yield* Effect.forEach(r.loss_fn_outputs, (o, i) => {
-      const out = Alignment.outputFromWire(Object.fromEntries(Object.entries(o).map(([k, t]) => [k, tensorOf(t)])), `loss_fn_outputs[${i}]`)
-      return Result.isSuccess(out) ? Effect.succeed(out.success) : Effect.fail(fail(op, out.failure, "Internal"))
+    const pending = yield* ops.submit(op, body)
+    return Effect.gen(function* () {
+      const r = yield* readAs(DataWire.ForwardResult, op)(yield* pending)
+      if (r.loss_fn_outputs.length !== data.length) return yield* fail(op, `the trainer answered ${r.loss_fn_outputs.length} outputs for ${data.length} datums`, "Internal")
+      const outputs = yield* Effect.forEach(r.loss_fn_outputs, (o, i) => {
+        const out = Alignment.outputFromWire(Object.fromEntries(Object.entries(o).map(([k, t]) => [k, tensorOf(t)])), `loss_fn_outputs[${i}]`)
+        return Result.isSuccess(out) ? Effect.succeed(out.success) : Effect.fail(fail(op, out.failure, "Internal"))
+      })
+      return { lossFnOutputs: outputs, metrics: metricsOf(r, activeCount(data, lossFn)) } satisfies ForwardBackwardResult
     })
-    return { lossFnOutputs: outputs, metrics: metricsOf(r, activeCount(data, lossFn)) } satisfies ForwardBackwardResult
   })
+
+/** A submitting call, awaited at once. */
+const now =
+  <Args extends ReadonlyArray<unknown>, A>(submit: (...args: Args) => Effect.Effect<Effect.Effect<A, BackendError>, BackendError>) =>
+  (...args: Args) =>
+    Effect.flatten(submit(...args))
 
 /** The trainer's policy version (`GET /policy_version`). @since 0.1.0 @category combinators */
 export const policyVersion = (ops: Operations) =>
@@ -83,23 +97,37 @@ export const policyVersion = (ops: Operations) =>
 /** @since 0.1.0 @category constructors */
 export const make = (ops: Operations, o: Options): TrainerShape => {
   const version = policyVersion(ops)
-  const save = (op: "save_state" | "save_weights_for_sampler", name: string) =>
-    Effect.gen(function* () {
-      const r = yield* readAs(DataWire.SaveResult, op)(yield* ops.run(op, { name, run_id: o.runId }))
-      return { path: r.path ?? DataWire.checkpointUri(o.runId, op === "save_state" ? "weights" : "sampler_weights", name), version: r.policy_version }
-    })
-  return {
-    forwardBackward: pass(ops, "forward_backward"),
-    forward: pass(ops, "forward"),
-    optimStep: Effect.fn("Loops.Trainer.optimStep")(function* (adam) {
-      const r = yield* readAs(DataWire.OptimStepResult, "optim_step")(yield* ops.run("optim_step", { adam_params: adamParamsToWire(adam) }))
+  /** a save, submitted: the effect it succeeds with awaits where it went and the version it holds */
+  const submitSave = (op: "save_state" | "save_weights_for_sampler", name: string) =>
+    Effect.map(ops.submit(op, { name, run_id: o.runId }), (pending) =>
+      Effect.gen(function* () {
+        const r = yield* readAs(DataWire.SaveResult, op)(yield* pending)
+        return { path: r.path ?? DataWire.checkpointUri(o.runId, op === "save_state" ? "weights" : "sampler_weights", name), version: r.policy_version }
+      }))
+  const submitOptimStep = Effect.fn("Loops.Trainer.submit.optimStep")(function* (adam: AdamParams) {
+    const pending = yield* ops.submit("optim_step", { adam_params: adamParamsToWire(adam) })
+    return Effect.gen(function* () {
+      const r = yield* readAs(DataWire.OptimStepResult, "optim_step")(yield* pending)
       const metrics = { ...(r.grad_norm !== undefined ? { grad_norm: r.grad_norm } : {}), ...(r.metrics ?? {}) }
       return { version: r.policy_version ?? (yield* version), metrics }
-    }),
-    saveWeightsForSampler: Effect.fn("Loops.Trainer.saveWeightsForSampler")(function* (name: string) {
-      const s = yield* save("save_weights_for_sampler", name)
+    })
+  })
+  const submitPublish = Effect.fn("Loops.Trainer.submit.saveWeightsForSampler")(function* (name: string) {
+    const pending = yield* submitSave("save_weights_for_sampler", name)
+    return Effect.gen(function* () {
+      const s = yield* pending
       return { path: s.path, version: s.version ?? (yield* version) }
-    }),
+    })
+  })
+  // the trainer runs operations one at a time in submission order (DataWire.ts), so a step's may be queued together
+  const submit = { forwardBackward: submitPass(ops, "forward_backward"), optimStep: submitOptimStep, saveWeightsForSampler: submitPublish }
+  const save = (op: "save_state" | "save_weights_for_sampler", name: string) => Effect.flatten(submitSave(op, name))
+  return {
+    submit,
+    forwardBackward: now(submit.forwardBackward),
+    forward: now(submitPass(ops, "forward")),
+    optimStep: now(submitOptimStep),
+    saveWeightsForSampler: now(submitPublish),
     saveState: Effect.fn("Loops.Trainer.saveState")(function* (name: string) {
       return { path: (yield* save("save_state", name)).path }
     }),

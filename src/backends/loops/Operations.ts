@@ -37,6 +37,12 @@ export interface Options {
 export interface Operations {
   /** submits `op` with `body` and waits for its result */
   readonly run: (op: DataWire.Operation, body: unknown) => Effect.Effect<unknown, BackendError>
+  /**
+   * submits `op` with `body`; succeeds once the trainer has queued it (202), with the
+   * effect that waits for its result (the trainer runs operations one at a time in
+   * submission order, so several may be queued before the first is awaited)
+   */
+  readonly submit: (op: DataWire.Operation, body: unknown) => Effect.Effect<Effect.Effect<unknown, BackendError>, BackendError>
   /** a plain GET (`/health`, `/policy_version`), retried like a submission and decoded with `schema` */
   readonly get: <S extends Schema.ConstraintDecoder<unknown>>(path: string, schema: S) => Effect.Effect<S["Type"], BackendError>
 }
@@ -87,7 +93,8 @@ const reasonOf = (state: DataWire.OperationState): BackendError["reason"] => {
 /** A poll's answer that is not an outcome yet, as the failure the poll schedule repolls on. */
 const notDone = new Retry.HttpFailure({ kind: "TryAgain", message: "the operation is not done yet" })
 
-const makeRun = (o: Options) => (op: DataWire.Operation, body: unknown) =>
+/** Submits an operation; the effect it succeeds with polls it to its outcome (resubmitting under the same key if the trainer forgot it). */
+const makeSubmit = (o: Options) => (op: DataWire.Operation, body: unknown) =>
   Effect.gen(function* () {
     const t = o.transport
     const key = randomUUID().replaceAll("-", "")
@@ -102,8 +109,22 @@ const makeRun = (o: Options) => (op: DataWire.Operation, body: unknown) =>
         Effect.flatMap((s) => (s.status === "done" || s.status === "error" ? Effect.succeed(s) : Effect.fail(notDone))),
         Effect.retry(t.logged(`${op} (operation ${id})`, Retry.polling(o.retry))),
       )
+    const first = yield* submit
+    return yield* Effect.cached(outcome(o, op, submit, poll, first.operation_id))
+  })
+
+/** Polls an operation to its outcome; an operation the trainer no longer knows (404) is submitted again under the same key, at most `maxResubmits` times. */
+const outcome = (
+  o: Options,
+  op: DataWire.Operation,
+  submit: Effect.Effect<typeof DataWire.Submitted.Type, BackendError>,
+  poll: (id: string) => Effect.Effect<typeof DataWire.OperationState.Type, Retry.HttpFailure>,
+  firstId: string,
+) =>
+  Effect.gen(function* () {
+    const t = o.transport
     for (let resubmits = 0; ; resubmits++) {
-      const { operation_id } = yield* submit
+      const operation_id = resubmits === 0 ? firstId : (yield* submit).operation_id
       const state = yield* poll(operation_id).pipe(Effect.result)
       if (Result.isFailure(state)) {
         // the server no longer knows the operation: the same key runs it at most once
@@ -123,6 +144,7 @@ const makeRun = (o: Options) => (op: DataWire.Operation, body: unknown) =>
 
 /** @since 0.1.0 @category constructors */
 export const make = (o: Options): Operations => ({
-  run: (op, body) => makeRun(o)(op, body).pipe(Effect.withSpan(`Loops.${op}`)),
+  run: (op, body) => Effect.flatten(makeSubmit(o)(op, body)).pipe(Effect.withSpan(`Loops.${op}`)),
+  submit: (op, body) => makeSubmit(o)(op, body).pipe(Effect.withSpan(`Loops.submit.${op}`)),
   get: (path, schema) => request({ transport: o.transport, retry: o.retry, timeout: o.requestTimeout }, `GET ${path}`, "GET", path, schema),
 })

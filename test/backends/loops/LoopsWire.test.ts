@@ -124,6 +124,9 @@ describe("--backend loops over the Loops data plane", () => {
         assert.include(paths, p, `no ${p} in ${[...new Set(paths)].join(", ")}`)
       }
       assert.isFalse(paths.some((p) => p.includes("/api/v1")), "no Tinker route")
+      // a step's operations are submitted back to back, before the first is polled (the trainer runs them in submission order)
+      const trainer = paths.filter((p) => p.startsWith("trainer ")).join("\n")
+      assert.include(trainer, "trainer POST /forward_backward\ntrainer POST /optim_step\ntrainer POST /save_weights_for_sampler", trainer)
       assert.isTrue(fake.log.filter((e) => e.kind === "trainer" || e.kind === "sampler").every((e) => e.headers.includes(`Api-Key ${KEY}`)))
     }).pipe(Effect.scoped), 60_000)
 
