@@ -6,6 +6,22 @@ import { defineConfig } from "vitest/config"
 // spares re-importing effect and tfjs per file (the bulk of the suite's time on 2 cores).
 const ISOLATED = ["test/run/RunLog.test.ts"]
 
+// Test files that start gyre's own processes (CLI runs, `serve`, a packed install): the
+// slowest third of the suite, run by `npm run test:e2e` (CI runs both); `npm test` runs the rest.
+const E2E = [
+  "test/package/project.test.ts",
+  "test/package/declarations.test.ts",
+  "test/package/httpEntry.test.ts",
+  "test/cli/run.test.ts",
+  "test/cli/crash.test.ts",
+  "test/cli/resume.test.ts",
+  "test/cli/serveRestart.test.ts",
+  "test/cli/errors.test.ts",
+  "test/backends/loops/Cli.test.ts",
+  "test/mcp/Inventory.test.ts",
+  "test/platform/Runtime.test.ts",
+]
+
 export default defineConfig({
   // "gyre" and its subpaths resolve to the source through tsconfig.json's paths (the
   // package's exports point at the build in dist/, which tests must not load a second copy of)
@@ -19,7 +35,8 @@ export default defineConfig({
     maxWorkers: Math.max(2, availableParallelism() - 1),
     projects: [
       { extends: true, test: { name: "isolated", include: ISOLATED, isolate: true } },
-      { extends: true, test: { name: "shared", include: ["test/**/*.test.ts"], exclude: ISOLATED, isolate: false } },
+      { extends: true, test: { name: "shared", include: ["test/**/*.test.ts"], exclude: [...ISOLATED, ...E2E], isolate: false } },
+      { extends: true, test: { name: "e2e", include: E2E, isolate: false } },
     ],
   },
 })
