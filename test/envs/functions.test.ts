@@ -3,7 +3,7 @@ import { Effect, Exit, Layer, Scope } from "effect"
 import { Env } from "gyre"
 import { score } from "gyre/testing"
 import { Sandbox } from "../../rewards/code.ts"
-import functions, { f, prompt, tests } from "../../envs/functions.ts"
+import functions, { f, line, prompt, tests } from "../../envs/functions.ts"
 
 const scope = Scope.makeUnsafe()
 // the layer the env provides (its `services`), built once for the file
@@ -17,7 +17,8 @@ const all = Array.from({ length: 90 }, (_, i) => ({ a: 1 + Math.floor(i / 10), b
 describe("envs/functions.ts", () => {
   it("prompt and completion fit the embedded model's 48 characters at difficulty 1 and 2", () => {
     for (const p of [...all, { a: 99, b: 99 }]) assert.isAtMost(1 + prompt(p).length + functions.sampling!.maxTokens!, 48, prompt(p))
-    assert.strictEqual(prompt({ a: 3, b: 1 }), "f(2)=7,f(3)=10. What is f(x)?")
+    assert.strictEqual(prompt({ a: 3, b: 1 }), "f(2)=7,f(3)=10. f(x)=")
+    assert.strictEqual(line({ a: 3, b: 1 }), "7+(x-2)*(10-7)")
   })
 
   it("provides the sandbox its reward needs", () => assert.isTrue(Layer.isLayer(functions.services)))
@@ -30,8 +31,8 @@ describe("envs/functions.ts", () => {
     assert.deepStrictEqual(tests({ a: 3, b: 1 }).map((t) => [t.args[0], t.expected]), [[2, 7], [3, 10], [0, 1], [1, 4], [5, 16]])
   })
 
-  it("scores the reference 1, a copied value 1/5, a number or a hostile program 0", async () => {
-    for (const p of [{ a: 3, b: 1 }, { a: 7, b: 0 }]) {
+  it("scores the reference (the line through the shown points) 1, a copied value 1/5, a number or a hostile program 0", async () => {
+    for (const p of [{ a: 3, b: 1 }, { a: 7, b: 0 }, { a: 99, b: 99 }]) {
       const s = await scoreOf(p, functions.reference!(p))
       assert.strictEqual(s.components["correct"], 1, functions.reference!(p))
     }
