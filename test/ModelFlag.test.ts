@@ -23,11 +23,11 @@ describe("--model", () => {
   it.effect("an unknown name is refused, naming the shipped models", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flatMap(Trainer, (t) => t.info).pipe(Effect.provide(embedded("no-such-model")), Effect.flip)
-      assert.include(error.message, "--model no-such-model: no such folder, and no model shipped with gyre has that name (shipped: base, base-256, calculator)")
+      assert.include(error.message, "--model no-such-model: no such folder, and no model shipped with gyre has that name (shipped: base, base-256, calculator, functions)")
     }))
 
   it("a path that exists wins over a shipped name", () => {
-    assert.deepStrictEqual(shippedModels(), ["base", "base-256", "calculator"])
+    assert.deepStrictEqual(shippedModels(), ["base", "base-256", "calculator", "functions"])
     assert.strictEqual(resolveModelDir("test"), "test")
     assert.strictEqual(resolveModelDir("models/base"), "models/base")
     assert.strictEqual(resolveModelDir("base"), shippedModel("base"))

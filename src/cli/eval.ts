@@ -27,7 +27,7 @@ export const evalCommand = Command.make("eval", {
   seed: Flag.Int("seed").pipe(Flag.withDescription("seed of problems and sampling (default: the run's, else 0)"), opt),
   out: Flag.String("out").pipe(Flag.withDescription("folder for eval.jsonl (default: the --from run folder, else runs/eval-<env>-<time>)"), opt),
   backend: Flag.String("backend").pipe(Flag.withDescription("\"embedded\" (default) or the URL of a Tinker-protocol service"), Flag.withDefault("embedded")),
-  model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model, or the name of one shipped with gyre (base, base-256, calculator; default: the env's, else base)"), opt),
+  model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model, or the name of one shipped with gyre (base, base-256, calculator, functions; default: the env's, else base)"), opt),
   loraRank: Flag.Int("lora-rank").pipe(Flag.withDescription("LoRA rank of the checkpoint (default 8)"), opt),
   tokenizer: Flag.String("tokenizer").pipe(Flag.withDescription("http: folder with the remote model's tokenizer files"), opt),
   verbose: verboseFlag,

@@ -41,7 +41,7 @@ export const rescoreCommand = Command.make("rescore", {
     Argument.optional,
   ),
   backend: Flag.String("backend").pipe(Flag.withDescription("for services that use the run's sampler (a judge asking the policy): \"embedded\" or a URL (default: the run's)"), Flag.optional),
-  model: Flag.String("model").pipe(Flag.withDescription("embedded: the base model folder, or the name of one shipped with gyre (base, base-256, calculator; default: the env's, else base)"), Flag.optional),
+  model: Flag.String("model").pipe(Flag.withDescription("embedded: the base model folder, or the name of one shipped with gyre (base, base-256, calculator, functions; default: the env's, else base)"), Flag.optional),
   tokenizer: Flag.String("tokenizer").pipe(Flag.withDescription("folder with the run's model's tokenizer files (default: gyre's character tokenizer)"), Flag.optional),
   verbose: verboseFlag,
 }, (p) =>

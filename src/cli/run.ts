@@ -86,7 +86,7 @@ const flags = {
     Flag.withDescription("\"embedded\" (the in-process model, default), \"loops\" (a run provisioned on Baseten Loops, see --loops-url) or the URL of a Tinker-protocol service; --resume continues on the run's own (config.json) and refuses another"),
     Flag.optional,
   ),
-  model: Flag.String("model").pipe(Flag.withDescription("embedded: a folder of a base model or the name of one shipped with gyre (base, base-256, calculator; default: the env's own, else base); http, loops: base model name"), Flag.optional),
+  model: Flag.String("model").pipe(Flag.withDescription("embedded: a folder of a base model or the name of one shipped with gyre (base, base-256, calculator, functions; default: the env's own, else base); http, loops: base model name"), Flag.optional),
   loraRank: int("lora-rank", "LoRA rank (default 8)"),
   tokenizer: Flag.String("tokenizer").pipe(
     Flag.withDescription("http: folder with tokenizer.json and tokenizer_config.json of the remote model"),
