@@ -3,6 +3,11 @@ import { Effect, Exit, Layer, Scope } from "effect"
 import { Env } from "gyre"
 import { score } from "gyre/testing"
 import { Sandbox } from "../../rewards/code.ts"
+import { decodeChars, encodeChars, EOS } from "../../src/backends/local/CharTokenizer.ts"
+import { loadBaseModel } from "../../src/backends/local/Checkpoint.ts"
+import { initTf } from "../../src/backends/local/index.ts"
+import { LocalModel } from "../../src/backends/local/Model.ts"
+import { LocalSamplerEngine } from "../../src/backends/local/SamplerEngine.ts"
 import functions, { f, line, prompt, tests } from "../../envs/functions.ts"
 
 const scope = Scope.makeUnsafe()
@@ -40,5 +45,23 @@ describe("envs/functions.ts", () => {
     assert.strictEqual((await scoreOf({ a: 3, b: 1 }, " 8")).components["correct"], 0)
     const loop = await scoreOf({ a: 3, b: 1 }, "{for(;;);}")
     assert.deepStrictEqual([loop.components["correct"], loop.masked], [0, undefined])
+  })
+})
+
+describe("models/functions", () => {
+  it("writes the line through the shown points on some samples of a held-out function and a constant on others: the decision RL learns", async () => {
+    await initTf()
+    const { config, weights } = await loadBaseModel("models/functions")
+    const sampler = new LocalSamplerEngine(new LocalModel(config, weights), { seed: 0, prefixCacheSize: 0 })
+    const held = all.filter((p) => Env.splitOf(functions, p) === "eval")
+    const encoded = encodeChars(prompt(held[0]!))
+    if (!("ids" in encoded)) throw new Error("the prompt is not ASCII")
+    const r = await sampler.sample([1, ...encoded.ids], { maxTokens: functions.sampling!.maxTokens!, temperature: 1, seed: 3 }, { numSamples: 64 })
+    sampler.dispose()
+    const texts = r.sequences.map((s) => decodeChars(s.tokens.filter((t) => t !== EOS)))
+    const lines = texts.filter((t) => /^\d+\+\(x-2\)\*\(\d+-\d+\)$/.test(t)).length
+    const constants = texts.filter((t) => /^\d+$/.test(t)).length
+    assert.isAbove(lines, 0, texts.join(" | "))
+    assert.isAbove(constants, lines, texts.join(" | "))
   })
 })
