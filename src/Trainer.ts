@@ -77,6 +77,16 @@ export interface Submitter {
 }
 
 /**
+ * A submitting call as one awaited at once: what a backend with `submit` gives as its
+ * plain `forwardBackward`, `optimStep` and `saveWeightsForSampler`.
+ * @since 0.1.0 @category combinators
+ */
+export const awaitingEach =
+  <Args extends ReadonlyArray<unknown>, A>(submit: (...args: Args) => Effect.Effect<Pending<A>, BackendError>) =>
+  (...args: Args): Effect.Effect<A, BackendError> =>
+    Effect.flatten(submit(...args))
+
+/**
  * The trainer's `submit`, or, for a trainer that runs each call when asked (the embedded
  * one), calls that run at submission and hand back their result: the same order, and
  * the same numbers.

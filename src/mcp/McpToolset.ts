@@ -104,12 +104,10 @@ const makeTools = (server: string, listed: ReadonlyArray<Connection.ListedTool>,
  * arrays or objects: a bracket call ends at the first `]`, so they could never be called right.
  */
 const bracketsCarry = (toolset: Shape) => {
-  const needy = toolset.listed.flatMap((t) => {
-    const fields = InputSchema.structured(t.inputSchema)
-    return fields.length === 0 ? [] : [`${t.name} (${fields.join(", ")})`]
-  })
+  const fields = toolset.listed.map((t) => ({ name: t.name, structured: InputSchema.structured(t.inputSchema) }))
+  const needy = fields.filter((t) => t.structured.length > 0).map((t) => `${t.name} (${t.structured.join(", ")})`)
   if (needy.length === 0) return Effect.void
-  const plain = toolset.listed.filter((t) => InputSchema.structured(t.inputSchema).length === 0).map((t) => JSON.stringify(t.name))
+  const plain = fields.filter((t) => t.structured.length === 0).map((t) => JSON.stringify(t.name))
   return Effect.fail(
     new Episode.EpisodeError({
       message: `tools of ${toolset.server} take arrays or objects, which the bracket call syntax cannot carry (a call ends at the first ]): ${needy.join(", ")}. ` +

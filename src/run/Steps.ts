@@ -95,10 +95,15 @@ interface Submitted {
  * step evaluates or checkpoints (those read the trainer as the step left it), nor for
  * the last step.
  */
+/** Whether step `step` (0-based) ends with an evaluation: every `evalEvery` steps, and the last. */
+const evaluates = (settings: RunSettings, step: number) => settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)
+
+/** Whether step `step` (0-based) ends with a checkpoint: every `saveEvery` steps, and the last. */
+const checkpoints = (settings: RunSettings, step: number) => (settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || step + 1 === settings.steps
+
 const overlaps = (ctx: RunContext, step: number) => {
   const { settings } = ctx
-  return settings.async && ctx.queuesWork && !(settings.evalEvery > 0 && (step + 1) % settings.evalEvery === 0) &&
-    !(settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) && step + 1 < settings.steps
+  return settings.async && ctx.queuesWork && !evaluates(settings, step) && !checkpoints(settings, step)
 }
 
 /**
@@ -237,13 +242,13 @@ const completeStep = Effect.fn("Runner.completeStep")(function* (ctx: RunContext
   ledger.version = trained.version
   const metrics = stepMetrics(batch, trained, submitted.versionBefore, submitted.started)
   if (HackWatch.due(settings.hackWatchEvery, step)) Object.assign(metrics, yield* ctx.provide(ctx.watch.observe(batch, metrics)))
-  if (settings.evalEvery > 0 && ((step + 1) % settings.evalEvery === 0 || step + 1 === settings.steps)) {
+  if (evaluates(settings, step)) {
     Object.assign(metrics, yield* ctx.provide(evaluate(settings, ctx.source, ctx.runId, step + 1, ledger.version)))
   }
   yield* logStep(ctx, batch, trained, metrics)
   ledger.completed = step + 1
   const last = step + 1 === settings.steps
-  if ((settings.saveEvery > 0 && (step + 1) % settings.saveEvery === 0) || last) yield* checkpoint(ctx, ledger, step + 1)
+  if (checkpoints(settings, step)) yield* checkpoint(ctx, ledger, step + 1)
   if (K.envKey("test", K.ALL, K.EnvStat.total) in metrics || last || (step + 1) % 100 === 0) yield* Report.write(settings.outDir)
   yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics, components: ctx.headline })
   ledger.training--

@@ -35,9 +35,8 @@ export interface StreamSettings {
   readonly optimEvery: "step" | "minibatch"
 }
 
-/** What a minibatch submitted: its datums (with the groups they came from, in the step's numbering) and its pending result. */
+/** What a minibatch submitted: its datums, its groups' advantages and its pending result. */
 interface Submitted {
-  readonly first: number
   readonly datums: Train.Datums
   readonly advantages: Array<Array<number>>
   readonly noOpGroups: number
@@ -80,11 +79,12 @@ export const make = Effect.fnUntraced(function* (settings: RunSettings, stream: 
   const scored = new Map<number, Group>()
   const submitted: Array<Submitted> = []
   const turn = yield* Semaphore.make(1)
+  /** the group indices of minibatch `j` */
+  const members = (j: number) => Array.from({ length: Math.min(size, settings.groups - j * size) }, (_, i) => j * size + i)
 
   /** Submits minibatch `j` (its groups all scored). */
   const submitMinibatch = Effect.fnUntraced(function* (j: number) {
-    const first = j * size
-    const groups = Array.from({ length: Math.min(size, settings.groups - first) }, (_, i) => scored.get(first + i)!)
+    const groups = members(j).map((g) => scored.get(g)!)
     const part: Batch = { step, groups, sampleSeconds: 0, staleGroups: 0 }
     const { advantages, noOpGroups } = yield* Train.advantages(settings, part)
     const datums = yield* Train.datums(settings, part, advantages)
@@ -92,15 +92,13 @@ export const make = Effect.fnUntraced(function* (settings: RunSettings, stream: 
     const result = datums.data.length === 0
       ? undefined
       : yield* Train.submitOptimize(settings, part, datums, lr, { weights, optimStep: stream.optimEvery === "minibatch" })
-    submitted.push({ first, datums, advantages, noOpGroups, result })
+    submitted.push({ datums, advantages, noOpGroups, result })
   })
 
   /** Submits every minibatch that is complete and next in order. */
   const submitReady = turn.withPermits(1)(Effect.gen(function* () {
     for (let j = submitted.length; j < stream.count; j++) {
-      const first = j * size
-      const complete = Array.from({ length: Math.min(size, settings.groups - first) }, (_, i) => first + i).every((g) => scored.has(g))
-      if (!complete) return
+      if (!members(j).every((g) => scored.has(g))) return
       yield* submitMinibatch(j)
     }
   }))

@@ -253,20 +253,10 @@ const submitInTurn = (ctx: Context, path: string, makeBody: (seq: number) => unk
     }),
   )
 
-/** An ordered training call, awaited: submitted in turn; polls outside the turn. */
-const trainingCall = <S extends Schema.ConstraintDecoder<unknown>>(
-  ctx: Context,
-  path: string,
-  makeBody: (seq: number) => unknown,
-  type: Wire.RequestType,
-  schema: S,
-  operation: string,
-) => Effect.flatMap(submitInTurn(ctx, path, makeBody, operation, true), ({ s, submitted }) => awaitFuture(ctx, s, submitted, type, schema))
-
 /**
- * An ordered training call, submitted and not awaited: succeeds once the server has
- * queued it, with the effect that awaits its result (polled when first run; a second run
- * gives the same result).
+ * An ordered training call: succeeds once the server has queued it, with the effect that
+ * awaits its result (polled outside the turn when first run; a second run gives the same
+ * result). `wait`: the call is awaited at once, so its submission asks for the result.
  */
 const trainingSubmit = <S extends Schema.ConstraintDecoder<unknown>>(
   ctx: Context,
@@ -275,7 +265,8 @@ const trainingSubmit = <S extends Schema.ConstraintDecoder<unknown>>(
   type: Wire.RequestType,
   schema: S,
   operation: string,
-) => Effect.flatMap(submitInTurn(ctx, path, makeBody, operation, false), ({ s, submitted }) => Effect.cached(awaitFuture(ctx, s, submitted, type, schema)))
+  wait: boolean,
+) => Effect.flatMap(submitInTurn(ctx, path, makeBody, operation, wait), ({ s, submitted }) => Effect.cached(awaitFuture(ctx, s, submitted, type, schema)))
 
 /** @since 0.1.0 @category constructors */
 export const make = (transport: Transport, options: Options) =>
@@ -298,10 +289,12 @@ export const make = (transport: Transport, options: Options) =>
         operation: string,
         extraHeaders: Record<string, string> = {},
       ) => futureCall(ctx, path, body, type, schema, operation, extraHeaders),
+      /** an ordered training call, awaited */
       trainingCall: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
-        trainingCall(ctx, path, makeBody, type, schema, operation),
-      trainingSubmit: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
-        trainingSubmit(ctx, path, makeBody, type, schema, operation),
+        Effect.flatten(trainingSubmit(ctx, path, makeBody, type, schema, operation, true)),
+      /** an ordered training call, submitted: `wait` when it is awaited at once (see `trainingSubmit`) */
+      trainingSubmit: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string, wait = false) =>
+        trainingSubmit(ctx, path, makeBody, type, schema, operation, wait),
       futureErrorToBackend: (operation: string, e: Wire.FutureError) => futureErrorToBackend(ctx, operation, e),
     }
   })

@@ -16,7 +16,7 @@
 import { Effect, Option, Result, Schema } from "effect"
 import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
 import { resolveLoss } from "../../Loss.ts"
-import type { TrainerInfo, TrainerShape } from "../../Trainer.ts"
+import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../Trainer.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import * as Proto from "./Proto.ts"
@@ -148,33 +148,21 @@ const resultOf = (kind: Kind, out: Wire.ForwardBackwardOutput, datums: number) =
     return { lossFnOutputs: outputs, metrics: Wire.metricsFromWire(out.metrics) } satisfies ForwardBackwardResult
   })
 
-/** How a training call travels: awaited at once, or submitted and awaited later (`Submitter`). */
-type Send = <S extends Schema.ConstraintDecoder<unknown>>(
-  calls: Calls,
-  path: string,
-  makeBody: (seq: number) => unknown,
-  type: Wire.RequestType,
-  schema: S,
-  operation: string,
-) => Effect.Effect<Effect.Effect<S["Type"], BackendError>, BackendError>
-
-const submitted: Send = (calls, path, makeBody, type, schema, operation) => calls.trainingSubmit(path, makeBody, type, schema, operation)
-
 /** The calls of a `Submitter`, each succeeding once queued with the effect that awaits its result. */
-const submitForward = (ctx: Context, kind: Kind, send: Send) =>
+const submitForward = (ctx: Context, kind: Kind, wait: boolean) =>
   Effect.fn(kind === "forward" ? "Http.submitForward" : "Http.submitForwardBackward")(function* (data: ReadonlyArray<Datum>, lossFn: LossFn, opts?: ForwardOptions) {
     const input: Wire.ForwardBackwardInput = yield* inputOf(kind, data, lossFn, opts)
     const type = kind === "forward" ? "Forward" : "ForwardBackward"
     const call = yield* protobufCall(ctx, kind, input)
     const raw = Option.isSome(call)
-      ? yield* send(ctx.calls, "/forward_backward", call.value, type, Schema.Unknown, kind)
-      : yield* send(
-          ctx.calls,
+      ? yield* ctx.calls.trainingSubmit("/forward_backward", call.value, type, Schema.Unknown, kind, wait)
+      : yield* ctx.calls.trainingSubmit(
           `/${kind}`,
           (seq) => ({ [kind === "forward" ? "forward_input" : "forward_backward_input"]: input, model_id: ctx.state.modelId, seq_id: seq }),
           type,
           Schema.Unknown,
           kind,
+          wait,
         )
     return Effect.gen(function* () {
       const out = yield* decodeResult(yield* raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
@@ -182,16 +170,16 @@ const submitForward = (ctx: Context, kind: Kind, send: Send) =>
     })
   })
 
-const submitOptimStep = (ctx: Context, send: Send) =>
+const submitOptimStep = (ctx: Context, wait: boolean) =>
   Effect.fn("Http.submitOptimStep")(function* (adam: AdamParams) {
     const { state } = ctx
-    const raw = yield* send(
-      ctx.calls,
+    const raw = yield* ctx.calls.trainingSubmit(
       "/optim_step",
       (seq) => ({ adam_params: Wire.adamParamsToWire(adam), model_id: state.modelId, seq_id: seq, type: "optim_step" }),
       "OptimStep",
       Wire.OptimStepResponse,
       "optim_step",
+      wait,
     )
     // cached: the version moves once however often the result is awaited
     return yield* Effect.cached(Effect.map(raw, (out) => {
@@ -200,16 +188,16 @@ const submitOptimStep = (ctx: Context, send: Send) =>
     }))
   })
 
-const submitSaveWeightsForSampler = (ctx: Context, send: Send) =>
+const submitSaveWeightsForSampler = (ctx: Context, wait: boolean) =>
   Effect.fn("Http.submitSaveWeightsForSampler")(function* (name: string) {
     const { state } = ctx
-    const raw = yield* send(
-      ctx.calls,
+    const raw = yield* ctx.calls.trainingSubmit(
       "/save_weights_for_sampler",
       (seq) => ({ model_id: state.modelId, path: name, seq_id: seq, type: "save_weights_for_sampler" }),
       "SaveWeightsForSampler",
       Wire.SaveWeightsForSamplerResponse,
       "save_weights_for_sampler",
+      wait,
     )
     return yield* Effect.cached(Effect.map(raw, (out) => {
       const version = out.policy_version ?? state.trainerVersion
@@ -219,15 +207,6 @@ const submitSaveWeightsForSampler = (ctx: Context, send: Send) =>
       return { version, path: out.path ?? out.sampling_session_id ?? name }
     }))
   })
-
-/** A call awaited at once: submitted asking for the result with the answer (`Calls.trainingCall`). */
-const awaited: Send = (calls, path, makeBody, type, schema, operation) => Effect.map(calls.trainingCall(path, makeBody, type, schema, operation), Effect.succeed)
-
-/** The awaited form of a submitting call. */
-const now =
-  <Args extends ReadonlyArray<unknown>, A>(submit: (...args: Args) => Effect.Effect<Effect.Effect<A, BackendError>, BackendError>) =>
-  (...args: Args) =>
-    Effect.flatten(submit(...args))
 
 const saveState = (ctx: Context) =>
   Effect.fn("Http.saveState")(function* (name: string) {
@@ -280,17 +259,18 @@ export const make = (calls: Calls, state: State, options: { readonly wire?: "aut
     ),
   }
   return {
-    forwardBackward: now(submitForward(ctx, "forward_backward", awaited)),
-    forward: now(submitForward(ctx, "forward", awaited)),
-    optimStep: now(submitOptimStep(ctx, awaited)),
-    saveWeightsForSampler: now(submitSaveWeightsForSampler(ctx, awaited)),
+    // awaited at once: each submission asks for its result with the answer
+    forwardBackward: awaitingEach(submitForward(ctx, "forward_backward", true)),
+    forward: awaitingEach(submitForward(ctx, "forward", true)),
+    optimStep: awaitingEach(submitOptimStep(ctx, true)),
+    saveWeightsForSampler: awaitingEach(submitSaveWeightsForSampler(ctx, true)),
     saveState: saveState(ctx),
     loadState: loadState(ctx),
     info: info(ctx),
     submit: {
-      forwardBackward: submitForward(ctx, "forward_backward", submitted),
-      optimStep: submitOptimStep(ctx, submitted),
-      saveWeightsForSampler: submitSaveWeightsForSampler(ctx, submitted),
+      forwardBackward: submitForward(ctx, "forward_backward", false),
+      optimStep: submitOptimStep(ctx, false),
+      saveWeightsForSampler: submitSaveWeightsForSampler(ctx, false),
     },
   }
 }

@@ -18,7 +18,7 @@
 import { Effect, Result } from "effect"
 import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
-import type { TrainerShape } from "../../Trainer.ts"
+import { awaitingEach, type TrainerShape } from "../../Trainer.ts"
 import * as Alignment from "../http/Alignment.ts"
 import { adamParamsToWire } from "../http/Wire.ts"
 import type * as Wire from "../http/Wire.ts"
@@ -84,12 +84,6 @@ const submitPass = (ops: Operations, op: "forward_backward" | "forward") =>
     })
   })
 
-/** A submitting call, awaited at once. */
-const now =
-  <Args extends ReadonlyArray<unknown>, A>(submit: (...args: Args) => Effect.Effect<Effect.Effect<A, BackendError>, BackendError>) =>
-  (...args: Args) =>
-    Effect.flatten(submit(...args))
-
 /** The trainer's policy version (`GET /policy_version`). @since 0.1.0 @category combinators */
 export const policyVersion = (ops: Operations) =>
   Effect.map(ops.get("/policy_version", DataWire.PolicyVersion), (v) => (typeof v === "number" ? v : v.policy_version))
@@ -124,10 +118,10 @@ export const make = (ops: Operations, o: Options): TrainerShape => {
   const save = (op: "save_state" | "save_weights_for_sampler", name: string) => Effect.flatten(submitSave(op, name))
   return {
     submit,
-    forwardBackward: now(submit.forwardBackward),
-    forward: now(submitPass(ops, "forward")),
-    optimStep: now(submitOptimStep),
-    saveWeightsForSampler: now(submitPublish),
+    forwardBackward: awaitingEach(submit.forwardBackward),
+    forward: awaitingEach(submitPass(ops, "forward")),
+    optimStep: awaitingEach(submitOptimStep),
+    saveWeightsForSampler: awaitingEach(submitPublish),
     saveState: Effect.fn("Loops.Trainer.saveState")(function* (name: string) {
       return { path: (yield* save("save_state", name)).path }
     }),

@@ -130,6 +130,15 @@ describe("--backend loops over the Loops data plane", () => {
       assert.isTrue(fake.log.filter((e) => e.kind === "trainer" || e.kind === "sampler").every((e) => e.headers.includes(`Api-Key ${KEY}`)))
     }).pipe(Effect.scoped), 60_000)
 
+  it.live("a training operation the trainer refuses (its first publication) fails the run after it was created, and the run is deactivated once", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ fault: ({ kind, method, path }) => (kind === "trainer" && method === "POST" && path.endsWith("/save_weights_for_sampler") ? { status: 422, body: { detail: "refused by the test" } } : undefined) })
+      const exit = yield* Effect.exit(train(fake, runDir(), 1))
+      assert.isTrue(exit._tag === "Failure")
+      const [run] = [...fake.runs.values()]
+      assert.strictEqual(fake.deactivations(run!.id), 1)
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("an operation the trainer lost (404 on its poll) is submitted again under the same key and runs once", () =>
     Effect.gen(function* () {
       let polls = 0
