@@ -32,6 +32,10 @@ export const EnvStat = {
   toolCalls: "tool_calls",
   toolErrors: "tool_errors",
   parseErrors: "parse_errors",
+  /** agent envs: tokens per episode that re-tokenizing the agent's messages would have changed */
+  agentDiverged: "agent/diverged_tokens",
+  /** agent envs: replies per episode the agent re-sent changed past recognizing */
+  agentRewritten: "agent/rewritten",
 } as const
 
 /** The prefix of the fraction of episodes that ended for a stop reason (`stop/<reason>`). @since 0.1.0 @category keys */

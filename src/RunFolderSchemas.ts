@@ -125,6 +125,8 @@ export const sampleFields = {
   notes: Schema.optional(Schema.Record(Schema.String, Schema.Array(Schema.String))),
   turns: Schema.optional(Schema.Array(TurnRow)),
   episodeStop: Schema.optional(Schema.String),
+  /** an agent env's episode: completions asked for, tokens re-tokenizing its messages would have changed, replies re-sent changed past recognizing */
+  agent: Schema.optional(Schema.Struct({ requests: Schema.Int, diverged: Schema.Int, rewritten: Schema.Int })),
 } as const
 
 const { env, group, key, sample, ...sampleRest } = sampleFields

@@ -29,6 +29,15 @@ export interface TokenizerShape {
    * `<tool_call>` JSON, as Qwen3's); absent for models without one (gyre's char model)
    */
   readonly toolCalls?: "hermes" | undefined
+  /**
+   * the chat template itself, on OpenAI-style messages (tool calls, tool results) and
+   * tools: what the agent endpoint renders requests with; absent for models without a
+   * template (gyre's char models, which the endpoint writes in their own layout)
+   */
+  readonly renderChat?: ((
+    messages: ReadonlyArray<Readonly<Record<string, unknown>>>,
+    options: { readonly tools?: ReadonlyArray<unknown>; readonly addGenerationPrompt: boolean },
+  ) => Effect.Effect<string, TokenizeError>) | undefined
 }
 
 /** A chat message. @since 0.1.0 @category models */

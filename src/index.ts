@@ -3,6 +3,8 @@
  *
  * @since 0.1.0
  */
+/** Agent envs: an async function (AI SDK, openai, any OpenAI-compatible client) played against the run's endpoint. */
+export * as Agent from "./Agent.ts"
 /** Advantage normalization: group std with a zero-std guard, mean only, batch std, none. */
 export * as Advantage from "./Advantage.ts"
 /** The wire contract's Schemas: ModelInput, TensorData, Datum, SamplingParams, AdamParams, results. */

@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Layer, Schema } from "effect"
+import type { Agent } from "../Agent.ts"
 import type { SamplingParams } from "../Contract.ts"
 import { type Episode, isEpisode } from "../Episode.ts"
 import { isReward, type Reward } from "../Reward.ts"
@@ -59,6 +60,11 @@ export interface EnvFields<P, R = never> {
    * env is single-turn: one completion, then the reward
    */
   readonly episode?: Episode<P, any, R>
+  /**
+   * an agent env's agent (made by `Agent.env`): the function that plays each episode
+   * against the run's OpenAI-compatible endpoint, instead of an `episode`
+   */
+  readonly agent?: Agent<P>
   /**
    * the embedded base model folder this env is made for (e.g. a model pretrained on its
    * format); the embedded backend uses it unless `--model` says otherwise
@@ -155,6 +161,8 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
   if (!isReward(spec.reward)) fail("reward must be a Reward (Reward.make, Reward.weighted, ...)")
   if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
+  if (spec.agent !== undefined && spec.episode !== undefined) fail("give an episode or an agent (Agent.env), not both")
+  if (spec.agent !== undefined && typeof spec.agent.run !== "function") fail("agent must be made by Agent.env")
   if (spec.answer !== undefined && typeof spec.answer !== "function") fail("answer must be a function from a completion and its problem to the answer it gives")
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")

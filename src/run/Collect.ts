@@ -12,6 +12,7 @@ import { encodePrompt, type Prompt, Tokenizer } from "../Tokenizer.ts"
 import type { Trainer } from "../Trainer.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
+import { playAgents } from "./AgentRollout.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -54,7 +55,7 @@ export const sampleRows = (g: Group) =>
       // each component that failed (any weight) with its message, and what a reward noted (a judge's replies)
       ...(score.failed !== undefined ? { failed: score.failed } : {}),
       ...(score.notes !== undefined ? { notes: score.notes } : {}),
-      ...(g.task.envDef.episode !== undefined ? episodeRow(at(g.episodes, si, `group ${g.index}: episode of sample`)) : {}),
+      ...(g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined ? episodeRow(at(g.episodes, si, `group ${g.index}: episode of sample`)) : {}),
     }
   })
 
@@ -70,6 +71,7 @@ const episodeRow = (e: EpisodeRecord) => ({
     ...(t.toolResult !== undefined ? { toolResult: t.toolResult } : {}),
   })),
   episodeStop: e.stop,
+  ...(e.agent !== undefined ? { agent: e.agent } : {}),
 })
 
 /** One step's groups. @since 0.1.0 @category models */
@@ -130,9 +132,6 @@ export const sampleGroup = Effect.fnUntraced(function* (
   const tokenizer = yield* Tokenizer
   const env = task.envDef
   const prompt = env.prompt(task.problem)
-  const promptTokens = yield* encodePrompt(tokenizer, prompt).pipe(
-    Effect.mapError((e) => new RunError({ reason: "Env", step, message: `${env.name}: cannot encode the prompt of ${task.key}: ${e.message}` })),
-  )
   const sampling: SamplingParams = {
     ...settings.sampling,
     ...env.sampling,
@@ -140,27 +139,23 @@ export const sampleGroup = Effect.fnUntraced(function* (
     ...(options.temperature !== undefined ? { temperature: options.temperature } : {}),
     seed: Env.hash32(`${settings.seed}/${options.split}/${step}/${g}`),
   }
-  const played = yield* playGroup({
-    env,
-    task,
-    promptTokens,
-    sampling,
-    numSamples: options.numSamples,
-    affinityKey: `${runId}/${options.split}/${step}/${g}`,
-    version,
-    step,
-  })
+  const game = { env, task, sampling, numSamples: options.numSamples, affinityKey: `${runId}/${options.split}/${step}/${g}`, version, step }
+  // an agent env's prompt is whatever its agent sends: the first request's tokens stand for it
+  const promptTokens = env.agent !== undefined ? [] : yield* encodePrompt(tokenizer, prompt).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Env", step, message: `${env.name}: cannot encode the prompt of ${task.key}: ${e.message}` })),
+  )
+  const played = env.agent !== undefined ? yield* playAgents(game) : yield* playGroup({ ...game, promptTokens })
   const rollouts = played.episodes.map((e, i): Reward.Rollout<unknown> => {
-    const last = at(e.turns, e.turns.length - 1, `episode ${i}: turn`)
+    const last = e.turns.at(-1)
     return {
       problem: task.problem,
       prompt,
-      completion: last.text,
-      tokens: last.sampled,
-      stopReason: last.stopReason,
+      completion: e.output ?? last?.text ?? "",
+      tokens: last?.sampled ?? [],
+      stopReason: last?.stopReason ?? "stop",
       index: i,
       groupSize: played.episodes.length,
-      ...(env.episode !== undefined ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
+      ...(env.episode !== undefined || env.agent !== undefined ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
     }
   })
   const scores = yield* Reward.evaluate(env.reward, rollouts).pipe(
@@ -175,7 +170,7 @@ export const sampleGroup = Effect.fnUntraced(function* (
   return {
     task,
     index: g,
-    promptTokens,
+    promptTokens: env.agent !== undefined ? [...(played.episodes[0]?.turns[0]?.input ?? [])] : promptTokens,
     prompt,
     version: played.version,
     rollouts,

@@ -96,7 +96,7 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
       if (m !== undefined) out[key(name)] = m
     }
     out[key(K.EnvStat.fracMasked)] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
-    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
+    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
   }
   // failures of a reward component, at any weight (0 included): only where there were some
   for (const [name, n] of Object.entries(failureCounts(groups.flatMap((g) => g.scores)))) {
@@ -112,8 +112,9 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
 }
 
 /**
- * Per-episode means of turns, tool calls, tool errors and parse errors, and the fraction
- * of episodes that ended for each stop reason (`stop/<reason>`), for multi-turn envs.
+ * Per-episode means of turns, tool calls, tool errors and parse errors (and, for agent
+ * envs, of diverged tokens and rewritten replies), and the fraction of episodes that ended
+ * for each stop reason (`stop/<reason>`), for multi-turn and agent envs.
  * @since 0.1.0 @category evaluation
  */
 export const episodeMetrics = (episodes: ReadonlyArray<EpisodeRecord>, prefix: string): Metrics.MetricRecord => {
@@ -125,6 +126,12 @@ export const episodeMetrics = (episodes: ReadonlyArray<EpisodeRecord>, prefix: s
     [`${prefix}${K.EnvStat.toolCalls}`]: sum((e) => e.toolCalls) / n,
     [`${prefix}${K.EnvStat.toolErrors}`]: sum((e) => e.toolErrors) / n,
     [`${prefix}${K.EnvStat.parseErrors}`]: sum((e) => e.parseErrors) / n,
+  }
+  // agent envs: how far the agent's messages drift from what the policy wrote
+  const agents = episodes.flatMap((e) => (e.agent !== undefined ? [e.agent] : []))
+  if (agents.length > 0) {
+    out[`${prefix}${K.EnvStat.agentDiverged}`] = agents.reduce((s, a) => s + a.diverged, 0) / agents.length
+    out[`${prefix}${K.EnvStat.agentRewritten}`] = agents.reduce((s, a) => s + a.rewritten, 0) / agents.length
   }
   for (const e of episodes) {
     const stop = `${prefix}${K.STOP_PREFIX}${e.stop}`

@@ -44,6 +44,10 @@ export interface EpisodeRecord {
   version: number
   /** the env's infrastructure failed (`EpisodeError` with `infra`): the episode is masked, never scored */
   infra?: { readonly reason: string; readonly source: string | undefined }
+  /** an agent env's episode: what the agent returned (the completion the reward scores) */
+  output?: string
+  /** an agent env's episode: completions asked for, tokens re-tokenizing would have changed, replies re-sent changed past recognizing */
+  agent?: { readonly requests: number; readonly diverged: number; readonly rewritten: number }
 }
 
 /** The model's context length, for the stop reason `context_overflow` (the runner provides it). @since 0.1.0 @category services */

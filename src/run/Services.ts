@@ -5,13 +5,25 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, type Scope } from "effect"
+import * as AgentEndpoint from "../agent/Endpoint.ts"
 import * as Env from "../Env.ts"
 import { Sampler } from "../Sampler.ts"
 import { Tokenizer } from "../Tokenizer.ts"
 import { RunError } from "./Settings.ts"
 
-/** Builds the services layers of the envs of `source` in the current scope, with the run's own sampler and tokenizer. @since 0.1.0 @category constructors */
+/** Builds the services layers of the envs of `source` in the current scope, with the run's own sampler and tokenizer, and the agent endpoint when an env is an agent env. @since 0.1.0 @category constructors */
 export const buildServices = Effect.fnUntraced(function* (source: Env.AnyEnv | Env.Mixture) {
+  const envs = yield* envServices(source)
+  // agent envs call the run's OpenAI-compatible endpoint: one for the run, closed with it
+  if (!Env.members(source).some(([env]) => env.agent !== undefined)) return envs
+  const endpoint = yield* AgentEndpoint.make().pipe(
+    Effect.mapError((e) => new RunError({ reason: "Env", message: `cannot start the agent endpoint: ${e.message}` })),
+  )
+  return Context.add(envs, AgentEndpoint.Endpoint, endpoint)
+})
+
+/** The envs' own services layers, built. */
+const envServices = Effect.fnUntraced(function* (source: Env.AnyEnv | Env.Mixture) {
   const withServices = Env.members(source).flatMap(([env]) => (env.services !== undefined ? [{ env, layer: env.services }] : []))
   const [first, ...rest] = withServices
   if (first === undefined) return Context.empty() as Context.Context<never>

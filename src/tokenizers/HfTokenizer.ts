@@ -156,14 +156,19 @@ interface ChatRendering {
   readonly bosText: string | undefined
 }
 
-/** Renders chat messages with the template, without the BOS text that `encodePrompt` prepends as an id. */
-const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering) => (messages: ReadonlyArray<Message>) =>
+/** Renders messages (and tools) with the template, without the BOS text that `encodePrompt` prepends as an id. */
+const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering) =>
+(
+  messages: ReadonlyArray<Readonly<Record<string, unknown>>>,
+  options: { readonly tools?: ReadonlyArray<unknown>; readonly addGenerationPrompt: boolean } = { addGenerationPrompt: true },
+) =>
   Effect.gen(function* () {
     if (template === undefined) {
       return yield* new TokenizeError({ message: `${dir} has no chat template; give the prompt as text` })
     }
+    const tools = options.tools !== undefined && options.tools.length > 0 ? { tools: options.tools } : {}
     const text = yield* Effect.try({
-      try: () => template.render({ messages: messages.map((m) => ({ role: m.role, content: m.content })), add_generation_prompt: true, ...specials }),
+      try: () => template.render({ messages: messages as Array<Record<string, unknown>>, add_generation_prompt: options.addGenerationPrompt, ...tools, ...specials }),
       catch: (e) => new TokenizeError({ message: `the chat template failed: ${errorText(e)}` }),
     })
     // encodePrompt prepends the BOS id itself
@@ -202,7 +207,8 @@ export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (d
     eos,
     encode,
     decode: (tokens) => tokenizer.decode([...tokens], { skip_special_tokens: true }),
-    renderPrompt: (prompt: Prompt) => (typeof prompt === "string" ? Effect.succeed(prompt) : renderChat(prompt)),
+    renderPrompt: (prompt: Prompt) => (typeof prompt === "string" ? Effect.succeed(prompt) : renderChat(prompt.map((m: Message) => ({ role: m.role, content: m.content })))),
+    ...(chat.template !== undefined ? { renderChat } : {}),
     // a template that renders `<tool_call>` blocks: tool episodes use that format (Tool.hermes)
     ...(chat.text?.includes("<tool_call>") ? { toolCalls: "hermes" as const } : {}),
   } satisfies TokenizerShape

@@ -1,0 +1,101 @@
+/**
+ * Agent envs: train the agent you already have. An agent env's episode is an async
+ * function (an AI SDK `generateText` loop, an `openai` client loop, any OpenAI-compatible
+ * client) given the run's endpoint: its base URL, a key made for this episode and the
+ * model name. Every completion it asks for is sampled from the policy and recorded as
+ * tokens; what the function returns is the completion the env's reward scores, with the
+ * episode's turns (what the policy wrote, and what the agent sent between) as `turns`.
+ *
+ * - The Datums are built from the recorded tokens, never by re-tokenizing the agent's
+ *   messages (see `agent/Transcript.ts`).
+ * - An agent that throws is masked (stop reason `infra_failed`, its message kept in
+ *   `rollouts.jsonl`): catch what the policy caused and return what the reward should see.
+ * - An agent that never called the endpoint is masked too: it has no tokens to train.
+ * - `limits.timeout` aborts the function's `signal`; `limits.maxTurns` caps its completions
+ *   (the next request is refused with code `max_turns`, and the episode is scored as it stands).
+ *
+ * @example
+ * export default Agent.env({
+ *   name: "calculator-agent", problem: Problem, source,
+ *   run: async ({ problem, baseURL, apiKey, model, signal }) => {
+ *     const provider = createOpenAICompatible({ name: "gyre", baseURL, apiKey })
+ *     const { text } = await generateText({ model: provider(model), prompt: question(problem), tools, abortSignal: signal })
+ *     return text
+ *   },
+ *   reward: correct,
+ * })
+ * @since 0.1.0
+ */
+import type { Duration } from "effect"
+import type { EnvInput, Env } from "./env/Definition.ts"
+import { make as makeEnv } from "./env/Definition.ts"
+import type { Prompt } from "./Tokenizer.ts"
+
+/** What an agent's episode is given. @since 0.1.0 @category models */
+export interface AgentContext<P> {
+  readonly problem: P
+  /** the run's OpenAI-compatible endpoint, ending in `/v1` */
+  readonly baseURL: string
+  /** this episode's key: send it as the API key (`Authorization: Bearer <key>`) */
+  readonly apiKey: string
+  /** the model name to ask for */
+  readonly model: string
+  /** aborted when the episode's time is up or the run stops: pass it to the client */
+  readonly signal: AbortSignal
+  /** the episode's index in its group (0 .. groupSize - 1) */
+  readonly index: number
+}
+
+/** Limits on one agent episode. @since 0.1.0 @category models */
+export interface Limits {
+  /** completions the agent may ask for (default 8) */
+  readonly maxTurns: number
+  /** wall-clock budget of the whole episode (default 5 minutes) */
+  readonly timeout: Duration.Input
+}
+
+/** @since 0.1.0 @category constants */
+export const DEFAULT_LIMITS: Limits = { maxTurns: 8, timeout: "5 minutes" }
+
+/** An env's agent: the function that plays an episode, and its limits. @since 0.1.0 @category models */
+export interface Agent<P> {
+  readonly run: (context: AgentContext<P>) => unknown
+  readonly limits: Limits
+}
+
+/**
+ * What `Agent.env` reads: an env definition without `episode` (the agent is the episode),
+ * whose `prompt` is optional (shown in `rollouts.jsonl`; default the problem as JSON).
+ * @since 0.1.0 @category models
+ */
+export type AgentEnvInput<P, RR, ROut> = Omit<EnvInput<P, RR, never, ROut>, "prompt" | "episode"> & {
+  /** plays one episode; what it returns (text, or a value written as JSON) is the completion the reward scores */
+  readonly run: (context: AgentContext<P>) => unknown
+  readonly limits?: Partial<Limits>
+  readonly prompt?: (problem: P) => Prompt
+}
+
+/**
+ * Defines an agent env (see the module's comment). Checks the definition at once, as
+ * `Env.make` does.
+ * @since 0.1.0 @category constructors
+ */
+export const env = <P, RR = never, ROut = never>(spec: AgentEnvInput<P, RR, ROut>): Env<P> => {
+  if (typeof spec.run !== "function") throw new TypeError(`Agent.env(${JSON.stringify(spec.name)}): run must be an async function from the episode's context to what the reward scores`)
+  const limits = { ...DEFAULT_LIMITS, ...spec.limits }
+  if (!Number.isInteger(limits.maxTurns) || limits.maxTurns < 1) throw new TypeError(`Agent.env(${JSON.stringify(spec.name)}): limits.maxTurns must be a positive integer, got ${limits.maxTurns}`)
+  const { run, limits: _limits, ...rest } = spec
+  const agent: Agent<P> = { run, limits }
+  return makeEnv({ prompt: (p: P) => JSON.stringify(p), ...rest, agent } as never)
+}
+
+/** What the reward scores of an agent's result: text as it is, anything else as JSON. @since 0.1.0 @category combinators */
+export const outputText = (value: unknown): string => {
+  if (typeof value === "string") return value
+  if (value === undefined || value === null) return ""
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * How the agent endpoint writes a conversation for the run's model and reads the model's
+ * turn back as an assistant message:
+ *
+ * - `template`: a tokenizer with a chat template (Qwen3's, from `--tokenizer`) renders the
+ *   messages and the tools itself; tool calls come back in the format the template renders
+ *   (`hermes`: `<tool_call>{"name": ..., "arguments": ...}</tool_call>`).
+ * - `brackets`: gyre's character-level models, which have no template. System and user
+ *   messages are joined by newlines, an assistant turn is its text and then its tool call
+ *   as `[args]` (or `[name args]` when several tools are offered), a tool's result is
+ *   `=<result>;`, and nothing marks where the model's turn starts: the layout the native
+ *   tool envs (`Tool.brackets`) train. The tools' descriptions are not shown to the model.
+ *
+ * A call's argument text becomes the tool's arguments: JSON text when it parses to an
+ * object, else the value of the tool's one parameter (`{"expression": "47+38"}` for a tool
+ * whose parameters have the one property `expression`).
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import { TokenizeError, type TokenizerShape } from "../Tokenizer.ts"
+import * as Syntax from "../tool/Syntax.ts"
+import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"
+
+/** An assistant turn read from the model's text. @since 0.1.0 @category models */
+export interface Reply {
+  readonly content: string
+  readonly toolCalls: ReadonlyArray<{ readonly name: string; readonly arguments: string }>
+}
+
+/** @since 0.1.0 @category models */
+export interface ChatFormat {
+  readonly name: "template" | "brackets"
+  /** the conversation as text, up to where the model's next turn starts (no BOS) */
+  readonly render: (messages: ReadonlyArray<ChatMessage>, tools: ReadonlyArray<FunctionTool>) => Effect.Effect<string, TokenizeError>
+  /** the model's turn (decoded, without its end-of-sequence token) as an assistant message */
+  readonly parse: (text: string, tools: ReadonlyArray<FunctionTool>) => Reply
+  /** strings that end a turn holding a tool call, when tools are offered */
+  readonly stop: ReadonlyArray<string>
+}
+
+/** The tool's parameters' property names. */
+const properties = (tool: FunctionTool): Array<string> => {
+  const props = tool.function.parameters?.["properties"]
+  return typeof props === "object" && props !== null ? Object.keys(props) : []
+}
+
+/** A call's argument text as the tool's arguments: a JSON object, else the value of its one parameter; else the text (malformed). */
+const argumentsOf = (tool: FunctionTool, text: string): unknown => {
+  try {
+    const parsed: unknown = JSON.parse(text)
+    if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed
+  } catch {
+    // not JSON: the value of the one parameter
+  }
+  const props = properties(tool)
+  if (props.length !== 1) return text
+  const type = ((tool.function.parameters?.["properties"] as Record<string, { type?: unknown }>)[props[0]!])?.type
+  const value = type === "number" || type === "integer" ? Number(text) : text
+  return { [props[0]!]: value }
+}
+
+const callables = (tools: ReadonlyArray<FunctionTool>): Array<Syntax.Callable> =>
+  tools.map((t) => ({ name: t.function.name, parseArgs: (text: string) => argumentsOf(t, text) }))
+
+/** The model's text as a reply: a call the syntax finds (with object arguments) and the text before it, else all text as content. */
+const parseWith = (syntax: Syntax.Syntax, open: string) => (text: string, tools: ReadonlyArray<FunctionTool>): Reply => {
+  if (tools.length === 0) return { content: text, toolCalls: [] }
+  const found = syntax.find(text, callables(tools))
+  if (found._tag !== "Call" || typeof found.args !== "object" || found.args === null) return { content: text, toolCalls: [] }
+  return { content: text.slice(0, Math.max(0, text.indexOf(open))).trim(), toolCalls: [{ name: found.tool, arguments: JSON.stringify(found.args) }] }
+}
+
+/** A bracket call's argument text: the one parameter's value, else the arguments as JSON. */
+const bracketArgs = (argsJson: string): string => {
+  try {
+    const args = JSON.parse(argsJson) as unknown
+    if (typeof args === "object" && args !== null) {
+      const values = Object.values(args)
+      if (values.length === 1 && (typeof values[0] === "string" || typeof values[0] === "number")) return String(values[0])
+    }
+  } catch {
+    // arguments that are not JSON are written as they came
+  }
+  return argsJson
+}
+
+/** The char models' layout (see the module's comment). */
+const renderBrackets = (messages: ReadonlyArray<ChatMessage>, tools: ReadonlyArray<FunctionTool>): string => {
+  let out = ""
+  for (const m of messages) {
+    if (m.role === "assistant") {
+      out += textOf(m.content)
+      for (const c of m.tool_calls ?? []) out += tools.length === 1 ? `[${bracketArgs(c.function.arguments)}]` : `[${c.function.name} ${bracketArgs(c.function.arguments)}]`
+    } else if (m.role === "tool") out += `=${textOf(m.content)};`
+    else out += (out === "" ? "" : "\n") + textOf(m.content)
+  }
+  return out
+}
+
+/** @since 0.1.0 @category constructors */
+export const brackets: ChatFormat = {
+  name: "brackets",
+  render: (messages, tools) => Effect.succeed(renderBrackets(messages, tools)),
+  parse: parseWith(Syntax.brackets, "["),
+  stop: Syntax.brackets.stop,
+}
+
+/** Messages as the chat template reads them: call arguments as objects where they parse, `developer` as `system`. */
+const templateMessages = (messages: ReadonlyArray<ChatMessage>) =>
+  messages.map((m) => {
+    if (m.role === "developer") return { role: "system", content: textOf(m.content) }
+    if (m.role !== "assistant") return { ...m, content: textOf(m.content) }
+    const toolCalls = (m.tool_calls ?? []).map((c) => {
+      let args: unknown = c.function.arguments
+      try {
+        args = JSON.parse(c.function.arguments)
+      } catch {
+        // the template writes text arguments as they are
+      }
+      return { id: c.id, type: "function", function: { name: c.function.name, arguments: args } }
+    })
+    return { role: "assistant", content: textOf(m.content), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) }
+  })
+
+/** The template format of a tokenizer whose chat template renders tools (`hermes`). @since 0.1.0 @category constructors */
+export const template = (tokenizer: TokenizerShape): ChatFormat => ({
+  name: "template",
+  render: (messages, tools) => {
+    if (tokenizer.renderChat === undefined) return Effect.fail(new TokenizeError({ message: `the tokenizer ${tokenizer.name} has no chat template` }))
+    if (tools.length > 0 && tokenizer.toolCalls !== "hermes") {
+      return Effect.fail(new TokenizeError({ message: `the chat template of ${tokenizer.name} renders no tools: send the request without tools` }))
+    }
+    return tokenizer.renderChat(templateMessages(messages), { tools, addGenerationPrompt: true })
+  },
+  parse: parseWith(Syntax.hermes, "<tool_call>"),
+  stop: Syntax.hermes.stop,
+})
+
+/** The format for the run's tokenizer: its chat template when it has one, else brackets. @since 0.1.0 @category constructors */
+export const forTokenizer = (tokenizer: TokenizerShape): ChatFormat => (tokenizer.renderChat !== undefined ? template(tokenizer) : brackets)

@@ -1,0 +1,136 @@
+/**
+ * One agent episode's record: every completion the endpoint sampled for it, as tokens,
+ * and how a new request's messages become the tokens the model sees.
+ *
+ * A request that re-sends an earlier reply (the conversation so far, then the assistant
+ * message the endpoint returned, then tool results or the user's next words) is not
+ * re-tokenized: its input is that completion's input and sampled tokens, exactly as the
+ * policy saw and wrote them, then only the new messages rendered and encoded. The reply
+ * is recognized by its position and its meaning: whitespace at its ends and the order of
+ * its call arguments' keys may change (agent frameworks re-serialize them). A request
+ * that matches no earlier completion is rendered whole.
+ *
+ * What re-tokenizing the whole text would have given is still computed, and the tokens
+ * it would have changed are counted (`diverged`), so a run shows how far its agent's
+ * messages drift from what the policy wrote.
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import type { TokenizeError, TokenizerShape } from "../Tokenizer.ts"
+import type { ChatFormat, Reply } from "./ChatFormat.ts"
+import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"
+
+/** One sampled completion of an episode. @since 0.1.0 @category models */
+export interface Completion {
+  readonly input: ReadonlyArray<number>
+  readonly sampled: ReadonlyArray<number>
+  readonly logprobs: ReadonlyArray<number>
+  readonly stopReason: "stop" | "length"
+  /** the decoded completion, without its end-of-sequence token */
+  readonly text: string
+  readonly version: number
+  /** the chat request's messages and the reply returned (absent for `/v1/completions`) */
+  readonly chat?: { readonly messages: ReadonlyArray<ChatMessage>; readonly reply: Reply } | undefined
+  /** tokens of its input that re-tokenizing the request's whole text would have changed */
+  readonly diverged: number
+}
+
+/** A request's input tokens and what building them found. @since 0.1.0 @category models */
+export interface Input {
+  readonly tokens: ReadonlyArray<number>
+  /** tokens re-tokenizing the whole text would have changed (0 when rendered whole) */
+  readonly diverged: number
+  /** the request re-sent an earlier reply so changed that it could not be recognized */
+  readonly rewritten: boolean
+}
+
+/** Marks where the re-sent reply was in a rendered conversation: what follows it is new. */
+const MARK = "\u0000gyre-reply\u0000"
+
+/** Keys sorted at every depth, so that reordered JSON compares equal. */
+const canonical = (value: unknown): unknown =>
+  Array.isArray(value) ? value.map(canonical)
+  : typeof value === "object" && value !== null ? Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]))
+  : value
+
+const argumentsKey = (text: string): unknown => {
+  try {
+    return canonical(JSON.parse(text))
+  } catch {
+    return text.trim()
+  }
+}
+
+/** A message's meaning: role, content with its ends trimmed, calls with canonical arguments (their ids left out). */
+const meaning = (m: ChatMessage): string =>
+  JSON.stringify({
+    role: m.role,
+    content: textOf(m.content).trim(),
+    calls: m.role === "assistant" ? (m.tool_calls ?? []).map((c) => [c.function.name, argumentsKey(c.function.arguments)]) : [],
+    id: m.role === "tool" ? m.tool_call_id : undefined,
+  })
+
+const replyMeaning = (reply: Reply): string =>
+  meaning({ role: "assistant", content: reply.content, tool_calls: reply.toolCalls.map((c, i) => ({ id: String(i), function: c })) })
+
+/** The latest completion whose request is this one's start and whose reply comes next in it. */
+const anchorOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) => {
+  let best: { readonly completion: Completion; readonly at: number } | undefined
+  for (const completion of completions) {
+    const chat = completion.chat
+    if (chat === undefined) continue
+    const at = chat.messages.length
+    const next = messages[at]
+    if (next?.role !== "assistant" || (best !== undefined && best.at > at)) continue
+    if (meaning(next) !== replyMeaning(chat.reply)) continue
+    if (chat.messages.every((m, i) => meaning(m) === meaning(messages[i]!))) best = { completion, at }
+  }
+  return best
+}
+
+/** Tokens in the window where two sequences differ (after their common start, before their common end). */
+export const differing = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => {
+  let start = 0
+  while (start < a.length && start < b.length && a[start] === b[start]) start++
+  let end = 0
+  while (end < a.length - start && end < b.length - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end++
+  return Math.max(a.length, b.length) - start - end
+}
+
+/** Whether an earlier request's messages are this one's start, but the reply it got was changed past recognizing. */
+const wasRewritten = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) =>
+  completions.some((c) => c.chat !== undefined && messages[c.chat.messages.length]?.role === "assistant" && c.chat.messages.every((m, i) => messages[i] !== undefined && meaning(m) === meaning(messages[i]!)))
+
+/**
+ * The tokens the model sees for a chat request: an earlier completion's tokens and the
+ * new messages after it, or the whole conversation rendered (see the module's comment).
+ * @since 0.1.0 @category combinators
+ */
+export const inputFor = Effect.fnUntraced(function* (
+  format: ChatFormat,
+  tokenizer: TokenizerShape,
+  completions: ReadonlyArray<Completion>,
+  messages: ReadonlyArray<ChatMessage>,
+  tools: ReadonlyArray<FunctionTool>,
+) {
+  const bos = tokenizer.bos === undefined ? [] : [tokenizer.bos]
+  const whole: ReadonlyArray<number> = [...bos, ...(yield* tokenizer.encode(yield* format.render(messages, tools)))]
+  const anchor = anchorOf(completions, messages)
+  if (anchor === undefined) return { tokens: whole, diverged: 0, rewritten: wasRewritten(completions, messages) } satisfies Input
+  const marked = yield* format.render([...messages.slice(0, anchor.at), { role: "assistant", content: MARK }, ...messages.slice(anchor.at + 1)], tools)
+  const cut = marked.indexOf(MARK)
+  if (cut < 0) return { tokens: whole, diverged: 0, rewritten: false } satisfies Input
+  let after = yield* tokenizer.encode(marked.slice(cut + MARK.length))
+  const { completion } = anchor
+  // the template closes the turn with the end-of-sequence token the sample already ends with
+  if (completion.sampled.at(-1) === tokenizer.eos && after[0] === tokenizer.eos) after = after.slice(1)
+  const tokens = [...completion.input, ...completion.sampled, ...after]
+  return { tokens, diverged: differing(tokens, whole), rewritten: false } satisfies Input
+}) as (
+  format: ChatFormat,
+  tokenizer: TokenizerShape,
+  completions: ReadonlyArray<Completion>,
+  messages: ReadonlyArray<ChatMessage>,
+  tools: ReadonlyArray<FunctionTool>,
+) => Effect.Effect<Input, TokenizeError>
