@@ -26,10 +26,12 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Exit, Schema, type Scope, Semaphore } from "effect"
+import { Cause, Duration, Effect, Exit, Result, Schema, type Scope, Semaphore } from "effect"
 import * as Episode from "./Episode.ts"
 import { InfraFault } from "./reward/Failures.ts"
 import { describeValue } from "./reward/Leaf.ts"
+import * as Foreign from "./tool/Foreign.ts"
+import * as InputSchema from "./tool/InputSchema.ts"
 import { cut, DEFAULT_MAX_RESULT_CHARS, show } from "./tool/Result.ts"
 import { brackets, hermes, messageOf, type Syntax } from "./tool/Syntax.ts"
 
@@ -230,6 +232,60 @@ export const make = <A, O = unknown, R = never, P = unknown, S = undefined, RS =
     concurrency,
     maxResultChars,
   }
+}
+
+/**
+ * A tool from one written for another framework: a JSON Schema (an MCP tool's
+ * `inputSchema`, an OpenAI function's `parameters`), a zod 4 schema or the AI SDK's
+ * `jsonSchema(...)` (see `tool/Foreign.ts`), and a handler. The arguments are decoded from
+ * the JSON Schema; a schema that validates itself (zod) also runs, so the handler gets its
+ * output; a bracket call's words are read as `InputSchema.positional` reads them.
+ *
+ * @example
+ * const lookup = Tool.fromJsonSchema({
+ *   name: "lookup", description: "a word's definition",
+ *   inputSchema: { type: "object", properties: { word: { type: "string" } }, required: ["word"] },
+ *   execute: ({ word }) => dictionary[word] ?? "no such word",
+ * })
+ * @since 0.1.0 @category constructors
+ */
+export const fromJsonSchema = <O>(spec: {
+  readonly name: string
+  readonly description?: string | undefined
+  readonly inputSchema: unknown
+  readonly execute: (args: any, context: ToolContext<unknown, undefined>) => O | PromiseLike<O>
+  readonly timeout?: Duration.Input
+  readonly concurrency?: number
+}): AnyTool => {
+  const where = `Tool.fromJsonSchema(${JSON.stringify(spec.name)})`
+  const foreign = Foreign.read(spec.inputSchema, where)
+  const args = InputSchema.toSchema(foreign.jsonSchema)
+  if (Result.isFailure(args)) throw new TypeError(`${where}: its input schema is refused (${args.failure.keyword} at ${args.failure.at || "the root"}): ${args.failure.message}`)
+  const validate = foreign.validate
+  return make<unknown, unknown, never, unknown, undefined, never>({
+    name: spec.name,
+    description: spec.description ?? "",
+    args: args.success,
+    parseArgs: InputSchema.positional(foreign.jsonSchema),
+    run: (value, context) =>
+      validate === undefined ? fromResult<unknown, never>(spec.execute(value, context)) : validate(value).pipe(
+        Effect.flatMap((v) => ("issues" in v ? Effect.fail(new ToolFailure({ message: `invalid arguments: ${v.issues}` })) : fromResult(spec.execute(v.value, context)))),
+      ),
+    ...(spec.timeout !== undefined ? { timeout: spec.timeout } : {}),
+    ...(spec.concurrency !== undefined ? { concurrency: spec.concurrency } : {}),
+  })
+}
+
+/**
+ * A tool from an AI SDK `tool({ description, inputSchema, execute })`, so an agent's
+ * existing toolset can also run in a gyre `Episode` (`Tool.episode`). `execute` gets the
+ * arguments its schema outputs and `{ toolCallId, messages: [] }`.
+ * @since 0.1.0 @category constructors
+ */
+export const fromAiSdk = (name: string, tool: { readonly description?: string | undefined; readonly inputSchema: unknown; readonly execute?: ((args: any, options: any) => unknown) | undefined }): AnyTool => {
+  const execute = tool.execute
+  if (typeof execute !== "function") throw new TypeError(`Tool.fromAiSdk(${JSON.stringify(name)}): the tool has no execute (the client answers it): give one that runs the tool`)
+  return fromJsonSchema({ name, description: tool.description, inputSchema: tool.inputSchema, execute: (args, context) => execute(args, { toolCallId: `${name}-${context.turns.length}`, messages: [] }) as unknown })
 }
 
 const toFailure = (cause: Cause.Cause<unknown>): ToolFailure | InfraFault => {

@@ -11,14 +11,16 @@
  *   `=<result>;`, and nothing marks where the model's turn starts: the layout the native
  *   tool envs (`Tool.brackets`) train. The tools' descriptions are not shown to the model.
  *
- * A call's argument text becomes the tool's arguments: JSON text when it parses to an
- * object, else the value of the tool's one parameter (`{"expression": "47+38"}` for a tool
- * whose parameters have the one property `expression`).
+ * A bracket call's argument text becomes the tool's arguments as `InputSchema.positional`
+ * reads it (the MCP tools' bracket calls read theirs the same way): a JSON object as it is,
+ * else words given to the parameters in order, the last taking the rest
+ * (`{"expression": "47+38"}` for a tool whose one parameter is `expression`).
  *
  * @since 0.1.0
  */
 import { Effect } from "effect"
 import { TokenizeError, type TokenizerShape } from "../Tokenizer.ts"
+import * as InputSchema from "../tool/InputSchema.ts"
 import * as Syntax from "../tool/Syntax.ts"
 import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"
 
@@ -39,29 +41,8 @@ export interface ChatFormat {
   readonly stop: ReadonlyArray<string>
 }
 
-/** The tool's parameters' property names. */
-const properties = (tool: FunctionTool): Array<string> => {
-  const props = tool.function.parameters?.["properties"]
-  return typeof props === "object" && props !== null ? Object.keys(props) : []
-}
-
-/** A call's argument text as the tool's arguments: a JSON object, else the value of its one parameter; else the text (malformed). */
-const argumentsOf = (tool: FunctionTool, text: string): unknown => {
-  try {
-    const parsed: unknown = JSON.parse(text)
-    if (typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)) return parsed
-  } catch {
-    // not JSON: the value of the one parameter
-  }
-  const props = properties(tool)
-  if (props.length !== 1) return text
-  const type = ((tool.function.parameters?.["properties"] as Record<string, { type?: unknown }>)[props[0]!])?.type
-  const value = type === "number" || type === "integer" ? Number(text) : text
-  return { [props[0]!]: value }
-}
-
 const callables = (tools: ReadonlyArray<FunctionTool>): Array<Syntax.Callable> =>
-  tools.map((t) => ({ name: t.function.name, parseArgs: (text: string) => argumentsOf(t, text) }))
+  tools.map((t) => ({ name: t.function.name, parseArgs: InputSchema.positional(t.function.parameters ?? {}) }))
 
 /** The model's text as a reply: a call the syntax finds (with object arguments) and the text before it, else all text as content. */
 const parseWith = (syntax: Syntax.Syntax, open: string) => (text: string, tools: ReadonlyArray<FunctionTool>): Reply => {

@@ -13,7 +13,7 @@ export * as Server from "./Server.ts"
 /** One live connection to a server. */
 export * as Connection from "./Connection.ts"
 /** A tool's input JSON Schema -> a Schema decoder, and the bracket syntax's argument reader. */
-export * as InputSchema from "./InputSchema.ts"
+export * as InputSchema from "../tool/InputSchema.ts"
 /** An MCP tool result -> the observation. */
 export * as Content from "./Content.ts"
 /** The tool list in a call syntax (brackets, hermes). */

@@ -115,7 +115,7 @@ describe("agent endpoint", () => {
         version: 0,
         step: 0,
       }).pipe(Effect.provideService(ContextLength, tinyConfig.contextLength), Effect.provideService(Endpoint.Endpoint, endpoint))
-      assert.deepStrictEqual(episodes.map((e) => [e.turns.length, e.stop, e.agent?.requests]), Array.from({ length: 4 }, () => [2, "completed", 2]))
+      assert.deepStrictEqual(episodes.map((e): Array<unknown> => [e.turns.length, e.stop, e.agent?.requests]), Array.from({ length: 4 }, () => [2, "completed", 2]))
       for (const e of episodes) assert.strictEqual(e.turns[0]!.observation?.endsWith("=ok;"), true, JSON.stringify(e.turns))
       const data = episodes.flatMap((e) => Datum.episode(e.turns, 1))
       assert.strictEqual(data.length, 4, "each episode is one Datum")
