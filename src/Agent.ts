@@ -26,42 +26,13 @@
  * })
  * @since 0.1.0
  */
-import type { Duration } from "effect"
+import { type AgentContext, type Agent, DEFAULT_LIMITS, type Limits } from "./agent/Spec.ts"
 import type { EnvInput, Env } from "./env/Definition.ts"
 import { make as makeEnv } from "./env/Definition.ts"
 import type { Prompt } from "./Tokenizer.ts"
 
-/** What an agent's episode is given. @since 0.1.0 @category models */
-export interface AgentContext<P> {
-  readonly problem: P
-  /** the run's OpenAI-compatible endpoint, ending in `/v1` */
-  readonly baseURL: string
-  /** this episode's key: send it as the API key (`Authorization: Bearer <key>`) */
-  readonly apiKey: string
-  /** the model name to ask for */
-  readonly model: string
-  /** aborted when the episode's time is up or the run stops: pass it to the client */
-  readonly signal: AbortSignal
-  /** the episode's index in its group (0 .. groupSize - 1) */
-  readonly index: number
-}
-
-/** Limits on one agent episode. @since 0.1.0 @category models */
-export interface Limits {
-  /** completions the agent may ask for (default 8) */
-  readonly maxTurns: number
-  /** wall-clock budget of the whole episode (default 5 minutes) */
-  readonly timeout: Duration.Input
-}
-
-/** @since 0.1.0 @category constants */
-export const DEFAULT_LIMITS: Limits = { maxTurns: 8, timeout: "5 minutes" }
-
-/** An env's agent: the function that plays an episode, and its limits. @since 0.1.0 @category models */
-export interface Agent<P> {
-  readonly run: (context: AgentContext<P>) => unknown
-  readonly limits: Limits
-}
+export { DEFAULT_LIMITS } from "./agent/Spec.ts"
+export type { Agent, AgentContext, Limits } from "./agent/Spec.ts"
 
 /**
  * What `Agent.env` reads: an env definition without `episode` (the agent is the episode),

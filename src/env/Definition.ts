@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Layer, Schema } from "effect"
-import type { Agent } from "../Agent.ts"
+import type { Agent } from "../agent/Spec.ts"
 import type { SamplingParams } from "../Contract.ts"
 import { type Episode, isEpisode } from "../Episode.ts"
 import { isReward, type Reward } from "../Reward.ts"

@@ -7,7 +7,8 @@
  * @since 0.1.0
  */
 import { Effect, Exit, Option } from "effect"
-import { type Agent, outputText } from "../Agent.ts"
+import { outputText } from "../Agent.ts"
+import type { Agent } from "../agent/Spec.ts"
 import { Endpoint } from "../agent/Endpoint.ts"
 import type { Completion } from "../agent/Transcript.ts"
 import type { SamplingParams } from "../Contract.ts"
