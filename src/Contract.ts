@@ -55,7 +55,7 @@ export const Datum = Schema.Struct({
 export type Datum = typeof Datum.Type
 
 /** Built-in losses (formulas in README, "Losses"). @since 0.1.0 @category models */
-export const LossFn = Schema.Literals(["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "dppo"])
+export const LossFn = Schema.Literals(["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "dppo", "gspo"])
 export type LossFn = typeof LossFn.Type
 
 /** Loss settings; keys allowed per loss are checked by `src/Loss.ts`. @since 0.1.0 @category models */

@@ -17,6 +17,16 @@
  * | cispo | `-sg(clip(rho, lo, hi))·A·lp` | A != 0 |
  * | dro | `-(lp·A - beta/2·(lp - q)^2)` | A != 0 |
  * | dppo | `-rho·A` unless masked: A>0 and p-mu > delta_high, or A<0 and p-mu < -delta_low (p = exp(lp), mu = exp(q)) | A != 0 |
+ * | gspo | `-min(s·A, clip(s, lo, hi)·A)` at each active position of a datum, `s = exp(mean(lp - q))` over them | A != 0 |
+ *
+ * gspo (GSPO, sequence-level ratios) has one ratio per datum: the geometric mean of the
+ * token ratios over its active positions, clipped per sequence. Each of a datum's n active
+ * positions carries the sequence's loss, with derivative `-s·A` (the derivative of the
+ * datum's n copies); so `--aggregation sequence_mean` (a datum's tokens weighted 1/(S·n))
+ * trains exactly GSPO's objective, the mean over sequences of the clipped sequence term,
+ * and `token_mean` weights each sequence by its length. That holds for one advantage per
+ * datum, as the runner writes them; with advantages that vary by position, the gradient
+ * at a position is `-s·A` there (the paper's GSPO-token), not the derivative of the sum.
  *
  * The reported `loss` is the sum over active positions of the whole call divided by
  * their count (pooled token mean); `loss:sum` and `active_tokens` are reported too.
@@ -57,6 +67,11 @@ const CONFIG_SPECS = {
     delta_low: { default: 0.2, min: 0, max: 1, doc: "mask when A<0 and p - mu < -delta_low" },
     delta_high: { default: 0.2, min: 0, max: 1, doc: "mask when A>0 and p - mu > delta_high" },
   },
+  // the GSPO paper's clip range, (1 - 3e-4, 1 + 4e-4): sequence ratios stay near 1
+  gspo: {
+    clip_low_threshold: { default: 1 - 3e-4, min: 0, max: 1, doc: "lower bound of the sequence ratio clip" },
+    clip_high_threshold: { default: 1 + 4e-4, min: 1, max: Number.MAX_VALUE, doc: "upper bound of the sequence ratio clip" },
+  },
 } satisfies Record<LossFn, Record<string, ConfigKeySpec>>
 
 /**
@@ -88,6 +103,7 @@ export const LOSS_INPUTS: Record<LossFn, { readonly required: ReadonlyArray<stri
   cispo: { required: ["logprobs", "advantages"], optional: ["target_tokens"] },
   dro: { required: ["logprobs", "advantages"], optional: ["target_tokens"] },
   dppo: { required: ["logprobs", "advantages"], optional: ["target_tokens"] },
+  gspo: { required: ["logprobs", "advantages"], optional: ["target_tokens"] },
 }
 
 /** A validated config with every default filled in. @since 0.1.0 @category models */
@@ -127,7 +143,7 @@ export const resolveLoss = (
     out[key] = value
   }
   const resolved: ResolvedLoss = { lossFn, config: out }
-  if (lossFn === "ppo" || lossFn === "cispo") {
+  if (lossFn === "ppo" || lossFn === "cispo" || lossFn === "gspo") {
     if (param(resolved, "clip_low_threshold") > param(resolved, "clip_high_threshold")) {
       return { ok: false, message: `loss_fn_config.clip_low_threshold (${out["clip_low_threshold"]}) must not exceed clip_high_threshold (${out["clip_high_threshold"]})` }
     }
@@ -154,11 +170,40 @@ const param = (r: ResolvedLoss, key: string): number => {
 }
 
 /**
- * The loss at one active position and its derivative with respect to `lp`
- * (the sampler log-prob `q`, advantage `A` and weight `w` are constants).
+ * A sequence loss's view of its datum (gspo): the mean of `lp - q` over the datum's active
+ * positions, whose exponential is the sequence ratio.
+ * @since 0.1.0 @category models
+ */
+export interface Sequence {
+  readonly meanLogRatio: number
+}
+
+/** Whether a loss reads its datum's `Sequence` (gspo). @since 0.1.0 @category combinators */
+export const isSequenceLoss = (lossFn: LossFn): boolean => lossFn === "gspo"
+
+/**
+ * The `Sequence` of one datum: `lps` the learner log-probs, `q` the sampler's, `active`
+ * whether each position is active.
  * @since 0.1.0 @category combinators
  */
-export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: number): { readonly loss: number; readonly dlp: number } => {
+export const sequenceOf = (lps: ArrayLike<number>, q: ArrayLike<number> | undefined, active: (i: number) => boolean): Sequence => {
+  let sum = 0
+  let n = 0
+  for (let i = 1; i < lps.length; i++) {
+    if (!active(i)) continue
+    sum += lps[i]! - (q ? q[i]! : 0)
+    n++
+  }
+  return { meanLogRatio: n === 0 ? 0 : sum / n }
+}
+
+/**
+ * The loss at one active position and its derivative with respect to `lp`
+ * (the sampler log-prob `q`, advantage `A` and weight `w` are constants; a sequence loss
+ * also reads its datum's `sequence`).
+ * @since 0.1.0 @category combinators
+ */
+export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: number, sequence?: Sequence): { readonly loss: number; readonly dlp: number } => {
   switch (r.lossFn) {
     case "cross_entropy":
       return { loss: -w * lp, dlp: -w }
@@ -190,6 +235,14 @@ export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: 
       const masked = (A > 0 && delta > param(r, "delta_high")) || (A < 0 && delta < -param(r, "delta_low"))
       return masked ? { loss: 0, dlp: 0 } : { loss: -rho * A, dlp: -rho * A }
     }
+    case "gspo": {
+      if (sequence === undefined) throw new Error("gspo reads its datum's sequence ratio: pass sequenceOf(...) to tokenLoss")
+      const s = Math.exp(sequence.meanLogRatio)
+      const unclipped = s * A
+      const clipped = clamp(s, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
+      // each position carries the sequence's term; d(n copies)/dlp_t = n · (s/n) · A
+      return unclipped <= clipped ? { loss: -unclipped, dlp: -unclipped } : { loss: -clipped, dlp: 0 }
+    }
   }
 }
 
@@ -209,7 +262,7 @@ export const isActive = (lossFn: LossFn, position: number, target: number, weigh
  * @since 0.1.0 @category combinators
  */
 export const canClip = (r: ResolvedLoss): boolean =>
-  r.lossFn === "ppo" || r.lossFn === "cispo" || r.lossFn === "dppo" ||
+  r.lossFn === "ppo" || r.lossFn === "cispo" || r.lossFn === "dppo" || r.lossFn === "gspo" ||
   (r.lossFn === "importance_sampling" && (param(r, "tis_cap") < Number.MAX_VALUE || param(r, "mis_low") > 0 || param(r, "mis_high") < Number.MAX_VALUE))
 
 /**
@@ -217,8 +270,12 @@ export const canClip = (r: ResolvedLoss): boolean =>
  * of importance_sampling's off-policy correction is in effect: reported as `clip_fraction`.
  * @since 0.1.0 @category combinators
  */
-export const isClipped = (r: ResolvedLoss, lp: number, q: number, A: number): boolean => {
+export const isClipped = (r: ResolvedLoss, lp: number, q: number, A: number, sequence?: Sequence): boolean => {
   switch (r.lossFn) {
+    case "gspo": {
+      const s = Math.exp(sequence?.meanLogRatio ?? lp - q)
+      return s * A > clamp(s, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
+    }
     case "importance_sampling": {
       const rho = Math.exp(lp - q)
       return rho > param(r, "tis_cap") || rho < param(r, "mis_low") || rho > param(r, "mis_high")

@@ -9,7 +9,7 @@
  */
 import type { Datum, LossFnOutput, TopK } from "../../Contract.ts"
 import { modelInputTokens } from "../../Contract.ts"
-import { isActive, isClipped, type ResolvedLoss, tokenLoss } from "../../Loss.ts"
+import { isActive, isClipped, isSequenceLoss, type ResolvedLoss, sequenceOf, tokenLoss } from "../../Loss.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { rowLse } from "./LogSoftmax.ts"
 
@@ -101,6 +101,7 @@ export const evaluateChunk = (
   chunk.forEach((c, b) => {
     const Lb = c.tokens.length
     const lps = new Array<number>(Lb).fill(0)
+    const lses = new Float64Array(Lb)
     const topK: Array<TopK> = []
     // per-position inputs have Lb values (`prepare`); targets are in [0, V) (`checkData`) and
     // every logits row off .. off + V - 1 lies inside the chunk's B·L rows
@@ -108,14 +109,22 @@ export const evaluateChunk = (
       const tgt = c.target[i]!
       if (tgt === -100) continue
       const off = (b * L + i - 1) * V
-      const lse = rowLse(logits, off, V)
-      const lp = logits[off + tgt]! - lse
-      lps[i] = lp
+      lses[i] = rowLse(logits, off, V)
+      lps[i] = logits[off + tgt]! - lses[i]!
+    }
+    const active = (i: number) => isActive(loss.lossFn, i, c.target[i]!, c.weight ? c.weight[i]! : 1, c.adv ? c.adv[i]! : 0)
+    // a sequence loss (gspo) reads the whole datum's ratio before any of its positions
+    const sequence = isSequenceLoss(loss.lossFn) ? sequenceOf(lps, c.q, active) : undefined
+    for (let i = 1; i < Lb; i++) {
+      if (!active(i)) continue
+      const tgt = c.target[i]!
+      const off = (b * L + i - 1) * V
+      const lse = lses[i]!
+      const lp = lps[i]!
       const w = c.weight ? c.weight[i]! : 1
       const A = c.adv ? c.adv[i]! : 0
-      if (!isActive(loss.lossFn, i, tgt, w, A)) continue
       const q = c.q ? c.q[i]! : 0
-      const t = tokenLoss(loss, lp, q, A, w)
+      const t = tokenLoss(loss, lp, q, A, w, sequence)
       if (!Number.isFinite(t.loss) || !Number.isFinite(Math.fround(t.dlp / pool))) {
         throw new NonFiniteError(
           `data[${c.index}] position ${i}: the ${loss.lossFn} loss is ${t.loss} with gradient ${t.dlp / pool} ` +
@@ -123,7 +132,7 @@ export const evaluateChunk = (
         )
       }
       totals.lossSum += t.loss
-      if (isClipped(loss, lp, q, A)) totals.clipped++
+      if (isClipped(loss, lp, q, A, sequence)) totals.clipped++
       if (options.topK && options.topK > 0) topK.push(topKAt(logits, off, V, lse, options.topK, i))
       if (dlogits && t.dlp !== 0) {
         const coef = t.dlp / pool

@@ -28,10 +28,13 @@ describe("gradients", () => {
     it(`${name}: backprop matches central finite differences`, async () => {
       const { trainer, model } = await makeEngines({ randomB: true, seed: 11 })
       const rng = new Rng(5 + name.length)
-      const config: Record<string, number> = name === "dppo" ? { delta_low: 0.003, delta_high: 0.003 } : {}
+      // gspo: a clip wide open, so every sequence takes the unclipped branch the differences see
+      const config: Record<string, number> = name === "dppo" ? { delta_low: 0.003, delta_high: 0.003 } : name === "gspo" ? { clip_low_threshold: 0, clip_high_threshold: 100 } : {}
       const r = resolved(name, config)
       let data: Array<Datum> =
         name === "cross_entropy" ? [ceDatum(rng, 4, 6, { weights: true }), ceDatum(rng, 6, 3)] : [rlDatum(rng, 4, 6, { zeroSome: true }), rlDatum(rng, 6, 3)]
+      // gspo: one advantage per datum, as the runner writes them (with per-token advantages its gradient is GSPO-token's)
+      if (name === "gspo") data = data.map((d) => ({ ...d, lossFnInputs: { ...d.lossFnInputs, advantages: float32(d.lossFnInputs["advantages"]!.data.map((a) => (a === 0 ? 0 : 0.7))) } }))
       if (name !== "cross_entropy") {
         // sampler logprobs placed well away from every clip / mask boundary
         const lps = trainer.run(data, r, { backward: false }).lossFnOutputs.map((o) => o.logprobs)

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import * as fc from "fast-check"
 import { beforeAll } from "vitest"
 import { type Datum, float32, type LossFn } from "../../../src/Contract.ts"
-import { isClipped, LOSS_NAMES, resolveLoss, tokenLoss, validateLoss } from "../../../src/Loss.ts"
+import { isClipped, isSequenceLoss, LOSS_NAMES, resolveLoss, tokenLoss, validateLoss } from "../../../src/Loss.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import { ceDatum, makeEngines, rlDatum } from "./helpers.ts"
 
@@ -35,8 +35,13 @@ const direct = (name: LossFn, c: Record<string, number>, lp: number, q: number, 
       const masked = (A > 0 && d > c["delta_high"]!) || (A < 0 && d < -c["delta_low"]!)
       return masked ? 0 : -(rho * A)
     }
+    case "gspo":
+      throw new Error("gspo is a sequence loss: test/backends/local/gspo.test.ts checks it")
   }
 }
+
+/** the losses of one position each (gspo reads its whole datum: gspo.test.ts) */
+const TOKEN_LOSSES = LOSS_NAMES.filter((n) => !isSequenceLoss(n))
 
 const configArb = (name: LossFn): fc.Arbitrary<Record<string, number>> => {
   switch (name) {
@@ -58,7 +63,7 @@ const configArb = (name: LossFn): fc.Arbitrary<Record<string, number>> => {
 }
 
 describe("Loss (pure)", () => {
-  for (const name of LOSS_NAMES) {
+  for (const name of TOKEN_LOSSES) {
     it(`${name}: tokenLoss equals the formula and its derivative`, () => {
       fc.assert(
         fc.property(
@@ -157,7 +162,7 @@ describe("Loss (trainer)", () => {
     engines = await makeEngines({ randomB: true })
   })
 
-  for (const name of LOSS_NAMES) {
+  for (const name of TOKEN_LOSSES) {
     it(`${name}: the trainer's loss equals the formula on its own logprobs`, () => {
       const rng = new Rng(42 + name.length)
       const data: Array<Datum> =
