@@ -119,6 +119,10 @@ export interface RunOptions {
   readonly klCoef?: number | undefined
   /** a run folder, runs/<name>/step-N or a state file to start from (weights only, fresh optimizer) */
   readonly initFrom?: string | undefined
+  /** a named recipe's settings (`run/Recipes.ts`): grpo, dr-grpo, dapo, gspo, cispo; flags given with it override them */
+  readonly recipe?: Runner.RecipeName | undefined
+  /** DAPO overlong shaping: the last fraction of maxTokens over which a sample's reward is lowered, down to -1 at maxTokens */
+  readonly overlongBuffer?: number | undefined
   /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
   readonly print?: boolean | undefined
 }
@@ -136,6 +140,7 @@ export const FLAG_OF: Record<string, string> = {
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", maxMasked: "--max-masked", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
+  recipe: "--recipe", fraction: "--overlong-buffer",
 }
 
 /** Nested settings paths whose last segment is ambiguous. */
@@ -174,13 +179,17 @@ export const describeIssues = (
     return `${who} ${what}${got}`.replace(/ :/, ":")
   }).join("; ")
 
-/** The settings options start from: a resumed run's, else gyre's defaults under the env's suggestions (`Env.make({ defaults })`). */
+/**
+ * The settings options start from: a resumed run's, else gyre's defaults under the env's
+ * suggestions (`Env.make({ defaults })`) under the recipe's settings (`--recipe`).
+ */
 const baseSettings = (p: RunOptions, source: Env.AnyEnv | Env.Mixture, saved: Runner.RunSettings | undefined) => {
   const out = p.out ?? "runs"
   const runnerDefaults = Runner.defaults(source.name, {
     ...(p.name !== undefined ? { name: p.name, outDir: Path.join(out, p.name) } : {}),
   })
-  return saved ?? { ...runnerDefaults, ...(Env.isEnv(source) ? Runner.envDefaults(source, runnerDefaults) : {}) }
+  const recipe = p.recipe !== undefined ? { ...Runner.RECIPES[p.recipe].settings, recipe: p.recipe } : {}
+  return saved ?? { ...runnerDefaults, ...(Env.isEnv(source) ? Runner.envDefaults(source, runnerDefaults) : {}), ...recipe }
 }
 
 type Base = ReturnType<typeof baseSettings>
@@ -270,6 +279,7 @@ const candidateOf = (
     ...lrScheduleOf(p, base),
     ...lossAggregationOf(p, base),
     ...(p.dynamicSampling !== undefined ? { dynamicSampling: { maxRounds: p.dynamicSampling } } : {}),
+    ...(p.overlongBuffer !== undefined ? { overlong: { fraction: p.overlongBuffer } } : {}),
     ...set("klCoef", p.klCoef),
     ...set("initFrom", p.initFrom),
     ...set("backend", p.backend),
@@ -291,6 +301,12 @@ export const settingsFrom = (
   Effect.gen(function* () {
     if (p.optimEvery !== undefined && p.streamMinibatches === undefined) {
       return yield* new Runner.RunError({ reason: "Settings", message: `--optim-every ${p.optimEvery} says how streamed minibatches step the optimizer: add --stream-minibatches N` })
+    }
+    if (saved !== undefined && p.recipe !== undefined && p.recipe !== saved.recipe) {
+      return yield* new Runner.RunError({
+        reason: "Settings",
+        message: `--recipe ${p.recipe}: a resumed run keeps the settings it started with (${saved.recipe !== undefined ? `recipe ${saved.recipe}` : "no recipe"}); start a new run for another recipe`,
+      })
     }
     const candidate = candidateOf(p, source, envSpec, saved, resumeDir)
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(

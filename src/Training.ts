@@ -102,6 +102,9 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   yield* say(
     `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learningRate} | backend ${backend} | run folder ${settings.outDir}`,
   )
+  if (settings.recipe !== undefined) {
+    yield* say(`recipe ${settings.recipe}: ${Runner.recipeFlags(settings.recipe)} (${Runner.RECIPES[settings.recipe].source}); flags given with it override these`)
+  }
   const layer = backendLayer({
     backend,
     seed: settings.seed,

@@ -133,6 +133,13 @@ const flags = {
     ),
     Flag.optional,
   ),
+  recipe: Flag.Literals("recipe", ["grpo", "dr-grpo", "dapo", "gspo", "cispo"]).pipe(
+    Flag.withDescription(
+      "a published method's settings: grpo (ppo clip 0.2, sequence_mean, KL 0.04), dr-grpo (mean_only advantages, constant aggregation), dapo (clip 0.8/1.28, token_mean, dynamic sampling, overlong shaping), gspo (sequence ratios), cispo; flags given with it override its settings, printed at the start",
+    ),
+    Flag.optional,
+  ),
+  overlongBuffer: num("overlong-buffer", "DAPO overlong shaping: over the last fraction f of --max-tokens a sample's reward is lowered linearly, to -1 at --max-tokens (e.g. 0.2; off by default)"),
   klCoef: num(
     "kl-coef",
     "KL penalty against the base model (adapter off), folded into each sampled token's advantage as tinker-cookbook's kl_penalty_coef; 0 = off (default). Logs kl/policy_ref_v1 and _k3; 0.05-0.5 suits group_std advantages",
@@ -174,6 +181,8 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   lossConstant: get(p.lossConstant),
   dynamicSampling: get(p.dynamicSampling),
   klCoef: get(p.klCoef),
+  recipe: get(p.recipe),
+  overlongBuffer: get(p.overlongBuffer),
   initFrom: get(p.initFrom),
   evalEvery: get(p.evalEvery),
   evalSize: get(p.evalSize),

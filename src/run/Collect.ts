@@ -13,6 +13,7 @@ import type { Trainer } from "../Trainer.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
 import { playAgents } from "./AgentRollout.ts"
+import { overlongPenalty } from "./Overlong.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -182,7 +183,11 @@ export const sampleGroup = Effect.fnUntraced(function* (
       // the env's infrastructure failed on it (a lost tool server): masked, whatever the reward said
       if (episode.infra !== undefined) return { ...sc, value: undefined, masked: `infra_failed: ${episode.infra.reason}` }
       const extra = episode.turnReward
-      return extra === 0 || sc.value === undefined ? sc : { ...sc, value: sc.value + extra, components: { ...sc.components, turn_reward: extra } }
+      const turned = extra === 0 || sc.value === undefined ? sc : { ...sc, value: sc.value + extra, components: { ...sc.components, turn_reward: extra } }
+      // DAPO's overlong shaping lowers training rewards only
+      if (settings.overlong === undefined || options.split !== "train" || turned.value === undefined) return turned
+      const penalty = overlongPenalty(episode.turns.reduce((n, t) => n + t.sampled.length, 0), sampling.maxTokens, settings.overlong.fraction)
+      return { ...turned, value: turned.value + penalty, components: { ...turned.components, overlong: penalty } }
     }),
   } satisfies Group
 })

@@ -58,6 +58,21 @@ export const DynamicSampling = Schema.Struct({
 })
 export type DynamicSampling = typeof DynamicSampling.Type
 
+/** The named recipes of `--recipe` (`run/Recipes.ts` says what each sets). @since 0.1.0 @category models */
+export const RecipeName = Schema.Literals(["grpo", "dr-grpo", "dapo", "gspo", "cispo"])
+export type RecipeName = typeof RecipeName.Type
+
+/**
+ * DAPO's overlong reward shaping: with `L` the sampling maxTokens and `B = ceil(fraction·L)`,
+ * a sample of `n` sampled tokens gets `0` when `n <= L - B` and `(L - B - n) / B` above it
+ * (down to -1 at `L`), added to its training reward as the component `overlong`.
+ * @since 0.1.0 @category models
+ */
+export const Overlong = Schema.Struct({
+  fraction: Schema.Finite.check(Schema.isGreaterThan(0), Schema.isLessThanOrEqualTo(1)),
+})
+export type Overlong = typeof Overlong.Type
+
 /** Everything a run is configured with; written to `config.json`. @since 0.1.0 @category models */
 export const RunSettings = Schema.Struct({
   name: Schema.String,
@@ -142,6 +157,10 @@ export const RunSettings = Schema.Struct({
   dynamicSampling: Schema.optional(DynamicSampling),
   /** the hack watch (`run/HackWatch.ts`) every N steps (0 = off); absent = off (older runs) */
   hackWatchEvery: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** the named recipe the run started from (`--recipe`); its settings are the fields above */
+  recipe: Schema.optional(RecipeName),
+  /** DAPO's overlong reward shaping; absent = off */
+  overlong: Schema.optional(Overlong),
 })
 export type RunSettings = typeof RunSettings.Type
 

@@ -1,0 +1,67 @@
+/**
+ * Named recipes: the flags each sets (written out here from the papers, independently of
+ * run/Recipes.ts), flags given with a recipe overriding it, a resumed run keeping its
+ * recipe, and DAPO's overlong shaping formula.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { settingsFrom } from "../../src/RunOptions.ts"
+import { overlongPenalty } from "../../src/run/Overlong.ts"
+import vowels from "../envs/vowels.ts"
+
+const settingsOf = (options: Parameters<typeof settingsFrom>[0], saved?: Parameters<typeof settingsFrom>[3]) =>
+  settingsFrom(options, vowels, undefined, saved, saved?.outDir)
+
+const EXPECTED = {
+  grpo: { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.2 }, advantage: "group_std", aggregation: "sequence_mean", klCoef: 0.04, dynamic: undefined, overlong: undefined },
+  "dr-grpo": { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.2 }, advantage: "mean_only", aggregation: "constant", klCoef: 0, dynamic: undefined, overlong: undefined },
+  dapo: { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.28 }, advantage: "group_std", aggregation: "token_mean", klCoef: 0, dynamic: 3, overlong: 0.2 },
+  gspo: { loss: "gspo", lossConfig: {}, advantage: "group_std", aggregation: "sequence_mean", klCoef: 0, dynamic: undefined, overlong: undefined },
+  cispo: { loss: "cispo", lossConfig: {}, advantage: "group_std", aggregation: "token_mean", klCoef: 0, dynamic: undefined, overlong: undefined },
+} as const
+
+describe("--recipe", () => {
+  for (const [name, want] of Object.entries(EXPECTED)) {
+    it.effect(`${name} sets its paper's settings and is recorded`, () =>
+      Effect.gen(function* () {
+        const s = yield* settingsOf({ recipe: name as keyof typeof EXPECTED })
+        assert.deepStrictEqual(
+          { loss: s.loss, lossConfig: s.lossConfig, advantage: s.advantage, aggregation: s.lossAggregation?.kind, klCoef: s.klCoef, dynamic: s.dynamicSampling?.maxRounds, overlong: s.overlong?.fraction },
+          want,
+        )
+        assert.strictEqual(s.recipe, name)
+      }))
+  }
+
+  it.effect("flags given with a recipe override its settings; the rest stay", () =>
+    Effect.gen(function* () {
+      const s = yield* settingsOf({ recipe: "dapo", loss: "cispo", klCoef: 0.1 })
+      assert.deepStrictEqual([s.loss, s.klCoef, s.dynamicSampling?.maxRounds, s.overlong?.fraction, s.recipe], ["cispo", 0.1, 3, 0.2, "dapo"])
+    }))
+
+  it.effect("a resumed run keeps its recipe, and refuses another", () =>
+    Effect.gen(function* () {
+      const first = yield* settingsOf({ recipe: "gspo", name: "r" })
+      const resumed = yield* settingsOf({}, first)
+      assert.deepStrictEqual([resumed.recipe, resumed.loss, resumed.lossAggregation?.kind], ["gspo", "gspo", "sequence_mean"])
+      const again = yield* settingsOf({ recipe: "gspo" }, first)
+      assert.strictEqual(again.recipe, "gspo")
+      const other = yield* Effect.flip(settingsOf({ recipe: "dapo" }, first))
+      assert.include(other.message, "--recipe dapo: a resumed run keeps the settings it started with (recipe gspo)")
+    }))
+
+  it.effect("--overlong-buffer out of (0, 1] is named", () =>
+    Effect.gen(function* () {
+      const e = yield* Effect.flip(settingsOf({ overlongBuffer: 1.5 }))
+      assert.include(e.message, "--overlong-buffer")
+    }))
+})
+
+describe("overlong shaping", () => {
+  it("is 0 before the buffer, linear in it, and -1 at the budget", () => {
+    // L = 16, f = 0.25: B = 4, free up to 12 tokens
+    assert.deepStrictEqual([8, 12, 13, 14, 16].map((n) => overlongPenalty(n, 16, 0.25)), [0, 0, -0.25, -0.5, -1])
+    // a buffer rounds up to whole tokens, and is at least one
+    assert.deepStrictEqual([overlongPenalty(9, 10, 0.05), overlongPenalty(10, 10, 0.05)], [0, -1])
+  })
+})
