@@ -219,3 +219,47 @@ export const forwardBackward = Effect.fn("CustomLoss.forwardBackward")(function*
     metrics: { ...out.metrics, loss: out.loss, active_tokens: built.active, "surrogate:loss": surrogateLoss },
   } satisfies CustomLossResult
 })
+
+/**
+ * GSPO as a custom loss, for services that have no `gspo` loss (the runner trains `--loss
+ * gspo` this way on every backend but the embedded one). Per datum d, over its active
+ * positions T (advantage != 0, target not -100): `s = exp(mean_T(lp - q))`, each position's
+ * term `-min(s·A_t, clip(s, lo, hi)·A_t)`, and the loss `sum_d w_d · sum_T term`, with
+ * `w_d` the run's aggregation weight of the datum (default `1/N`, the token mean). Its
+ * gradient at t is `w_d · -s·A_t` where the sequence is not clipped, else 0: the embedded
+ * `gspo` loss's, so both train alike.
+ * @since 0.1.0 @category constructors
+ */
+export const gspo = (config: { readonly clip_low_threshold?: number; readonly clip_high_threshold?: number } = {}, weights?: ReadonlyArray<number>): CustomLoss =>
+  make("gspo", (data, logprobs) => {
+    const lo = config.clip_low_threshold ?? 1 - 3e-4
+    const hi = config.clip_high_threshold ?? 1 + 4e-4
+    const activeOf = (d: Datum) => {
+      const adv = d.lossFnInputs["advantages"]?.data ?? []
+      const target = d.lossFnInputs["target_tokens"]?.data
+      return adv.map((a, t) => t > 0 && a !== 0 && target?.[t] !== -100)
+    }
+    const actives = data.map(activeOf)
+    const N = actives.reduce((n, a) => n + a.filter(Boolean).length, 0)
+    let loss = 0
+    let clipped = 0
+    const gradients = data.map((d, k) => {
+      const lp = logprobs[k]!
+      const q = d.lossFnInputs["logprobs"]?.data ?? []
+      const adv = d.lossFnInputs["advantages"]?.data ?? []
+      const on = actives[k]!
+      const count = on.filter(Boolean).length
+      const w = weights?.[k] ?? (N === 0 ? 0 : 1 / N)
+      const s = Math.exp(on.reduce((sum, a, t) => (a ? sum + lp[t]! - (q[t] ?? 0) : sum), 0) / Math.max(1, count))
+      const clippedS = Math.min(Math.max(s, lo), hi)
+      return lp.map((_, t) => {
+        if (!on[t]) return 0
+        const A = adv[t]!
+        const isClipped = s * A > clippedS * A
+        loss += w * -Math.min(s * A, clippedS * A)
+        if (isClipped) clipped++
+        return isClipped ? 0 : w * -s * A
+      })
+    })
+    return Effect.succeed({ loss, gradients, metrics: { "gspo:active_tokens": N, "gspo:clip_fraction": N === 0 ? 0 : clipped / N } })
+  })

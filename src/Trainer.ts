@@ -34,6 +34,11 @@ export interface TrainerInfo {
 
 /** @since 0.1.0 @category models */
 export interface TrainerShape {
+  /**
+   * the losses this trainer computes itself; absent: every loss but `gspo`, which the
+   * runner then trains as a custom loss (`CustomLoss.gspo`) through the others
+   */
+  readonly losses?: ReadonlyArray<LossFn> | undefined
   readonly forwardBackward: (
     data: ReadonlyArray<Datum>,
     lossFn: LossFn,

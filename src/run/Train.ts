@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import * as Advantage from "../Advantage.ts"
 import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../Contract.ts"
+import * as CustomLoss from "../CustomLoss.ts"
 import * as Datum from "../Datum.ts"
 import { render } from "../DatumIssue.ts"
 import * as K from "../MetricKeys.ts"
@@ -17,7 +18,7 @@ import type { Sampler } from "../Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
 import { submitter, Trainer } from "../Trainer.ts"
 import { type Batch, scoreOf } from "./Collect.ts"
-import { aggregationWeights, submitChunked } from "../MicroBatch.ts"
+import { aggregationWeights, type ChunkedResult, submitChunked } from "../MicroBatch.ts"
 import * as Reference from "../Reference.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
@@ -224,15 +225,19 @@ export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (
   const { data } = datums
   const lossFn = settings.sft ? "cross_entropy" : settings.loss
   const weights = "weights" in options ? options.weights : weightsOf(settings, datums)
-  const backward = yield* submitChunked(data, lossFn, {
-    chunk: settings.microBatch,
-    weights,
-    ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
-    onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
-  }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
+  const trainer = yield* Trainer
+  // a loss the trainer does not compute itself (gspo over the wire) trains as a custom loss
+  const backward: Effect.Effect<ChunkedResult, BackendError | RunError> = lossFn === "gspo" && !(trainer.losses ?? []).includes("gspo")
+    ? Effect.succeed(yield* customGspo(settings, data, weights).pipe(Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: e.message }))))
+    : yield* submitChunked(data, lossFn, {
+      chunk: settings.microBatch,
+      weights,
+      ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
+      onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
+    }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
   const step = options.optimStep === false ? undefined : yield* submitOptimStep(settings, batch.step, lr)
   return Effect.gen(function* () {
-    const out = yield* backward.pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
+    const out = yield* backward.pipe(Effect.mapError((e) => (e._tag === "RunError" ? e : refused(e, batch, datums, lossFn))))
     const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
     const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
     const optim = step === undefined ? undefined : yield* step
@@ -246,6 +251,21 @@ export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (
     }
     return { metrics, divergence, pairs } satisfies Optimized
   })
+})
+
+/** `--loss gspo` on a trainer without it: `CustomLoss.gspo` with the step's aggregation weights, as a chunked call's result. */
+const customGspo = Effect.fnUntraced(function* (settings: RunSettings, data: ReadonlyArray<DatumT>, weights: ReadonlyArray<number> | undefined) {
+  const config = settings.lossConfig as { readonly clip_low_threshold?: number; readonly clip_high_threshold?: number }
+  const out = yield* CustomLoss.forwardBackward(data, CustomLoss.gspo(config, weights), { chunk: settings.microBatch })
+  const metrics: Readonly<Record<string, number>> = out.metrics
+  const active = metrics["gspo:active_tokens"] ?? 0
+  return {
+    lossFnOutputs: out.lossFnOutputs,
+    loss: metrics["loss"] ?? 0,
+    lossSum: (metrics["loss"] ?? 0) * active,
+    activeTokens: active,
+    clipFraction: metrics["gspo:clip_fraction"],
+  }
 })
 
 /**

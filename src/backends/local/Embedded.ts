@@ -25,7 +25,7 @@ import {
   type SampleResult,
   type SamplingParams,
 } from "../../Contract.ts"
-import { type ResolvedLoss, validateLoss } from "../../Loss.ts"
+import { LOSS_NAMES, type ResolvedLoss, validateLoss } from "../../Loss.ts"
 import { Reference, type ReferenceShape } from "../../Reference.ts"
 import { awaitVersion, Sampler, type SamplerShape } from "../../Sampler.ts"
 import type { TokenizerShape } from "../../Tokenizer.ts"
@@ -133,6 +133,8 @@ const makeTrainer = (calls: EngineCalls, info: ServiceInfo, published: Subscript
       return yield* calls.run(operation, data, loss, topK === undefined ? { backward } : { backward, topK })
     })
   return Trainer.of({
+    // every loss, gspo included, is computed here
+    losses: LOSS_NAMES,
     forwardBackward: runLoss(op("forwardBackward"), true),
     forward: runLoss(op("forward"), false),
     optimStep: Effect.fn(op("optimStep"))(function* (adam: AdamParams) {
