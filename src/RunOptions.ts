@@ -11,6 +11,7 @@ import type * as Advantage from "./Advantage.ts"
 import type { LossFn } from "./Contract.ts"
 import * as Env from "./Env.ts"
 import * as Runner from "./Runner.ts"
+import * as Teacher from "./Teacher.ts"
 import type { LoopsFlags } from "./Backend.ts"
 
 /**
@@ -123,6 +124,10 @@ export interface RunOptions {
   readonly recipe?: Runner.RecipeName | undefined
   /** DAPO overlong shaping: the last fraction of maxTokens over which a sample's reward is lowered, down to -1 at maxTokens */
   readonly overlongBuffer?: number | undefined
+  /** on-policy distillation: a teacher model (shipped name or folder) or run (folder, step-N, state file) that scores every sampled token */
+  readonly teacher?: string | undefined
+  /** the weight of the teacher's per-token reverse KL in the advantages (default 1) */
+  readonly teacherCoef?: number | undefined
   /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
   readonly print?: boolean | undefined
 }
@@ -140,7 +145,7 @@ export const FLAG_OF: Record<string, string> = {
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", maxMasked: "--max-masked", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
-  recipe: "--recipe", fraction: "--overlong-buffer",
+  recipe: "--recipe", fraction: "--overlong-buffer", coef: "--teacher-coef",
 }
 
 /** Nested settings paths whose last segment is ambiguous. */
@@ -286,6 +291,23 @@ const candidateOf = (
   }
 }
 
+/** The teacher of `--teacher`, resolved; a resumed run keeps its own. */
+const teacherOf = (p: RunOptions, saved: Runner.RunSettings | undefined) =>
+  Effect.gen(function* () {
+    const settingsError = (message: string) => new Runner.RunError({ reason: "Settings", message })
+    if (saved !== undefined) {
+      if (p.teacher !== undefined || p.teacherCoef !== undefined) return yield* settingsError("--teacher and --teacher-coef: a resumed run keeps the teacher it started with (config.json); start a new run for another")
+      return saved.teacher
+    }
+    if (p.teacher === undefined) {
+      if (p.teacherCoef !== undefined) return yield* settingsError(`--teacher-coef ${p.teacherCoef} weighs a teacher's KL: add --teacher <model or run>`)
+      return undefined
+    }
+    const coef = p.teacherCoef ?? 1
+    if (!(coef > 0) || !Number.isFinite(coef)) return yield* settingsError(`--teacher-coef must be a number above 0, got ${coef}`)
+    return yield* Teacher.resolve(p.teacher, coef)
+  })
+
 /**
  * Settings from defaults, the env, a resumed run's config and the options, in that order;
  * fails naming each flag (or settings field) whose value does not fit.
@@ -308,7 +330,8 @@ export const settingsFrom = (
         message: `--recipe ${p.recipe}: a resumed run keeps the settings it started with (${saved.recipe !== undefined ? `recipe ${saved.recipe}` : "no recipe"}); start a new run for another recipe`,
       })
     }
-    const candidate = candidateOf(p, source, envSpec, saved, resumeDir)
+    const teacher = yield* teacherOf(p, saved)
+    const candidate = { ...candidateOf(p, source, envSpec, saved, resumeDir), ...(teacher !== undefined ? { teacher } : {}) }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
     )

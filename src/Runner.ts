@@ -42,13 +42,13 @@ import { evaluate } from "./run/Evaluate.ts"
 import * as HackWatch from "./run/HackWatch.ts"
 import * as Pipeline from "./run/Pipeline.ts"
 import { headline } from "./run/Progress.ts"
-import { check, fail, inForce, RunError, type RunSettings } from "./run/Settings.ts"
+import { check, fail, inForce, klCoefOf, RunError, type RunSettings } from "./run/Settings.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
 import { checkpoint, type Ledger, type RunContext, runSteps } from "./run/Steps.ts"
 
-export { aggregationOf, defaults, DynamicSampling, envDefaults, LossAggregation, LrSchedule, Overlong, RecipeName, rewardWeightsOf, RunError, RunSettings } from "./run/Settings.ts"
+export { aggregationOf, defaults, DynamicSampling, envDefaults, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, rewardWeightsOf, RunError, RunSettings, Teacher } from "./run/Settings.ts"
 export { RECIPES, recipeFlags } from "./run/Recipes.ts"
 export { learningRate } from "./run/Train.ts"
 export { divergencePath } from "./Report.ts"
@@ -93,7 +93,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const trainer = yield* Trainer
   // A KL penalty needs reference log-probs: a backend that cannot give them stops the run now.
   if (!settings.sft) {
-    yield* Reference.ensure(settings.klCoef ?? 0).pipe(
+    yield* Reference.ensure(klCoefOf(settings), settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
       Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message })),
     )
   }

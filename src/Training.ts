@@ -10,6 +10,7 @@ import { Console, Effect, Layer } from "effect"
 import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Runner from "./Runner.ts"
+import * as Teacher from "./Teacher.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 import { FLAG_OF, type RunOptions, settingsFrom } from "./RunOptions.ts"
@@ -118,8 +119,11 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     loops: options.loops,
     workers: settings.async || options.workers === true,
   })
+  // a teacher (--teacher) stands in for the reference of the KL penalty
+  const teacher = settings.teacher
+  const withTeacher = teacher === undefined ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
-    Effect.provide(Layer.fresh(layer)),
+    Effect.provide(Layer.fresh(withTeacher)),
     print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
   )
   const components = Runner.headline(Runner.rewardWeightsOf(source))

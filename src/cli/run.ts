@@ -139,6 +139,13 @@ const flags = {
     ),
     Flag.optional,
   ),
+  teacher: Flag.String("teacher").pipe(
+    Flag.withDescription(
+      "on-policy distillation: a teacher that scores every token the policy samples, its per-token reverse KL folded into the advantages as --kl-coef's is (centred on the step's mean): a model shipped with gyre (calculator), a model folder, or a run (runs/<name>, runs/<name>/step-N); its tokenizer must be the student's",
+    ),
+    Flag.optional,
+  ),
+  teacherCoef: num("teacher-coef", "the weight of the teacher's KL in the advantages (default 1); the env's reward still adds its own advantage"),
   overlongBuffer: num("overlong-buffer", "DAPO overlong shaping: over the last fraction f of --max-tokens a sample's reward is lowered linearly, to -1 at --max-tokens (e.g. 0.2; off by default)"),
   klCoef: num(
     "kl-coef",
@@ -182,6 +189,8 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   dynamicSampling: get(p.dynamicSampling),
   klCoef: get(p.klCoef),
   recipe: get(p.recipe),
+  teacher: get(p.teacher),
+  teacherCoef: get(p.teacherCoef),
   overlongBuffer: get(p.overlongBuffer),
   initFrom: get(p.initFrom),
   evalEvery: get(p.evalEvery),

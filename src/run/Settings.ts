@@ -73,6 +73,25 @@ export const Overlong = Schema.Struct({
 })
 export type Overlong = typeof Overlong.Type
 
+/**
+ * On-policy distillation (`--teacher`): the teacher whose log-probs of every sampled token
+ * stand in for the reference of the KL penalty (`coef` its coefficient, `--teacher-coef`),
+ * so each token's advantage gains `coef · (teacher − student log-prob − the step's mean)`.
+ * `model` is the teacher's base model folder, `state` the adapter of a run's checkpoint.
+ * @since 0.1.0 @category models
+ */
+export const Teacher = Schema.Struct({
+  given: Schema.String,
+  model: Schema.String,
+  state: Schema.optional(Schema.String),
+  loraRank: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
+  coef: Schema.Finite.check(Schema.isGreaterThan(0)),
+})
+export type Teacher = typeof Teacher.Type
+
+/** The KL coefficient in force: the teacher's when there is one, else `--kl-coef`. @since 0.1.0 @category training */
+export const klCoefOf = (settings: { readonly klCoef?: number | undefined; readonly teacher?: Teacher | undefined }): number => settings.teacher?.coef ?? settings.klCoef ?? 0
+
 /** Everything a run is configured with; written to `config.json`. @since 0.1.0 @category models */
 export const RunSettings = Schema.Struct({
   name: Schema.String,
@@ -161,6 +180,8 @@ export const RunSettings = Schema.Struct({
   recipe: Schema.optional(RecipeName),
   /** DAPO's overlong reward shaping; absent = off */
   overlong: Schema.optional(Overlong),
+  /** on-policy distillation from a teacher (`--teacher`); absent = off */
+  teacher: Schema.optional(Teacher),
 })
 export type RunSettings = typeof RunSettings.Type
 
@@ -248,7 +269,7 @@ const streamingProblem = (settings: RunSettings): string | undefined => {
   if (settings.async) return `${flag} trains a step while it is sampled, which a sync step does; --async samples the step before it starts: use one or the other`
   if (settings.dynamicSampling !== undefined) return `${flag} cannot stream with --dynamic-sampling, which refills the batch after it is sampled`
   if (!settings.sft && settings.advantage === "batch_std") return `${flag} needs advantages of a group's own (group_std, mean_only, none); batch_std needs the whole batch`
-  if (!settings.sft && (settings.klCoef ?? 0) > 0) return `${flag} cannot stream with --kl-coef, whose penalty is centred on the step's mean`
+  if (!settings.sft && klCoefOf(settings) > 0) return `${flag} cannot stream with ${settings.teacher !== undefined ? "--teacher" : "--kl-coef"}, whose penalty is centred on the step's mean`
   return undefined
 }
 
@@ -296,6 +317,10 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
       `--dynamic-sampling drops groups whose rewards are all equal, but with --advantage ${settings.advantage} such a group still has non-zero advantages (they are not relative to the group): it drops groups that would have trained`,
     )
   }
+  if (settings.teacher !== undefined && (settings.klCoef ?? 0) > 0) {
+    return yield* settingsError(`--teacher and --kl-coef ${settings.klCoef} both fold a KL into the advantages, through one reference: distill from the teacher (--teacher-coef) or penalize drift from the base (--kl-coef), not both`)
+  }
+  if (settings.teacher !== undefined && settings.sft) return yield* settingsError("--teacher distills on the policy's own samples, which --sft does not draw: use one or the other")
   if (settings.sft && settings.dynamicSampling !== undefined) {
     return yield* settingsError("--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other")
   }

@@ -115,15 +115,15 @@ const trainerRecord = (info: { readonly modelName: string; readonly loraRank: nu
     loraRank: info.loraRank,
   })
 
-/** The `trainer` record in a run folder's config.json; undefined when it has none (an older run) or none can be read. */
-const recordedTrainer = (dir: string) =>
+/** The `trainer` record in a run folder's config.json; undefined when it has none (an older run) or none can be read. @since 0.1.0 @category running */
+export const recordedTrainer = (dir: string) =>
   RunFolder.readConfigHints(RunFolder.paths(dir)).pipe(
     Effect.map(({ hints }) => hints?.trainer),
     Effect.orElseSucceed(() => undefined),
   )
 
-/** The `--model` value that names a recorded model. */
-const modelFlag = (model: string) => (model.startsWith("local:") ? model.slice("local:".length) : model)
+/** The `--model` value that names a recorded model. @since 0.1.0 @category running */
+export const modelFlag = (model: string) => (model.startsWith("local:") ? model.slice("local:".length) : model)
 
 /** State files that `initFrom` names, newest first, and the run folder they belong to (when known). */
 interface InitSource {
@@ -135,8 +135,9 @@ interface InitSource {
  * Resolves `initFrom`: a state file (or a backend's remote path), a run folder (every
  * checkpoint, newest first), or `<run folder>/step-N` (that checkpoint). Reads the run
  * folder and never changes it.
+ * @since 0.1.0 @category running
  */
-const resolveInit = (given: string) =>
+export const resolveInit = (given: string) =>
   Effect.gen(function* () {
     const bad = (what: string) => new RunError({ reason: "Settings", message: `--init-from ${given}: ${what}; ${INIT_FROM_FORMS}` })
     if (given.includes("://")) return { dir: undefined, candidates: [{ step: undefined, path: given }] } satisfies InitSource

@@ -22,7 +22,7 @@ import { aggregationWeights, type ChunkedResult, submitChunked } from "../MicroB
 import * as Reference from "../Reference.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
-import { aggregationOf, fail, RunError, type RunSettings } from "./Settings.ts"
+import { aggregationOf, fail, klCoefOf, RunError, type RunSettings } from "./Settings.ts"
 
 /** One trained token where sampler and trainer disagree most. @since 0.1.0 @category models */
 export interface DivergentToken {
@@ -132,7 +132,7 @@ const sftDatums = Effect.fnUntraced(function* (batch: Batch) {
 })
 
 const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, advantages: Advantages["advantages"]) {
-  const klCoef = settings.klCoef ?? 0
+  const klCoef = klCoefOf(settings)
   const data: Array<DatumT> = []
   const origins: Array<Origin> = []
   // With a KL penalty every unmasked sample's tokens are penalized, zero-advantage groups

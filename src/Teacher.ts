@@ -1,0 +1,79 @@
+/**
+ * The teacher of on-policy distillation (`--teacher`): an embedded model that scores every
+ * token the student sampled, standing in for the KL penalty's reference (`Reference`).
+ *
+ * A teacher is a base model folder (a model shipped with gyre by name, e.g. `calculator`,
+ * or a folder with `weights.bin`), or a run (its folder, `runs/<name>/step-N` or a state
+ * file): the run's base model, from its `config.json`, with the adapter of its checkpoint.
+ * Its tokenizer must be the student's; another is refused, naming both.
+ *
+ * @since 0.1.0
+ */
+import { Context, Effect, Layer } from "effect"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { Local } from "./backends/local/index.ts"
+import { resolveModelDir, shippedModels } from "./Paths.ts"
+import { Reference } from "./Reference.ts"
+import { modelFlag, recordedTrainer, resolveInit } from "./run/Start.ts"
+import { RunError, type Teacher } from "./run/Settings.ts"
+import { Sampler } from "./Sampler.ts"
+import { Tokenizer } from "./Tokenizer.ts"
+import { Trainer } from "./Trainer.ts"
+
+const bad = (given: string, what: string) =>
+  new RunError({
+    reason: "Settings",
+    message: `--teacher ${given}: ${what}; give a model shipped with gyre (${shippedModels().join(", ")}), a model folder with weights.bin, or a run (runs/<name>, runs/<name>/step-N, a state file)`,
+  })
+
+/**
+ * What `--teacher` names, resolved: the base model folder, and the state file of a run's
+ * checkpoint with its LoRA rank.
+ * @since 0.1.0 @category constructors
+ */
+export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, coef: number) {
+  const modelDir = resolveModelDir(given)
+  if (modelDir !== undefined && Fs.existsSync(Path.join(modelDir, "weights.bin"))) return { given, model: Path.resolve(modelDir), coef } satisfies Teacher
+  const source = yield* resolveInit(given).pipe(Effect.mapError((e) => bad(given, e.message.replace(/^--init-from [^:]*: /, "").replace(/; give a run folder.*$/, ""))))
+  const newest = source.candidates[0]
+  if (newest === undefined) return yield* bad(given, "it names no checkpoint")
+  const recorded = source.dir !== undefined ? yield* recordedTrainer(source.dir) : undefined
+  if (recorded === undefined || !recorded.model.startsWith("local:")) {
+    return yield* bad(given, "its run folder records no embedded base model (config.json's trainer): only embedded runs can teach here")
+  }
+  return { given, model: modelFlag(recorded.model), state: newest.path, loraRank: recorded.loraRank, coef } satisfies Teacher
+})
+
+/**
+ * The teacher as the run's `Reference`: its own embedded trainer and sampler, the
+ * checkpoint's adapter loaded and published, its log-probs computed by its sampler. Built
+ * on the student's `Tokenizer`, which it must match.
+ * @since 0.1.0 @category layers
+ */
+export const layer = (teacher: Teacher, stateDir: string): Layer.Layer<Reference, RunError, Tokenizer> =>
+  Layer.effect(
+    Reference,
+    Effect.gen(function* () {
+      const student = yield* Tokenizer
+      const lora = teacher.loraRank !== undefined ? { lora: { rank: teacher.loraRank, alpha: 2 * teacher.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const } } : {}
+      const context = yield* Layer.build(Layer.fresh(Local.layer({ modelDir: teacher.model, seed: 0, stateDir, ...lora }))).pipe(
+        Effect.mapError((e) => bad(teacher.given, `the teacher ${teacher.model} cannot start: ${e.message}`)),
+      )
+      const own = Context.get(context, Tokenizer)
+      if (own.name !== student.name || own.vocabSize !== student.vocabSize) {
+        return yield* bad(teacher.given, `the teacher's tokenizer is ${own.name} (${own.vocabSize} tokens), the student's ${student.name} (${student.vocabSize}): distillation compares log-probs token by token, so they must be the same`)
+      }
+      const trainer = Context.get(context, Trainer)
+      const sampler = Context.get(context, Sampler)
+      if (teacher.state !== undefined) {
+        yield* trainer.loadState(teacher.state, { withOptimizer: false }).pipe(Effect.mapError((e) => bad(teacher.given, `cannot load ${teacher.state}: ${e.message}`)))
+      }
+      const published = yield* trainer.saveWeightsForSampler("teacher").pipe(Effect.mapError((e) => bad(teacher.given, e.message)))
+      yield* Effect.logInfo(`teacher: ${teacher.model}${teacher.state !== undefined ? ` with ${teacher.state}` : ""} (coefficient ${teacher.coef})`)
+      return Reference.of({
+        logprobs: (inputs) => Effect.forEach(inputs, (input) => sampler.computeLogprobs(input, { minPolicyVersion: published.version })),
+        check: Effect.void,
+      })
+    }),
+  )
