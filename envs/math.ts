@@ -20,6 +20,13 @@ type Problem = typeof Problem.Type
 
 export const answer = ({ a, b, op }: Problem): number => (op === "plus" ? a + b : op === "minus" ? a - b : a * b)
 
+/** A natural wrong answer, for `--dpo`: the result of the next operation on the same operands (or one off, when that is right too). */
+export const wrongAnswer = (p: Problem): number => {
+  const next = { plus: "minus", minus: "times", times: "plus" } as const
+  const other = answer({ ...p, op: next[p.op] })
+  return other === answer(p) ? other + 1 : other
+}
+
 export default Env.make({
   name: "math",
   problem: Problem,
@@ -30,6 +37,8 @@ export default Env.make({
   }),
   prompt: ({ a, b, op }) => `What is ${a} ${op} ${b}?`,
   reference: (p) => ` ${answer(p)}`,
+  // --dpo: the right answer over a natural wrong one
+  preference: (p) => ({ chosen: ` ${answer(p)}`, rejected: ` ${wrongAnswer(p)}` }),
   reward: Reward.weighted({
     correct: [numericAnswer(answer), 1],
     brief: [maxLength(8), 0],

@@ -38,6 +38,9 @@ export const EnvStat = {
   agentRewritten: "agent/rewritten",
 } as const
 
+/** `--dpo`: the fraction of held-out pairs whose chosen completion the policy gives the higher log-prob. @since 0.1.0 @category keys */
+export const DPO_ACCURACY = "test/dpo/accuracy"
+
 /** The prefix of the fraction of episodes that ended for a stop reason (`stop/<reason>`). @since 0.1.0 @category keys */
 export const STOP_PREFIX = "stop/"
 

@@ -124,6 +124,10 @@ export interface RunOptions {
   readonly recipe?: Runner.RecipeName | undefined
   /** DAPO overlong shaping: the last fraction of maxTokens over which a sample's reward is lowered, down to -1 at maxTokens */
   readonly overlongBuffer?: number | undefined
+  /** DPO on the env's preference pairs (`Env.make({ preference })`) against the base model, instead of RL */
+  readonly dpo?: boolean | undefined
+  /** DPO's beta (default 0.1) */
+  readonly dpoBeta?: number | undefined
   /** on-policy distillation: a teacher model (shipped name or folder) or run (folder, step-N, state file) that scores every sampled token */
   readonly teacher?: string | undefined
   /** the weight of the teacher's per-token reverse KL in the advantages (default 1) */
@@ -145,7 +149,7 @@ export const FLAG_OF: Record<string, string> = {
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", maxMasked: "--max-masked", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
   warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
-  recipe: "--recipe", fraction: "--overlong-buffer", coef: "--teacher-coef",
+  recipe: "--recipe", fraction: "--overlong-buffer", coef: "--teacher-coef", beta: "--dpo-beta",
 }
 
 /** Nested settings paths whose last segment is ambiguous. */
@@ -285,6 +289,7 @@ const candidateOf = (
     ...lossAggregationOf(p, base),
     ...(p.dynamicSampling !== undefined ? { dynamicSampling: { maxRounds: p.dynamicSampling } } : {}),
     ...(p.overlongBuffer !== undefined ? { overlong: { fraction: p.overlongBuffer } } : {}),
+    ...(p.dpo === true || p.dpoBeta !== undefined ? { dpo: { beta: p.dpoBeta ?? base.dpo?.beta ?? 0.1 } } : {}),
     ...set("klCoef", p.klCoef),
     ...set("initFrom", p.initFrom),
     ...set("backend", p.backend),

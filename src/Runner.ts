@@ -93,7 +93,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const trainer = yield* Trainer
   // A KL penalty needs reference log-probs: a backend that cannot give them stops the run now.
   if (!settings.sft) {
-    yield* Reference.ensure(klCoefOf(settings), settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
+    yield* Reference.ensure(settings.dpo !== undefined ? 1 : klCoefOf(settings), settings.dpo !== undefined ? "--dpo" : settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
       Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message })),
     )
   }

@@ -139,6 +139,11 @@ const flags = {
     ),
     Flag.optional,
   ),
+  dpo: Flag.Boolean("dpo").pipe(
+    Flag.withDescription("DPO instead of RL: each step's problems become the env's preference pairs (Env.make({ preference })), trained against the base model; held-out evaluations add test/dpo/accuracy"),
+    Flag.optional,
+  ),
+  dpoBeta: num("dpo-beta", "DPO's beta, the inverse temperature of the implicit reward (default 0.1)"),
   teacher: Flag.String("teacher").pipe(
     Flag.withDescription(
       "on-policy distillation: a teacher that scores every token the policy samples, its per-token reverse KL folded into the advantages as --kl-coef's is (centred on the step's mean): a model shipped with gyre (calculator), a model folder, or a run (runs/<name>, runs/<name>/step-N); its tokenizer must be the student's",
@@ -189,6 +194,8 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   dynamicSampling: get(p.dynamicSampling),
   klCoef: get(p.klCoef),
   recipe: get(p.recipe),
+  dpo: get(p.dpo),
+  dpoBeta: get(p.dpoBeta),
   teacher: get(p.teacher),
   teacherCoef: get(p.teacherCoef),
   overlongBuffer: get(p.overlongBuffer),

@@ -45,6 +45,8 @@ export interface EnvFields<P, R = never> {
   readonly reward: Reward<P, R>
   /** a reference completion, for SFT and for pretraining the embedded base model */
   readonly reference?: (problem: P) => string
+  /** a preferred and a dispreferred completion of a problem, for `--dpo` */
+  readonly preference?: (problem: P) => { readonly chosen: string; readonly rejected: string }
   readonly sampling?: Partial<SamplingParams>
   /**
    * the answer a completion gives, for majority vote (`gyre eval`'s maj@k): completions
@@ -163,6 +165,7 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
   if (spec.agent !== undefined && spec.episode !== undefined) fail("give an episode or an agent (Agent.env), not both")
   if (spec.agent !== undefined && typeof spec.agent.run !== "function") fail("agent must be made by Agent.env")
+  if (spec.preference !== undefined && typeof spec.preference !== "function") fail("preference must be a function from a problem to { chosen, rejected } completions")
   if (spec.answer !== undefined && typeof spec.answer !== "function") fail("answer must be a function from a completion and its problem to the answer it gives")
   const heldOut = spec.eval?.heldOut ?? 0.1
   if (!(heldOut >= 0 && heldOut < 1)) fail("eval.heldOut must be in [0, 1)")

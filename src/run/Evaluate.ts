@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import * as Env from "../Env.ts"
 import * as K from "../MetricKeys.ts"
+import * as Dpo from "./Dpo.ts"
 import * as Metrics from "../Metrics.ts"
 import { failureCounts } from "../reward/FailureLog.ts"
 import { type Group, sampleGroup } from "./Collect.ts"
@@ -70,6 +71,8 @@ export const evaluateGroups = Effect.fn("Runner.evaluateGroups")(function* (
     offset += tasks.length
   }
   const metrics = { ...scoreMetrics(groups, "test"), ...counts }
+  // --dpo: how often the policy prefers the chosen completion of a held-out pair
+  if (settings.dpo !== undefined && split === "eval") metrics[K.DPO_ACCURACY] = yield* Dpo.accuracy(groups, step)
   metrics[K.Time.eval] = (performance.now() - start) / 1000
   return { metrics, groups }
 })

@@ -182,6 +182,8 @@ export const RunSettings = Schema.Struct({
   overlong: Schema.optional(Overlong),
   /** on-policy distillation from a teacher (`--teacher`); absent = off */
   teacher: Schema.optional(Teacher),
+  /** DPO on the env's preference pairs instead of RL (`--dpo`, `beta` its temperature); absent = off */
+  dpo: Schema.optional(Schema.Struct({ beta: Schema.Finite.check(Schema.isGreaterThan(0)) })),
 })
 export type RunSettings = typeof RunSettings.Type
 
@@ -266,6 +268,7 @@ const streamingProblem = (settings: RunSettings): string | undefined => {
   if (stream === undefined) return undefined
   const flag = `--stream-minibatches ${stream.count}`
   if (stream.count > settings.groups) return `${flag} asks for more minibatches than the step has groups (--groups ${settings.groups}); give at most ${settings.groups}`
+  if (settings.dpo !== undefined) return `${flag} streams sampled groups into RL minibatches; --dpo trains on preference pairs: drop one`
   if (settings.async) return `${flag} trains a step while it is sampled, which a sync step does; --async samples the step before it starts: use one or the other`
   if (settings.dynamicSampling !== undefined) return `${flag} cannot stream with --dynamic-sampling, which refills the batch after it is sampled`
   if (!settings.sft && settings.advantage === "batch_std") return `${flag} needs advantages of a group's own (group_std, mean_only, none); batch_std needs the whole batch`
@@ -321,6 +324,9 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
     return yield* settingsError(`--teacher and --kl-coef ${settings.klCoef} both fold a KL into the advantages, through one reference: distill from the teacher (--teacher-coef) or penalize drift from the base (--kl-coef), not both`)
   }
   if (settings.teacher !== undefined && settings.sft) return yield* settingsError("--teacher distills on the policy's own samples, which --sft does not draw: use one or the other")
+  if (settings.dpo !== undefined && (settings.sft || settings.teacher !== undefined || (settings.klCoef ?? 0) > 0)) {
+    return yield* settingsError(`--dpo trains on the env's preference pairs against the base model; it goes with none of ${settings.sft ? "--sft" : settings.teacher !== undefined ? "--teacher" : "--kl-coef"}: use one or the other`)
+  }
   if (settings.sft && settings.dynamicSampling !== undefined) {
     return yield* settingsError("--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other")
   }

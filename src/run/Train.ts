@@ -11,6 +11,7 @@ import * as Advantage from "../Advantage.ts"
 import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../Contract.ts"
 import * as CustomLoss from "../CustomLoss.ts"
 import * as Datum from "../Datum.ts"
+import * as Dpo from "./Dpo.ts"
 import { render } from "../DatumIssue.ts"
 import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
@@ -114,6 +115,7 @@ export interface Datums {
  * @since 0.1.0 @category training
  */
 export const datums = Effect.fn("Train.datums")(function* (settings: RunSettings, batch: Batch, advantages: Advantages["advantages"]) {
+  if (settings.dpo !== undefined) return { data: yield* Dpo.pairDatums(batch.groups, batch.step), origins: [], klMetrics: {} } satisfies Datums
   return settings.sft ? yield* sftDatums(batch) : yield* rlDatums(settings, batch, advantages)
 })
 
@@ -221,24 +223,14 @@ export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (
   } = {},
 ) {
   const tokenizer = yield* Tokenizer
-  const progress = yield* Progress
   const { data } = datums
-  const lossFn = settings.sft ? "cross_entropy" : settings.loss
+  const lossFn = settings.sft || settings.dpo !== undefined ? "cross_entropy" : settings.loss
   const weights = "weights" in options ? options.weights : weightsOf(settings, datums)
-  const trainer = yield* Trainer
-  // a loss the trainer does not compute itself (gspo over the wire) trains as a custom loss
-  const backward: Effect.Effect<ChunkedResult, BackendError | RunError> = lossFn === "gspo" && !(trainer.losses ?? []).includes("gspo")
-    ? Effect.succeed(yield* customGspo(settings, data, weights).pipe(Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: e.message }))))
-    : yield* submitChunked(data, lossFn, {
-      chunk: settings.microBatch,
-      weights,
-      ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
-      onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
-    }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
+  const backward = yield* backwardOf(settings, batch, datums, weights)
   const step = options.optimStep === false ? undefined : yield* submitOptimStep(settings, batch.step, lr)
   return Effect.gen(function* () {
     const out = yield* backward.pipe(Effect.mapError((e) => (e._tag === "RunError" ? e : refused(e, batch, datums, lossFn))))
-    const trained = settings.sft ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
+    const trained = settings.sft || settings.dpo !== undefined ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
     const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
     const optim = step === undefined ? undefined : yield* step
     const pairs = { sampler: trained.sampler, trainer: trained.learner }
@@ -248,9 +240,36 @@ export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (
       ...(out.clipFraction !== undefined ? { [K.Optim.clipFraction]: out.clipFraction } : {}),
       ...Object.fromEntries(Object.entries(optim?.metrics ?? {}).map(([k, v]) => [K.optim(k), v])),
       ...Metrics.klSampleTrain(pairs),
+      ...out.extra,
     }
     return { metrics, divergence, pairs } satisfies Optimized
   })
+})
+
+/** What a step's backward gives: a chunked call's result, and metrics of its own (DPO's). */
+type Backward = ChunkedResult & { readonly extra?: Metrics.MetricRecord | undefined }
+
+/**
+ * Submits a step's backward: DPO's pairs through `CustomLoss.dpo`, `gspo` as a custom loss
+ * on a trainer without it, else the loss in micro-batches; the effect awaits it.
+ */
+const backwardOf = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, datums: Datums, weights: ReadonlyArray<number> | undefined) {
+  const progress = yield* Progress
+  const trainer = yield* Trainer
+  const { data } = datums
+  const lossFn = settings.sft || settings.dpo !== undefined ? "cross_entropy" : settings.loss
+  if (settings.dpo !== undefined) return Effect.succeed<Backward>(yield* Dpo.backward(data, settings.dpo.beta, batch.step, settings.microBatch))
+  // a loss the trainer does not compute itself (gspo over the wire) trains as a custom loss
+  if (lossFn === "gspo" && !(trainer.losses ?? []).includes("gspo")) {
+    return Effect.succeed<Backward>(yield* customGspo(settings, data, weights).pipe(Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: e.message }))))
+  }
+  const pending = yield* submitChunked(data, lossFn, {
+    chunk: settings.microBatch,
+    weights,
+    ...(settings.sft ? {} : { lossFnConfig: settings.lossConfig }),
+    onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
+  }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
+  return pending.pipe(Effect.mapError((e): BackendError | RunError => e)) as Effect.Effect<Backward, BackendError | RunError>
 })
 
 /** `--loss gspo` on a trainer without it: `CustomLoss.gspo` with the step's aggregation weights, as a chunked call's result. */
