@@ -5,6 +5,7 @@
  * - `format`: regular expressions, tags, tag sequences, JSON objects (1 or 0, never fail);
  * - `length`: hard limits, a soft length penalty, not cut off;
  * - `judge`: a language model asked a templated question (the `Judge` service);
+ * - `preference`: a group ranked by the judge (RULER-style) or compared pair by pair (Bradley-Terry);
  * - `code`: model-written JavaScript run against tests in a QuickJS sandbox (the `Sandbox` service).
  *
  * @since 0.1.0
@@ -51,6 +52,14 @@ export {
   /** The last number in a judge's reply (the default score parser). */
   lastNumber,
 } from "./judge.ts"
+export {
+  /** A group reward from one ranking of the group's completions by the judge. */
+  rankJudge,
+  /** A group reward from the judge's pairwise preferences, fitted with Bradley-Terry. */
+  pairwiseJudge,
+  /** Bradley-Terry log-strengths from a win matrix. */
+  bradleyTerry,
+} from "./preference.ts"
 export {
   /** The fraction of a problem's tests that the completion's program passes, run in the `Sandbox`. */
   passesTests,
