@@ -115,6 +115,9 @@ export const sampleFields = {
   prompt: Schema.Union([Schema.String, Schema.Array(Message)]),
   completion: Schema.String,
   stopReason: Schema.Literals(["stop", "length"]),
+  /** a game env's sample: the role the policy played and its outcome */
+  role: Schema.optional(Schema.String),
+  outcome: Schema.optional(Schema.Finite),
   reward: Schema.NullOr(Schema.Number),
   masked: Schema.NullOr(Schema.String),
   // a component that did not apply is left out; JSON writes a NaN score as null

@@ -5,6 +5,8 @@
  */
 /** Agent envs: an async function (AI SDK, openai, any OpenAI-compatible client) played against the run's endpoint. */
 export * as Agent from "./Agent.ts"
+/** Game envs: several roles, each played by the policy (self-play) or a scripted player. */
+export * as Game from "./Game.ts"
 /** Advantage normalization: group std with a zero-std guard, mean only, batch std, none. */
 export * as Advantage from "./Advantage.ts"
 /** The wire contract's Schemas: ModelInput, TensorData, Datum, SamplingParams, AdamParams, results. */

@@ -8,6 +8,7 @@
  */
 import { Layer, Schema } from "effect"
 import type { Agent } from "../agent/Spec.ts"
+import type { Game } from "../game/Spec.ts"
 import type { SamplingParams } from "../Contract.ts"
 import { type Episode, isEpisode } from "../Episode.ts"
 import { isReward, type Reward } from "../Reward.ts"
@@ -67,6 +68,8 @@ export interface EnvFields<P, R = never> {
    * against the run's OpenAI-compatible endpoint, instead of an `episode`
    */
   readonly agent?: Agent<P>
+  /** a game env's game (made by `Game.env`): roles played by the policy or scripted players, instead of an `episode` */
+  readonly game?: Game<P, any>
   /**
    * the embedded base model folder this env is made for (e.g. a model pretrained on its
    * format); the embedded backend uses it unless `--model` says otherwise
@@ -165,6 +168,7 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   if (spec.episode !== undefined && !isEpisode(spec.episode)) fail("episode must be made by Episode.make or Tool.episode")
   if (spec.agent !== undefined && spec.episode !== undefined) fail("give an episode or an agent (Agent.env), not both")
   if (spec.agent !== undefined && typeof spec.agent.run !== "function") fail("agent must be made by Agent.env")
+  if (spec.game !== undefined && (spec.episode !== undefined || spec.agent !== undefined)) fail("a game (Game.env) plays its own episodes: give no episode or agent with it")
   if (spec.preference !== undefined && typeof spec.preference !== "function") fail("preference must be a function from a problem to { chosen, rejected } completions")
   if (spec.answer !== undefined && typeof spec.answer !== "function") fail("answer must be a function from a completion and its problem to the answer it gives")
   const heldOut = spec.eval?.heldOut ?? 0.1

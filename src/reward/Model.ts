@@ -31,6 +31,10 @@ export interface Rollout<P> {
    * (`completion` is the last turn); absent for single-turn envs
    */
   readonly turns?: ReadonlyArray<{ readonly text: string; readonly observation?: string }>
+  /** a game env's rollout: the role the policy played */
+  readonly role?: string
+  /** a game env's rollout: the role's outcome (e.g. 1 won, -1 lost, 0 a draw) */
+  readonly outcome?: number
 }
 
 /**

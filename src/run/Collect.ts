@@ -13,6 +13,7 @@ import type { Trainer } from "../Trainer.ts"
 import { at } from "../Lookup.ts"
 import { Progress } from "./Progress.ts"
 import { playAgents } from "./AgentRollout.ts"
+import { playGames } from "./GameRollout.ts"
 import { overlongPenalty } from "./Overlong.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
@@ -27,6 +28,8 @@ export interface Group {
   readonly rollouts: Array<Reward.Rollout<unknown>>
   /** each rollout's episode: its turns as tokens, stop reason and counters */
   readonly episodes: Array<EpisodeRecord>
+  /** a game env's group: the role each sample played (advantages are normalized per role) */
+  readonly roles?: ReadonlyArray<string>
   readonly scores: Array<Reward.Score>
 }
 
@@ -50,13 +53,14 @@ export const sampleRows = (g: Group) =>
       prompt: g.prompt,
       completion: r.completion,
       stopReason: r.stopReason,
+      ...(r.role !== undefined ? { role: r.role, outcome: r.outcome ?? 0 } : {}),
       reward: score.masked !== undefined ? null : score.value ?? null,
       masked: score.masked ?? null,
       components: score.components,
       // each component that failed (any weight) with its message, and what a reward noted (a judge's replies)
       ...(score.failed !== undefined ? { failed: score.failed } : {}),
       ...(score.notes !== undefined ? { notes: score.notes } : {}),
-      ...(g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined ? episodeRow(at(g.episodes, si, `group ${g.index}: episode of sample`)) : {}),
+      ...(g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined || g.task.envDef.game !== undefined ? episodeRow(at(g.episodes, si, `group ${g.index}: episode of sample`)) : {}),
     }
   })
 
@@ -74,6 +78,14 @@ const episodeRow = (e: EpisodeRecord) => ({
   episodeStop: e.stop,
   ...(e.agent !== undefined ? { agent: e.agent } : {}),
 })
+
+/** What playing a group gives: its episodes, and for a game each sample's role and outcome. */
+interface Played {
+  readonly episodes: Array<EpisodeRecord>
+  readonly version: number
+  readonly roles?: ReadonlyArray<string>
+  readonly outcomes?: ReadonlyArray<number>
+}
 
 /** One step's groups. @since 0.1.0 @category models */
 export interface Batch {
@@ -141,11 +153,16 @@ export const sampleGroup = Effect.fnUntraced(function* (
     seed: Env.hash32(`${settings.seed}/${options.split}/${step}/${g}`),
   }
   const game = { env, task, sampling, numSamples: options.numSamples, affinityKey: `${runId}/${options.split}/${step}/${g}`, version, step }
-  // an agent env's prompt is whatever its agent sends: the first request's tokens stand for it
-  const promptTokens = env.agent !== undefined ? [] : yield* encodePrompt(tokenizer, prompt).pipe(
+  // an agent's or a game's prompt is what it sends each time: the first turn's tokens stand for it
+  const promptTokens = env.agent !== undefined || env.game !== undefined ? [] : yield* encodePrompt(tokenizer, prompt).pipe(
     Effect.mapError((e) => new RunError({ reason: "Env", step, message: `${env.name}: cannot encode the prompt of ${task.key}: ${e.message}` })),
   )
-  const played = env.agent !== undefined ? yield* playAgents(game) : yield* playGroup({ ...game, promptTokens })
+  const played: Played = env.game !== undefined
+    ? yield* playGames({ ...game, split: options.split })
+    : env.agent !== undefined
+    ? yield* playAgents(game)
+    : yield* playGroup({ ...game, promptTokens })
+  const multi = env.episode !== undefined || env.agent !== undefined || env.game !== undefined
   const rollouts = played.episodes.map((e, i): Reward.Rollout<unknown> => {
     const last = e.turns.at(-1)
     return {
@@ -156,7 +173,8 @@ export const sampleGroup = Effect.fnUntraced(function* (
       stopReason: last?.stopReason ?? "stop",
       index: i,
       groupSize: played.episodes.length,
-      ...(env.episode !== undefined || env.agent !== undefined ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
+      ...(multi ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
+      ...(played.roles !== undefined ? { role: played.roles[i]!, outcome: played.outcomes![i]! } : {}),
     }
   })
   const scores = yield* Reward.evaluate(env.reward, rollouts).pipe(
@@ -171,7 +189,8 @@ export const sampleGroup = Effect.fnUntraced(function* (
   return {
     task,
     index: g,
-    promptTokens: env.agent !== undefined ? [...(played.episodes[0]?.turns[0]?.input ?? [])] : promptTokens,
+    promptTokens: env.agent !== undefined || env.game !== undefined ? [...(played.episodes[0]?.turns[0]?.input ?? [])] : promptTokens,
+    ...(played.roles !== undefined ? { roles: played.roles } : {}),
     prompt,
     version: played.version,
     rollouts,

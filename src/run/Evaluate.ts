@@ -99,7 +99,8 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
       if (m !== undefined) out[key(name)] = m
     }
     out[key(K.EnvStat.fracMasked)] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
-    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
+    Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined || g.task.envDef.game !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
+    Object.assign(out, roleMetrics(gs, key))
   }
   // failures of a reward component, at any weight (0 included): only where there were some
   for (const [name, n] of Object.entries(failureCounts(groups.flatMap((g) => g.scores)))) {
@@ -110,6 +111,26 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
     if (e.infra === undefined) continue
     const key = `${split === "test" ? "test/" : ""}${K.toolInfraFailed(e.infra.source ?? "env")}`
     out[key] = (out[key] ?? 0) + 1
+  }
+  return out
+}
+
+/**
+ * A game env's samples, per role the policy played: the mean outcome (`role/<role>/outcome`)
+ * and the fraction won (`role/<role>/win_rate`, an outcome above 0).
+ * @since 0.1.0 @category evaluation
+ */
+export const roleMetrics = (groups: ReadonlyArray<Group>, key: (name: string) => string): Metrics.MetricRecord => {
+  const byRole = new Map<string, Array<number>>()
+  for (const g of groups) {
+    g.rollouts.forEach((r) => {
+      if (r.role !== undefined) byRole.set(r.role, [...(byRole.get(r.role) ?? []), r.outcome ?? 0])
+    })
+  }
+  const out: Metrics.MetricRecord = {}
+  for (const [role, outcomes] of byRole) {
+    out[key(`role/${role}/outcome`)] = outcomes.reduce((a, b) => a + b, 0) / outcomes.length
+    out[key(`role/${role}/win_rate`)] = outcomes.filter((o) => o > 0).length / outcomes.length
   }
   return out
 }

@@ -106,7 +106,7 @@ export const due = (every: number | undefined, step: number): boolean => every !
  */
 export const pick = (groups: ReadonlyArray<Group>, samples: number): Array<readonly [Group, number]> => {
   const all = groups.flatMap((g) =>
-    g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined ? [] : g.scores.flatMap((s, si) => (s.masked === undefined ? [[g, si] as const] : []))
+    g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined || g.task.envDef.game !== undefined ? [] : g.scores.flatMap((s, si) => (s.masked === undefined ? [[g, si] as const] : []))
   )
   if (all.length <= samples) return all
   // j < samples, so every index is below all.length

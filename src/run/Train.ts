@@ -75,13 +75,31 @@ export interface Advantages {
 }
 
 /**
+ * `Advantage.compute` with a game's samples split by role: each role's samples of a group
+ * are a group of their own, so the sides of a zero-sum game are normalized apart.
+ */
+const computeByRole = (batch: Batch, totals: ReadonlyArray<ReadonlyArray<number | undefined>>, mode: Advantage.Mode) => {
+  const parts: Array<{ readonly group: number; readonly members: Array<number> }> = []
+  batch.groups.forEach((g, gi) => {
+    const roles = g.roles
+    if (roles === undefined) return parts.push({ group: gi, members: totals[gi]!.map((_, i) => i) })
+    for (const role of new Set(roles)) parts.push({ group: gi, members: roles.flatMap((r, i) => (r === role ? [i] : [])) })
+  })
+  const computed = Advantage.compute(parts.map((p) => p.members.map((i) => totals[p.group]![i])), mode)
+  const advantages = totals.map((t) => t.map(() => 0))
+  parts.forEach((p, k) => p.members.forEach((i, j) => (advantages[p.group]![i] = computed.advantages[k]![j]!)))
+  const overflowGroups = [...new Set(computed.overflowGroups.map((k) => parts[k]!.group))]
+  return { advantages, noOpGroups: computed.noOpGroups, overflowGroups }
+}
+
+/**
  * The advantages of a batch's samples under `settings.advantage` (masked samples count as
  * missing). Fails when the rewards overflow them (an advantage must be a finite float32).
  * @since 0.1.0 @category training
  */
 export const advantages = Effect.fn("Train.advantages")(function* (settings: RunSettings, batch: Batch) {
   const totals = batch.groups.map((g) => g.scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
-  const { advantages, noOpGroups, overflowGroups } = Advantage.compute(totals, settings.advantage)
+  const { advantages, noOpGroups, overflowGroups } = computeByRole(batch, totals, settings.advantage)
   const [overflowing] = overflowGroups
   if (!settings.sft && overflowing !== undefined) {
     const g = at(batch.groups, overflowing, "overflowing group")

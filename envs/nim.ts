@@ -1,0 +1,57 @@
+/**
+ * Nim, learned by self-play: a pile of stones, two players take 1, 2 or 3 in turn, and
+ * whoever takes the last stone wins. Both sides are the policy in training (each side's
+ * moves trained with its own outcome, +1 or -1); held-out evaluation pits the policy,
+ * moving first, against a scripted player that takes a random legal number, so
+ * `test/env/all/role/first/win_rate` is the win rate against a fixed opponent.
+ *
+ * Each move is one prompt, the mover's view, answered with the stones it leaves:
+ * "Nim: 9 stones, take 1 to 3. Left:" -> " 8" (it took 1). An answer that does not leave
+ * 1, 2 or 3 fewer stones (nor fewer than 0) loses at once. The winning rule, leave a
+ * multiple of 4, is there to be found.
+ */
+import { Schema } from "effect"
+import { Env, Game } from "gyre"
+
+const Problem = Schema.Struct({ stones: Schema.Int, table: Schema.Int })
+type Problem = typeof Problem.Type
+
+type Role = "first" | "second"
+interface State {
+  readonly stones: number
+  readonly next: Role
+  /** who took the last stone, once the pile is empty */
+  readonly winner?: Role
+}
+
+const other = (r: Role): Role => (r === "first" ? "second" : "first")
+
+/** The number of stones a move's text takes (the text says how many are left), when it is a legal move. */
+export const taken = (text: string, stones: number): number | undefined => {
+  const m = /^\s*(\d+)\s*$/.exec(text)
+  const n = m === null ? undefined : stones - Number(m[1])
+  return n !== undefined && n >= 1 && n <= Math.min(3, stones) ? n : undefined
+}
+
+export default Game.env({
+  name: "nim",
+  problem: Problem,
+  // the table number only widens the problem space, so that held-out tables exist for every pile
+  source: Env.seeded(({ random }) => ({ stones: random.int(5, 15), table: random.int(0, 999) })),
+  roles: ["first", "second"],
+  start: (p: Problem): State => ({ stones: p.stones, next: "first" }),
+  toMove: (s: State) => s.next,
+  view: (s: State) => `Nim: ${s.stones} stones, take 1 to 3. Left:`,
+  move: (s: State, role, text) => {
+    const n = taken(text, s.stones)
+    if (n === undefined) return { illegal: `${JSON.stringify(text)} is not a move: leave ${Math.max(0, s.stones - 3)} to ${s.stones - 1} stones` }
+    const stones = s.stones - n
+    return { state: stones === 0 ? { stones, next: other(role as Role), winner: role as Role } : { stones, next: other(role as Role) } }
+  },
+  outcome: (s: State) => (s.winner === undefined ? undefined : { [s.winner]: 1, [other(s.winner)]: -1 }),
+  maxMoves: 16,
+  evalPlayers: { second: Game.scripted<State>((s, _, random) => String(s.stones - random.int(1, Math.min(3, s.stones)))) },
+  sampling: { maxTokens: 3, temperature: 1 },
+  eval: { heldOut: 0.1, size: 200 },
+  defaults: { steps: 150, evalEvery: 50, saveEvery: 50 },
+})
