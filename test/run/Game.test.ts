@@ -1,0 +1,96 @@
+/**
+ * Game envs: the definition's checks; games played move by move on a scripted sampler
+ * (a test double: each answer computed from the view), each policy role a sample with its
+ * moves and outcome, illegal moves ending the game, scripted players in evaluation;
+ * advantages normalized per role; and a run of `envs/nim.ts` through the runner.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import nim from "../../envs/nim.ts"
+import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
+import * as Env from "../../src/Env.ts"
+import * as Game from "../../src/Game.ts"
+import { ContextLength } from "../../src/run/Rollout.ts"
+import { playGames } from "../../src/run/GameRollout.ts"
+import { advantages } from "../../src/run/Train.ts"
+import { defaults } from "../../src/run/Settings.ts"
+import { Sampler } from "../../src/Sampler.ts"
+import { Tokenizer } from "../../src/Tokenizer.ts"
+import { train } from "../../src/Training.ts"
+import { scriptedSampler } from "./ScriptedSampler.ts"
+
+const play = (env: Env.AnyEnv, problem: unknown, reply: (view: string) => string, split: Env.Split = "train", games = 2) =>
+  playGames({ env, task: { key: "k", env: env.name, problem }, sampling: { maxTokens: 3, temperature: 1, seed: 1 }, numSamples: games, affinityKey: "a", version: 0, step: 0, split }).pipe(
+    Effect.provideService(Tokenizer, CharTokenizer.make()),
+    Effect.provideService(Sampler, scriptedSampler((prompt) => reply(prompt)).service),
+    Effect.provideService(ContextLength, 48),
+  )
+const stonesIn = (view: string) => Number(/(\d+) stones/.exec(view)![1])
+
+describe("Game.env", () => {
+  const base = { name: "g", problem: Schema.Struct({}), source: Env.rows([{}]), start: () => 0, toMove: () => "a", view: () => "", move: () => ({ state: 0 }), outcome: () => undefined }
+  it("checks its roles and players", () => {
+    assert.throws(() => Game.env({ ...base, roles: ["a"] }), /roles must name two or more distinct roles/)
+    assert.throws(() => Game.env({ ...base, roles: ["a", "b"], players: { c: "policy" } }), /players names "c", which is not a role \(a, b\)/)
+    const scripted = Game.scripted(() => "1")
+    assert.throws(() => Game.env({ ...base, roles: ["a", "b"], players: { a: scripted, b: scripted } }), /players must leave at least one role to the policy/)
+    assert.throws(() => Game.env({ ...base, roles: ["a", "b"], evalPlayers: { a: scripted, b: scripted } }), /evalPlayers must leave at least one role to the policy/)
+  })
+})
+
+describe("playing games", () => {
+  it.effect("self-play: both roles are samples, role by role, with their moves, what the other did, and their outcomes", () =>
+    Effect.gen(function* () {
+      // every move takes one stone: from 5, first takes the last one and wins
+      const played = yield* play(nim, { stones: 5, table: 0 }, (view) => ` ${stonesIn(view) - 1}`)
+      assert.deepStrictEqual(played.roles, ["first", "first", "second", "second"])
+      assert.deepStrictEqual(played.outcomes, [1, 1, -1, -1])
+      const [first, , second] = played.episodes
+      assert.deepStrictEqual(first!.turns.map((t) => [t.text, t.observation]), [[" 4", "second:  3\n"], [" 2", "second:  1\n"], [" 0", undefined]])
+      assert.deepStrictEqual(second!.turns.map((t) => t.text), [" 3", " 1"])
+      // each move is its own prompt: the mover's view
+      assert.strictEqual(CharTokenizer.decodeChars(second!.turns[0]!.input.slice(1)), "Nim: 4 stones, take 1 to 3. Left:")
+    }))
+
+  it.effect("an illegal move ends the game: -1 for its maker, 1 for the other; the reason is kept with the move", () =>
+    Effect.gen(function* () {
+      const played = yield* play(nim, { stones: 9, table: 0 }, (view) => (stonesIn(view) === 8 ? " 2" : ` ${stonesIn(view) - 1}`))
+      assert.deepStrictEqual(played.outcomes, [1, 1, -1, -1])
+      const second = played.episodes[2]!
+      assert.deepStrictEqual([second.stop, second.parseErrors, second.turns[0]!.toolError], ["parse_error", 1, `" 2" is not a move: leave 5 to 7 stones`])
+    }))
+
+  it.effect("evaluation plays the game's evalPlayers: only the policy's role is a sample", () =>
+    Effect.gen(function* () {
+      const played = yield* play(nim, { stones: 6, table: 0 }, (view) => ` ${stonesIn(view) - 2}`, "eval", 3)
+      assert.deepStrictEqual(played.roles, ["first", "first", "first"])
+      const seen = played.episodes.flatMap((e) => e.turns.flatMap((t) => (t.observation !== undefined ? [t.observation] : [])))
+      assert.isAbove(seen.length, 0)
+      for (const o of seen) assert.match(o, /^second: \d+\n$/)
+    }))
+
+  it.effect("advantages are normalized per role within a group", () =>
+    Effect.gen(function* () {
+      const score = (value: number) => ({ value, masked: undefined, components: {} })
+      const group = { roles: ["first", "first", "first", "first", "second", "second", "second", "second"], scores: [1, 1, 1, -1, -1, -1, -1, 1].map(score) }
+      const out = yield* advantages(defaults("nim"), { step: 1, groups: [group as never], sampleSeconds: 0, staleGroups: 0 })
+      const z = 1 / Math.sqrt(3)
+      out.advantages[0]!.forEach((a, i) => assert.isBelow(Math.abs(a - [z, z, z, -3 * z, -z, -z, -z, 3 * z][i]!), 1e-9))
+    }))
+})
+
+describe("a game env through the runner", () => {
+  it.live("nim: rollouts carry role and outcome, held-out rows the policy's win rate against the scripted player", () =>
+    Effect.gen(function* () {
+      const run = yield* train({ env: "nim", steps: 2, groups: 2, groupSize: 4, evalEvery: 2, evalSize: 10, saveEvery: 0, out: Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-nim-")) })
+      const rows = Fs.readFileSync(Path.join(run.outDir, "rollouts.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>)
+      assert.deepStrictEqual([...new Set(rows.map((r) => r["role"]))].sort(), ["first", "second"])
+      for (const r of rows) assert.include([-1, 0, 1], r["outcome"])
+      const last = run.metrics.at(-1)!
+      for (const key of ["test/env/all/role/first/win_rate", "env/all/role/first/outcome", "env/all/role/second/outcome"]) assert.isDefined(last[key], key)
+      assert.isUndefined(last["test/env/all/role/second/win_rate"], "the scripted second is not a sample")
+    }), 120_000)
+})
