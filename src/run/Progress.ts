@@ -52,7 +52,15 @@ export const formatStep = ({ components = [], step, steps, metrics: m }: StepSum
   const episodes = m[train(K.EnvStat.turns)] !== undefined
     ? ` | turns ${f(train(K.EnvStat.turns), 2)} tools ${f(train(K.EnvStat.toolCalls), 2)}`
     : ""
+  // a game env: each role's win rate in training, and in held-out play
+  const roleWins = (split: K.Split) =>
+    Object.keys(m).flatMap((k) => {
+      const role = new RegExp(`^${split === "test" ? "test/" : ""}env/all/role/(.+)/win_rate$`).exec(k)?.[1]
+      return role === undefined ? [] : [` ${role} won ${f(k, 2)}`]
+    }).join("")
+  const games = roleWins("train") !== "" ? ` |${roleWins("train")}` : ""
   const held = Metrics.heldOutScore(m, components)
-  const evalPart = held !== undefined ? ` | ${held.label} ${held.value.toFixed(3)}` : ""
-  return `step ${step + 1}/${steps} | reward ${f(train(K.EnvStat.total))}${parts}${episodes} | mixed ${f(K.ByGroup.fracMixed, 2)} | ${Math.round(m[K.Throughput.tokensPerS] ?? 0)} tok/s | ${f(K.Time.total, 2)}s${evalPart}`
+  const heldGames = held !== undefined ? roleWins("test") : ""
+  const evalPart = held !== undefined ? ` | ${held.label} ${held.value.toFixed(3)}${heldGames !== "" ? ` (held-out${heldGames})` : ""}` : ""
+  return `step ${step + 1}/${steps} | reward ${f(train(K.EnvStat.total))}${parts}${episodes}${games} | mixed ${f(K.ByGroup.fracMixed, 2)} | ${Math.round(m[K.Throughput.tokensPerS] ?? 0)} tok/s | ${f(K.Time.total, 2)}s${evalPart}`
 }

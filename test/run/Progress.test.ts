@@ -37,6 +37,22 @@ describe("formatStep", () => {
     )
   })
 
+  it("shows a game's win rate per role, in training and held-out play", () => {
+    const metrics = {
+      ...base,
+      "env/all/turns": 2,
+      "env/all/tool_calls": 0,
+      "env/all/role/first/win_rate": 0.5,
+      "env/all/role/second/win_rate": 0.5,
+      "test/env/all/reward/total": 0.2,
+      "test/env/all/role/first/win_rate": 0.6,
+    }
+    assert.strictEqual(
+      formatStep({ step: 9, steps: 10, metrics }),
+      "step 10/10 | reward 0.500 | turns 2.00 tools 0.00 | first won 0.50 second won 0.50 | mixed 0.25 | 100 tok/s | 1.50s | held-out reward 0.200 (held-out first won 0.60)",
+    )
+  })
+
   it("names the held-out score by the reward's one weighted component, else the total", () => {
     const metrics = { ...base, "test/env/all/reward/total": 0.4, "test/env/all/exact": 0.3, "test/env/all/letters": 0.9 }
     assert.match(formatStep({ step: 0, steps: 1, metrics, components: ["exact"] }), /\| held-out exact 0\.300$/)
