@@ -7,8 +7,8 @@
  *
  * Each move is one prompt, the mover's view, answered with the stones it leaves:
  * "Nim: 9 stones, take 1 to 3. Left:" -> " 8" (it took 1). An answer that does not leave
- * 1, 2 or 3 fewer stones (nor fewer than 0) loses at once. The winning rule, leave a
- * multiple of 4, is there to be found.
+ * 1, 2 or 3 fewer stones (nor fewer than 0) ends the game: -1 for its maker, 0 for the
+ * other side. The winning rule, leave a multiple of 4, is there to be found.
  */
 import { Schema } from "effect"
 import { Env, Game } from "gyre"
@@ -37,7 +37,7 @@ export default Game.env({
   name: "nim",
   problem: Problem,
   // the table number only widens the problem space, so that held-out tables exist for every pile
-  source: Env.seeded(({ random }) => ({ stones: random.int(5, 15), table: random.int(0, 999) })),
+  source: Env.seeded(({ random }) => ({ stones: random.int(3, 9), table: random.int(0, 999) })),
   roles: ["first", "second"],
   start: (p: Problem): State => ({ stones: p.stones, next: "first" }),
   toMove: (s: State) => s.next,
@@ -49,9 +49,11 @@ export default Game.env({
     return { state: stones === 0 ? { stones, next: other(role as Role), winner: role as Role } : { stones, next: other(role as Role) } }
   },
   outcome: (s: State) => (s.winner === undefined ? undefined : { [s.winner]: 1, [other(s.winner)]: -1 }),
+  // an illegal move costs its maker, and wins the other side nothing it played for
+  illegal: (_: State, role) => ({ [role]: -1, [other(role as Role)]: 0 }),
   maxMoves: 16,
   evalPlayers: { second: Game.scripted<State>((s, _, random) => String(s.stones - random.int(1, Math.min(3, s.stones)))) },
   sampling: { maxTokens: 3, temperature: 1 },
   eval: { heldOut: 0.1, size: 200 },
-  defaults: { steps: 150, evalEvery: 50, saveEvery: 50 },
+  defaults: { steps: 300, groupSize: 16, evalEvery: 100, saveEvery: 100 },
 })
