@@ -6,9 +6,10 @@
  * `test/env/all/role/first/win_rate` is the win rate against a fixed opponent.
  *
  * Each move is one prompt, the mover's view, answered with the stones it leaves:
- * "Nim: 9 stones, take 1 to 3. Left:" -> " 8" (it took 1). An answer that does not leave
- * 1, 2 or 3 fewer stones (nor fewer than 0) ends the game: -1 for its maker, 0 for the
- * other side. The winning rule, leave a multiple of 4, is there to be found.
+ * "Nim: 9 stones, take 1 to 3. Left:" -> " 8" (it took 1). A number out of one move's
+ * reach takes the nearest it can (" 2" from 9 takes 3); an answer that is not a number
+ * ends the game: -1 for its maker, 0 for the other side. The winning rule, leave a
+ * multiple of 4, is there to be found.
  */
 import { Schema } from "effect"
 import { Env, Game } from "gyre"
@@ -26,11 +27,14 @@ interface State {
 
 const other = (r: Role): Role => (r === "first" ? "second" : "first")
 
-/** The number of stones a move's text takes (the text says how many are left), when it is a legal move. */
+/**
+ * The number of stones a move's text takes: the text says how many to leave, and a number
+ * outside the reach of one move (1 to 3 stones) takes the nearest it can. Text that is not
+ * a number is no move.
+ */
 export const taken = (text: string, stones: number): number | undefined => {
   const m = /^\s*(\d+)\s*$/.exec(text)
-  const n = m === null ? undefined : stones - Number(m[1])
-  return n !== undefined && n >= 1 && n <= Math.min(3, stones) ? n : undefined
+  return m === null ? undefined : Math.min(Math.min(3, stones), Math.max(1, stones - Number(m[1])))
 }
 
 export default Game.env({
@@ -44,7 +48,7 @@ export default Game.env({
   view: (s: State) => `Nim: ${s.stones} stones, take 1 to 3. Left:`,
   move: (s: State, role, text) => {
     const n = taken(text, s.stones)
-    if (n === undefined) return { illegal: `${JSON.stringify(text)} is not a move: leave ${Math.max(0, s.stones - 3)} to ${s.stones - 1} stones` }
+    if (n === undefined) return { illegal: `${JSON.stringify(text)} is not a move: answer with the stones to leave (${Math.max(0, s.stones - 3)} to ${s.stones - 1})` }
     const stones = s.stones - n
     return { state: stones === 0 ? { stones, next: other(role as Role), winner: role as Role } : { stones, next: other(role as Role) } }
   },
