@@ -9,7 +9,7 @@ import { Effect, Schema } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import nim from "../../envs/nim.ts"
+import nim, { taken } from "../../envs/nim.ts"
 import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import * as Env from "../../src/Env.ts"
 import * as Game from "../../src/Game.ts"
@@ -38,6 +38,8 @@ describe("Game.env", () => {
     const scripted = Game.scripted(() => "1")
     assert.throws(() => Game.env({ ...base, roles: ["a", "b"], players: { a: scripted, b: scripted } }), /players must leave at least one role to the policy/)
     assert.throws(() => Game.env({ ...base, roles: ["a", "b"], evalPlayers: { a: scripted, b: scripted } }), /evalPlayers must leave at least one role to the policy/)
+    // by default an illegal move loses: -1 for its maker, 1 for every other role
+    assert.deepStrictEqual(Game.env({ ...base, roles: ["a", "b", "c"] }).game!.illegal(0, "b"), { a: 1, b: -1, c: 1 })
   })
 })
 
@@ -55,13 +57,17 @@ describe("playing games", () => {
       assert.strictEqual(CharTokenizer.decodeChars(second!.turns[0]!.input.slice(1)), "Nim: 4 stones, take 1 to 3. Left:")
     }))
 
-  it.effect("an illegal move ends the game: -1 for its maker, 1 for the other; the reason is kept with the move", () =>
+  it.effect("an illegal move ends the game with nim's outcomes (-1 for its maker, 0 for the other); the reason is kept with the move", () =>
     Effect.gen(function* () {
-      const played = yield* play(nim, { stones: 9, table: 0 }, (view) => (stonesIn(view) === 8 ? " 2" : ` ${stonesIn(view) - 1}`))
-      assert.deepStrictEqual(played.outcomes, [1, 1, -1, -1])
+      const played = yield* play(nim, { stones: 9, table: 0 }, (view) => (stonesIn(view) === 8 ? " x" : ` ${stonesIn(view) - 1}`))
+      assert.deepStrictEqual(played.outcomes, [0, 0, -1, -1])
       const second = played.episodes[2]!
-      assert.deepStrictEqual([second.stop, second.parseErrors, second.turns[0]!.toolError], ["parse_error", 1, `" 2" is not a move: leave 5 to 7 stones`])
+      assert.deepStrictEqual([second.stop, second.parseErrors, second.turns[0]!.toolError], ["parse_error", 1, `" x" is not a move: answer with the stones to leave (5 to 7)`])
     }))
+
+  it("a number out of one move's reach takes the nearest it can", () => {
+    assert.deepStrictEqual([taken(" 8", 9), taken(" 2", 9), taken(" 12", 9), taken(" 0", 2), taken("x", 9)], [1, 3, 1, 2, undefined])
+  })
 
   it.effect("evaluation plays the game's evalPlayers: only the policy's role is a sample", () =>
     Effect.gen(function* () {
