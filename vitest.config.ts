@@ -20,6 +20,7 @@ const E2E = [
   "test/backends/loops/Cli.test.ts",
   "test/mcp/Inventory.test.ts",
   "test/platform/Runtime.test.ts",
+  "test/observe/TensorBoard.test.ts",
 ]
 
 export default defineConfig({

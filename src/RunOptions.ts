@@ -124,6 +124,8 @@ export interface RunOptions {
   readonly recipe?: Runner.RecipeName | undefined
   /** DAPO overlong shaping: the last fraction of maxTokens over which a sample's reward is lowered, down to -1 at maxTokens */
   readonly overlongBuffer?: number | undefined
+  /** also write the run as TensorBoard events in `<run folder>/tensorboard` */
+  readonly tensorboard?: boolean | undefined
   /** DPO on the env's preference pairs (`Env.make({ preference })`) against the base model, instead of RL */
   readonly dpo?: boolean | undefined
   /** DPO's beta (default 0.1) */

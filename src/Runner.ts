@@ -43,6 +43,7 @@ import * as HackWatch from "./run/HackWatch.ts"
 import * as Pipeline from "./run/Pipeline.ts"
 import { headline } from "./run/Progress.ts"
 import { check, fail, inForce, klCoefOf, RunError, type RunSettings } from "./run/Settings.ts"
+import { RunObserver } from "./run/Observer.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
@@ -132,6 +133,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
 const evaluateBase = Effect.fn("Runner.evaluateBase")(function* (ctx: RunContext, version: number) {
   const base = yield* ctx.provide(evaluate(ctx.settings, ctx.source, ctx.runId, 0, version))
   yield* RunFolder.appendMetrics(ctx.files, { [K.STEP]: 0, ...base }).pipe(Effect.mapError(fail("RunFolder", 0)))
+  yield* (yield* RunObserver).onMetrics({ ...base, step: 0 })
   const all = K.envPrefix("test", K.ALL)
   const scores = Object.entries(base).filter(([k]) => k.startsWith(all) && k !== K.envKey("test", K.ALL, K.EnvStat.problems))
   const problems = Object.entries(base).filter(([k]) => k.endsWith(`/${K.EnvStat.problems}`)).reduce((n, [, v]) => n + v, 0)

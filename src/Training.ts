@@ -11,6 +11,7 @@ import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Runner from "./Runner.ts"
 import * as Teacher from "./Teacher.ts"
+import * as TensorBoard from "./observe/TensorBoard.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 import { FLAG_OF, type RunOptions, settingsFrom } from "./RunOptions.ts"
@@ -124,6 +125,7 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const withTeacher = teacher === undefined ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
     Effect.provide(Layer.fresh(withTeacher)),
+    options.tensorboard === true ? Effect.provide(TensorBoard.layer(Path.join(settings.outDir, "tensorboard"))) : (x) => x,
     print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
   )
   const components = Runner.headline(Runner.rewardWeightsOf(source))

@@ -139,6 +139,10 @@ const flags = {
     ),
     Flag.optional,
   ),
+  tensorboard: Flag.Boolean("tensorboard").pipe(
+    Flag.withDescription("also write the run as TensorBoard events in <run folder>/tensorboard: every metric as a scalar, each step's reward histogram and a few samples as text; watch with tensorboard --logdir runs"),
+    Flag.optional,
+  ),
   dpo: Flag.Boolean("dpo").pipe(
     Flag.withDescription("DPO instead of RL: each step's problems become the env's preference pairs (Env.make({ preference })), trained against the base model; held-out evaluations add test/dpo/accuracy"),
     Flag.optional,
@@ -194,6 +198,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   dynamicSampling: get(p.dynamicSampling),
   klCoef: get(p.klCoef),
   recipe: get(p.recipe),
+  tensorboard: get(p.tensorboard),
   dpo: get(p.dpo),
   dpoBeta: get(p.dpoBeta),
   teacher: get(p.teacher),

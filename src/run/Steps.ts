@@ -16,6 +16,7 @@ import type { Tokenizer } from "../Tokenizer.ts"
 import { Trainer } from "../Trainer.ts"
 import { type Batch, collect, sampleRows } from "./Collect.ts"
 import { evaluate, scoreMetrics } from "./Evaluate.ts"
+import { RunObserver } from "./Observer.ts"
 import * as HackWatch from "./HackWatch.ts"
 import type * as Pipeline from "./Pipeline.ts"
 import { Progress } from "./Progress.ts"
@@ -321,6 +322,9 @@ const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch
   const { settings } = ctx
   const step = batch.step
   yield* RunFolder.appendMetrics(ctx.files, metrics).pipe(Effect.mapError(fail("RunFolder", step)))
+  const observer = yield* RunObserver
+  yield* observer.onMetrics(metrics)
+  yield* observer.onSamples(step + 1, batch.groups.flatMap(sampleRows))
   if (!(settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps))) return
   const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
   const rows = logged.flatMap(({ advantages, g }) =>
