@@ -124,6 +124,8 @@ export interface RunOptions {
   readonly recipe?: Runner.RecipeName | undefined
   /** DAPO overlong shaping: the last fraction of maxTokens over which a sample's reward is lowered, down to -1 at maxTokens */
   readonly overlongBuffer?: number | undefined
+  /** export the run's spans, logs and metrics to this OTLP/HTTP collector (e.g. http://127.0.0.1:4318) */
+  readonly otlp?: string | undefined
   /** also write the run as TensorBoard events in `<run folder>/tensorboard` */
   readonly tensorboard?: boolean | undefined
   /** DPO on the env's preference pairs (`Env.make({ preference })`) against the base model, instead of RL */

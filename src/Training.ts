@@ -11,7 +11,9 @@ import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
 import * as Runner from "./Runner.ts"
 import * as Teacher from "./Teacher.ts"
+import * as OtlpExport from "./observe/OtlpExport.ts"
 import * as TensorBoard from "./observe/TensorBoard.ts"
+import { combine, RunObserver } from "./run/Observer.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
 import { FLAG_OF, type RunOptions, settingsFrom } from "./RunOptions.ts"
@@ -58,6 +60,21 @@ export const resolveEnv = (env: string | Env.AnyEnv | Env.Mixture) =>
     : Env.isEnv(env) || Env.isMixture(env)
     ? Effect.succeed({ source: env, envSpec: undefined as string | undefined })
     : Effect.fail(new Env.EnvError({ env: String(env), reason: "InvalidDefinition", message: "env must be a name, a path, or a value made with Env.make({...}) or Env.mixture(...)" }))
+
+/**
+ * The run's observers: TensorBoard events (`--tensorboard`) and the OTLP exporters
+ * (`--otlp`), as one layer (empty when neither is asked for).
+ */
+const observersOf = (options: RunOptions, outDir: string) => {
+  const observer = Layer.effect(
+    RunObserver,
+    Effect.gen(function* () {
+      const tensorboard = options.tensorboard === true ? [yield* TensorBoard.observer(Path.join(outDir, "tensorboard"))] : []
+      return combine([...tensorboard, ...(options.otlp !== undefined ? [OtlpExport.observer] : [])])
+    }),
+  )
+  return options.otlp !== undefined ? Layer.merge(observer, OtlpExport.layer(options.otlp)) : observer
+}
 
 /**
  * Runs a training (RL, or SFT with `sft: true`) and returns its summary. What `gyre run`
@@ -125,7 +142,7 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const withTeacher = teacher === undefined ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
     Effect.provide(Layer.fresh(withTeacher)),
-    options.tensorboard === true ? Effect.provide(TensorBoard.layer(Path.join(settings.outDir, "tensorboard"))) : (x) => x,
+    Effect.provide(observersOf(options, settings.outDir)),
     print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
   )
   const components = Runner.headline(Runner.rewardWeightsOf(source))

@@ -143,6 +143,10 @@ const flags = {
     Flag.withDescription("also write the run as TensorBoard events in <run folder>/tensorboard: every metric as a scalar, each step's reward histogram and a few samples as text; watch with tensorboard --logdir runs"),
     Flag.optional,
   ),
+  otlp: Flag.String("otlp").pipe(
+    Flag.withDescription("export the run's phase spans, logs and metrics over OTLP/HTTP (JSON) to this collector, e.g. http://127.0.0.1:4318 (/v1/traces, /v1/metrics and /v1/logs below it)"),
+    Flag.optional,
+  ),
   dpo: Flag.Boolean("dpo").pipe(
     Flag.withDescription("DPO instead of RL: each step's problems become the env's preference pairs (Env.make({ preference })), trained against the base model; held-out evaluations add test/dpo/accuracy"),
     Flag.optional,
@@ -199,6 +203,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   klCoef: get(p.klCoef),
   recipe: get(p.recipe),
   tensorboard: get(p.tensorboard),
+  otlp: get(p.otlp),
   dpo: get(p.dpo),
   dpoBeta: get(p.dpoBeta),
   teacher: get(p.teacher),

@@ -9,10 +9,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer } from "effect"
+import { Effect } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { type ObservedSample, RunObserver } from "../run/Observer.ts"
+import type { ObservedSample, RunObserverShape } from "../run/Observer.ts"
 import { event, record, type Values } from "./TfEvents.ts"
 
 /** Samples shown per step in the text `samples`. */
@@ -23,27 +23,23 @@ const sampleText = (samples: ReadonlyArray<ObservedSample>) =>
 
 /**
  * The observer that writes TensorBoard events under `dir`.
- * @since 0.1.0 @category layers
+ * @since 0.1.0 @category constructors
  */
-export const layer = (dir: string) =>
-  Layer.effect(
-    RunObserver,
-    Effect.gen(function* () {
-      const file = Path.join(dir, `events.out.tfevents.${Math.floor(Date.now() / 1000)}.gyre`)
-      const append = (step: number, values: Values | "file_version") =>
-        Effect.tryPromise(() => Fs.appendFile(file, record(event(Date.now() / 1000, step, values)))).pipe(
-          Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot write ${file}: ${e.message}`)),
-        )
-      yield* Effect.tryPromise(() => Fs.mkdir(dir, { recursive: true })).pipe(Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot make ${dir}: ${e.message}`)))
-      yield* append(0, "file_version")
-      yield* Effect.logInfo(`--tensorboard: writing ${file} (watch with tensorboard --logdir ${Path.dirname(Path.dirname(dir))})`)
-      return {
-        onMetrics: ({ step, ...scalars }) => append(step, { scalars }),
-        onSamples: (step, samples) =>
-          append(step, {
-            histograms: { "reward/total": samples.flatMap((s) => (s.reward === null ? [] : [s.reward])) },
-            texts: { samples: sampleText(samples) },
-          }),
-      }
-    }),
-  )
+export const observer = Effect.fnUntraced(function* (dir: string) {
+  const file = Path.join(dir, `events.out.tfevents.${Math.floor(Date.now() / 1000)}.gyre`)
+  const append = (step: number, values: Values | "file_version") =>
+    Effect.tryPromise(() => Fs.appendFile(file, record(event(Date.now() / 1000, step, values)))).pipe(
+      Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot write ${file}: ${e.message}`)),
+    )
+  yield* Effect.tryPromise(() => Fs.mkdir(dir, { recursive: true })).pipe(Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot make ${dir}: ${e.message}`)))
+  yield* append(0, "file_version")
+  yield* Effect.logInfo(`--tensorboard: writing ${file} (watch with tensorboard --logdir ${Path.dirname(Path.dirname(dir))})`)
+  return {
+    onMetrics: ({ step, ...scalars }) => append(step, { scalars }),
+    onSamples: (step, samples) =>
+      append(step, {
+        histograms: { "reward/total": samples.flatMap((s) => (s.reward === null ? [] : [s.reward])) },
+        texts: { samples: sampleText(samples) },
+      }),
+  } satisfies RunObserverShape
+})

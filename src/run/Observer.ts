@@ -28,3 +28,9 @@ export interface RunObserverShape {
 export const RunObserver = Context.Reference<RunObserverShape>("gyre/run/Observer", {
   defaultValue: () => ({ onMetrics: () => Effect.void, onSamples: () => Effect.void }),
 })
+
+/** Several observers as one: each hears everything, in order. @since 0.1.0 @category combinators */
+export const combine = (observers: ReadonlyArray<RunObserverShape>): RunObserverShape => ({
+  onMetrics: (row) => Effect.forEach(observers, (o) => o.onMetrics(row), { discard: true }),
+  onSamples: (step, samples) => Effect.forEach(observers, (o) => o.onSamples(step, samples), { discard: true }),
+})
