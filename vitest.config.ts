@@ -37,7 +37,8 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: "isolated", include: ISOLATED, isolate: true } },
       { extends: true, test: { name: "shared", include: ["test/**/*.test.ts"], exclude: [...ISOLATED, ...E2E], isolate: false } },
-      { extends: true, test: { name: "e2e", include: E2E, isolate: false } },
+      // one build of dist/ first: the processes these files start run the built JavaScript
+      { extends: true, test: { name: "e2e", include: E2E, isolate: false, globalSetup: ["test/e2eSetup.ts"] } },
     ],
   },
 })

@@ -1,6 +1,8 @@
 /**
- * Helpers for tests that start `npx tsx run` as a real process and kill it: start it in
- * its own process group, wait for a condition on the run folder, read JSONL rows.
+ * Helpers for tests that start gyre's commands as real processes and kill them: start one
+ * in its own process group, wait for a condition on the run folder, read JSONL rows. The
+ * processes run the built JavaScript (`dist/`, built once by the e2e project's global
+ * setup, `test/e2eSetup.ts`), as an installed gyre runs.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as Fs from "node:fs"
@@ -8,19 +10,20 @@ import * as Path from "node:path"
 
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 
-/**
- * Starts `node --import tsx run.ts ...args` in its own process group, collecting its output.
- * Node loads tsx as a loader in the same process: the `tsx` command would put a parent
- * process in front that, on SIGINT, SIGKILLs the program when its event loop does not
- * acknowledge the signal within about 60 ms (a busy training step), so the program's own
- * Ctrl-C handling could not be tested through it.
- */
-export const start = (args: ReadonlyArray<string>) => startScript("run.ts", args)
+/** The built `gyre` command. */
+export const MAIN = Path.join(ROOT, "dist", "src", "cli", "main.js")
 
-/** As `start`, for another of gyre's entry points (`serve.ts`, `eval.ts`, ...). */
-export const startScript = (script: string, args: ReadonlyArray<string>) => {
+/**
+ * Starts `node dist/src/cli/main.js run ...args` in its own process group, collecting its
+ * output. Node runs it directly: a wrapper command (`npx`, `tsx`) would put a parent process
+ * in front that may not pass a signal on as a terminal's Ctrl-C does.
+ */
+export const start = (args: ReadonlyArray<string>) => startCommand("run", args)
+
+/** As `start`, for another of gyre's commands (`serve`, `eval`, ...; none for the bare `gyre`). */
+export const startCommand = (command: string | undefined, args: ReadonlyArray<string>) => {
   // Its own process group, so a signal can reach the whole group as a terminal's Ctrl-C does.
-  const child = spawn(process.execPath, ["--import", "tsx", script, ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
+  const child = spawn(process.execPath, [MAIN, ...(command !== undefined ? [command] : []), ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
   let output = ""
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))

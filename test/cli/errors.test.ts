@@ -4,11 +4,11 @@
  * runner (`serve`), or the command line is refused.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { exited, startScript } from "./Processes.ts"
+import { exited, startCommand } from "./Processes.ts"
 
 /** Runs `gyre <args>` to its end: its exit code and output. */
 const gyre = async (args: ReadonlyArray<string>) => {
-  const { child, output } = startScript("src/cli/main.ts", args)
+  const { child, output } = startCommand(undefined, args)
   const code = await exited(child)
   return { code, out: output() }
 }

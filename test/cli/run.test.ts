@@ -7,15 +7,15 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import { MAIN } from "./Processes.ts"
 
 const ROOT = Path.resolve(import.meta.dirname, "../..")
-const TSX = Path.join(ROOT, "node_modules", ".bin", "tsx")
 const run = (...args: Array<string>) => {
-  const r = spawnSync(TSX, ["run.ts", ...args], { cwd: ROOT, encoding: "utf8", timeout: 60_000 })
+  const r = spawnSync(process.execPath, [MAIN, "run", ...args], { cwd: ROOT, encoding: "utf8", timeout: 60_000 })
   return { code: r.status, out: `${r.stdout}${r.stderr}` }
 }
 
-describe("npx tsx run", () => {
+describe("gyre run (the built command)", () => {
   it("lists the available envs for an unknown one", () => {
     const r = run("nope")
     assert.strictEqual(r.code, 1)

@@ -14,12 +14,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { FILE } from "../../src/backends/http/CheckpointIndex.ts"
 import { resumeBackend } from "../../src/run/Start.ts"
-import { exited, killGroup, rows, start, startScript, waitUntil } from "./Processes.ts"
+import { exited, killGroup, rows, start, startCommand, waitUntil } from "./Processes.ts"
 
 const STEPS = 10
 
 /** `serve` on a small random model; port 0 picks a free one. */
-const serve = (stateDir: string, port: number) => startScript("serve.ts", ["--random-init", "--port", String(port), "--state-dir", stateDir])
+const serve = (stateDir: string, port: number) => startCommand("serve", ["--random-init", "--port", String(port), "--state-dir", stateDir])
 
 /** The URL a starting `serve` announces. */
 const urlOf = async (s: ReturnType<typeof serve>) => {

@@ -17,6 +17,7 @@ import * as LoopsServer from "../../../src/backends/loops/server/Server.ts"
 import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
 import { defaultModelDir } from "../../../src/Paths.ts"
 import * as Serve from "../../../src/backends/local/Serve.ts"
+import { MAIN } from "../../cli/Processes.ts"
 import { exited, rows } from "../../cli/Processes.ts"
 import { type Fake, type FakeOptions, startFake } from "./FakeControlPlane.ts"
 
@@ -51,7 +52,7 @@ const fake = async (options: Partial<FakeOptions> = {}) => {
 
 /** `gyre <args>` as a process of its own (its own process group, for Ctrl-C), with the key in its environment. */
 const gyre = (args: ReadonlyArray<string>, env: Record<string, string> = {}) => {
-  const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  const child = spawn(process.execPath, [MAIN, ...args], {
     cwd: ROOT,
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
