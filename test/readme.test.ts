@@ -1,8 +1,10 @@
 /**
- * The README's TypeScript examples compile as written, against gyre's entry points, and
- * run: every block is imported as a module (an env block's default export is an env
- * whose first problems draw and render; the rewards block's export is a reward), and the
- * reward test example runs as a test suite, once for each of 20 fast-check seeds.
+ * The TypeScript examples of the README and of `docs/` compile as written, against gyre's
+ * entry points, and run: every block is imported as a module (an env block's default
+ * export is an env whose first problems draw and render; a block's `reward` export is a
+ * reward), and every reward test example runs as a test suite, once for each of 20
+ * fast-check seeds. Every relative link between them names a file that exists, and an
+ * anchor that one of its headings makes.
  */
 import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
@@ -15,14 +17,19 @@ import * as Reward from "../src/Reward.ts"
 
 const root = Path.resolve(import.meta.dirname, "..")
 
-/** The README's ```ts blocks, unindented, with the line each starts on. */
-const readmeBlocks = (): Array<{ readonly line: number; readonly code: string }> => {
-  const readme = Fs.readFileSync(Path.join(root, "README.md"), "utf8")
-  return [...readme.matchAll(/^( *)```ts\n([\s\S]*?)^\1```/gm)].map((m) => ({
-    line: readme.slice(0, m.index).split("\n").length,
-    code: m[2]!.split("\n").map((l) => (l.startsWith(m[1]!) ? l.slice(m[1]!.length) : l)).join("\n"),
-  }))
-}
+/** The pages whose examples are checked: the README and every page of docs/ (not the generated API reference). */
+const PAGES = ["README.md", ...Fs.readdirSync(Path.join(root, "docs")).filter((f) => f.endsWith(".md")).sort().map((f) => `docs/${f}`)]
+
+/** The ```ts blocks of every page, unindented, with the page and the line each starts on. */
+const readmeBlocks = (): Array<{ readonly line: number; readonly code: string }> =>
+  PAGES.flatMap((page) => {
+    const text = Fs.readFileSync(Path.join(root, page), "utf8")
+    return [...text.matchAll(/^( *)```ts\n([\s\S]*?)^\1```/gm)].map((m) => ({
+      line: text.slice(0, m.index).split("\n").length,
+      page,
+      code: m[2]!.split("\n").map((l) => (l.startsWith(m[1]!) ? l.slice(m[1]!.length) : l)).join("\n"),
+    }))
+  })
 
 const blocks = readmeBlocks()
 // inside the repo (tmp/ is git-ignored), so "gyre" resolves through the same paths as envs/
@@ -57,7 +64,30 @@ Fs.writeFileSync(Path.join(dir, "tsconfig.json"), JSON.stringify({
 }))
 afterAll(() => Fs.rmSync(dir, { recursive: true, force: true }))
 
-describe("README", () => {
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens. */
+const slug = (heading: string) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, "").replaceAll(" ", "-")
+
+describe("README and docs", () => {
+  it("every relative link names a file that exists and an anchor one of its headings makes", () => {
+    const broken: Array<string> = []
+    for (const page of PAGES) {
+      const text = Fs.readFileSync(Path.join(root, page), "utf8").replace(/^( *)```[\s\S]*?^\1```/gm, "")
+      for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^(https?:|mailto:)/.test(target!)) continue
+        const [file, anchor] = target!.split("#")
+        const resolved = file === "" ? Path.join(root, page) : Path.resolve(Path.dirname(Path.join(root, page)), file!)
+        if (!Fs.existsSync(resolved)) {
+          broken.push(`${page}: ${target} (no such file)`)
+          continue
+        }
+        if (anchor === undefined || !resolved.endsWith(".md")) continue
+        const headings = [...Fs.readFileSync(resolved, "utf8").matchAll(/^#+ (.+)$/gm)].map((m) => slug(m[1]!))
+        if (!headings.includes(anchor)) broken.push(`${page}: ${target} (no heading makes #${anchor})`)
+      }
+    }
+    assert.deepStrictEqual(broken, [])
+  })
+
   it("every ```ts block typechecks", () => {
     assert.isAtLeast(blocks.length, 8)
     let output = ""
@@ -66,13 +96,13 @@ describe("README", () => {
     } catch (e) {
       output = String((e as { stdout?: string }).stdout ?? e)
     }
-    assert.strictEqual(output, "", `README examples do not compile:\n${output}`)
+    assert.strictEqual(output, "", `README and docs examples do not compile:\n${output}`)
   }, 120_000)
 
   describe("every ```ts block runs", () => {
     blocks.forEach((b, i) => {
       if (isSuite(b.code)) return
-      it.effect(`the block at line ${b.line}`, () =>
+      it.effect(`the block at ${(b as { page?: string }).page ?? "README.md"}:${b.line}`, () =>
         Effect.gen(function* () {
           const module = (yield* Effect.promise(() => import(blockFile(i)))) as Record<string, unknown>
           const env = module["default"]
@@ -95,7 +125,7 @@ describe("README", () => {
   blocks.forEach((b, i) => {
     if (!isSuite(b.code)) return
     for (const seed of SEEDS) {
-      describe(`the test block at line ${b.line}, fast-check seed ${seed}`, async () => {
+      describe(`the test block at ${(b as { page?: string }).page ?? "README.md"}:${b.line}, fast-check seed ${seed}`, async () => {
         beforeAll(() => {
           fc.configureGlobal({ ...fc.readConfigureGlobal(), seed })
         })
