@@ -14,6 +14,7 @@ import * as Metrics from "./Metrics.ts"
 import { latestSummary, type Summary as RescoreSummary } from "./rescore/Summary.ts"
 import * as RunFolder from "./RunFolder.ts"
 import * as RunLog from "./RunLog.ts"
+import type { RunObserverShape } from "./run/Observer.ts"
 import { divergencePanel } from "./ReportDivergence.ts"
 import { cell, chart, esc, num, type Series } from "./ReportHtml.ts"
 
@@ -24,16 +25,6 @@ type Row = Readonly<Record<string, unknown>>
 
 /** A rollout row as the table shows it; rows of older folders may lack fields. */
 type RolloutRow = Partial<RunFolder.RolloutRow>
-
-/**
- * A run folder's `divergence.jsonl`: one row per rollout-logging step, `{ step, edges,
- * counts, tokens, worst }`, with the histogram of sampler - trainer log-prob differences
- * of the trained tokens (`counts` per bin of `edges`, see `Metrics.DIVERGENCE_EDGES`) and
- * the worst-divergent tokens (group, sample, problem key, position after the prompt,
- * token id and text, sampler and trainer log-probs).
- * @since 0.1.0 @category models
- */
-export const divergencePath = (dir: string) => RunFolder.paths(dir).divergence
 
 /**
  * Each reward component's weight in the total, from `config.json`'s `rewardWeights`
@@ -250,6 +241,17 @@ const ioError = (e: RunLog.RunLogError) => new RunFolder.RunFolderError({ reason
  */
 export const writeOrFail = Effect.fn("Report.writeOrFail")(function* (dir: string) {
   return yield* build(dir)
+})
+
+/**
+ * The report as an observer of a run: `report.html` is written again at the end of every
+ * step that evaluated, every 100th step and the last step.
+ * @since 0.1.0 @category constructors
+ */
+export const observer = (dir: string): RunObserverShape => ({
+  onMetrics: () => Effect.void,
+  onSamples: () => Effect.void,
+  onStepEnd: ({ step, steps, evaluated }) => (evaluated || step === steps || step % 100 === 0 ? write(dir) : Effect.void),
 })
 
 /**

@@ -52,7 +52,15 @@ import { checkpoint, type Ledger, type RunContext, runSteps } from "./run/Steps.
 export { aggregationOf, defaults, DynamicSampling, envDefaults, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, rewardWeightsOf, RunError, RunSettings, Teacher } from "./run/Settings.ts"
 export { RECIPES, recipeFlags } from "./run/Recipes.ts"
 export { learningRate } from "./run/Train.ts"
-export { divergencePath } from "./Report.ts"
+/**
+ * A run folder's `divergence.jsonl`: one row per rollout-logging step, `{ step, edges,
+ * counts, tokens, worst }`, with the histogram of sampler - trainer log-prob differences
+ * of the trained tokens (`counts` per bin of `edges`, see `Metrics.DIVERGENCE_EDGES`) and
+ * the worst-divergent tokens (group, sample, problem key, position after the prompt,
+ * token id and text, sampler and trainer log-probs).
+ * @since 0.1.0 @category models
+ */
+export const divergencePath = (dir: string): string => RunFolder.paths(dir).divergence
 export { formatStep, headline, Progress, type StepSummary } from "./run/Progress.ts"
 export { evaluate } from "./run/Evaluate.ts"
 

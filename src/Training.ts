@@ -9,6 +9,7 @@ import * as Path from "node:path"
 import { Console, Effect, Layer } from "effect"
 import * as Env from "./Env.ts"
 import * as Metrics from "./Metrics.ts"
+import * as Report from "./Report.ts"
 import * as Runner from "./Runner.ts"
 import * as Teacher from "./Teacher.ts"
 import * as OtlpExport from "./observe/OtlpExport.ts"
@@ -62,15 +63,15 @@ export const resolveEnv = (env: string | Env.AnyEnv | Env.Mixture) =>
     : Effect.fail(new Env.EnvError({ env: String(env), reason: "InvalidDefinition", message: "env must be a name, a path, or a value made with Env.make({...}) or Env.mixture(...)" }))
 
 /**
- * The run's observers: TensorBoard events (`--tensorboard`) and the OTLP exporters
- * (`--otlp`), as one layer (empty when neither is asked for).
+ * The run's observers: the HTML report, TensorBoard events (`--tensorboard`) and the OTLP
+ * exporters (`--otlp`), as one layer.
  */
 const observersOf = (options: RunOptions, outDir: string) => {
   const observer = Layer.effect(
     RunObserver,
     Effect.gen(function* () {
       const tensorboard = options.tensorboard === true ? [yield* TensorBoard.observer(Path.join(outDir, "tensorboard"))] : []
-      return combine([...tensorboard, ...(options.otlp !== undefined ? [OtlpExport.observer] : [])])
+      return combine([Report.observer(outDir), ...tensorboard, ...(options.otlp !== undefined ? [OtlpExport.observer] : [])])
     }),
   )
   return options.otlp !== undefined ? Layer.merge(observer, OtlpExport.layer(options.otlp)) : observer

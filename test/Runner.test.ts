@@ -11,6 +11,8 @@ import { Local } from "../src/backends/local/index.ts"
 import * as Env from "../src/Env.ts"
 import * as Reward from "../src/Reward.ts"
 import * as RunLog from "../src/RunLog.ts"
+import * as Report from "../src/Report.ts"
+import { RunObserver } from "../src/run/Observer.ts"
 import * as Runner from "../src/Runner.ts"
 import { Sampler } from "../src/Sampler.ts"
 import vowels, { quiet, TINY, toySettings } from "./envs/vowels.ts"
@@ -28,7 +30,8 @@ describe("Runner", () => {
   it.effect("raises the reward of a toy env with a fixed seed, and writes the run folder", () =>
     Effect.gen(function* () {
       const dir = tmp()
-      const rows = yield* Runner.run(settings(dir), vowels).pipe(Effect.provide(backend(dir)), quiet)
+      // the report observes the run, as the CLI has it
+      const rows = yield* Runner.run(settings(dir), vowels).pipe(Effect.provide(backend(dir)), quiet, Effect.provideService(RunObserver, Report.observer(dir)))
       const first = meanOf(rows.slice(0, 6), "env/all/vowel")
       const last = meanOf(rows.slice(-6), "env/all/vowel")
       assert.isAbove(last, first + 0.15, `vowel rate ${first} -> ${last}`)

@@ -1,8 +1,8 @@
 /**
  * Observers of a run: what the runner tells besides its own files. Each metrics row as
- * `metrics.jsonl` gets it (step 0: the base evaluation), and each step's scored samples.
- * The default observes nothing; `--tensorboard` writes them as TensorBoard events
- * (`observe/TensorBoard.ts`).
+ * `metrics.jsonl` gets it (step 0: the base evaluation), each step's scored samples, and
+ * the end of each step. The default observes nothing; the CLI adds the HTML report
+ * (`Report.observer`), and with `--tensorboard` and `--otlp` their writers.
  *
  * @since 0.1.0
  */
@@ -22,6 +22,8 @@ export interface RunObserverShape {
   readonly onMetrics: (row: MetricRecord & { readonly step: number }) => Effect.Effect<void>
   /** step `step`'s samples (1-based, as rollouts.jsonl numbers steps) */
   readonly onSamples: (step: number, samples: ReadonlyArray<ObservedSample>) => Effect.Effect<void>
+  /** step `step` (1-based) is done: logged, evaluated when `evaluated`, checkpointed when due */
+  readonly onStepEnd?: ((end: { readonly step: number; readonly steps: number; readonly evaluated: boolean }) => Effect.Effect<void>) | undefined
 }
 
 /** The run's observer (default: none). @since 0.1.0 @category services */
@@ -33,4 +35,5 @@ export const RunObserver = Context.Reference<RunObserverShape>("gyre/run/Observe
 export const combine = (observers: ReadonlyArray<RunObserverShape>): RunObserverShape => ({
   onMetrics: (row) => Effect.forEach(observers, (o) => o.onMetrics(row), { discard: true }),
   onSamples: (step, samples) => Effect.forEach(observers, (o) => o.onSamples(step, samples), { discard: true }),
+  onStepEnd: (end) => Effect.forEach(observers, (o) => o.onStepEnd?.(end) ?? Effect.void, { discard: true }),
 })

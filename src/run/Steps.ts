@@ -9,7 +9,6 @@ import { Effect } from "effect"
 import type * as Env from "../Env.ts"
 import * as K from "../MetricKeys.ts"
 import * as Metrics from "../Metrics.ts"
-import * as Report from "../Report.ts"
 import * as RunFolder from "../RunFolder.ts"
 import type { Sampler } from "../Sampler.ts"
 import type { Tokenizer } from "../Tokenizer.ts"
@@ -248,9 +247,8 @@ const completeStep = Effect.fn("Runner.completeStep")(function* (ctx: RunContext
   }
   yield* logStep(ctx, batch, trained, metrics)
   ledger.completed = step + 1
-  const last = step + 1 === settings.steps
   if (checkpoints(settings, step)) yield* checkpoint(ctx, ledger, step + 1)
-  if (K.envKey("test", K.ALL, K.EnvStat.total) in metrics || last || (step + 1) % 100 === 0) yield* Report.write(settings.outDir)
+  yield* ((yield* RunObserver).onStepEnd?.({ step: step + 1, steps: settings.steps, evaluated: K.envKey("test", K.ALL, K.EnvStat.total) in metrics }) ?? Effect.void)
   yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics, components: ctx.headline })
   ledger.training--
   yield* watchMasked(ctx, ledger, batch)
