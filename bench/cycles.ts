@@ -32,7 +32,7 @@ import { adamParams } from "../src/Contract.ts"
 import * as D from "../src/Datum.ts"
 import * as Metrics from "../src/Metrics.ts"
 import { Services } from "../src/platform/index.ts"
-import { train } from "../src/Training.ts"
+import { train } from "../src/app/Training.ts"
 import { submitter, Trainer } from "../src/Trainer.ts"
 
 const args = process.argv.slice(2)

@@ -22,7 +22,7 @@
 import { failWith, parseFlags } from "./Flags.ts"
 import { Effect } from "effect"
 import * as Env from "../src/Env.ts"
-import { loadEnv } from "../src/LoadEnv.ts"
+import { loadEnv } from "../src/app/LoadEnv.ts"
 import { type ResolvedLoss, resolveLoss } from "../src/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { codecOf, type EnvCodec } from "./EnvCodec.ts"

@@ -18,7 +18,7 @@ import * as Checkpoint from "../src/backends/local/Checkpoint.ts"
 import { Local } from "../src/backends/local/index.ts"
 import { Rng } from "../src/backends/local/Rng.ts"
 import { adamParams } from "../src/Contract.ts"
-import * as Export from "../src/Export.ts"
+import * as Export from "../src/app/Export.ts"
 import { Trainer } from "../src/Trainer.ts"
 import { rlDatum, tinyConfig, tinyLora } from "./backends/local/helpers.ts"
 

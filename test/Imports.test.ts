@@ -1,7 +1,8 @@
 /**
  * The shape of the import graph of `src/`: commands depend on the library, never the
- * reverse; the public modules reach no runner or command internals; and no module
- * imports itself through others. Imports are read from the source text (static
+ * reverse; the application (`src/app`: training, evaluation, the report, rescoring,
+ * export, run options) is imported only by the commands and the entry points; the public
+ * modules reach no runner or command internals; and no module imports itself through others. Imports are read from the source text (static
  * `import`/`export ... from`, including type-only ones, and `import("...")` with a
  * literal path); only relative paths to files in `src/` count.
  */
@@ -92,6 +93,13 @@ describe("the import graph of src/", () => {
       (graph.get(f) ?? []).filter((d) => under("run")(d) || under("cli")(d)).map((d) => `${rel(f)} -> ${rel(d)}`)
     )
     assert.deepStrictEqual(bad, [])
+  })
+
+  it("nothing below the application imports it: src/app is imported only by src/cli, src/entry and itself", () => {
+    const up = [...graph].flatMap(([f, deps]) =>
+      under("app")(f) || under("cli")(f) || under("entry")(f) ? [] : deps.filter(under("app")).map((d) => `${rel(f)} -> ${rel(d)}`)
+    )
+    assert.deepStrictEqual(up, [])
   })
 
   it("has no import circle", () => {

@@ -6,7 +6,7 @@
 import * as Os from "node:os"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { backendLayer } from "../src/Backend.ts"
+import { backendLayer } from "../src/app/Backend.ts"
 import { resolveModelDir, shippedModel, shippedModels } from "../src/Paths.ts"
 import { Trainer } from "../src/Trainer.ts"
 

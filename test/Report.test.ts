@@ -7,7 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, References } from "effect"
-import * as Report from "../src/Report.ts"
+import * as Report from "../src/app/Report.ts"
 
 /** The figure of one chart, by its title. */
 const figure = (html: string, title: string) => {

@@ -6,8 +6,8 @@
  */
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import { evaluateModel } from "../Evaluation.ts"
-import { availableEnvs } from "../LoadEnv.ts"
+import { evaluateModel } from "../app/Evaluation.ts"
+import { availableEnvs } from "../app/LoadEnv.ts"
 import { failure, verboseFlag } from "./run.ts"
 
 const opt = Flag.optional

@@ -5,7 +5,7 @@
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import * as LoopsCheckpoints from "../backends/loops/Checkpoints.ts"
-import { ExportError, exportRun } from "../Export.ts"
+import { ExportError, exportRun } from "../app/Export.ts"
 
 /**
  * `export <run-folder> [--step N] --out DIR [--base-model NAME] [--backend URL]`.

@@ -4,7 +4,7 @@
 import * as Fs from "node:fs"
 import { Console, Effect } from "effect"
 import { Argument, Command } from "effect/cli"
-import * as Report from "../Report.ts"
+import * as Report from "../app/Report.ts"
 import * as RunFolder from "../RunFolder.ts"
 
 /** The `report` command. */

@@ -7,8 +7,8 @@
  */
 import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
-import type * as Rescore from "../Rescore.ts"
-import { rescoreRun } from "../rescore/Run.ts"
+import type * as Rescore from "../app/Rescore.ts"
+import { rescoreRun } from "../app/rescore/Run.ts"
 import { failure, verboseFlag } from "./run.ts"
 
 const fmt = (x: number | null) => (x === null ? "-" : x.toFixed(3))

@@ -6,8 +6,8 @@ import { Console, Effect, Option } from "effect"
 import { Argument, CliError, CliOutput, Command, Flag } from "effect/cli"
 import * as Advantage from "../Advantage.ts"
 import { LossFn } from "../Contract.ts"
-import { availableEnvs } from "../LoadEnv.ts"
-import { type RunOptions, train } from "../Training.ts"
+import { availableEnvs } from "../app/LoadEnv.ts"
+import { type RunOptions, train } from "../app/Training.ts"
 
 /** `--verbose`: print a failure with its stack and cause, not only its one-line message. */
 export const verboseFlag = Flag.Boolean("verbose").pipe(Flag.withDescription("on failure, print the error's stack and cause too"), Flag.withDefault(false))

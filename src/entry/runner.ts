@@ -12,8 +12,8 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { evaluateModel, type EvalOptions, type EvalSummary } from "../Evaluation.ts"
-import { type RunOptions, type RunSummary, train } from "../Training.ts"
+import { evaluateModel, type EvalOptions, type EvalSummary } from "../app/Evaluation.ts"
+import { type RunOptions, type RunSummary, train } from "../app/Training.ts"
 
 export type {
   /** Scores a model on an env: which checkpoint, which problems, how many samples. */
@@ -26,7 +26,7 @@ export type {
   EvalSplit,
   /** pass@k and maj@k of one env's problems, each with its 95% bootstrap interval. */
   EnvAttempts,
-} from "../Evaluation.ts"
+} from "../app/Evaluation.ts"
 export type {
   /** One scored sample as pass@k and maj@k read it: correct or not, and its answer. */
   Sample,
@@ -40,13 +40,13 @@ export type {
   RunOptions,
   /** What a finished run returns: its folder, settings, metrics and last held-out score. */
   RunSummary,
-} from "../Training.ts"
+} from "../app/Training.ts"
 /** Runs a training (RL, or SFT with `sft: true`) as an Effect; what `gyre run` does. */
-export { train } from "../Training.ts"
+export { train } from "../app/Training.ts"
 /** Scores the base model or a run's checkpoint as an Effect; what `gyre eval` does. */
-export { evaluateModel } from "../Evaluation.ts"
+export { evaluateModel } from "../app/Evaluation.ts"
 /** A 95% interval of a mean: Wilson's for 0/1 values, else the normal approximation. */
-export { interval } from "../Evaluation.ts"
+export { interval } from "../app/Evaluation.ts"
 /** The settings a run is configured with (`config.json`), its defaults, its error, and the loop itself. */
 export { defaults, Progress, run, RunError, RunSettings } from "../Runner.ts"
 

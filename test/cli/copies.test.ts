@@ -7,7 +7,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { duplicateCopies, loadEnv } from "../../src/LoadEnv.ts"
+import { duplicateCopies, loadEnv } from "../../src/app/LoadEnv.ts"
 
 /** A folder with its own node_modules/<name> (a stand-in package, just a package.json and an index). */
 const projectWith = (names: ReadonlyArray<string>) => {

@@ -9,7 +9,7 @@ import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { extractAnswer } from "../../rewards/answers.ts"
-import { evaluateModel, interval } from "../../src/Evaluation.ts"
+import { evaluateModel, interval } from "../../src/app/Evaluation.ts"
 
 describe("gyre eval", () => {
   it("Wilson intervals for 0/1 scores, normal ones otherwise", () => {

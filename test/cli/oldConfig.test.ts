@@ -8,7 +8,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { readSaved, train, upgradeSaved } from "../../src/Training.ts"
+import { readSaved, train, upgradeSaved } from "../../src/app/Training.ts"
 import vowels from "../envs/vowels.ts"
 
 const small = { steps: 2, groups: 1, groupSize: 2, evalEvery: 0, saveEvery: 1, logRolloutsEvery: 0 } as const

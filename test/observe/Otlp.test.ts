@@ -10,7 +10,7 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { train } from "../../src/Training.ts"
+import { train } from "../../src/app/Training.ts"
 
 /** An OTLP/HTTP JSON receiver: every request's path and body. */
 const receiver = () =>

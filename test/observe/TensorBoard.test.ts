@@ -11,7 +11,7 @@ import { execFileSync } from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { train } from "../../src/Training.ts"
+import { train } from "../../src/app/Training.ts"
 
 const MIRROR = "/opt/pypi/simple"
 const venv = Path.join(Os.tmpdir(), "gyre-tensorboard-venv")

@@ -3,7 +3,7 @@
  * what a reward noted (a judge's replies); the failure counts get a chart.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Report from "../../src/Report.ts"
+import * as Report from "../../src/app/Report.ts"
 
 describe("Report: reward failures and notes", () => {
   const metrics = [1, 2].map((step) => ({ step, "env/all/reward/total": 0.5, "env/all/correct": 0.5, "reward/correct/failed": 0, "reward/judged/failed": step }))

@@ -12,9 +12,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
 import * as Metrics from "../../src/Metrics.ts"
-import * as Report from "../../src/Report.ts"
+import * as Report from "../../src/app/Report.ts"
 import * as RunFolder from "../../src/RunFolder.ts"
 import * as RunLog from "../../src/RunLog.ts"
+import { RunObserver } from "../../src/run/Observer.ts"
 import * as Runner from "../../src/Runner.ts"
 import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
@@ -31,7 +32,8 @@ describe("divergence.jsonl", () => {
       const dir = runDir()
       // temperature 0.6: the sampler's log-probs are of another distribution than the trainer's at T=1
       const settings = toySettings(dir, { steps: 4, groups: 2, groupSize: 4, logRolloutsEvery: 2, samplingOverrides: { temperature: 0.6 } })
-      const metrics = yield* Runner.run(settings, vowels).pipe(Effect.provide(backend(dir)), quiet)
+      // the report observes the run, as the CLI has it
+      const metrics = yield* Runner.run(settings, vowels).pipe(Effect.provide(backend(dir)), quiet, Effect.provideService(RunObserver, Report.observer(dir)))
       // the rows the runner wrote decode with the run folder's Schema
       const decoded = yield* RunFolder.readDivergence(RunFolder.paths(dir))
       const rows = yield* RunLog.readJsonl(Runner.divergencePath(dir))

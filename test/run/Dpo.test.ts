@@ -16,7 +16,7 @@ import * as CustomLoss from "../../src/CustomLoss.ts"
 import * as DatumM from "../../src/Datum.ts"
 import { Reference } from "../../src/Reference.ts"
 import { Trainer } from "../../src/Trainer.ts"
-import { train } from "../../src/Training.ts"
+import { train } from "../../src/app/Training.ts"
 import { tinyConfig, tinyLora } from "../backends/local/helpers.ts"
 
 /** The DPO loss, written from the paper: mean over pairs of -log sigmoid(beta * ((c - cr) - (r - rr))), sums over completion positions. */

@@ -3,7 +3,7 @@
  * an episode: turn by turn, with the env's observations set apart from sampled text.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Report from "../../src/Report.ts"
+import * as Report from "../../src/app/Report.ts"
 import { episodeMetrics } from "../../src/run/Evaluate.ts"
 import type { EpisodeRecord } from "../../src/run/Rollout.ts"
 

@@ -19,7 +19,7 @@ import { advantages } from "../../src/run/Train.ts"
 import { defaults } from "../../src/run/Settings.ts"
 import { Sampler } from "../../src/Sampler.ts"
 import { Tokenizer } from "../../src/Tokenizer.ts"
-import { train } from "../../src/Training.ts"
+import { train } from "../../src/app/Training.ts"
 import { scriptedSampler } from "./ScriptedSampler.ts"
 
 const play = (env: Env.AnyEnv, problem: unknown, reply: (view: string) => string, split: Env.Split = "train", games = 2) =>

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { settingsFrom } from "../../src/RunOptions.ts"
+import { settingsFrom } from "../../src/app/RunOptions.ts"
 import { overlongPenalty } from "../../src/run/Overlong.ts"
 import vowels from "../envs/vowels.ts"
 

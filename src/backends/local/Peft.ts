@@ -4,7 +4,7 @@
  * SDK's `tinker checkpoint download`): `adapter_model.safetensors` (float32 tensors named
  * `base_model.model.<module path>.lora_A.weight` [r, in] and `...lora_B.weight` [out, r])
  * and `adapter_config.json`. The module paths and the transposition are explained in
- * `src/Export.ts`.
+ * `src/app/Export.ts`.
  *
  * @since 0.1.0
  */

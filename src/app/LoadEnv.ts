@@ -11,8 +11,8 @@ import Module, { createRequire } from "node:module"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
-import * as Env from "./Env.ts"
-import { compiled, envsDir, packageRoot } from "./Paths.ts"
+import * as Env from "../Env.ts"
+import { compiled, envsDir, packageRoot } from "../Paths.ts"
 
 const EXT = compiled ? /\.js$/ : /\.ts$/
 

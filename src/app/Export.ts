@@ -43,15 +43,15 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Config, Effect, Option, Schema } from "effect"
-import * as Checkpoints from "./backends/http/ClientCheckpoints.ts"
-import * as LoopsCheckpoints from "./backends/loops/Checkpoints.ts"
-import type * as Retry from "./backends/http/Retry.ts"
-import * as Checkpoint from "./backends/local/Checkpoint.ts"
-import { encodeSafetensors, peftAdapter } from "./backends/local/Peft.ts"
-import * as Env from "./Env.ts"
-import * as PlatformHttpClient from "./platform/HttpClient.ts"
-import * as RunFolder from "./RunFolder.ts"
-import * as RunLog from "./RunLog.ts"
+import * as Checkpoints from "../backends/http/ClientCheckpoints.ts"
+import * as LoopsCheckpoints from "../backends/loops/Checkpoints.ts"
+import type * as Retry from "../backends/http/Retry.ts"
+import * as Checkpoint from "../backends/local/Checkpoint.ts"
+import { encodeSafetensors, peftAdapter } from "../backends/local/Peft.ts"
+import * as Env from "../Env.ts"
+import * as PlatformHttpClient from "../platform/HttpClient.ts"
+import * as RunFolder from "../RunFolder.ts"
+import * as RunLog from "../RunLog.ts"
 
 // ===== Errors =====
 
@@ -69,7 +69,7 @@ export class ExportError extends Schema.TaggedError<ExportError>()("ExportError"
 
 // ===== PEFT layout (src/backends/local/Peft.ts) =====
 
-export { encodeSafetensors, MODULE_NAMES, modulePath, type PeftAdapter, peftAdapter, type Tensor } from "./backends/local/Peft.ts"
+export { encodeSafetensors, MODULE_NAMES, modulePath, type PeftAdapter, peftAdapter, type Tensor } from "../backends/local/Peft.ts"
 
 // ===== Export of a run =====
 

@@ -12,14 +12,14 @@
 import { Context, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { Local } from "./backends/local/index.ts"
-import { resolveModelDir, shippedModels } from "./Paths.ts"
-import { Reference } from "./Reference.ts"
-import { modelFlag, recordedTrainer, resolveInit } from "./run/Start.ts"
-import { RunError, type Teacher } from "./run/Settings.ts"
-import { Sampler } from "./Sampler.ts"
-import { Tokenizer } from "./Tokenizer.ts"
-import { Trainer } from "./Trainer.ts"
+import { Local } from "../backends/local/index.ts"
+import { resolveModelDir, shippedModels } from "../Paths.ts"
+import { Reference } from "../Reference.ts"
+import { modelFlag, recordedTrainer, resolveInit } from "../run/Start.ts"
+import { RunError, type Teacher } from "../run/Settings.ts"
+import { Sampler } from "../Sampler.ts"
+import { Tokenizer } from "../Tokenizer.ts"
+import { Trainer } from "../Trainer.ts"
 
 const bad = (given: string, what: string) =>
   new RunError({

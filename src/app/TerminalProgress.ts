@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as Runner from "./Runner.ts"
+import * as Runner from "../Runner.ts"
 
 const fmtDuration = (seconds: number) => {
   if (!Number.isFinite(seconds) || seconds < 0) return "?"
