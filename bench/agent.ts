@@ -13,7 +13,7 @@ import OpenAI from "openai"
 import * as Endpoint from "../src/agent/Endpoint.ts"
 import { Local } from "../src/backends/local/index.ts"
 import { modelInputFromTokens } from "../src/Contract.ts"
-import { encodePrompt, Tokenizer } from "../src/Tokenizer.ts"
+import { encodePrompt, Tokenizer } from "../src/services/Tokenizer.ts"
 
 const N = Number(process.argv[2] ?? 300)
 const tools = [{ type: "function" as const, function: { name: "calc", parameters: { type: "object", properties: { expression: { type: "string" } } } } }]

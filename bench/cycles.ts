@@ -30,10 +30,10 @@ import * as Client from "../src/backends/http/Client.ts"
 import type { ClockReport } from "../src/backends/http/ClockCycle.ts"
 import { adamParams } from "../src/Contract.ts"
 import * as D from "../src/Datum.ts"
-import * as Metrics from "../src/Metrics.ts"
+import * as Metrics from "../src/metrics/Metrics.ts"
 import { Services } from "../src/platform/index.ts"
 import { train } from "../src/app/Training.ts"
-import { submitter, Trainer } from "../src/Trainer.ts"
+import { submitter, Trainer } from "../src/services/Trainer.ts"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: number) => {

@@ -22,9 +22,9 @@ import { embedded, RANDOM_CONFIG } from "../src/backends/local/Serve.ts"
 import * as CharTokenizer from "../src/backends/local/CharTokenizer.ts"
 import { adamParams, type Datum, modelInputFromTokens } from "../src/Contract.ts"
 import * as D from "../src/Datum.ts"
-import { Sampler, type SamplerShape } from "../src/Sampler.ts"
-import { encodePrompt } from "../src/Tokenizer.ts"
-import { Trainer, type TrainerShape } from "../src/Trainer.ts"
+import { Sampler, type SamplerShape } from "../src/services/Sampler.ts"
+import { encodePrompt } from "../src/services/Tokenizer.ts"
+import { Trainer, type TrainerShape } from "../src/services/Trainer.ts"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: number) => {

@@ -29,9 +29,9 @@ import { modelInputTokens } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
 import * as Reward from "../src/Reward.ts"
 import * as Runner from "../src/Runner.ts"
-import { Sampler } from "../src/Sampler.ts"
-import { Tokenizer } from "../src/Tokenizer.ts"
-import { Trainer } from "../src/Trainer.ts"
+import { Sampler } from "../src/services/Sampler.ts"
+import { Tokenizer } from "../src/services/Tokenizer.ts"
+import { Trainer } from "../src/services/Trainer.ts"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: number) => {

@@ -26,8 +26,8 @@ import * as Client from "../src/backends/http/Client.ts"
 import { BOS, decodeChars, encodeChars, EOS } from "../src/backends/local/CharTokenizer.ts"
 import { adamParams, type Datum, modelInputFromTokens } from "../src/Contract.ts"
 import * as D from "../src/Datum.ts"
-import { Sampler } from "../src/Sampler.ts"
-import { Trainer } from "../src/Trainer.ts"
+import { Sampler } from "../src/services/Sampler.ts"
+import { Trainer } from "../src/services/Trainer.ts"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: number) => {

@@ -23,7 +23,7 @@
  */
 import { failWith, parseFlags } from "./Flags.ts"
 import type { Datum } from "../src/Contract.ts"
-import { type ResolvedLoss, resolveLoss } from "../src/Loss.ts"
+import { type ResolvedLoss, resolveLoss } from "../src/loss/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { machine, writeModelFolder } from "./ModelFolder.ts"
 import { initTf } from "../src/backends/local/index.ts"

@@ -21,7 +21,7 @@
 import { failWith, parseFlags } from "./Flags.ts"
 import type { Datum } from "../src/Contract.ts"
 import * as Env from "../src/Env.ts"
-import { resolveLoss } from "../src/Loss.ts"
+import { resolveLoss } from "../src/loss/Loss.ts"
 import { decodeChars, EOS, VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { machine, writeModelFolder } from "./ModelFolder.ts"
 import { initTf } from "../src/backends/local/index.ts"

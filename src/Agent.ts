@@ -29,7 +29,7 @@
 import { type AgentContext, type Agent, DEFAULT_LIMITS, type Limits } from "./agent/Spec.ts"
 import type { EnvInput, Env } from "./env/Definition.ts"
 import { make as makeEnv } from "./env/Definition.ts"
-import type { Prompt } from "./Tokenizer.ts"
+import type { Prompt } from "./services/Tokenizer.ts"
 
 export { DEFAULT_LIMITS } from "./agent/Spec.ts"
 export type { Agent, AgentContext, Limits } from "./agent/Spec.ts"

@@ -58,7 +58,7 @@ export type Datum = typeof Datum.Type
 export const LossFn = Schema.Literals(["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "dppo", "gspo"])
 export type LossFn = typeof LossFn.Type
 
-/** Loss settings; keys allowed per loss are checked by `src/Loss.ts`. @since 0.1.0 @category models */
+/** Loss settings; keys allowed per loss are checked by `src/loss/Loss.ts`. @since 0.1.0 @category models */
 export const LossFnConfig = Schema.Record(Schema.String, Schema.Number)
 export type LossFnConfig = typeof LossFnConfig.Type
 

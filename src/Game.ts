@@ -30,7 +30,7 @@ import type { Random } from "./env/Sources.ts"
 import { type EnvInput, type Env, make as makeEnv } from "./env/Definition.ts"
 import type { Game, MoveResult, Player } from "./game/Spec.ts"
 import * as Reward from "./Reward.ts"
-import type { Prompt } from "./Tokenizer.ts"
+import type { Prompt } from "./services/Tokenizer.ts"
 
 export type { Game, MoveResult, Player } from "./game/Spec.ts"
 

@@ -28,12 +28,12 @@ export * as Tool from "./Tool.ts"
 /** The one failure type of trainer and sampler services. */
 export { BackendError } from "./Contract.ts"
 /** The Sampler service: samples from the latest published policy version. */
-export { Sampler } from "./Sampler.ts"
+export { Sampler } from "./services/Sampler.ts"
 /** The Trainer service: forward_backward, forward, optim_step, publish, save and load state. */
-export { Trainer } from "./Trainer.ts"
+export { Trainer } from "./services/Trainer.ts"
 /** The Tokenizer service a backend provides (text <-> tokens, chat prompts). */
-export { Tokenizer } from "./Tokenizer.ts"
+export { Tokenizer } from "./services/Tokenizer.ts"
 /** A chat message, and a prompt as text or messages. */
-export type { Message, Prompt } from "./Tokenizer.ts"
+export type { Message, Prompt } from "./services/Tokenizer.ts"
 /** What a reward scores (a rollout), and what it returns (a score with its components). */
 export type { Rollout, Score } from "./Reward.ts"

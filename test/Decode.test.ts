@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "vitest"
 import { Result, Schema, SchemaIssue } from "effect"
-import { decode, formatIssue } from "../src/Decode.ts"
+import { decode, formatIssue } from "../src/util/Decode.ts"
 
 const failure = <A>(r: Result.Result<A, string>) => (Result.isFailure(r) ? r.failure : assert.fail("expected a failure"))
 

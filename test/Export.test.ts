@@ -19,7 +19,7 @@ import { Local } from "../src/backends/local/index.ts"
 import { Rng } from "../src/backends/local/Rng.ts"
 import { adamParams } from "../src/Contract.ts"
 import * as Export from "../src/app/Export.ts"
-import { Trainer } from "../src/Trainer.ts"
+import { Trainer } from "../src/services/Trainer.ts"
 import { rlDatum, tinyConfig, tinyLora } from "./backends/local/helpers.ts"
 
 const root = fs.mkdtempSync(path.join(os.tmpdir(), "gyre-export-"))

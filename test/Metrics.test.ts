@@ -10,10 +10,10 @@ import * as fc from "fast-check"
 import { modelInputFromTokens } from "../src/Contract.ts"
 import * as Datum from "../src/Datum.ts"
 import { Local } from "../src/backends/local/index.ts"
-import * as Metrics from "../src/Metrics.ts"
-import { Sampler } from "../src/Sampler.ts"
-import { encodePrompt, Tokenizer } from "../src/Tokenizer.ts"
-import { Trainer } from "../src/Trainer.ts"
+import * as Metrics from "../src/metrics/Metrics.ts"
+import { Sampler } from "../src/services/Sampler.ts"
+import { encodePrompt, Tokenizer } from "../src/services/Tokenizer.ts"
+import { Trainer } from "../src/services/Trainer.ts"
 
 describe("Metrics.klSampleTrain", () => {
   it("is 0 for identical logprobs and positive for different ones", () => {

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { backendLayer } from "../src/app/Backend.ts"
 import { resolveModelDir, shippedModel, shippedModels } from "../src/Paths.ts"
-import { Trainer } from "../src/Trainer.ts"
+import { Trainer } from "../src/services/Trainer.ts"
 
 const embedded = (model: string) =>
   backendLayer({ backend: "embedded", seed: 0, stateDir: Os.tmpdir(), model, loraRank: undefined, tokenizer: undefined, workers: false })

@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Result } from "effect"
 import * as fc from "fast-check"
-import { bootstrapMean, defaultKs, estimates, majAtK, normalizeAnswer, parseKs, passAtK, type Sample } from "../src/PassAtK.ts"
+import { bootstrapMean, defaultKs, estimates, majAtK, normalizeAnswer, parseKs, passAtK, type Sample } from "../src/metrics/PassAtK.ts"
 
 /** n ≥ 1 samples with c correct. */
 const nc = fc.integer({ min: 1, max: 60 }).chain((n) => fc.tuple(fc.constant(n), fc.integer({ min: 0, max: n })))

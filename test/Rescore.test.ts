@@ -18,10 +18,10 @@ import * as Episode from "../src/Episode.ts"
 import * as Report from "../src/app/Report.ts"
 import * as Rescore from "../src/app/Rescore.ts"
 import * as Reward from "../src/Reward.ts"
-import * as RunLog from "../src/RunLog.ts"
+import * as RunLog from "../src/folder/RunLog.ts"
 import * as Runner from "../src/Runner.ts"
-import { Sampler } from "../src/Sampler.ts"
-import { Tokenizer } from "../src/Tokenizer.ts"
+import { Sampler } from "../src/services/Sampler.ts"
+import { Tokenizer } from "../src/services/Tokenizer.ts"
 import vowels, { quiet, TINY, toySettings } from "./envs/vowels.ts"
 
 const backend = (dir: string) => Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "v"] } }))

@@ -8,7 +8,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as RunFolder from "../src/RunFolder.ts"
+import * as RunFolder from "../src/folder/RunFolder.ts"
 
 const folder = () => RunFolder.paths(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-runfolder-")))
 

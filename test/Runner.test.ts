@@ -10,11 +10,11 @@ import { Effect, Layer } from "effect"
 import { Local } from "../src/backends/local/index.ts"
 import * as Env from "../src/Env.ts"
 import * as Reward from "../src/Reward.ts"
-import * as RunLog from "../src/RunLog.ts"
+import * as RunLog from "../src/folder/RunLog.ts"
 import * as Report from "../src/app/Report.ts"
 import { RunObserver } from "../src/run/Observer.ts"
 import * as Runner from "../src/Runner.ts"
-import { Sampler } from "../src/Sampler.ts"
+import { Sampler } from "../src/services/Sampler.ts"
 import vowels, { quiet, TINY, toySettings } from "./envs/vowels.ts"
 
 

@@ -9,7 +9,7 @@ import * as Env from "../src/Env.ts"
 import * as Episode from "../src/Episode.ts"
 import * as Reward from "../src/Reward.ts"
 import { sampleRows } from "../src/run/Collect.ts"
-import { Sampler } from "../src/Sampler.ts"
+import { Sampler } from "../src/services/Sampler.ts"
 import * as Tool from "../src/Tool.ts"
 import { playOne, scriptedSampler } from "./run/ScriptedSampler.ts"
 

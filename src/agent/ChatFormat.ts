@@ -19,7 +19,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { TokenizeError, type TokenizerShape } from "../Tokenizer.ts"
+import { TokenizeError, type TokenizerShape } from "../services/Tokenizer.ts"
 import * as InputSchema from "../tool/InputSchema.ts"
 import * as Syntax from "../tool/Syntax.ts"
 import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"

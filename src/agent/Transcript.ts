@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type { TokenizeError, TokenizerShape } from "../Tokenizer.ts"
+import type { TokenizeError, TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"
 import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"
 

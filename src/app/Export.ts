@@ -50,8 +50,8 @@ import * as Checkpoint from "../backends/local/Checkpoint.ts"
 import { encodeSafetensors, peftAdapter } from "../backends/local/Peft.ts"
 import * as Env from "../Env.ts"
 import * as PlatformHttpClient from "../platform/HttpClient.ts"
-import * as RunFolder from "../RunFolder.ts"
-import * as RunLog from "../RunLog.ts"
+import * as RunFolder from "../folder/RunFolder.ts"
+import * as RunLog from "../folder/RunLog.ts"
 
 // ===== Errors =====
 

@@ -9,11 +9,11 @@
  * @since 0.1.0
  */
 import { Cause, Effect, Option, Schema } from "effect"
-import * as K from "../MetricKeys.ts"
-import * as Metrics from "../Metrics.ts"
+import * as K from "../metrics/MetricKeys.ts"
+import * as Metrics from "../metrics/Metrics.ts"
 import { latestSummary, type Summary as RescoreSummary } from "./rescore/Summary.ts"
-import * as RunFolder from "../RunFolder.ts"
-import * as RunLog from "../RunLog.ts"
+import * as RunFolder from "../folder/RunFolder.ts"
+import * as RunLog from "../folder/RunLog.ts"
 import type { RunObserverShape } from "../run/Observer.ts"
 import { divergencePanel } from "./ReportDivergence.ts"
 import { cell, chart, esc, num, type Series } from "./ReportHtml.ts"

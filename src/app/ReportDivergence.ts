@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { cell, esc } from "./ReportHtml.ts"
-import type { DivergenceRow } from "../RunFolderSchemas.ts"
+import type { DivergenceRow } from "../folder/RunFolderSchemas.ts"
 
 /** Logged steps the divergence panel pools. @since 0.1.0 @category models */
 export const DIVERGENCE_RECENT = 5

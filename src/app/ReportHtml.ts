@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type * as RunFolder from "../RunFolder.ts"
+import type * as RunFolder from "../folder/RunFolder.ts"
 
 /** Text made safe for HTML content and attribute values. @since 0.1.0 @category rendering */
 export const esc = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")

@@ -14,12 +14,12 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Local } from "../backends/local/index.ts"
 import { resolveModelDir, shippedModels } from "../Paths.ts"
-import { Reference } from "../Reference.ts"
+import { Reference } from "../services/Reference.ts"
 import { modelFlag, recordedTrainer, resolveInit } from "../run/Start.ts"
 import { RunError, type Teacher } from "../run/Settings.ts"
-import { Sampler } from "../Sampler.ts"
-import { Tokenizer } from "../Tokenizer.ts"
-import { Trainer } from "../Trainer.ts"
+import { Sampler } from "../services/Sampler.ts"
+import { Tokenizer } from "../services/Tokenizer.ts"
+import { Trainer } from "../services/Trainer.ts"
 
 const bad = (given: string, what: string) =>
   new RunError({

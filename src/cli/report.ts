@@ -5,7 +5,7 @@ import * as Fs from "node:fs"
 import { Console, Effect } from "effect"
 import { Argument, Command } from "effect/cli"
 import * as Report from "../app/Report.ts"
-import * as RunFolder from "../RunFolder.ts"
+import * as RunFolder from "../folder/RunFolder.ts"
 
 /** The `report` command. */
 export const reportCommand = Command.make("report", { dir: Argument.String("run-folder").pipe(Argument.withDescription("a run folder, e.g. runs/math-2026-11-29T12-00-00")) }, ({ dir }) =>

@@ -32,9 +32,9 @@ export type {
   Sample,
   /** A pass@k or maj@k mean over problems with its 95% bootstrap interval. */
   Estimate,
-} from "../PassAtK.ts"
+} from "../metrics/PassAtK.ts"
 /** pass@k (the unbiased estimator), maj@k (majority vote) and their means over problems with bootstrap intervals. */
-export { bootstrapMean, estimates, majAtK, normalizeAnswer, passAtK } from "../PassAtK.ts"
+export { bootstrapMean, estimates, majAtK, normalizeAnswer, passAtK } from "../metrics/PassAtK.ts"
 export type {
   /** Every `gyre run` flag as a field of an object, plus the env itself. */
   RunOptions,

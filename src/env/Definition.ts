@@ -12,8 +12,8 @@ import type { Game } from "../game/Spec.ts"
 import type { SamplingParams } from "../Contract.ts"
 import { type Episode, isEpisode } from "../Episode.ts"
 import { isReward, type Reward } from "../Reward.ts"
-import type { Sampler } from "../Sampler.ts"
-import type { Prompt, Tokenizer } from "../Tokenizer.ts"
+import type { Sampler } from "../services/Sampler.ts"
+import type { Prompt, Tokenizer } from "../services/Tokenizer.ts"
 import type { Source } from "./Sources.ts"
 
 // ===== Errors =====

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import { formatIssue } from "../Decode.ts"
+import { formatIssue } from "../util/Decode.ts"
 import { type Env, EnvError } from "./Definition.ts"
 import { hash32, random } from "./Sources.ts"
 

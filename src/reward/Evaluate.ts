@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { at } from "../Lookup.ts"
+import { at } from "../util/Lookup.ts"
 import { cacheKey, makeCache, RewardCache, type ScoreCache } from "./Cache.ts"
 import { logFailures } from "./FailureLog.ts"
 import { RewardDefect } from "./Failures.ts"

@@ -8,7 +8,7 @@
  */
 import type { Effect } from "effect"
 import type { StopReason } from "../Contract.ts"
-import type { Prompt } from "../Tokenizer.ts"
+import type { Prompt } from "../services/Tokenizer.ts"
 import type { RewardFailure } from "./Failures.ts"
 import type { LeafOptions, ScoreContext } from "./Leaf.ts"
 

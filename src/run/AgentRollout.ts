@@ -13,7 +13,7 @@ import { Endpoint } from "../agent/Endpoint.ts"
 import type { Completion } from "../agent/Transcript.ts"
 import type { SamplingParams } from "../Contract.ts"
 import type * as Env from "../Env.ts"
-import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
+import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { ContextLength, type EpisodeRecord, type TurnRecord } from "./Rollout.ts"
 import { RunError } from "./Settings.ts"
 

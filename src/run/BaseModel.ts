@@ -11,7 +11,7 @@ import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect } from "effect"
-import type * as RunFolder from "../RunFolder.ts"
+import type * as RunFolder from "../folder/RunFolder.ts"
 
 /** The folder of an embedded model name (`local:<folder>`); undefined for a random or remote model. */
 const folderOf = (model: string): string | undefined =>

@@ -5,9 +5,9 @@
  */
 import { Effect } from "effect"
 import * as Env from "../Env.ts"
-import * as K from "../MetricKeys.ts"
+import * as K from "../metrics/MetricKeys.ts"
 import * as Dpo from "./Dpo.ts"
-import * as Metrics from "../Metrics.ts"
+import * as Metrics from "../metrics/Metrics.ts"
 import { failureCounts } from "../reward/FailureLog.ts"
 import { type Group, sampleGroup } from "./Collect.ts"
 import type { EpisodeRecord } from "./Rollout.ts"

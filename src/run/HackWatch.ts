@@ -36,15 +36,15 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as K from "../MetricKeys.ts"
-import type * as Metrics from "../Metrics.ts"
+import * as K from "../metrics/MetricKeys.ts"
+import type * as Metrics from "../metrics/Metrics.ts"
 import * as Reward from "../Reward.ts"
 import { edits } from "../testing/Edits.ts"
 import { type ExploitContext, exploits, wrongAnswers } from "../testing/Probes.ts"
 import { score } from "../testing/Rollouts.ts"
-import type { Prompt } from "../Tokenizer.ts"
+import type { Prompt } from "../services/Tokenizer.ts"
 import type { Batch, Group } from "./Collect.ts"
-import { at } from "../Lookup.ts"
+import { at } from "../util/Lookup.ts"
 
 // ===== Models =====
 

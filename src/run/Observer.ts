@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Context, Effect } from "effect"
-import type { MetricRecord } from "../Metrics.ts"
+import type { MetricRecord } from "../metrics/Metrics.ts"
 
 /** One scored sample, as an observer sees it. @since 0.1.0 @category models */
 export interface ObservedSample {

@@ -4,10 +4,10 @@
  * @since 0.1.0
  */
 import { Context, Effect } from "effect"
-import * as K from "../MetricKeys.ts"
-import * as Metrics from "../Metrics.ts"
+import * as K from "../metrics/MetricKeys.ts"
+import * as Metrics from "../metrics/Metrics.ts"
 
-export { headline } from "../Metrics.ts"
+export { headline } from "../metrics/Metrics.ts"
 
 /** What the runner reports after each step (the CLI renders it). @since 0.1.0 @category models */
 export interface StepSummary {

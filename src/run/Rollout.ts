@@ -15,8 +15,8 @@ import { type BackendError, modelInputFromTokens, type SamplingParams } from "..
 import type * as Datum from "../Datum.ts"
 import * as Env from "../Env.ts"
 import * as Episode from "../Episode.ts"
-import { Sampler, type SamplerShape } from "../Sampler.ts"
-import { Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
+import { Sampler, type SamplerShape } from "../services/Sampler.ts"
+import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { RunError } from "./Settings.ts"
 
 /** One sampled turn and the observation that followed it, if any. @since 0.1.0 @category models */

@@ -7,8 +7,8 @@
 import { Context, Effect, Layer, type Scope } from "effect"
 import * as AgentEndpoint from "../agent/Endpoint.ts"
 import * as Env from "../Env.ts"
-import { Sampler } from "../Sampler.ts"
-import { Tokenizer } from "../Tokenizer.ts"
+import { Sampler } from "../services/Sampler.ts"
+import { Tokenizer } from "../services/Tokenizer.ts"
 import { RunError } from "./Settings.ts"
 
 /** Builds the services layers of the envs of `source` in the current scope, with the run's own sampler and tokenizer, and the agent endpoint when an env is an agent env. @since 0.1.0 @category constructors */

@@ -9,9 +9,9 @@ import { Effect, Schema } from "effect"
 import * as Advantage from "../Advantage.ts"
 import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts"
 import * as Env from "../Env.ts"
-import * as Loss from "../Loss.ts"
+import * as Loss from "../loss/Loss.ts"
 import * as Reward from "../Reward.ts"
-import type { Aggregation } from "../MicroBatch.ts"
+import type { Aggregation } from "../loss/MicroBatch.ts"
 
 /**
  * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learningRate`

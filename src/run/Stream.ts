@@ -21,12 +21,12 @@
 import { Effect, Semaphore } from "effect"
 import type { Datum as DatumT } from "../Contract.ts"
 import { activeCount } from "../Datum.ts"
-import * as K from "../MetricKeys.ts"
-import * as Metrics from "../Metrics.ts"
+import * as K from "../metrics/MetricKeys.ts"
+import * as Metrics from "../metrics/Metrics.ts"
 import type { Batch, Group } from "./Collect.ts"
 import { RunError, type RunSettings } from "./Settings.ts"
-import type { Tokenizer } from "../Tokenizer.ts"
-import type { Trainer } from "../Trainer.ts"
+import type { Tokenizer } from "../services/Tokenizer.ts"
+import type { Trainer } from "../services/Trainer.ts"
 import * as Train from "./Train.ts"
 
 /** How a step streams: `count` minibatches, one optimizer step per step or per minibatch. @since 0.1.0 @category models */

@@ -15,7 +15,7 @@
 import { isDeepStrictEqual } from "node:util"
 import { Cause, Effect, Exit } from "effect"
 import * as fc from "fast-check"
-import { at } from "../Lookup.ts"
+import { at } from "../util/Lookup.ts"
 import * as Reward from "../Reward.ts"
 import { FailureScope } from "../reward/FailureLog.ts"
 import { completion as anyCompletion } from "./Arbitraries.ts"

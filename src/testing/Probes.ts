@@ -28,7 +28,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as Reward from "../Reward.ts"
-import type { Prompt } from "../Tokenizer.ts"
+import type { Prompt } from "../services/Tokenizer.ts"
 import { score } from "./Rollouts.ts"
 
 // ===== Models =====

@@ -20,8 +20,8 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
 import { Effect, Layer, Option, Result, Schema } from "effect"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { decode } from "../Decode.ts"
-import { type Message, type Prompt, TokenizeError, Tokenizer, type TokenizerShape } from "../Tokenizer.ts"
+import { decode } from "../util/Decode.ts"
+import { type Message, type Prompt, TokenizeError, Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 
 /** Why a tokenizer folder could not be loaded. @since 0.1.0 @category errors */
 export class TokenizerLoadError extends Schema.TaggedError<TokenizerLoadError>()("TokenizerLoadError", {

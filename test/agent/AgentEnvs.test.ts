@@ -17,7 +17,7 @@ import * as Agent from "../../src/Agent.ts"
 import { Local } from "../../src/backends/local/index.ts"
 import * as Env from "../../src/Env.ts"
 import * as Reward from "../../src/Reward.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { quiet } from "../envs/vowels.ts"
 

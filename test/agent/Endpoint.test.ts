@@ -19,7 +19,7 @@ import * as Env from "../../src/Env.ts"
 import * as Reward from "../../src/Reward.ts"
 import { playAgents } from "../../src/run/AgentRollout.ts"
 import { ContextLength } from "../../src/run/Rollout.ts"
-import { Trainer } from "../../src/Trainer.ts"
+import { Trainer } from "../../src/services/Trainer.ts"
 import { tinyConfig, tinyLora } from "../backends/local/helpers.ts"
 
 const backend = () => Layer.fresh(Local.layer({ config: tinyConfig, lora: tinyLora, seed: 3, stateDir: fs.mkdtempSync(path.join(os.tmpdir(), "gyre-agent-")) }))

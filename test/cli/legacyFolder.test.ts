@@ -14,7 +14,7 @@ import { evaluateModel } from "../../src/app/Evaluation.ts"
 import { train } from "../../src/app/Training.ts"
 import * as Export from "../../src/app/Export.ts"
 import * as Report from "../../src/app/Report.ts"
-import * as RunFolder from "../../src/RunFolder.ts"
+import * as RunFolder from "../../src/folder/RunFolder.ts"
 
 const FIXTURE = Path.join(import.meta.dirname, "..", "fixtures", "run-folder-v1")
 

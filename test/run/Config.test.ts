@@ -11,7 +11,7 @@ import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
 import * as Env from "../../src/Env.ts"
 import * as Reward from "../../src/Reward.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 

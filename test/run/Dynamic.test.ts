@@ -13,7 +13,7 @@ import { Local } from "../../src/backends/local/index.ts"
 import * as Env from "../../src/Env.ts"
 import * as Reward from "../../src/Reward.ts"
 import { hasSignal } from "../../src/run/Collect.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import { quiet, TINY } from "../envs/vowels.ts"
 

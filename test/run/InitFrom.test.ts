@@ -13,7 +13,7 @@ import { Env } from "gyre"
 import * as Checkpoint from "../../src/backends/local/Checkpoint.ts"
 import { Local } from "../../src/backends/local/index.ts"
 import { initBase } from "../../src/backends/local/Model.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 

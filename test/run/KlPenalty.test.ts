@@ -6,8 +6,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import * as fc from "fast-check"
 import { BackendError, type Datum, float32, modelInputFromTokens, modelInputTokens } from "../../src/Contract.ts"
-import * as KlPenalty from "../../src/KlPenalty.ts"
-import * as Reference from "../../src/Reference.ts"
+import * as KlPenalty from "../../src/loss/KlPenalty.ts"
+import * as Reference from "../../src/services/Reference.ts"
 
 const datum = (tokens: Array<number>, logprobs: Array<number>, advantages: Array<number>): Datum => ({
   modelInput: modelInputFromTokens(tokens),

@@ -9,7 +9,7 @@ import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
 import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 

@@ -3,7 +3,7 @@
  * and tool calls for multi-turn envs, and names the held-out score by the reward.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as Metrics from "../../src/Metrics.ts"
+import * as Metrics from "../../src/metrics/Metrics.ts"
 import { formatStep } from "../../src/run/Progress.ts"
 
 const base = {

@@ -10,7 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { vi } from "vitest"
 import * as Checkpoint from "../../src/backends/local/Checkpoint.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 
 const trace = vi.hoisted(() => [] as Array<string>)
 

@@ -10,9 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
 import type { AdamParams } from "../../src/Contract.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import { Trainer } from "../../src/Trainer.ts"
+import { Trainer } from "../../src/services/Trainer.ts"
 import vowels, { toySettings, TINY, quiet } from "../envs/vowels.ts"
 
 

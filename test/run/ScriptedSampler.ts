@@ -9,8 +9,8 @@ import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import { modelInputTokens, type SampleResult } from "../../src/Contract.ts"
 import type * as Env from "../../src/Env.ts"
 import { ContextLength, playGroup } from "../../src/run/Rollout.ts"
-import { Sampler } from "../../src/Sampler.ts"
-import { Tokenizer } from "../../src/Tokenizer.ts"
+import { Sampler } from "../../src/services/Sampler.ts"
+import { Tokenizer } from "../../src/services/Tokenizer.ts"
 
 export const scriptedSampler = (reply: (promptText: string, index: number) => string) => {
   const calls: Array<{ readonly prompt: string; readonly maxTokens: number }> = []

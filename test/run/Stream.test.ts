@@ -10,10 +10,10 @@ import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import { Local } from "../../src/backends/local/index.ts"
-import * as RunLog from "../../src/RunLog.ts"
+import * as RunLog from "../../src/folder/RunLog.ts"
 import * as Runner from "../../src/Runner.ts"
-import { Sampler } from "../../src/Sampler.ts"
-import { Trainer } from "../../src/Trainer.ts"
+import { Sampler } from "../../src/services/Sampler.ts"
+import { Trainer } from "../../src/services/Trainer.ts"
 import vowels, { quiet, TINY, toySettings } from "../envs/vowels.ts"
 
 const untimed = (rows: ReadonlyArray<Record<string, number>>) =>

@@ -4,7 +4,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Tokenizers from "../../src/tokenizers/index.ts"
-import { encodePrompt, Tokenizer } from "../../src/Tokenizer.ts"
+import { encodePrompt, Tokenizer } from "../../src/services/Tokenizer.ts"
 
 /** GPT-2's byte -> printable character map (byte-level BPE). */
 const bytesToUnicode = (): Map<number, string> => {

@@ -11,7 +11,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Template } from "@huggingface/jinja"
 import { Effect } from "effect"
 import * as Tokenizers from "../../src/tokenizers/index.ts"
-import { Tokenizer } from "../../src/Tokenizer.ts"
+import { Tokenizer } from "../../src/services/Tokenizer.ts"
 import * as Tool from "../../src/Tool.ts"
 import { calc } from "../../envs/calculator.ts"
 

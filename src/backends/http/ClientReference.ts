@@ -13,7 +13,7 @@
  */
 import { Effect, Result, Schema } from "effect"
 import { BackendError, type ModelInput, modelInputTokens } from "../../Contract.ts"
-import { Reference, type ReferenceShape } from "../../Reference.ts"
+import { Reference, type ReferenceShape } from "../../services/Reference.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import { sampleResult } from "./ClientSampler.ts"

@@ -13,7 +13,7 @@
  */
 import { Duration, Effect, Option, Result, Schema } from "effect"
 import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../Contract.ts"
-import type { SamplerShape } from "../../Sampler.ts"
+import type { SamplerShape } from "../../services/Sampler.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import type { State } from "./ClientTrainer.ts"

@@ -15,8 +15,8 @@
  */
 import { Effect, Option, Result, Schema } from "effect"
 import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
-import { resolveLoss } from "../../Loss.ts"
-import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../Trainer.ts"
+import { resolveLoss } from "../../loss/Loss.ts"
+import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../services/Trainer.ts"
 import * as Alignment from "./Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import * as Proto from "./Proto.ts"

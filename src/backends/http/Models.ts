@@ -16,8 +16,8 @@
  */
 import { Effect, Exit, Scope, SubscriptionRef } from "effect"
 import type { BackendError } from "../../Contract.ts"
-import type { SamplerShape } from "../../Sampler.ts"
-import type { TrainerShape } from "../../Trainer.ts"
+import type { SamplerShape } from "../../services/Sampler.ts"
+import type { TrainerShape } from "../../services/Trainer.ts"
 import { bad, notFound, Reject } from "./Requests.ts"
 import { makeRouter } from "./Router.ts"
 import { makeTurns, type Turns } from "./SeqOrder.ts"

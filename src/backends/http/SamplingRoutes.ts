@@ -22,7 +22,7 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Result, SubscriptionRef } from "effect"
-import { awaitVersion } from "../../Sampler.ts"
+import { awaitVersion } from "../../services/Sampler.ts"
 import * as Alignment from "./Alignment.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry, SamplerTarget } from "./Models.ts"

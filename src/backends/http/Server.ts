@@ -27,8 +27,8 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
-import { DEFAULT_READY_TIMEOUT, Sampler, type SamplerShape } from "../../Sampler.ts"
-import { Trainer, type TrainerShape } from "../../Trainer.ts"
+import { DEFAULT_READY_TIMEOUT, Sampler, type SamplerShape } from "../../services/Sampler.ts"
+import { Trainer, type TrainerShape } from "../../services/Trainer.ts"
 import * as PlatformHttpServer from "../../platform/HttpServer.ts"
 import * as Archives from "./Archives.ts"
 import * as CheckpointIndex from "./CheckpointIndex.ts"

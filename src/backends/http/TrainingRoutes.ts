@@ -17,7 +17,7 @@
  */
 import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "effect"
 import type { BackendError, Datum, LossFn } from "../../Contract.ts"
-import { resolveLoss } from "../../Loss.ts"
+import { resolveLoss } from "../../loss/Loss.ts"
 import { checkAll } from "../../Datum.ts"
 import * as DatumIssue from "../../DatumIssue.ts"
 import * as Alignment from "./Alignment.ts"

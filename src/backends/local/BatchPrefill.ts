@@ -11,7 +11,7 @@ import * as tf from "@tensorflow/tfjs"
 import { logprobAt } from "./LogSoftmax.ts"
 import type { KvCache, LocalModel, WeightView } from "./Model.ts"
 import type { PrefixCache } from "./PrefixCache.ts"
-import { at } from "../../Lookup.ts"
+import { at } from "../../util/Lookup.ts"
 
 /** A batch's first logits and K/V after the prompts, and each request's prompt log-probs. @since 0.1.0 @category models */
 export interface Prefilled {

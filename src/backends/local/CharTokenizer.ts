@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { type Prompt, TokenizeError, type TokenizerShape } from "../../Tokenizer.ts"
+import { type Prompt, TokenizeError, type TokenizerShape } from "../../services/Tokenizer.ts"
 
 /** @since 0.1.0 @category constants */
 export const PAD = 0

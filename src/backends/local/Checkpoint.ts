@@ -11,7 +11,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect } from "effect"
-import * as RunLog from "../../RunLog.ts"
+import * as RunLog from "../../folder/RunLog.ts"
 import { type ModelConfig, type Shapes, type Weights, baseShapes, sizeOf } from "./Model.ts"
 
 const MAGIC = "GYRECKPT"

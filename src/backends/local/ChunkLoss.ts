@@ -9,7 +9,7 @@
  */
 import type { Datum, LossFnOutput, TopK } from "../../Contract.ts"
 import { modelInputTokens } from "../../Contract.ts"
-import { isActive, isClipped, isSequenceLoss, type ResolvedLoss, sequenceOf, tokenLoss } from "../../Loss.ts"
+import { isActive, isClipped, isSequenceLoss, type ResolvedLoss, sequenceOf, tokenLoss } from "../../loss/Loss.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { rowLse } from "./LogSoftmax.ts"
 

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { at } from "../../Lookup.ts"
+import { at } from "../../util/Lookup.ts"
 import { Rng } from "./Rng.ts"
 
 /** @since 0.1.0 @category models */

@@ -25,11 +25,11 @@ import {
   type SampleResult,
   type SamplingParams,
 } from "../../Contract.ts"
-import { LOSS_NAMES, type ResolvedLoss, validateLoss } from "../../Loss.ts"
-import { Reference, type ReferenceShape } from "../../Reference.ts"
-import { awaitVersion, Sampler, type SamplerShape } from "../../Sampler.ts"
-import type { TokenizerShape } from "../../Tokenizer.ts"
-import { Trainer, type TrainerShape } from "../../Trainer.ts"
+import { LOSS_NAMES, type ResolvedLoss, validateLoss } from "../../loss/Loss.ts"
+import { Reference, type ReferenceShape } from "../../services/Reference.ts"
+import { awaitVersion, Sampler, type SamplerShape } from "../../services/Sampler.ts"
+import type { TokenizerShape } from "../../services/Tokenizer.ts"
+import { Trainer, type TrainerShape } from "../../services/Trainer.ts"
 import * as CharTokenizer from "./CharTokenizer.ts"
 import * as Engines from "./Engines.ts"
 import { fail, internal, messageOf } from "./Errors.ts"

@@ -12,7 +12,7 @@
  */
 import * as tf from "@tensorflow/tfjs"
 import { gelu, layerNorm, linearFrozen, linearTrainable, type TensorMap, weightOf, type WeightView } from "./Layers.ts"
-import { at } from "../../Lookup.ts"
+import { at } from "../../util/Lookup.ts"
 import { baseShapes, checkConfig, LORA_TARGETS, type ModelConfig, sizeOf, type Weights } from "./Config.ts"
 
 export { baseShapes, checkConfig, checkLora, cloneWeights, countParams, defaultLora, forwardFlops, initBase, initLora, LORA_TARGETS, type LoraConfig, loraShapes, type LoraTarget, type ModelConfig, type Shapes, sizeOf, type Weights } from "./Config.ts"

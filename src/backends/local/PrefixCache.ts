@@ -36,7 +36,7 @@
 import * as tf from "@tensorflow/tfjs"
 import { logprobAt } from "./LogSoftmax.ts"
 import { disposeCache, type KvCache, type LocalModel, type WeightView } from "./Model.ts"
-import { at, present } from "../../Lookup.ts"
+import { at, present } from "../../util/Lookup.ts"
 
 /** The prefix-cache counters of the sampler's statistics. @since 0.1.0 @category models */
 export interface PrefixStats {

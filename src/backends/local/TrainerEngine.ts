@@ -4,7 +4,7 @@
  * files. The Effect services in `index.ts` wrap it.
  *
  * How a loss is backpropagated: the forward pass yields logits; the log-probs, the
- * loss and `dloss/dlp` per position are computed in TypeScript (`src/Loss.ts`), then
+ * loss and `dloss/dlp` per position are computed in TypeScript (`src/loss/Loss.ts`), then
  * the gradient `dloss/dlogits = dlp·(onehot - softmax)` is pushed back through the
  * network as the cotangent of the logits.
  *
@@ -13,13 +13,13 @@
 import * as tf from "@tensorflow/tfjs"
 import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
-import { canClip, type ResolvedLoss } from "../../Loss.ts"
+import { canClip, type ResolvedLoss } from "../../loss/Loss.ts"
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
 import * as Checkpoint from "./Checkpoint.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { PAD } from "./CharTokenizer.ts"
 import { activeIn, type CallTotals, chunksOf, evaluateChunk, prepare } from "./ChunkLoss.ts"
-import { present } from "../../Lookup.ts"
+import { present } from "../../util/Lookup.ts"
 import {
   type LocalModel,
   type LoraConfig,

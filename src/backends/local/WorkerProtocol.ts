@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult, SampleResult, SamplingParams } from "../../Contract.ts"
-import type { ResolvedLoss } from "../../Loss.ts"
+import type { ResolvedLoss } from "../../loss/Loss.ts"
 import type { LocalOptions } from "./Engines.ts"
 import type { ModelConfig, Weights } from "./Model.ts"
 import type { SampleRequestOptions, SamplerStats } from "./SamplerEngine.ts"

@@ -23,7 +23,7 @@
  */
 import { Config, Context, Duration, Effect, Layer, Option, Redacted, Result, Schedule, type Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { decode } from "../../Decode.ts"
+import { decode } from "../../util/Decode.ts"
 import * as PlatformHttpClient from "../../platform/HttpClient.ts"
 import * as Retry from "../http/Retry.ts"
 import { headerValueProblem, redactor } from "../http/Transport.ts"

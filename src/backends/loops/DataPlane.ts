@@ -21,8 +21,8 @@
  */
 import { type Duration, Effect, Option, Redacted, Result } from "effect"
 import { HttpClient } from "effect/http"
-import { decode } from "../../Decode.ts"
-import * as Reference from "../../Reference.ts"
+import { decode } from "../../util/Decode.ts"
+import * as Reference from "../../services/Reference.ts"
 import * as Http from "../http/Client.ts"
 import * as Retry from "../http/Retry.ts"
 import * as Transport from "../http/Transport.ts"

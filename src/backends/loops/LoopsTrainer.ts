@@ -18,7 +18,7 @@
 import { Effect, Result } from "effect"
 import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
 import { activeCount } from "../../Datum.ts"
-import { awaitingEach, type TrainerShape } from "../../Trainer.ts"
+import { awaitingEach, type TrainerShape } from "../../services/Trainer.ts"
 import * as Alignment from "../http/Alignment.ts"
 import { adamParamsToWire } from "../http/Wire.ts"
 import type * as Wire from "../http/Wire.ts"

@@ -11,8 +11,8 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Result, Schema } from "effect"
-import { decode } from "../../Decode.ts"
-import * as RunLog from "../../RunLog.ts"
+import { decode } from "../../util/Decode.ts"
+import * as RunLog from "../../folder/RunLog.ts"
 import { LoopsError } from "./Errors.ts"
 
 /** The record's file name in a run folder. @since 0.1.0 @category constants */

@@ -4,7 +4,7 @@ import * as fc from "fast-check"
 import * as Alignment from "../../../src/backends/http/Alignment.ts"
 import type * as Wire from "../../../src/backends/http/Wire.ts"
 import { type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "../../../src/Contract.ts"
-import { isActive, resolveLoss, tokenLoss } from "../../../src/Loss.ts"
+import { isActive, resolveLoss, tokenLoss } from "../../../src/loss/Loss.ts"
 
 const V = 40
 const LOSSES: ReadonlyArray<LossFn> = ["cross_entropy", "importance_sampling", "ppo", "cispo", "dro", "dppo"]

@@ -16,8 +16,8 @@ import * as Proto from "../../../src/backends/http/Proto.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import type * as Wire from "../../../src/backends/http/Wire.ts"
 import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/Contract.ts"
-import { Sampler } from "../../../src/Sampler.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Sampler } from "../../../src/services/Sampler.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 
 interface Seen {
   readonly path: string

@@ -17,9 +17,9 @@ import * as Server from "../../../src/backends/http/Server.ts"
 import { Local } from "../../../src/backends/local/index.ts"
 import { adamParams, modelInputFromTokens } from "../../../src/Contract.ts"
 import * as D from "../../../src/Datum.ts"
-import * as Reference from "../../../src/Reference.ts"
-import { Sampler } from "../../../src/Sampler.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import * as Reference from "../../../src/services/Reference.ts"
+import { Sampler } from "../../../src/services/Sampler.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 
 const tinyConfig = { vocabSize: 99, contextLength: 48, nLayers: 2, dModel: 32, nHeads: 2, mlpRatio: 2 }
 const tinyLora = { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] as Array<"q" | "k" | "v" | "o" | "w1" | "w2"> }

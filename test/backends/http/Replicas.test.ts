@@ -6,8 +6,8 @@ import * as Serve from "../../../src/backends/local/Serve.ts"
 import * as Server from "../../../src/backends/http/Server.ts"
 import { adamParams, modelInputFromTokens } from "../../../src/Contract.ts"
 import * as D from "../../../src/Datum.ts"
-import { Sampler, type SamplerShape } from "../../../src/Sampler.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Sampler, type SamplerShape } from "../../../src/services/Sampler.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 import { makeToy } from "./ToyBackend.ts"
 
 describe("sampler replicas", () => {

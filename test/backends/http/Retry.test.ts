@@ -4,7 +4,7 @@ import { TestClock } from "effect/testing"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import { adamParams } from "../../../src/Contract.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 import { fakeServer, type Script } from "./FakeServer.ts"
 
 const F = (kind: Retry.FailureKind, extra: { status?: number; retryAfterMillis?: number } = {}) =>

@@ -28,7 +28,7 @@ import * as Checkpoints from "../../../src/backends/http/ClientCheckpoints.ts"
 import * as Client from "../../../src/backends/http/Client.ts"
 import * as Retry from "../../../src/backends/http/Retry.ts"
 import { adamParams } from "../../../src/Contract.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 import { fakeServer, type Script, type Seen } from "./FakeServer.ts"
 
 type Answer = ReturnType<Script>

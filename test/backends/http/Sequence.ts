@@ -6,8 +6,8 @@
 import { Effect } from "effect"
 import { adamParams, type Datum, modelInputFromTokens } from "../../../src/Contract.ts"
 import * as D from "../../../src/Datum.ts"
-import { Sampler } from "../../../src/Sampler.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Sampler } from "../../../src/services/Sampler.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 
 export interface SequenceOptions {
   readonly steps: number

@@ -5,9 +5,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { adamParams, type Datum, float32, int64, modelInputFromTokens } from "../../../src/Contract.ts"
 import { Local } from "../../../src/backends/local/index.ts"
-import { Sampler } from "../../../src/Sampler.ts"
-import { encodePrompt, Tokenizer } from "../../../src/Tokenizer.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Sampler } from "../../../src/services/Sampler.ts"
+import { encodePrompt, Tokenizer } from "../../../src/services/Tokenizer.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 import { tinyConfig, tinyLora } from "./helpers.ts"
 
 const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "gyre-layer-"))

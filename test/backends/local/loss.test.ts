@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import * as fc from "fast-check"
 import { beforeAll } from "vitest"
 import { type Datum, float32, type LossFn } from "../../../src/Contract.ts"
-import { isClipped, isSequenceLoss, LOSS_NAMES, resolveLoss, tokenLoss, validateLoss } from "../../../src/Loss.ts"
+import { isClipped, isSequenceLoss, LOSS_NAMES, resolveLoss, tokenLoss, validateLoss } from "../../../src/loss/Loss.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import { ceDatum, makeEngines, rlDatum } from "./helpers.ts"
 

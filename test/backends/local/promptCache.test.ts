@@ -3,7 +3,7 @@
  * (reuse across the turns of an episode is in prefix.test.ts).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { resolveLoss } from "../../../src/Loss.ts"
+import { resolveLoss } from "../../../src/loss/Loss.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import { LocalSamplerEngine } from "../../../src/backends/local/SamplerEngine.ts"
 import { adam, ceDatum, makeEngines } from "./helpers.ts"

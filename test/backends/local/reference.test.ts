@@ -10,9 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { adamParams, type Datum, float32, modelInputFromTokens } from "../../../src/Contract.ts"
 import { Local } from "../../../src/backends/local/index.ts"
-import { Reference } from "../../../src/Reference.ts"
-import { Sampler } from "../../../src/Sampler.ts"
-import { Trainer } from "../../../src/Trainer.ts"
+import { Reference } from "../../../src/services/Reference.ts"
+import { Sampler } from "../../../src/services/Sampler.ts"
+import { Trainer } from "../../../src/services/Trainer.ts"
 import { maxAbsDiff, tinyConfig, tinyLora } from "./helpers.ts"
 
 const prompt = [1, 40, 41, 42, 43]

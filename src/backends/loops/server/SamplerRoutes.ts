@@ -13,8 +13,8 @@
  */
 import { Effect, Result, Schema } from "effect"
 import { type BackendError, modelInputFromTokens } from "../../../Contract.ts"
-import { decode } from "../../../Decode.ts"
-import type { SamplerShape } from "../../../Sampler.ts"
+import { decode } from "../../../util/Decode.ts"
+import type { SamplerShape } from "../../../services/Sampler.ts"
 import * as DataWire from "../DataWire.ts"
 import { Refusal, strict } from "./TrainerRoutes.ts"
 

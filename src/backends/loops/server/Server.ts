@@ -18,8 +18,8 @@
  */
 import { Duration, Effect, Option, Redacted, Result } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
-import type { SamplerShape } from "../../../Sampler.ts"
-import type { TrainerShape } from "../../../Trainer.ts"
+import type { SamplerShape } from "../../../services/Sampler.ts"
+import type { TrainerShape } from "../../../services/Trainer.ts"
 import * as PlatformHttpServer from "../../../platform/HttpServer.ts"
 import { sameKey } from "../../http/Dispatch.ts"
 import * as DataWire from "../DataWire.ts"

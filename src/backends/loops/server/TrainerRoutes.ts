@@ -13,8 +13,8 @@
  */
 import { Data, Effect, Result, type Schema } from "effect"
 import { type BackendError, type Datum, LossFn } from "../../../Contract.ts"
-import { decode } from "../../../Decode.ts"
-import type { TrainerShape } from "../../../Trainer.ts"
+import { decode } from "../../../util/Decode.ts"
+import type { TrainerShape } from "../../../services/Trainer.ts"
 import * as Alignment from "../../http/Alignment.ts"
 import { adamParamsFromWire } from "../../http/Wire.ts"
 import * as DataWire from "../DataWire.ts"

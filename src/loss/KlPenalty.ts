@@ -31,9 +31,9 @@
  * @since 0.1.0
  */
 import { Result } from "effect"
-import { type Datum, float32 } from "./Contract.ts"
-import * as Keys from "./MetricKeys.ts"
-import type { MetricRecord } from "./Metrics.ts"
+import { type Datum, float32 } from "../Contract.ts"
+import * as Keys from "../metrics/MetricKeys.ts"
+import type { MetricRecord } from "../metrics/Metrics.ts"
 
 /** @since 0.1.0 @category models */
 export interface KlPenaltyInput {
