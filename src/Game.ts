@@ -1,6 +1,7 @@
 /**
  * Game envs: episodes with several actors. A turn-based game hands each move to a role;
- * a role is played by the policy being trained or by a scripted player. Each role the
+ * a role is played by the policy being trained, by a frozen model (`Game.frozen`) or by a
+ * scripted player. Each role the
  * policy plays is its own sample: its moves (each sampled from the role's view of the
  * game, a fresh prompt per move) are trained with the role's outcome, and advantages are
  * normalized per role within a problem's group of games, so the two sides of a zero-sum
@@ -35,7 +36,18 @@ import type { Prompt } from "./services/Tokenizer.ts"
 export type { Game, MoveResult, Player } from "./game/Spec.ts"
 
 /** The policy being trained plays this role. @since 0.1.0 @category constructors */
-export const policy: Player<never> = "policy"
+export const policy = "policy" as const
+
+/**
+ * A frozen player: its moves are sampled from a model that does not train (a model
+ * shipped with gyre, a model folder, or a run's checkpoint: `runs/<name>`, `runs/<name>/step-N`),
+ * started once for the run. Its tokenizer must be the run's.
+ * @since 0.1.0 @category constructors
+ */
+export const frozen = (model: string): { readonly frozen: string } => {
+  if (typeof model !== "string" || model.trim() === "") throw new TypeError("Game.frozen: name a model (a shipped name, a folder) or a run")
+  return { frozen: model }
+}
 
 /** A scripted player: its moves are computed from the state, never sampled or trained. @since 0.1.0 @category constructors */
 export const scripted = <S>(move: (state: S, role: string, random: Random) => string): Player<S> => ({ scripted: move })

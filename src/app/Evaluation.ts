@@ -22,6 +22,7 @@ import { ContextLength } from "../run/Rollout.ts"
 import { RunError, type RunSettings, defaults } from "../run/Settings.ts"
 import { Trainer } from "../services/Trainer.ts"
 import { backendLayer } from "./Backend.ts"
+import * as Players from "./Players.ts"
 import { at } from "../util/Lookup.ts"
 import { availableEnvs } from "./LoadEnv.ts"
 import { readSaved, resolveEnv } from "./Training.ts"
@@ -306,7 +307,11 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
       out.push({ split: s, groups })
     }
     return out
-  }).pipe(Effect.scoped, Effect.provide(Layer.fresh(layer)))
+  }).pipe(
+    Effect.scoped,
+    // a game's frozen players (Game.frozen), started for the evaluation
+    Effect.provide(Layer.fresh(Players.needed(source) ? Layer.provideMerge(Players.layer(source, Os.tmpdir()), layer) : layer)),
+  )
 
   const rows = scored.flatMap(({ split: s, groups }) =>
     groups.flatMap((g) => {

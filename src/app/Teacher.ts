@@ -45,34 +45,44 @@ export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, co
   return { given, model: modelFlag(recorded.model), state: newest.path, loraRank: recorded.loraRank, coef } satisfies Teacher
 })
 
+/** A model as `--teacher` (or a frozen player) names it, resolved. @since 0.1.0 @category models */
+export type FrozenSpec = Pick<Teacher, "given" | "model" | "state" | "loraRank">
+
 /**
- * The teacher as the run's `Reference`: its own embedded trainer and sampler, the
- * checkpoint's adapter loaded and published, its log-probs computed by its sampler. Built
- * on the student's `Tokenizer`, which it must match.
+ * A model frozen as it is: its own embedded trainer and sampler, a run's adapter loaded
+ * and published; its tokenizer must be the run's (`Tokenizer`). `label` names it in errors.
+ * @since 0.1.0 @category constructors
+ */
+export const frozen = Effect.fnUntraced(function* (spec: FrozenSpec, stateDir: string, label: string) {
+  const fail = (what: string) => new RunError({ reason: "Settings", message: `${label} ${spec.given}: ${what}` })
+  const run = yield* Tokenizer
+  const lora = spec.loraRank !== undefined ? { lora: { rank: spec.loraRank, alpha: 2 * spec.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const } } : {}
+  const context = yield* Layer.build(Layer.fresh(Local.layer({ modelDir: spec.model, seed: 0, stateDir, ...lora }))).pipe(
+    Effect.mapError((e) => fail(`${spec.model} cannot start: ${e.message}`)),
+  )
+  const own = Context.get(context, Tokenizer)
+  if (own.name !== run.name || own.vocabSize !== run.vocabSize) {
+    return yield* fail(`its tokenizer is ${own.name} (${own.vocabSize} tokens), the run's ${run.name} (${run.vocabSize}): they are compared token by token, so they must be the same`)
+  }
+  const trainer = Context.get(context, Trainer)
+  if (spec.state !== undefined) yield* trainer.loadState(spec.state, { withOptimizer: false }).pipe(Effect.mapError((e) => fail(`cannot load ${spec.state}: ${e.message}`)))
+  const published = yield* trainer.saveWeightsForSampler("frozen").pipe(Effect.mapError((e) => fail(e.message)))
+  return { sampler: Context.get(context, Sampler), version: published.version }
+})
+
+/**
+ * The teacher as the run's `Reference`: a frozen model (`frozen`) whose sampler computes
+ * the log-probs.
  * @since 0.1.0 @category layers
  */
 export const layer = (teacher: Teacher, stateDir: string): Layer.Layer<Reference, RunError, Tokenizer> =>
   Layer.effect(
     Reference,
     Effect.gen(function* () {
-      const student = yield* Tokenizer
-      const lora = teacher.loraRank !== undefined ? { lora: { rank: teacher.loraRank, alpha: 2 * teacher.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const } } : {}
-      const context = yield* Layer.build(Layer.fresh(Local.layer({ modelDir: teacher.model, seed: 0, stateDir, ...lora }))).pipe(
-        Effect.mapError((e) => bad(teacher.given, `the teacher ${teacher.model} cannot start: ${e.message}`)),
-      )
-      const own = Context.get(context, Tokenizer)
-      if (own.name !== student.name || own.vocabSize !== student.vocabSize) {
-        return yield* bad(teacher.given, `the teacher's tokenizer is ${own.name} (${own.vocabSize} tokens), the student's ${student.name} (${student.vocabSize}): distillation compares log-probs token by token, so they must be the same`)
-      }
-      const trainer = Context.get(context, Trainer)
-      const sampler = Context.get(context, Sampler)
-      if (teacher.state !== undefined) {
-        yield* trainer.loadState(teacher.state, { withOptimizer: false }).pipe(Effect.mapError((e) => bad(teacher.given, `cannot load ${teacher.state}: ${e.message}`)))
-      }
-      const published = yield* trainer.saveWeightsForSampler("teacher").pipe(Effect.mapError((e) => bad(teacher.given, e.message)))
+      const { sampler, version } = yield* frozen(teacher, stateDir, "--teacher")
       yield* Effect.logInfo(`teacher: ${teacher.model}${teacher.state !== undefined ? ` with ${teacher.state}` : ""} (coefficient ${teacher.coef})`)
       return Reference.of({
-        logprobs: (inputs) => Effect.forEach(inputs, (input) => sampler.computeLogprobs(input, { minPolicyVersion: published.version })),
+        logprobs: (inputs) => Effect.forEach(inputs, (input) => sampler.computeLogprobs(input, { minPolicyVersion: version })),
         check: Effect.void,
       })
     }),

@@ -11,6 +11,7 @@ import * as Env from "../Env.ts"
 import * as Metrics from "../metrics/Metrics.ts"
 import * as Report from "./Report.ts"
 import * as Runner from "../Runner.ts"
+import * as Players from "./Players.ts"
 import * as Teacher from "./Teacher.ts"
 import * as OtlpExport from "../observe/OtlpExport.ts"
 import * as TensorBoard from "../observe/TensorBoard.ts"
@@ -141,8 +142,10 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   // a teacher (--teacher) stands in for the reference of the KL penalty
   const teacher = settings.teacher
   const withTeacher = teacher === undefined ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
+  // a game's frozen players (Game.frozen), started once for the run
+  const withPlayers = Players.needed(source) ? Layer.provideMerge(Players.layer(source, RunLog.paths(settings.outDir).state), withTeacher) : withTeacher
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
-    Effect.provide(Layer.fresh(withTeacher)),
+    Effect.provide(Layer.fresh(withPlayers)),
     Effect.provide(observersOf(options, settings.outDir)),
     print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
   )

@@ -2,7 +2,8 @@
  * Playing a group's games: G games of one problem, concurrently. Each move goes to the
  * role the game names; a policy role's move is sampled from the role's view (a fresh
  * prompt per move, pinned to the group's version, with the group's affinity key) and
- * recorded as a turn; a scripted role's move is computed. Every role the policy plays
+ * recorded as a turn; a frozen model's move is sampled from it and not trained; a scripted
+ * role's move is computed. Every role the policy plays
  * becomes a sample of its own, role by role (all G games of the first trained role, then
  * the next), with the role's outcome.
  *
@@ -11,6 +12,7 @@
 import { Effect } from "effect"
 import { modelInputFromTokens, type SamplingParams } from "../Contract.ts"
 import * as Env from "../Env.ts"
+import { type FrozenModel, FrozenPlayers } from "../game/Frozen.ts"
 import type { Game } from "../game/Spec.ts"
 import { Sampler } from "../services/Sampler.ts"
 import { encodePrompt, Tokenizer } from "../services/Tokenizer.ts"
@@ -42,16 +44,17 @@ const guarded = <A>(options: GameOptions, what: string, f: () => A) =>
     catch: (e) => new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}, problem ${options.task.key}: the game's ${what} failed: ${e instanceof Error ? e.message : String(e)}` }),
   })
 
-/** One policy move: the role's view encoded, one completion sampled. */
-const policyMove = Effect.fnUntraced(function* (options: GameOptions, view: string, seed: number) {
+/** One policy move: the role's view encoded, one completion sampled (from the policy, or from a frozen model when given). */
+const policyMove = Effect.fnUntraced(function* (options: GameOptions, view: string, seed: number, frozen?: FrozenModel) {
   const tokenizer = yield* Tokenizer
   const input = yield* encodePrompt(tokenizer, view).pipe(Effect.mapError((e) => new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}: cannot encode the view ${JSON.stringify(view)}: ${e.message}` })))
   const context = yield* ContextLength
   if (input.length >= context) return yield* new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}: a view has ${input.length} tokens, but the model's context is ${context}` })
-  const out = yield* (yield* Sampler).sample(modelInputFromTokens(input), { ...options.sampling, maxTokens: Math.min(options.sampling.maxTokens, context - input.length), seed }, {
+  const sampler = frozen?.sampler ?? (yield* Sampler)
+  const out = yield* sampler.sample(modelInputFromTokens(input), { ...options.sampling, maxTokens: Math.min(options.sampling.maxTokens, context - input.length), seed }, {
     numSamples: 1,
     affinityKey: options.affinityKey,
-    minPolicyVersion: options.version,
+    minPolicyVersion: frozen?.version ?? options.version,
   }).pipe(Effect.mapError((e) => new RunError({ reason: "Backend", step: options.step, message: `sample (${e.reason}): ${e.message}` })))
   const s = out.sequences[0]
   if (s === undefined) return yield* new RunError({ reason: "Backend", step: options.step, message: "the sampler returned no sequence" })
@@ -80,6 +83,13 @@ const playGame = (game: AnyGame, options: GameOptions, i: number) =>
         record.turns.push(turn)
         record.version = Math.min(record.version, turn.version)
         text = turn.text
+      } else if ("frozen" in player) {
+        const model = (yield* FrozenPlayers).get(player.frozen)
+        if (model === undefined) {
+          return yield* new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}: role ${role} is played by the frozen model ${player.frozen}, which this run did not start (gyre run and runTraining start a game's frozen players)` })
+        }
+        const view = yield* guarded(options, "view", () => game.view(state, role))
+        text = (yield* policyMove(options, view, Env.hash32(`${options.sampling.seed ?? 0}/${i}/${m}/frozen`), model)).text
       } else text = yield* guarded(options, "scripted player", () => player.scripted(state, role, random))
       // the other roles see the move after their own last turn
       for (const [other, record] of records) {

@@ -10,6 +10,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import nim, { taken } from "../../envs/nim.ts"
+import { FrozenPlayers } from "../../src/game/Frozen.ts"
 import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import * as Env from "../../src/Env.ts"
 import * as Game from "../../src/Game.ts"
@@ -29,6 +30,25 @@ const play = (env: Env.AnyEnv, problem: unknown, reply: (view: string) => string
     Effect.provideService(ContextLength, 48),
   )
 const stonesIn = (view: string) => Number(/(\d+) stones/.exec(view)![1])
+
+/** Nim's rules as a spec, for variants with other players. */
+type NimState = { readonly stones: number; readonly next: "first" | "second"; readonly winner?: "first" | "second" }
+const nimSpec = {
+  problem: Schema.Struct({ stones: Schema.Int, table: Schema.Int }),
+  source: Env.seeded(({ random }) => ({ stones: random.int(3, 9), table: random.int(0, 999) })),
+  roles: ["first", "second"],
+  start: (p: { readonly stones: number }): NimState => ({ stones: p.stones, next: "first" }),
+  toMove: (s: NimState) => s.next,
+  view: (s: NimState) => `Nim: ${s.stones} stones, take 1 to 3. Left:`,
+  move: (s: NimState, role: string, text: string): Game.MoveResult<NimState> => {
+    const n = taken(text, s.stones)
+    const other = role === "first" ? "second" : "first"
+    if (n === undefined) return { illegal: "no move" }
+    return { state: s.stones - n === 0 ? { stones: 0, next: other, winner: role as "first" | "second" } : { stones: s.stones - n, next: other } }
+  },
+  outcome: (s: NimState) => (s.winner === undefined ? undefined : { [s.winner]: 1, [s.winner === "first" ? "second" : "first"]: -1 }),
+  sampling: { maxTokens: 3, temperature: 1 },
+} as const
 
 describe("Game.env", () => {
   const base = { name: "g", problem: Schema.Struct({}), source: Env.rows([{}]), start: () => 0, toMove: () => "a", view: () => "", move: () => ({ state: 0 }), outcome: () => undefined }
@@ -86,6 +106,38 @@ describe("playing games", () => {
       const z = 1 / Math.sqrt(3)
       out.advantages[0]!.forEach((a, i) => assert.isBelow(Math.abs(a - [z, z, z, -3 * z, -z, -z, -z, 3 * z][i]!), 1e-9))
     }))
+})
+
+describe("frozen players", () => {
+  it.effect("a frozen model's moves are sampled from it, seen by the policy, and never trained", () =>
+    Effect.gen(function* () {
+      const frozenGame = Game.env({ ...nimSpec, name: "nim-frozen", players: { second: Game.frozen("a-model") } })
+      const frozen = scriptedSampler(() => " 0")
+      const played = yield* play(frozenGame, { stones: 6, table: 0 }, (view) => ` ${stonesIn(view) - 1}`).pipe(
+        Effect.provideService(FrozenPlayers, new Map([["a-model", { sampler: frozen.service, version: 0 }]])),
+      )
+      assert.deepStrictEqual(played.roles, ["first", "first"])
+      // first leaves 5, the frozen second answers " 0" (takes the 3 it can), first leaves 1, second takes it
+      assert.deepStrictEqual(played.episodes[0]!.turns.map((t) => [t.text, t.observation]), [[" 5", "second:  0\n"], [" 1", "second:  0\n"]])
+      assert.deepStrictEqual(played.outcomes, [-1, -1])
+      assert.strictEqual(frozen.calls.length, 4)
+    }))
+
+  it.effect("a frozen model the run did not start is named", () =>
+    Effect.gen(function* () {
+      const frozenGame = Game.env({ ...nimSpec, name: "nim-frozen", players: { second: Game.frozen("a-model") } })
+      const e = yield* Effect.flip(play(frozenGame, { stones: 6, table: 0 }, (view) => ` ${stonesIn(view) - 1}`))
+      assert.include(e.message, "role second is played by the frozen model a-model, which this run did not start")
+    }))
+
+  it.live("gyre run starts a game's frozen players: here the base model as the held-out opponent", () =>
+    Effect.gen(function* () {
+      const env = Game.env({ ...nimSpec, name: "nim-vs-base", evalPlayers: { second: Game.frozen("base") } })
+      const run = yield* train({ env, steps: 1, groups: 2, groupSize: 2, evalEvery: 1, evalSize: 6, saveEvery: 0, out: Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-frozen-")) })
+      const last = run.metrics.at(-1)!
+      assert.isDefined(last["test/env/all/role/first/win_rate"])
+      assert.isUndefined(last["test/env/all/role/second/win_rate"])
+    }), 120_000)
 })
 
 describe("a game env through the runner", () => {

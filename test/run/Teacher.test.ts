@@ -58,8 +58,8 @@ describe("--teacher", () => {
     Effect.gen(function* () {
       const student = yield* HfTokenizer.fromDirectory(qwen)
       const e = yield* Effect.flip(Layer.build(Teacher.layer({ given: "calculator", model: shippedModel("calculator"), coef: 1 }, tmp())).pipe(Effect.provideService(Tokenizer, student), Effect.scoped))
-      assert.include(e.message, `the teacher's tokenizer is`)
-      assert.include(e.message, `the student's ${student.name}`)
+      assert.include(e.message, `--teacher calculator: its tokenizer is`)
+      assert.include(e.message, `the run's ${student.name}`)
     }))
 
   it.effect("cannot go with --kl-coef or --sft; --teacher-coef needs a teacher", () =>
