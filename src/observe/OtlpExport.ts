@@ -1,7 +1,7 @@
 /**
  * `--otlp <url>`: the run's telemetry to an OpenTelemetry collector over OTLP/HTTP (JSON),
  * with Effect's own exporter (`effect/observability`'s `Otlp.layer`): the spans of every
- * phase (each an `Effect.fn`: `Runner.open`, `Runner.collect`, `Train.submitOptimize`, ...),
+ * phase (each an `Effect.fn`: `Runner.open`, `Collect.collect`, `Train.submitOptimize`, ...),
  * the logs (kept on the console too), and each metrics row as gauges named by their key,
  * with the step as an attribute. Sent every second, and flushed when the run ends.
  *

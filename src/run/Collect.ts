@@ -216,7 +216,7 @@ export const sampleGroup = Effect.fnUntraced(function* (
  * of the first draw as soon as it is scored.
  * @since 0.1.0 @category rollouts
  */
-export const collect = Effect.fn("Runner.collect")(function* (
+export const collect = Effect.fn("Collect.collect")(function* (
   settings: RunSettings,
   source: Env.AnyEnv | Env.Mixture,
   runId: string,

@@ -18,7 +18,7 @@ import { fail, type RunSettings } from "./Settings.ts"
  * Returns `test/env/<env>/<component>` means.
  * @since 0.1.0 @category evaluation
  */
-export const evaluate = Effect.fn("Runner.evaluate")(function* (
+export const evaluate = Effect.fn("Evaluate.evaluate")(function* (
   settings: RunSettings,
   source: Env.AnyEnv | Env.Mixture,
   runId: string,
@@ -34,7 +34,7 @@ export const evaluate = Effect.fn("Runner.evaluate")(function* (
  * (default 1). Logs `test/env/<env>/problems`, the number of distinct problems scored.
  * @since 0.1.0 @category evaluation
  */
-export const evaluateGroups = Effect.fn("Runner.evaluateGroups")(function* (
+export const evaluateGroups = Effect.fn("Evaluate.evaluateGroups")(function* (
   settings: RunSettings,
   source: Env.AnyEnv | Env.Mixture,
   runId: string,

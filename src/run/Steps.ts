@@ -112,7 +112,7 @@ const overlaps = (ctx: RunContext, step: number) => {
  * read, is completed, then the step itself unless it `overlaps`.
  * @since 0.1.0 @category running
  */
-export const runSteps = Effect.fn("Runner.steps")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>, history: Array<Metrics.MetricRecord>) {
+export const runSteps = Effect.fn("Steps.runSteps")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>, history: Array<Metrics.MetricRecord>) {
   let inFlight: Submitted | undefined
   for (let step = ledger.completed; step < ctx.settings.steps; step++) {
     const previous = inFlight
@@ -130,7 +130,7 @@ export const runSteps = Effect.fn("Runner.steps")(function* (ctx: RunContext, le
  * the sampling ahead starts once that step's publication is done (it samples from it),
  * after this step's `forward_backward` and `optim_step` are submitted.
  */
-const startStep = Effect.fn("Runner.startStep")(function* (
+const startStep = Effect.fn("Steps.startStep")(function* (
   ctx: RunContext,
   ledger: Ledger,
   pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>,
@@ -202,7 +202,7 @@ const streamed = Effect.fnUntraced(function* (streamer: Stream.Streamer, batch: 
  * stops with the checkpoint it had, since the trainer's weights may be ahead of the
  * finished steps.
  */
-const submitTraining = Effect.fn("Runner.submitTraining")(function* (
+const submitTraining = Effect.fn("Steps.submitTraining")(function* (
   ctx: RunContext,
   batch: Batch,
   versionBefore: number,
@@ -231,7 +231,7 @@ const submitTraining = Effect.fn("Runner.submitTraining")(function* (
 })
 
 /** Reads a started step's training results, then evaluates, logs and checkpoints it; returns the step's metrics row. */
-const completeStep = Effect.fn("Runner.completeStep")(function* (ctx: RunContext, ledger: Ledger, submitted: Submitted, restore: Restore) {
+const completeStep = Effect.fn("Steps.completeStep")(function* (ctx: RunContext, ledger: Ledger, submitted: Submitted, restore: Restore) {
   const { settings } = ctx
   const { batch } = submitted
   const step = batch.step
@@ -316,7 +316,7 @@ const stepMetrics = (batch: Batch, trained: Trained, versionBefore: number, star
 type StepRow = Metrics.MetricRecord & { readonly step: number }
 
 /** Appends the step's metrics row and, at the rollout-logging cadence, its rollouts and divergence rows. */
-const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch, trained: Trained, metrics: StepRow) {
+const logStep = Effect.fn("Steps.logStep")(function* (ctx: RunContext, batch: Batch, trained: Trained, metrics: StepRow) {
   const { settings } = ctx
   const step = batch.step
   yield* RunFolder.appendMetrics(ctx.files, metrics).pipe(Effect.mapError(fail("RunFolder", step)))
@@ -351,7 +351,7 @@ const logStep = Effect.fn("Runner.log")(function* (ctx: RunContext, batch: Batch
  * state folder.)
  * @since 0.1.0 @category running
  */
-export const checkpoint = Effect.fn("Runner.checkpoint")(function* (ctx: RunContext, ledger: Ledger, step: number) {
+export const checkpoint = Effect.fn("Steps.checkpoint")(function* (ctx: RunContext, ledger: Ledger, step: number) {
   const saved = yield* (yield* Trainer).saveState(`step-${step}`).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `save_state (${e.reason}): ${e.message}` })),
   )

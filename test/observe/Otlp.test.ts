@@ -41,7 +41,7 @@ describe("--otlp", () => {
       const { url, got } = yield* receiver()
       yield* train({ env: "math", steps: 2, groups: 2, groupSize: 2, evalEvery: 2, evalSize: 5, saveEvery: 0, otlp: url, out: Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-otlp-")) })
       const spans = spanNames(got)
-      for (const phase of ["Runner.run", "Runner.open", "Runner.evaluateBase", "Runner.steps", "Runner.startStep", "Runner.collect", "Runner.submitTraining", "Train.submitOptimize", "Runner.completeStep", "Runner.evaluate", "Runner.log", "Runner.checkpoint"]) {
+      for (const phase of ["Runner.run", "Runner.open", "Runner.evaluateBase", "Steps.runSteps", "Steps.startStep", "Collect.collect", "Steps.submitTraining", "Train.submitOptimize", "Steps.completeStep", "Evaluate.evaluate", "Steps.logStep", "Steps.checkpoint"]) {
         assert.isTrue(spans.has(phase), `span ${phase} (got ${[...spans].join(", ")})`)
       }
       const metrics = metricNames(got)
