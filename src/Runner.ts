@@ -103,11 +103,11 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   // A KL penalty needs reference log-probs: a backend that cannot give them stops the run now.
   if (!settings.sft) {
     yield* Reference.ensure(settings.dpo !== undefined ? 1 : klCoefOf(settings), settings.dpo !== undefined ? "--dpo" : settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
-      Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message })),
+      Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message, cause: e })),
     )
   }
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
-  const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
+  const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}`, cause: e })))
   const contextLength = info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER
   const envServices: Context.Context<never> = yield* buildServices(source)
   // never shared with another run (Reward.cached)

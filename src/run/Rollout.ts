@@ -53,7 +53,7 @@ export interface EpisodeRecord {
 /** The model's context length, for the stop reason `context_overflow` (the runner provides it). @since 0.1.0 @category services */
 export const ContextLength = Context.Reference<number>("gyre/run/ContextLength", { defaultValue: () => Number.MAX_SAFE_INTEGER })
 
-const backendError = (step: number) => (e: BackendError) => new RunError({ reason: "Backend", step, message: `sample (${e.reason}): ${e.message}` })
+const backendError = (step: number) => (e: BackendError) => new RunError({ reason: "Backend", step, message: `sample (${e.reason}): ${e.message}`, cause: e })
 
 /** What playing one group's episodes reads: the env and its problem, the sampling, the limits and the services. */
 interface Game {
@@ -168,7 +168,7 @@ const playEpisode = (game: Game, record: EpisodeRecord, i: number) =>
 
 /** An env's failure that is not the infrastructure's: the run stops, naming the env, the problem and what failed. */
 const envFailure = (game: Game, e: Episode.EpisodeError) =>
-  new RunError({ reason: "Env", step: game.step, message: `env ${game.env.name}, problem ${game.task.key} ${JSON.stringify(game.task.problem)}: ${e.message}` })
+  new RunError({ reason: "Env", step: game.step, message: `env ${game.env.name}, problem ${game.task.key} ${JSON.stringify(game.task.problem)}: ${e.message}`, cause: e })
 
 const playTurns = Effect.fnUntraced(function* (game: Game, record: EpisodeRecord, i: number) {
   const { env, task, step, tokenizer } = game
@@ -195,7 +195,7 @@ const playTurns = Effect.fnUntraced(function* (game: Game, record: EpisodeRecord
       return
     }
     const observed = yield* tokenizer.encode(next.observation).pipe(
-      Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: cannot encode the observation ${JSON.stringify(next.observation)}: ${e.message}` })),
+      Effect.mapError((e) => new RunError({ reason: "Env", step, message: `env ${env.name}, problem ${task.key}: cannot encode the observation ${JSON.stringify(next.observation)}: ${e.message}`, cause: e })),
     )
     turn.observation = next.observation
     const input = [...turn.input, ...turn.sampled, ...observed]
@@ -237,6 +237,7 @@ const envStep = (game: Game, state: unknown, turn: TurnRecord, index: number) =>
         reason: "Env",
         step: game.step,
         message: `env ${game.env.name}, turn ${index + 1} of problem ${game.task.key} ${JSON.stringify(game.task.problem)}: the env's step failed: ${e.message}`,
+        cause: e,
       })
     ),
   )

@@ -192,11 +192,13 @@ export class RunError extends Schema.TaggedError<RunError>()("RunError", {
   reason: Schema.Literals(["Settings", "Reward", "Backend", "Env", "RunFolder", "Resume"]),
   message: Schema.String,
   step: Schema.optional(Schema.Int),
+  /** the failure it wraps (a backend's, an env's, the run folder's), kept for `--verbose` and for code that reads it */
+  cause: Schema.optional(Schema.Defect()),
 }) {}
 
 /** Wraps a failure's message as a `RunError` of a reason and step. @since 0.1.0 @category errors */
 export const fail = (reason: RunError["reason"], step: number | undefined) => (e: { readonly message: string }) =>
-  new RunError({ reason, message: e.message, ...(step !== undefined ? { step } : {}) })
+  new RunError({ reason, message: e.message, cause: e, ...(step !== undefined ? { step } : {}) })
 
 /** Default settings for a run of an env (the CLI's defaults). @since 0.1.0 @category constructors */
 export const defaults = (env: string, overrides: Partial<RunSettings> = {}): RunSettings => {
