@@ -78,7 +78,7 @@ export const run = Effect.fn("Runner.run")(function* (
   const { ctx, ledger } = yield* open(settings, source, options.resume ?? false)
   // The base policy's held-out score, as row `step: 0`, so every curve has its starting point.
   if (settings.evalEvery > 0 && ledger.completed === 0) yield* evaluateBase(ctx, ledger.version)
-  const pipeline = Pipeline.make({
+  const pipeline = yield* Pipeline.make({
     settings,
     collect: (step, version) => ctx.provide(collect(settings, source, ctx.runId, step, version)),
     resample: (step, g, version) =>
@@ -88,7 +88,6 @@ export const run = Effect.fn("Runner.run")(function* (
   for (let s = ledger.completed; s < ledger.completed + pipeline.depth; s++) yield* pipeline.ahead(s, ledger.version)
   const history: Array<Metrics.MetricRecord> = []
   yield* runSteps(ctx, ledger, pipeline, history).pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : keepWork(ctx, ledger, Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "stopped by an error"))))
-  yield* pipeline.close
   return history
 }, Effect.scoped)
 

@@ -13,7 +13,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Fiber } from "effect"
+import { Effect, Fiber, type Scope } from "effect"
 import type { Batch, Group } from "./Collect.ts"
 import type { RunError, RunSettings } from "./Settings.ts"
 
@@ -31,21 +31,22 @@ export interface Pipeline<R> {
   readonly depth: number
   /** waits until all sampling started ahead has finished, on the version it started from */
   readonly settle: Effect.Effect<void>
-  /** stops the sampling started ahead, if any */
-  readonly close: Effect.Effect<void>
 }
 
 /**
  * The pipeline of a run: `collect` samples a step's groups, `resample` one group again
- * (a requeued stale group, keeping its index and problem).
+ * (a requeued stale group, keeping its index and problem). Sampling started ahead runs in
+ * the caller's scope: closing it (the run's end, however it ends) stops what is still in
+ * flight.
  * @since 0.1.0 @category constructors
  */
-export const make = <R>(options: {
+export const make = Effect.fnUntraced(function* <R>(options: {
   readonly settings: RunSettings
   readonly collect: (step: number, version: number) => Effect.Effect<Batch, RunError, R>
   readonly resample: (step: number, group: Group, version: number) => Effect.Effect<Group, RunError, R>
-}): Pipeline<R> => {
+}) {
   const { settings } = options
+  const scope: Scope.Scope = yield* Effect.scope
   /** the steps whose sampling was started ahead (async only), by step */
   const pending = new Map<number, Fiber.Fiber<Batch, RunError>>()
 
@@ -75,14 +76,14 @@ export const make = <R>(options: {
   })
 
   const ahead = Effect.fn("Pipeline.ahead")(function* (step: number, version: number) {
-    if (settings.async && step < settings.steps && !pending.has(step)) pending.set(step, yield* Effect.forkChild(options.collect(step, version)))
+    if (settings.async && step < settings.steps && !pending.has(step)) pending.set(step, yield* Effect.forkIn(options.collect(step, version), scope))
   })
 
-  return {
+  const pipeline: Pipeline<R> = {
     take,
     ahead,
     depth: settings.async ? (settings.maxStepsOffPolicy ?? 1) : 0,
     settle: Effect.suspend(() => Effect.forEach([...pending.values()], (f) => Fiber.await(f), { discard: true })),
-    close: Effect.suspend(() => Effect.forEach([...pending.values()], (f) => Fiber.interrupt(f), { discard: true })),
   }
-}
+  return pipeline
+})
