@@ -29,7 +29,7 @@
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Cause, Context, Effect, Exit, Semaphore } from "effect"
+import { Cause, Context, Effect, Exit, Ref, Semaphore } from "effect"
 import type * as Env from "./Env.ts"
 import * as K from "./metrics/MetricKeys.ts"
 import * as Metrics from "./metrics/Metrics.ts"
@@ -77,7 +77,8 @@ export const run = Effect.fn("Runner.run")(function* (
   yield* check(settings, source)
   const { ctx, ledger } = yield* open(settings, source, options.resume ?? false)
   // The base policy's held-out score, as row `step: 0`, so every curve has its starting point.
-  if (settings.evalEvery > 0 && ledger.completed === 0) yield* evaluateBase(ctx, ledger.version)
+  const begun = yield* Ref.get(ledger)
+  if (settings.evalEvery > 0 && begun.completed === 0) yield* evaluateBase(ctx, begun.version)
   const pipeline = yield* Pipeline.make({
     settings,
     collect: (step, version) => ctx.provide(collect(settings, source, ctx.runId, step, version)),
@@ -85,7 +86,7 @@ export const run = Effect.fn("Runner.run")(function* (
       ctx.provide(sampleGroup(settings, ctx.runId, step, g.index, version, g.task, { split: "train", numSamples: settings.groupSize })),
   })
   // async: the first k steps are sampled from the version the run starts from
-  for (let s = ledger.completed; s < ledger.completed + pipeline.depth; s++) yield* pipeline.ahead(s, ledger.version)
+  for (let s = begun.completed; s < begun.completed + pipeline.depth; s++) yield* pipeline.ahead(s, begun.version)
   const history: Array<Metrics.MetricRecord> = []
   yield* runSteps(ctx, ledger, pipeline, history).pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : keepWork(ctx, ledger, Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "stopped by an error"))))
   return history
@@ -132,7 +133,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const { start, version } = yield* prepare(recorded, resume)
   // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
   if (resume) yield* RunFolder.keepThrough(ctx.files.divergence, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
-  const ledger: Ledger = { version, completed: start, savedAt: start, training: 0, maskedStreak: 0 }
+  const ledger: Ledger = yield* Ref.make({ version, completed: start, savedAt: start, training: 0, maskedStreak: 0 })
   return { ctx, ledger }
 })
 
@@ -156,9 +157,10 @@ const evaluateBase = Effect.fn("Runner.evaluateBase")(function* (ctx: RunContext
  * a step's training: the weights may be ahead of `completed`.)
  */
 const keepWork = (ctx: RunContext, ledger: Ledger, how: string) =>
-  ledger.completed > ledger.savedAt && ledger.training === 0
-    ? checkpoint(ctx, ledger, ledger.completed).pipe(
-      Effect.andThen(Effect.logInfo(`${how} after step ${ledger.completed}: saved checkpoint step-${ledger.completed}; continue with --resume ${ctx.settings.outDir}`)),
-      Effect.catch((e) => Effect.logError(`${how} after step ${ledger.completed}; the checkpoint could not be saved: ${e.message}`)),
-    )
-    : Effect.logInfo(`${how} after step ${ledger.completed}; the last checkpoint is step-${ledger.savedAt}`)
+  Effect.flatMap(Ref.get(ledger), (l) =>
+    l.completed > l.savedAt && l.training === 0
+      ? checkpoint(ctx, ledger, l.completed).pipe(
+        Effect.andThen(Effect.logInfo(`${how} after step ${l.completed}: saved checkpoint step-${l.completed}; continue with --resume ${ctx.settings.outDir}`)),
+        Effect.catch((e) => Effect.logError(`${how} after step ${l.completed}; the checkpoint could not be saved: ${e.message}`)),
+      )
+      : Effect.logInfo(`${how} after step ${l.completed}; the last checkpoint is step-${l.savedAt}`))

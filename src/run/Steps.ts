@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Effect, Ref } from "effect"
 import type * as Env from "../Env.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Metrics from "../metrics/Metrics.ts"
@@ -42,19 +42,30 @@ export interface RunContext {
   readonly provide: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }
 
-/** What the loop has done so far; the handler that keeps a stopped run's work reads it. @since 0.1.0 @category models */
-export interface Ledger {
+/** What the loop has done so far. @since 0.1.0 @category models */
+export interface LedgerState {
   /** the policy version last published: the trainer's, and the one the sampler serves */
-  version: number
+  readonly version: number
   /** steps finished: trained, logged and (when due) checkpointed */
-  completed: number
+  readonly completed: number
   /** the step of the newest checkpoint */
-  savedAt: number
+  readonly savedAt: number
   /** steps whose training was submitted and not completed: the weights may be ahead of `completed` */
-  training: number
+  readonly training: number
   /** steps in a row, up to the last completed, that masked more than `maxMasked` of their samples */
-  maskedStreak: number
+  readonly maskedStreak: number
 }
+
+/**
+ * The loop's ledger, in a `Ref`: the steps update it, and the handler that keeps a stopped
+ * run's work reads it.
+ * @since 0.1.0 @category models
+ */
+export type Ledger = Ref.Ref<LedgerState>
+
+/** Updates one field of the ledger. */
+const note = (ledger: Ledger, change: Partial<LedgerState> | ((l: LedgerState) => Partial<LedgerState>)) =>
+  Ref.update(ledger, (l) => ({ ...l, ...(typeof change === "function" ? change(l) : change) }))
 
 /** Steps in a row over `maxMasked` that stop a run. @since 0.1.0 @category constants */
 export const MASKED_STEPS = 3
@@ -114,7 +125,7 @@ const overlaps = (ctx: RunContext, step: number) => {
  */
 export const runSteps = Effect.fn("Steps.runSteps")(function* (ctx: RunContext, ledger: Ledger, pipeline: Pipeline.Pipeline<Sampler | Tokenizer | Trainer>, history: Array<Metrics.MetricRecord>) {
   let inFlight: Submitted | undefined
-  for (let step = ledger.completed; step < ctx.settings.steps; step++) {
+  for (let step = (yield* Ref.get(ledger)).completed; step < ctx.settings.steps; step++) {
     const previous = inFlight
     const submitted = yield* startStep(ctx, ledger, pipeline, step, previous)
     inFlight = undefined
@@ -138,14 +149,14 @@ const startStep = Effect.fn("Steps.startStep")(function* (
   previous: Submitted | undefined,
 ) {
   const started = performance.now()
-  const versionBefore = previous?.versionAfter ?? ledger.version
+  const versionBefore = previous?.versionAfter ?? (yield* Ref.get(ledger)).version
   const aheadFrom = (version: number) => (pipeline.depth > 0 ? pipeline.ahead(step + pipeline.depth, version) : Effect.void)
   const stream = ctx.resolved.streamMinibatches
   if (stream !== undefined) {
     // sync only (Settings.check): the step's groups train in minibatches while it is sampled
     const lr = Train.learningRate(ctx.resolved, step)
     const streamer = yield* Stream.make(ctx.resolved, stream, step, lr)
-    ledger.training++
+    yield* note(ledger, (l) => ({ training: l.training + 1 }))
     const batch = yield* ctx.provide(collect(ctx.settings, ctx.source, ctx.runId, step, versionBefore, streamer.onGroup))
     const optimizing = yield* streamed(streamer, batch)
     return yield* submitTraining(ctx, batch, versionBefore, { afterOptimize: Effect.void, beforePublish: pipeline.settle }, started, optimizing)
@@ -153,7 +164,7 @@ const startStep = Effect.fn("Steps.startStep")(function* (
   const batch = yield* pipeline.take(step, versionBefore, previous === undefined ? Effect.void : Effect.asVoid(previous.published))
   if (previous === undefined) yield* aheadFrom(versionBefore)
   const afterOptimize = previous === undefined ? Effect.void : Effect.flatMap(previous.published, aheadFrom)
-  ledger.training++
+  yield* note(ledger, (l) => ({ training: l.training + 1 }))
   const optimizing = yield* submitWhole(ctx, batch)
   // async: the rollouts sampled ahead finish on the version they started from (settle), so
   // step s always samples from version s - depth exactly, whatever the timing (reproducible)
@@ -239,18 +250,18 @@ const completeStep = Effect.fn("Steps.completeStep")(function* (ctx: RunContext,
   if (trained.version !== submitted.versionAfter) {
     yield* Effect.logWarning(`step ${step + 1}: the trainer serves policy version ${trained.version}, where one version per optimizer step makes ${submitted.versionAfter}`)
   }
-  ledger.version = trained.version
+  yield* note(ledger, { version: trained.version })
   const metrics = stepMetrics(batch, trained, submitted.versionBefore, submitted.started)
   if (HackWatch.due(settings.hackWatchEvery, step)) Object.assign(metrics, yield* ctx.provide(ctx.watch.observe(batch, metrics)))
   if (evaluates(settings, step)) {
-    Object.assign(metrics, yield* ctx.provide(evaluate(settings, ctx.source, ctx.runId, step + 1, ledger.version)))
+    Object.assign(metrics, yield* ctx.provide(evaluate(settings, ctx.source, ctx.runId, step + 1, trained.version)))
   }
   yield* logStep(ctx, batch, trained, metrics)
-  ledger.completed = step + 1
+  yield* note(ledger, { completed: step + 1 })
   if (checkpoints(settings, step)) yield* checkpoint(ctx, ledger, step + 1)
   yield* ((yield* RunObserver).onStepEnd?.({ step: step + 1, steps: settings.steps, evaluated: K.envKey("test", K.ALL, K.EnvStat.total) in metrics }) ?? Effect.void)
   yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics, components: ctx.headline })
-  ledger.training--
+  yield* note(ledger, (l) => ({ training: l.training - 1 }))
   yield* watchMasked(ctx, ledger, batch)
   return metrics
 })
@@ -265,8 +276,8 @@ const watchMasked = Effect.fnUntraced(function* (ctx: RunContext, ledger: Ledger
   const scores = batch.groups.flatMap((g) => g.scores)
   const masked = scores.flatMap((s) => (s.masked === undefined ? [] : [s.masked]))
   const fraction = scores.length === 0 ? 0 : masked.length / scores.length
-  ledger.maskedStreak = bound < 1 && fraction > bound ? ledger.maskedStreak + 1 : 0
-  if (ledger.maskedStreak < MASKED_STEPS) return
+  yield* note(ledger, (l) => ({ maskedStreak: bound < 1 && fraction > bound ? l.maskedStreak + 1 : 0 }))
+  if ((yield* Ref.get(ledger)).maskedStreak < MASKED_STEPS) return
   const counts = new Map<string, number>()
   for (const m of masked) counts.set(m, (counts.get(m) ?? 0) + 1)
   const [reason, n] = [...counts].sort((a, b) => b[1] - a[1])[0]!
@@ -358,5 +369,5 @@ export const checkpoint = Effect.fn("Steps.checkpoint")(function* (ctx: RunConte
   yield* RunFolder.appendCheckpoint(ctx.files, { step, name: `step-${step}`, path: saved.path, time: new Date().toISOString() }).pipe(
     Effect.mapError(fail("RunFolder", step)),
   )
-  ledger.savedAt = step
+  yield* note(ledger, { savedAt: step })
 })
