@@ -102,6 +102,14 @@ describe("the import graph of src/", () => {
     assert.deepStrictEqual(up, [])
   })
 
+  it("the library's layers import nothing of the run loop, the application or the commands", () => {
+    const lower = ["folder", "loss", "metrics", "services", "util", "env", "reward", "tool", "game", "agent"]
+    const up = [...graph].flatMap(([f, deps]) =>
+      lower.some((l) => under(l)(f)) ? deps.filter((d) => under("run")(d) || under("app")(d) || under("cli")(d)).map((d) => `${rel(f)} -> ${rel(d)}`) : []
+    )
+    assert.deepStrictEqual(up, [])
+  })
+
   it("has no import circle", () => {
     assert.deepStrictEqual(circles(), [])
   })

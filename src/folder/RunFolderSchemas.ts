@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import { RunSettings } from "../run/Settings.ts"
+import { RunSettings } from "./RunSettings.ts"
 
 /**
  * The trainer a run trained, as `config.json` records it (`trainer`): an adapter fits only
