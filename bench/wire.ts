@@ -25,9 +25,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Result } from "effect"
-import * as Proto from "../src/backends/http/Proto.ts"
-import { decodeOr400 } from "../src/backends/http/Requests.ts"
-import * as Wire from "../src/backends/http/Wire.ts"
+import * as Proto from "../src/backends/http/wire/Proto.ts"
+import { decodeOr400 } from "../src/backends/http/server/Requests.ts"
+import * as Wire from "../src/backends/http/wire/Wire.ts"
 
 const args = process.argv.slice(2)
 const flag = (name: string, fallback: number) => {

@@ -14,7 +14,7 @@ Usage:
 (ignoring `json_name`, which protoc fills in and the SDK's copy leaves out).
 
 <sdk-folder> is the SDK checkout (holding `src/tinker/...`) or its `src/` folder.
-The output defaults to src/backends/http/proto/tinker_public.proto; afterwards run
+The output defaults to src/backends/http/wire/proto/tinker_public.proto; afterwards run
 `npm run proto` to regenerate the TypeScript.
 """
 
@@ -189,7 +189,7 @@ def main() -> None:
     if len(sys.argv) not in (2, 3, 4):
         raise SystemExit(__doc__)
     pb2 = find_pb2(Path(sys.argv[1]))
-    here = Path(__file__).resolve().parents[2] / "src/backends/http/proto"
+    here = Path(__file__).resolve().parents[2] / "src/backends/http/wire/proto"
     fd = descriptor_pb2.FileDescriptorProto.FromString(serialized_descriptor(pb2))
     if len(sys.argv) >= 3 and sys.argv[2] == "--check":
         check(fd, Path(sys.argv[3]) if len(sys.argv) == 4 else here / "tinker_public_pb.ts")

@@ -12,7 +12,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { FILE } from "../../src/backends/http/CheckpointIndex.ts"
+import { FILE } from "../../src/backends/http/server/CheckpointIndex.ts"
 import { resumeBackend } from "../../src/run/Start.ts"
 import { exited, killGroup, rows, start, startCommand, waitUntil } from "./Processes.ts"
 

@@ -9,9 +9,9 @@
  *
  * @since 0.1.0
  */
-export * as Alignment from "./Alignment.ts"
-export * as Checkpoints from "./ClientCheckpoints.ts"
-export { apiKeyConfig, baseUrlConfig, DEFAULT_BASE_URL, layer, layerNoDeps, make, type Options } from "./Client.ts"
-export * as Retry from "./Retry.ts"
-export * as Server from "./Server.ts"
-export * as Wire from "./Wire.ts"
+export * as Alignment from "./wire/Alignment.ts"
+export * as Checkpoints from "./client/ClientCheckpoints.ts"
+export { apiKeyConfig, baseUrlConfig, DEFAULT_BASE_URL, layer, layerNoDeps, make, type Options } from "./client/Client.ts"
+export * as Retry from "./client/Retry.ts"
+export * as Server from "./server/Server.ts"
+export * as Wire from "./wire/Wire.ts"

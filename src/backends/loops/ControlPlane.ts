@@ -25,8 +25,8 @@ import { Config, Context, Duration, Effect, Layer, Option, Redacted, Result, Sch
 import { HttpClient, HttpClientRequest } from "effect/http"
 import { decode } from "../../util/Decode.ts"
 import * as PlatformHttpClient from "../../platform/HttpClient.ts"
-import * as Retry from "../http/Retry.ts"
-import { headerValueProblem, redactor } from "../http/Transport.ts"
+import * as Retry from "../http/client/Retry.ts"
+import { headerValueProblem, redactor } from "../http/client/Transport.ts"
 import * as Api from "./Api.ts"
 import { LoopsError } from "./Errors.ts"
 

@@ -49,7 +49,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import * as Wire from "../http/Wire.ts"
+import * as Wire from "../http/wire/Wire.ts"
 
 /** @since 0.1.0 @category constants */
 export const Headers = {

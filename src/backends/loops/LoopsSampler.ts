@@ -17,8 +17,8 @@
 import { type Duration, Effect, Result, type Schema } from "effect"
 import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../Contract.ts"
 import type { SamplerShape } from "../../services/Sampler.ts"
-import type * as Retry from "../http/Retry.ts"
-import type { Transport } from "../http/Transport.ts"
+import type * as Retry from "../http/client/Retry.ts"
+import type { Transport } from "../http/client/Transport.ts"
 import * as DataWire from "./DataWire.ts"
 import { request } from "./Operations.ts"
 

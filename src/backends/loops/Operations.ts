@@ -19,8 +19,8 @@ import { randomUUID } from "node:crypto"
 import { type Duration, Effect, Result, type Schema } from "effect"
 import { BackendError } from "../../Contract.ts"
 import { decode } from "../../util/Decode.ts"
-import * as Retry from "../http/Retry.ts"
-import { toBackendError, type Transport } from "../http/Transport.ts"
+import * as Retry from "../http/client/Retry.ts"
+import { toBackendError, type Transport } from "../http/client/Transport.ts"
 import * as DataWire from "./DataWire.ts"
 
 /** @since 0.1.0 @category models */

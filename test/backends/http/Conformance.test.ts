@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
 import * as Serve from "../../../src/backends/local/Serve.ts"
-import * as Server from "../../../src/backends/http/Server.ts"
+import * as Server from "../../../src/backends/http/server/Server.ts"
 import { createModel, post, result, session, train, wireDatum } from "./JsonClient.ts"
 
 const config = { vocabSize: 99, contextLength: 32, nLayers: 1, dModel: 16, nHeads: 2, mlpRatio: 2 }

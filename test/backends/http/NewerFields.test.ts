@@ -6,8 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as NewerFields from "../../../src/backends/http/NewerFields.ts"
-import * as Server from "../../../src/backends/http/Server.ts"
+import * as NewerFields from "../../../src/backends/http/server/NewerFields.ts"
+import * as Server from "../../../src/backends/http/server/Server.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 import { createModel, post, session } from "./JsonClient.ts"

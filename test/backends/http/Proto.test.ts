@@ -15,9 +15,9 @@ import { Effect, Exit } from "effect"
 import * as fc from "fast-check"
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import * as Proto from "../../../src/backends/http/Proto.ts"
-import * as Pb from "../../../src/backends/http/proto/tinker_public_pb.ts"
-import type * as Wire from "../../../src/backends/http/Wire.ts"
+import * as Proto from "../../../src/backends/http/wire/Proto.ts"
+import * as Pb from "../../../src/backends/http/wire/proto/tinker_public_pb.ts"
+import type * as Wire from "../../../src/backends/http/wire/Wire.ts"
 
 const DIR = join(import.meta.dirname, "fixtures", "proto")
 

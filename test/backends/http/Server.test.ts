@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { TestClock } from "effect/testing"
-import * as Server from "../../../src/backends/http/Server.ts"
+import * as Server from "../../../src/backends/http/server/Server.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 import { createModel, post, result, session, train, wireDatum } from "./JsonClient.ts"

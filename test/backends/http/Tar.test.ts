@@ -1,5 +1,5 @@
 /**
- * The ustar writer and reader behind checkpoint archives (`src/backends/http/Tar.ts`):
+ * The ustar writer and reader behind checkpoint archives (`src/backends/http/wire/Tar.ts`):
  * what `pack` writes `unpack` reads back (property), names a ustar header cannot hold are
  * refused, damaged archives are reported, and Python's `tarfile`, with which the
  * official SDK's `tinker checkpoint download` unpacks an archive
@@ -13,7 +13,7 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Tar from "../../../src/backends/http/Tar.ts"
+import * as Tar from "../../../src/backends/http/wire/Tar.ts"
 
 const packed = (files: ReadonlyArray<Tar.TarFile>, mtime = 0): Uint8Array => {
   const out = Tar.pack(files, mtime)

@@ -15,8 +15,8 @@ import { Data, Effect, Result, type Schema } from "effect"
 import { type BackendError, type Datum, LossFn } from "../../../Contract.ts"
 import { decode } from "../../../util/Decode.ts"
 import type { TrainerShape } from "../../../services/Trainer.ts"
-import * as Alignment from "../../http/Alignment.ts"
-import { adamParamsFromWire } from "../../http/Wire.ts"
+import * as Alignment from "../../http/wire/Alignment.ts"
+import { adamParamsFromWire } from "../../http/wire/Wire.ts"
 import * as DataWire from "../DataWire.ts"
 
 /** A refused submission: its status and message. @since 0.1.0 @category errors */

@@ -5,10 +5,10 @@
  * @since 0.1.0
  */
 import { Duration, type Effect, type Redacted } from "effect"
-import type { SamplerShape } from "../../services/Sampler.ts"
+import type { SamplerShape } from "../../../services/Sampler.ts"
 import type * as CheckpointIndex from "./CheckpointIndex.ts"
 import type * as Models from "./Models.ts"
-import type * as Tar from "./Tar.ts"
+import type * as Tar from "../wire/Tar.ts"
 
 /** @since 0.1.0 @category constants */
 export const DEFAULT_MAX_PENDING_FUTURES = 1024

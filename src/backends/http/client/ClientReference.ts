@@ -12,13 +12,13 @@
  * @since 0.1.0
  */
 import { Effect, Result, Schema } from "effect"
-import { BackendError, type ModelInput, modelInputTokens } from "../../Contract.ts"
-import { Reference, type ReferenceShape } from "../../services/Reference.ts"
-import * as Alignment from "./Alignment.ts"
+import { BackendError, type ModelInput, modelInputTokens } from "../../../Contract.ts"
+import { Reference, type ReferenceShape } from "../../../services/Reference.ts"
+import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import { sampleResult } from "./ClientSampler.ts"
 import type { State } from "./ClientTrainer.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** Sequences scored at once (each is one `asample` future). */
 const CONCURRENCY = 16

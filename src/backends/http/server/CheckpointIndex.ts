@@ -23,8 +23,8 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Option, Schema } from "effect"
-import { BackendError } from "../../Contract.ts"
-import * as RunLog from "../../folder/RunLog.ts"
+import { BackendError } from "../../../Contract.ts"
+import * as RunLog from "../../../folder/RunLog.ts"
 
 /** The index's file name, inside the state folder. @since 0.1.0 @category constants */
 export const FILE = "checkpoint-index.jsonl"

@@ -10,9 +10,9 @@
  * @since 0.1.0
  */
 import { Deferred, Duration, Effect, Option, type Scope } from "effect"
-import type { BackendError } from "../../Contract.ts"
+import type { BackendError } from "../../../Contract.ts"
 import { futureFailure, Reject, type Reply } from "./Requests.ts"
-import type * as Wire from "./Wire.ts"
+import type * as Wire from "../wire/Wire.ts"
 
 interface Entry {
   readonly type: Wire.RequestType

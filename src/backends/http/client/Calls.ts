@@ -22,11 +22,11 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Option, Result, Schema, Semaphore } from "effect"
-import { BackendError } from "../../Contract.ts"
-import { decode } from "./Decode.ts"
+import { BackendError } from "../../../Contract.ts"
+import { decode } from "../wire/Decode.ts"
 import * as Retry from "./Retry.ts"
 import { queueStateOf, toBackendError, type Transport } from "./Transport.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 type Outcome = { readonly _tag: "Done"; readonly value: unknown } | { readonly _tag: "Failed"; readonly error: Wire.FutureError }
 

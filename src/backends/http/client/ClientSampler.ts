@@ -12,14 +12,14 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Option, Result, Schema } from "effect"
-import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../Contract.ts"
-import type { SamplerShape } from "../../services/Sampler.ts"
-import * as Alignment from "./Alignment.ts"
+import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../../Contract.ts"
+import type { SamplerShape } from "../../../services/Sampler.ts"
+import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import type { State } from "./ClientTrainer.ts"
-import * as Proto from "./Proto.ts"
+import * as Proto from "../wire/Proto.ts"
 import { type Binary, decodeResult, headerValueProblem } from "./Transport.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** A protobuf sample result as JSON, with the policy version its answer's header carries. */
 const sampleFromProto = (b: Binary) =>

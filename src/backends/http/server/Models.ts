@@ -15,9 +15,9 @@
  * @since 0.1.0
  */
 import { Effect, Exit, Scope, SubscriptionRef } from "effect"
-import type { BackendError } from "../../Contract.ts"
-import type { SamplerShape } from "../../services/Sampler.ts"
-import type { TrainerShape } from "../../services/Trainer.ts"
+import type { BackendError } from "../../../Contract.ts"
+import type { SamplerShape } from "../../../services/Sampler.ts"
+import type { TrainerShape } from "../../../services/Trainer.ts"
 import { bad, notFound, Reject } from "./Requests.ts"
 import { makeRouter } from "./Router.ts"
 import { makeTurns, type Turns } from "./SeqOrder.ts"

@@ -20,9 +20,9 @@
  */
 import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
-import * as Proto from "./Proto.ts"
+import * as Proto from "../wire/Proto.ts"
 import { bad, Reject, type Reply } from "./Requests.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** A protobuf request body read as the JSON route that handles it. @since 0.1.0 @category models */
 export interface Routed {

@@ -22,13 +22,13 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Result, SubscriptionRef } from "effect"
-import { awaitVersion } from "../../services/Sampler.ts"
-import * as Alignment from "./Alignment.ts"
+import { awaitVersion } from "../../../services/Sampler.ts"
+import * as Alignment from "../wire/Alignment.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry, SamplerTarget } from "./Models.ts"
 import { bad, decodeOr400, decodeRequestOr400, notFound, Reject, samplingParamsFromWire } from "./Requests.ts"
 import type { Handler } from "./TrainingRoutes.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** A sampler a sampling session or a sampler path names: a model's (by id), or the base model's. @since 0.1.0 @category models */
 export interface Published {

@@ -6,11 +6,11 @@
  * @since 0.1.0
  */
 import { Data, Effect, Result, type Schema, type Stream } from "effect"
-import type { BackendError, SamplingParams } from "../../Contract.ts"
-import type { DatumIssue } from "../../DatumIssue.ts"
-import { decode } from "./Decode.ts"
+import type { BackendError, SamplingParams } from "../../../Contract.ts"
+import type { DatumIssue } from "../../../DatumIssue.ts"
+import { decode } from "../wire/Decode.ts"
 import * as NewerFields from "./NewerFields.ts"
-import type * as Wire from "./Wire.ts"
+import type * as Wire from "../wire/Wire.ts"
 
 /** A request the server refuses: the HTTP status and the `detail` it answers. @since 0.1.0 @category errors */
 export class Reject extends Data.TaggedError("Reject")<{

@@ -14,14 +14,14 @@
  * @since 0.1.0
  */
 import { Effect, Option, Result, Schema } from "effect"
-import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../Contract.ts"
-import { resolveLoss } from "../../loss/Loss.ts"
-import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../services/Trainer.ts"
-import * as Alignment from "./Alignment.ts"
+import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../../Contract.ts"
+import { resolveLoss } from "../../../loss/Loss.ts"
+import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../../services/Trainer.ts"
+import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"
-import * as Proto from "./Proto.ts"
+import * as Proto from "../wire/Proto.ts"
 import { Binary, CLIENT_VERSION, decodeResult } from "./Transport.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** How `forward_backward` and `forward` travel. @since 0.1.0 @category models */
 export interface WireChoice {

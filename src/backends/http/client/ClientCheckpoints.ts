@@ -15,12 +15,12 @@
  */
 import { Clock, Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
 import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
-import { BackendError } from "../../Contract.ts"
+import { BackendError } from "../../../Contract.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Retry from "./Retry.ts"
-import * as Tar from "./Tar.ts"
+import * as Tar from "../wire/Tar.ts"
 import { CLIENT_VERSION, failureOf, headerValueProblem, isUnreachable, redactor, toBackendError } from "./Transport.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** A `tinker://<model_id>/<kind>/<name>` path, taken apart. @since 0.1.0 @category models */
 export interface TinkerPath {

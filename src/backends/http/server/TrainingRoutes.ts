@@ -16,19 +16,19 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "effect"
-import type { BackendError, Datum, LossFn } from "../../Contract.ts"
-import { resolveLoss } from "../../loss/Loss.ts"
-import { checkAll } from "../../Datum.ts"
-import * as DatumIssue from "../../DatumIssue.ts"
-import * as Alignment from "./Alignment.ts"
+import type { BackendError, Datum, LossFn } from "../../../Contract.ts"
+import { resolveLoss } from "../../../loss/Loss.ts"
+import { checkAll } from "../../../Datum.ts"
+import * as DatumIssue from "../../../DatumIssue.ts"
+import * as Alignment from "../wire/Alignment.ts"
 import type { CheckpointIndex } from "./CheckpointIndex.ts"
 import type { Clock } from "./ClockCycle.ts"
 import type { FutureTable } from "./Futures.ts"
 import type { Model, Registry } from "./Models.ts"
 import { bad, checkName, decodeRequestOr400, Reject } from "./Requests.ts"
-import { kindOfStatus } from "./Retry.ts"
+import { kindOfStatus } from "../client/Retry.ts"
 import { claim, forfeit, inTurn } from "./SeqOrder.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** What the training endpoints share with the rest of the server. @since 0.1.0 @category models */
 export interface Context {

@@ -27,9 +27,9 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Option, type Scope } from "effect"
-import { DEFAULT_READY_TIMEOUT, Sampler, type SamplerShape } from "../../services/Sampler.ts"
-import { Trainer, type TrainerShape } from "../../services/Trainer.ts"
-import * as PlatformHttpServer from "../../platform/HttpServer.ts"
+import { DEFAULT_READY_TIMEOUT, Sampler, type SamplerShape } from "../../../services/Sampler.ts"
+import { Trainer, type TrainerShape } from "../../../services/Trainer.ts"
+import * as PlatformHttpServer from "../../../platform/HttpServer.ts"
 import * as Archives from "./Archives.ts"
 import * as CheckpointIndex from "./CheckpointIndex.ts"
 import * as ClockCycle from "./ClockCycle.ts"
@@ -52,7 +52,7 @@ import {
   type Stats,
 } from "./ServerOptions.ts"
 import * as TrainingRoutes from "./TrainingRoutes.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 export { makeRouter } from "./Router.ts"
 export type { ModelFactory, ServedModel } from "./Models.ts"

@@ -30,18 +30,18 @@
  */
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { HttpClient } from "effect/http"
-import { BackendError } from "../../Contract.ts"
-import { Reference } from "../../services/Reference.ts"
-import { DEFAULT_READY_TIMEOUT, Sampler } from "../../services/Sampler.ts"
-import { Trainer } from "../../services/Trainer.ts"
-import * as PlatformHttpClient from "../../platform/HttpClient.ts"
+import { BackendError } from "../../../Contract.ts"
+import { Reference } from "../../../services/Reference.ts"
+import { DEFAULT_READY_TIMEOUT, Sampler } from "../../../services/Sampler.ts"
+import { Trainer } from "../../../services/Trainer.ts"
+import * as PlatformHttpClient from "../../../platform/HttpClient.ts"
 import * as Calls from "./Calls.ts"
 import * as ClientReference from "./ClientReference.ts"
 import * as ClientSampler from "./ClientSampler.ts"
 import * as ClientTrainer from "./ClientTrainer.ts"
 import * as Retry from "./Retry.ts"
 import * as Transport from "./Transport.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 export { CLIENT_VERSION } from "./Transport.ts"
 
@@ -260,7 +260,7 @@ export const layerNoDeps = (options: Options = {}) =>
  *
  * @example
  * ```ts
- * import * as Http from "./src/backends/http/index.ts"
+ * import * as Http from "../src/backends/http/index.ts"
  * const backend = Http.layer({ baseUrl: "http://127.0.0.1:8080" })
  * // => Layer<Trainer | Sampler | Reference, BackendError | ConfigError>
  * ```

@@ -22,11 +22,11 @@
  */
 import { Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { BackendError } from "../../Contract.ts"
-import { decode } from "./Decode.ts"
-import { isProtoContentType, PROTO_CONTENT_TYPE, type ProtoError } from "./Proto.ts"
+import { BackendError } from "../../../Contract.ts"
+import { decode } from "../wire/Decode.ts"
+import { isProtoContentType, PROTO_CONTENT_TYPE, type ProtoError } from "../wire/Proto.ts"
 import * as Retry from "./Retry.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** @since 0.1.0 @category constants */
 export const CLIENT_VERSION = "gyre/0.1.0"

@@ -3,4 +3,4 @@
  *
  * @since 0.1.0
  */
-export { decode, formatIssue } from "../../util/Decode.ts"
+export { decode, formatIssue } from "../../../util/Decode.ts"

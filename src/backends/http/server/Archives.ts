@@ -27,8 +27,8 @@ import * as Path from "node:path"
 import { Effect, Stream } from "effect"
 import { type CheckpointIndex, type Entry, stateFileOf } from "./CheckpointIndex.ts"
 import { checkName, type FileReply, notFound, Reject } from "./Requests.ts"
-import * as Tar from "./Tar.ts"
-import * as Wire from "./Wire.ts"
+import * as Tar from "../wire/Tar.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** The path of the download route, below the API prefix. @since 0.1.0 @category constants */
 export const FILES_ROUTE = "checkpoint_files"

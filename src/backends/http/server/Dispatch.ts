@@ -26,7 +26,7 @@ import * as NewerFields from "./NewerFields.ts"
 import * as ProtoRoutes from "./ProtoRoutes.ts"
 import { bad, decodeOr400, Reject, type Reply } from "./Requests.ts"
 import type { Handler } from "./TrainingRoutes.ts"
-import * as Wire from "./Wire.ts"
+import * as Wire from "../wire/Wire.ts"
 
 /** What the dispatch routes to. @since 0.1.0 @category models */
 export interface Context {
