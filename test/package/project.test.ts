@@ -107,7 +107,9 @@ describe("a user project that depends on gyre", () => {
   it("installs the packed tarball, typechecks, runs its property test and a 3-step gyre run", () => {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-user-"))
     try {
-      const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--pack-destination", dir], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })) as Array<{ filename: string; files: Array<{ path: string }> }>
+      // dist/ is built once by the e2e setup (test/e2eSetup.ts): packing without `prepare` keeps other
+      // files' processes, which run dist/, from loading it while a second build rewrites it
+      const packed = JSON.parse(execFileSync("npm", ["pack", "--json", "--ignore-scripts", "--pack-destination", dir], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] })) as Array<{ filename: string; files: Array<{ path: string }> }>
       const paths = packed[0]!.files.map((f) => f.path)
       assert.isTrue(paths.includes("dist/src/cli/main.js"), "the tarball holds the compiled command")
       assert.isTrue(paths.includes("dist/src/index.d.ts"), "the tarball holds type declarations")
