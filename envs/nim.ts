@@ -5,6 +5,10 @@
  * moving first, against a scripted player that takes a random legal number, so
  * `test/env/all/role/first/win_rate` is the win rate against a fixed opponent.
  *
+ * A scripted dealer takes 0 to 3 stones before the first move, at random per game: the
+ * games of a group then start from different piles. Without it self-play collapses to one
+ * deterministic game per group, whose samples all get one outcome and no advantage.
+ *
  * Each move is one prompt, the mover's view, answered with the stones it leaves:
  * "Nim: 9 stones, take 1 to 3. Left:" -> " 8" (it took 1). A number out of one move's
  * reach takes the nearest it can (" 2" from 9 takes 3); an answer that is not a number
@@ -20,7 +24,8 @@ type Problem = typeof Problem.Type
 type Role = "first" | "second"
 interface State {
   readonly stones: number
-  readonly next: Role
+  /** the dealer moves first: it takes 0 to 3 stones at random, so a group's games start from different piles */
+  readonly next: Role | "dealer"
   /** who took the last stone, once the pile is empty */
   readonly winner?: Role
 }
@@ -41,23 +46,26 @@ export default Game.env({
   name: "nim",
   problem: Problem,
   // the table number only widens the problem space, so that held-out tables exist for every pile
-  source: Env.seeded(({ random }) => ({ stones: random.int(3, 9), table: random.int(0, 999) })),
-  roles: ["first", "second"],
-  start: (p: Problem): State => ({ stones: p.stones, next: "first" }),
+  source: Env.seeded(({ random }) => ({ stones: random.int(6, 12), table: random.int(0, 999) })),
+  roles: ["first", "second", "dealer"],
+  start: (p: Problem): State => ({ stones: p.stones, next: "dealer" }),
   toMove: (s: State) => s.next,
   view: (s: State) => `Nim: ${s.stones} stones, take 1 to 3. Left:`,
   move: (s: State, role, text) => {
+    if (role === "dealer") return { state: { stones: s.stones - Number(text), next: "first" as const } }
     const n = taken(text, s.stones)
     if (n === undefined) return { illegal: `${JSON.stringify(text)} is not a move: answer with the stones to leave (${Math.max(0, s.stones - 3)} to ${s.stones - 1})` }
     const stones = s.stones - n
     return { state: stones === 0 ? { stones, next: other(role as Role), winner: role as Role } : { stones, next: other(role as Role) } }
   },
-  outcome: (s: State) => (s.winner === undefined ? undefined : { [s.winner]: 1, [other(s.winner)]: -1 }),
+  outcome: (s: State) => (s.winner === undefined ? undefined : { [s.winner]: 1, [other(s.winner)]: -1, dealer: 0 }),
   // an illegal move costs its maker, and wins the other side nothing it played for
-  illegal: (_: State, role) => ({ [role]: -1, [other(role as Role)]: 0 }),
+  illegal: (_: State, role) => ({ [role]: -1, [other(role as Role)]: 0, dealer: 0 }),
   maxMoves: 16,
+  players: { dealer: Game.scripted<State>((_, __, random) => String(random.int(0, 3))) },
   evalPlayers: { second: Game.scripted<State>((s, _, random) => String(s.stones - random.int(1, Math.min(3, s.stones)))) },
   sampling: { maxTokens: 3, temperature: 1 },
   eval: { heldOut: 0.1, size: 200 },
-  defaults: { steps: 300, groupSize: 16, evalEvery: 100, saveEvery: 100 },
+  // held-out win rate 0.365 -> 0.61 -> 0.76 at steps 0, 100, 200 (about 9 minutes on 2 cores)
+  defaults: { steps: 200, groupSize: 16, evalEvery: 100, saveEvery: 100 },
 })

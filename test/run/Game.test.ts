@@ -31,7 +31,7 @@ const play = (env: Env.AnyEnv, problem: unknown, reply: (view: string) => string
   )
 const stonesIn = (view: string) => Number(/(\d+) stones/.exec(view)![1])
 
-/** Nim's rules as a spec, for variants with other players. */
+/** Nim's rules as a spec, without envs/nim.ts's dealer, for exact games and variants with other players. */
 type NimState = { readonly stones: number; readonly next: "first" | "second"; readonly winner?: "first" | "second" }
 const nimSpec = {
   problem: Schema.Struct({ stones: Schema.Int, table: Schema.Int }),
@@ -49,6 +49,7 @@ const nimSpec = {
   outcome: (s: NimState) => (s.winner === undefined ? undefined : { [s.winner]: 1, [s.winner === "first" ? "second" : "first"]: -1 }),
   sampling: { maxTokens: 3, temperature: 1 },
 } as const
+const plainNim = () => Game.env({ ...nimSpec, name: "nim-plain", illegal: (_: NimState, role: string) => ({ [role]: -1, [role === "first" ? "second" : "first"]: 0 }) })
 
 describe("Game.env", () => {
   const base = { name: "g", problem: Schema.Struct({}), source: Env.rows([{}]), start: () => 0, toMove: () => "a", view: () => "", move: () => ({ state: 0 }), outcome: () => undefined }
@@ -67,7 +68,7 @@ describe("playing games", () => {
   it.effect("self-play: both roles are samples, role by role, with their moves, what the other did, and their outcomes", () =>
     Effect.gen(function* () {
       // every move takes one stone: from 5, first takes the last one and wins
-      const played = yield* play(nim, { stones: 5, table: 0 }, (view) => ` ${stonesIn(view) - 1}`)
+      const played = yield* play(plainNim(), { stones: 5, table: 0 }, (view) => ` ${stonesIn(view) - 1}`)
       assert.deepStrictEqual(played.roles, ["first", "first", "second", "second"])
       assert.deepStrictEqual(played.outcomes, [1, 1, -1, -1])
       const [first, , second] = played.episodes
@@ -77,21 +78,37 @@ describe("playing games", () => {
       assert.strictEqual(CharTokenizer.decodeChars(second!.turns[0]!.input.slice(1)), "Nim: 4 stones, take 1 to 3. Left:")
     }))
 
+  it.effect("envs/nim.ts: a scripted dealer takes 0 to 3 stones first, so a group's games start from different piles; only the policy's roles are samples", () =>
+    Effect.gen(function* () {
+      const views: Array<number> = []
+      const played = yield* play(nim, { stones: 9, table: 0 }, (view) => {
+        views.push(stonesIn(view))
+        return ` ${stonesIn(view) - 1}`
+      }, "train", 8)
+      assert.deepStrictEqual([...new Set(played.roles)], ["first", "second"])
+      const firstPiles = new Set(played.episodes.slice(0, 8).map((e) => CharTokenizer.decodeChars(e.turns[0]!.input.slice(1))))
+      assert.isAbove(firstPiles.size, 1, "the games start from different piles")
+      for (const n of views) assert.isAtMost(n, 9)
+    }))
+
   it.effect("an illegal move ends the game with nim's outcomes (-1 for its maker, 0 for the other); the reason is kept with the move", () =>
     Effect.gen(function* () {
-      const played = yield* play(nim, { stones: 9, table: 0 }, (view) => (stonesIn(view) === 8 ? " x" : ` ${stonesIn(view) - 1}`))
+      const played = yield* play(plainNim(), { stones: 9, table: 0 }, (view) => (stonesIn(view) === 8 ? " x" : ` ${stonesIn(view) - 1}`))
       assert.deepStrictEqual(played.outcomes, [0, 0, -1, -1])
       const second = played.episodes[2]!
-      assert.deepStrictEqual([second.stop, second.parseErrors, second.turns[0]!.toolError], ["parse_error", 1, `" x" is not a move: answer with the stones to leave (5 to 7)`])
+      assert.deepStrictEqual([second.stop, second.parseErrors, second.turns[0]!.toolError], ["parse_error", 1, "no move"])
     }))
 
   it("a number out of one move's reach takes the nearest it can", () => {
     assert.deepStrictEqual([taken(" 8", 9), taken(" 2", 9), taken(" 12", 9), taken(" 0", 2), taken("x", 9)], [1, 3, 1, 2, undefined])
+    // text that is not a number is no move, and says what to write
+    assert.deepStrictEqual(nim.game!.move({ stones: 8, next: "second" }, "second", " x"), { illegal: `" x" is not a move: answer with the stones to leave (5 to 7)` })
   })
 
   it.effect("evaluation plays the game's evalPlayers: only the policy's role is a sample", () =>
     Effect.gen(function* () {
       const played = yield* play(nim, { stones: 6, table: 0 }, (view) => ` ${stonesIn(view) - 2}`, "eval", 3)
+      // the dealer (scripted) took 0 to 3 stones before the first move; it is no sample either
       assert.deepStrictEqual(played.roles, ["first", "first", "first"])
       const seen = played.episodes.flatMap((e) => e.turns.flatMap((t) => (t.observation !== undefined ? [t.observation] : [])))
       assert.isAbove(seen.length, 0)
