@@ -148,7 +148,7 @@ const COUNTS = { counts: true } as const
  * parse errors; none for single-turn envs.
  */
 export const episodeIntervals = (groups: ReadonlyArray<Group>): Array<Interval> => {
-  const episodes = groups.filter((g) => g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined).flatMap((g) => g.episodes)
+  const episodes = groups.filter((g) => g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined || g.task.envDef.game !== undefined).flatMap((g) => g.episodes)
   if (episodes.length === 0) return []
   return [
     interval(K.EnvStat.turns, episodes.map((e) => e.turns.length), COUNTS),
