@@ -11,8 +11,8 @@
  *
  * The episode is correct when the final turn, trimmed, is an integer equal to the answer.
  */
-import { float32, int64, modelInputFromTokens, type Datum } from "../src/Contract.ts"
-import * as Env from "../src/Env.ts"
+import { float32, int64, modelInputFromTokens, type Datum } from "../src/vocabulary/Contract.ts"
+import * as Env from "../src/vocabulary/Env.ts"
 import type { Rng } from "../src/backends/local/Rng.ts"
 import { BOS, decodeChars, EOS, encodeChars } from "../src/backends/local/CharTokenizer.ts"
 import type { LocalSamplerEngine } from "../src/backends/local/SamplerEngine.ts"

@@ -22,7 +22,7 @@
  * module (`envs/mcp/inventory-data.ts`), the numbers the server answers with; no server
  * is started.
  */
-import * as Env from "../src/Env.ts"
+import * as Env from "../src/vocabulary/Env.ts"
 import type { Rng } from "../src/backends/local/Rng.ts"
 import { answer as mathAnswer } from "../envs/math.ts"
 import math from "../envs/math.ts"

@@ -15,8 +15,8 @@
  */
 import { parseFlags } from "./Flags.ts"
 import { Effect } from "effect"
-import type { Datum } from "../src/Contract.ts"
-import * as Env from "../src/Env.ts"
+import type { Datum } from "../src/vocabulary/Contract.ts"
+import * as Env from "../src/vocabulary/Env.ts"
 import { resolveLoss } from "../src/loss/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { machine, writeModelFolder } from "./ModelFolder.ts"

@@ -21,7 +21,7 @@
  */
 import { failWith, parseFlags } from "./Flags.ts"
 import { Effect } from "effect"
-import * as Env from "../src/Env.ts"
+import * as Env from "../src/vocabulary/Env.ts"
 import { loadEnv } from "../src/app/LoadEnv.ts"
 import { type ResolvedLoss, resolveLoss } from "../src/loss/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"

@@ -30,11 +30,11 @@
  */
 import * as Path from "node:path"
 import { Cause, Context, Effect, Exit, Ref, Semaphore } from "effect"
-import type * as Env from "./Env.ts"
+import type * as Env from "./vocabulary/Env.ts"
 import * as K from "./metrics/MetricKeys.ts"
 import * as Metrics from "./metrics/Metrics.ts"
 import * as Reference from "./services/Reference.ts"
-import * as Reward from "./Reward.ts"
+import * as Reward from "./vocabulary/Reward.ts"
 import * as RunFolder from "./folder/RunFolder.ts"
 import { Trainer } from "./services/Trainer.ts"
 import { collect, sampleGroup } from "./run/Collect.ts"

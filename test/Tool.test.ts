@@ -5,12 +5,12 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Schema } from "effect"
-import * as Env from "../src/Env.ts"
-import * as Episode from "../src/Episode.ts"
-import * as Reward from "../src/Reward.ts"
+import * as Env from "../src/vocabulary/Env.ts"
+import * as Episode from "../src/vocabulary/Episode.ts"
+import * as Reward from "../src/vocabulary/Reward.ts"
 import { sampleRows } from "../src/run/Collect.ts"
 import { Sampler } from "../src/services/Sampler.ts"
-import * as Tool from "../src/Tool.ts"
+import * as Tool from "../src/vocabulary/Tool.ts"
 import { playOne, scriptedSampler } from "./run/ScriptedSampler.ts"
 
 const Problem = Schema.Struct({ n: Schema.Int })

@@ -12,8 +12,8 @@ import * as Path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
-import * as Env from "../src/Env.ts"
-import * as Reward from "../src/Reward.ts"
+import * as Env from "../src/vocabulary/Env.ts"
+import * as Reward from "../src/vocabulary/Reward.ts"
 
 const root = Path.resolve(import.meta.dirname, "..")
 

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import { Data, Effect } from "effect"
-import { modelInputFromTokens, type SamplingParams } from "../Contract.ts"
+import { modelInputFromTokens, type SamplingParams } from "../vocabulary/Contract.ts"
 import { hash32 } from "../env/Sources.ts"
 import type { SamplerShape } from "../services/Sampler.ts"
 import type { TokenizerShape } from "../services/Tokenizer.ts"

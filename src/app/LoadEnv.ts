@@ -11,7 +11,7 @@ import Module, { createRequire } from "node:module"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { Effect } from "effect"
-import * as Env from "../Env.ts"
+import * as Env from "../vocabulary/Env.ts"
 import { compiled, envsDir, packageRoot } from "../Paths.ts"
 
 const EXT = compiled ? /\.js$/ : /\.ts$/

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Effect, Layer } from "effect"
-import * as Env from "../Env.ts"
+import * as Env from "../vocabulary/Env.ts"
 import { type FrozenModel, FrozenPlayers, frozenNames } from "../game/Frozen.ts"
 import * as Path from "node:path"
 import { RunError } from "../run/Settings.ts"

@@ -7,9 +7,9 @@
  */
 import * as Path from "node:path"
 import { Effect, Schema, SchemaIssue } from "effect"
-import type * as Advantage from "../Advantage.ts"
-import type { LossFn } from "../Contract.ts"
-import * as Env from "../Env.ts"
+import type * as Advantage from "../vocabulary/Advantage.ts"
+import type { LossFn } from "../vocabulary/Contract.ts"
+import * as Env from "../vocabulary/Env.ts"
 import * as Runner from "../Runner.ts"
 import * as Teacher from "./Teacher.ts"
 import type { LoopsFlags } from "./Backend.ts"

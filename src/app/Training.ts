@@ -7,7 +7,7 @@
  */
 import * as Path from "node:path"
 import { Console, Effect, Layer } from "effect"
-import * as Env from "../Env.ts"
+import * as Env from "../vocabulary/Env.ts"
 import * as Metrics from "../metrics/Metrics.ts"
 import * as Report from "./Report.ts"
 import * as Runner from "../Runner.ts"

@@ -7,8 +7,8 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
-import * as Advantage from "../Advantage.ts"
-import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../Contract.ts"
+import * as Advantage from "../vocabulary/Advantage.ts"
+import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../vocabulary/Contract.ts"
 
 /**
  * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learningRate`

@@ -34,7 +34,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { BackendError, type LossFn } from "../Contract.ts"
+import { BackendError, type LossFn } from "../vocabulary/Contract.ts"
 
 /** @since 0.1.0 @category models */
 export interface ConfigKeySpec {

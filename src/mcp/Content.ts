@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import { ToolFailure } from "../Tool.ts"
+import { ToolFailure } from "../vocabulary/Tool.ts"
 
 const Part = Schema.Struct({
   type: Schema.String,

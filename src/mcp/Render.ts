@@ -9,8 +9,8 @@
  * @since 0.1.0
  */
 import { Predicate } from "effect"
-import type { ToolCallFormat } from "../Episode.ts"
-import type { Syntax } from "../Tool.ts"
+import type { ToolCallFormat } from "../vocabulary/Episode.ts"
+import type { Syntax } from "../vocabulary/Tool.ts"
 import type { ListedTool } from "./Connection.ts"
 
 /** JSON as Python's `json.dumps` writes it (", " and ": "), which is what the templates' `tojson` gives. */

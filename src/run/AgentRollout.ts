@@ -7,12 +7,12 @@
  * @since 0.1.0
  */
 import { Effect, Exit, Option } from "effect"
-import { outputText } from "../Agent.ts"
+import { outputText } from "../vocabulary/Agent.ts"
 import type { Agent } from "../agent/Spec.ts"
 import { Endpoint } from "../agent/Endpoint.ts"
 import type { Completion } from "../agent/Transcript.ts"
-import type { SamplingParams } from "../Contract.ts"
-import type * as Env from "../Env.ts"
+import type { SamplingParams } from "../vocabulary/Contract.ts"
+import type * as Env from "../vocabulary/Env.ts"
 import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { ContextLength, type EpisodeRecord, type TurnRecord } from "./Rollout.ts"
 import { RunError } from "./Settings.ts"

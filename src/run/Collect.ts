@@ -5,9 +5,9 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type { SamplingParams } from "../Contract.ts"
-import * as Env from "../Env.ts"
-import * as Reward from "../Reward.ts"
+import type { SamplingParams } from "../vocabulary/Contract.ts"
+import * as Env from "../vocabulary/Env.ts"
+import * as Reward from "../vocabulary/Reward.ts"
 import { encodePrompt, type Prompt, Tokenizer } from "../services/Tokenizer.ts"
 import type { Trainer } from "../services/Trainer.ts"
 import { at } from "../util/Lookup.ts"

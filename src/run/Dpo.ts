@@ -8,9 +8,9 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type { Datum as DatumT } from "../Contract.ts"
-import * as CustomLoss from "../CustomLoss.ts"
-import * as Datum from "../Datum.ts"
+import type { Datum as DatumT } from "../vocabulary/Contract.ts"
+import * as CustomLoss from "../vocabulary/CustomLoss.ts"
+import * as Datum from "../vocabulary/Datum.ts"
 import * as Reference from "../services/Reference.ts"
 import { Tokenizer } from "../services/Tokenizer.ts"
 import { Trainer } from "../services/Trainer.ts"

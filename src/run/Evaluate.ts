@@ -4,7 +4,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as Env from "../Env.ts"
+import * as Env from "../vocabulary/Env.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Dpo from "./Dpo.ts"
 import * as Metrics from "../metrics/Metrics.ts"

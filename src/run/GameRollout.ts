@@ -10,8 +10,8 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { modelInputFromTokens, type SamplingParams } from "../Contract.ts"
-import * as Env from "../Env.ts"
+import { modelInputFromTokens, type SamplingParams } from "../vocabulary/Contract.ts"
+import * as Env from "../vocabulary/Env.ts"
 import { type FrozenModel, FrozenPlayers } from "../game/Frozen.ts"
 import type { Game } from "../game/Spec.ts"
 import { Sampler } from "../services/Sampler.ts"

@@ -38,7 +38,7 @@
 import { Effect } from "effect"
 import * as K from "../metrics/MetricKeys.ts"
 import type * as Metrics from "../metrics/Metrics.ts"
-import * as Reward from "../Reward.ts"
+import * as Reward from "../vocabulary/Reward.ts"
 import { edits } from "../testing/Edits.ts"
 import { type ExploitContext, exploits, wrongAnswers } from "../testing/Probes.ts"
 import { score } from "../testing/Rollouts.ts"

@@ -6,7 +6,7 @@
  */
 import { Context, Effect, Layer, type Scope } from "effect"
 import * as AgentEndpoint from "../agent/Endpoint.ts"
-import * as Env from "../Env.ts"
+import * as Env from "../vocabulary/Env.ts"
 import { Sampler } from "../services/Sampler.ts"
 import { Tokenizer } from "../services/Tokenizer.ts"
 import { RunError } from "./Settings.ts"

@@ -6,9 +6,9 @@
  */
 import * as Path from "node:path"
 import { Effect, Schema } from "effect"
-import * as Env from "../Env.ts"
+import * as Env from "../vocabulary/Env.ts"
 import * as Loss from "../loss/Loss.ts"
-import * as Reward from "../Reward.ts"
+import * as Reward from "../vocabulary/Reward.ts"
 import type { Aggregation } from "../loss/MicroBatch.ts"
 
 export { DynamicSampling, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, RunSettings, Teacher } from "../folder/RunSettings.ts"

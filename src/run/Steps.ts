@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { Effect, Ref } from "effect"
-import type * as Env from "../Env.ts"
+import type * as Env from "../vocabulary/Env.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Metrics from "../metrics/Metrics.ts"
 import * as RunFolder from "../folder/RunFolder.ts"

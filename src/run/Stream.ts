@@ -19,8 +19,8 @@
  * @since 0.1.0
  */
 import { Effect, Semaphore } from "effect"
-import type { Datum as DatumT } from "../Contract.ts"
-import { activeCount } from "../Datum.ts"
+import type { Datum as DatumT } from "../vocabulary/Contract.ts"
+import { activeCount } from "../vocabulary/Datum.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Metrics from "../metrics/Metrics.ts"
 import type { Batch, Group } from "./Collect.ts"

@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option, Result } from "effect"
-import { BackendError, type Datum, type ModelInput } from "../Contract.ts"
+import { BackendError, type Datum, type ModelInput } from "../vocabulary/Contract.ts"
 import * as KlPenalty from "../loss/KlPenalty.ts"
 
 /** @since 0.1.0 @category models */

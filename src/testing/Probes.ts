@@ -27,7 +27,7 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import * as Reward from "../Reward.ts"
+import * as Reward from "../vocabulary/Reward.ts"
 import type { Prompt } from "../services/Tokenizer.ts"
 import { score } from "./Rollouts.ts"
 

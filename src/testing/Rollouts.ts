@@ -5,8 +5,8 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as Reward from "../Reward.ts"
-import type { Rollout } from "../Reward.ts"
+import * as Reward from "../vocabulary/Reward.ts"
+import type { Rollout } from "../vocabulary/Reward.ts"
 
 /** Fields of a rollout a test may set. @since 0.1.0 @category models */
 export type RolloutOverrides = Partial<Omit<Rollout<never>, "problem" | "completion">>

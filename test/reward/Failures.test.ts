@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
-import * as Reward from "../../src/Reward.ts"
+import * as Reward from "../../src/vocabulary/Reward.ts"
 import { sampleRows } from "../../src/run/Collect.ts"
 import { laws } from "../../src/testing/index.ts"
 import { group, rollout } from "../../src/testing/Rollouts.ts"

@@ -10,7 +10,7 @@ import { Effect, Layer } from "effect"
 import * as fc from "fast-check"
 import { Judge } from "../../rewards/judge.ts"
 import { bradleyTerry, pairwiseJudge, rankingOf, rankJudge, rankScores } from "../../rewards/preference.ts"
-import * as Reward from "../../src/Reward.ts"
+import * as Reward from "../../src/vocabulary/Reward.ts"
 import { rollout as testRollout } from "../../src/testing/Rollouts.ts"
 import { arb, laws } from "gyre/testing"
 

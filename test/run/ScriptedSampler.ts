@@ -6,8 +6,8 @@
  */
 import { Effect } from "effect"
 import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
-import { modelInputTokens, type SampleResult } from "../../src/Contract.ts"
-import type * as Env from "../../src/Env.ts"
+import { modelInputTokens, type SampleResult } from "../../src/vocabulary/Contract.ts"
+import type * as Env from "../../src/vocabulary/Env.ts"
 import { ContextLength, playGroup } from "../../src/run/Rollout.ts"
 import { Sampler } from "../../src/services/Sampler.ts"
 import { Tokenizer } from "../../src/services/Tokenizer.ts"

@@ -12,7 +12,7 @@ import { Template } from "@huggingface/jinja"
 import { Effect } from "effect"
 import * as Tokenizers from "../../src/tokenizers/index.ts"
 import { Tokenizer } from "../../src/services/Tokenizer.ts"
-import * as Tool from "../../src/Tool.ts"
+import * as Tool from "../../src/vocabulary/Tool.ts"
 import { calc } from "../../envs/calculator.ts"
 
 // the package's main file is dist/main.js; its models/ folder sits beside dist/

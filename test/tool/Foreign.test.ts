@@ -7,9 +7,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { jsonSchema, tool } from "ai"
 import { Effect, Schema } from "effect"
 import { z } from "zod"
-import * as Env from "../../src/Env.ts"
-import * as Reward from "../../src/Reward.ts"
-import * as Tool from "../../src/Tool.ts"
+import * as Env from "../../src/vocabulary/Env.ts"
+import * as Reward from "../../src/vocabulary/Reward.ts"
+import * as Tool from "../../src/vocabulary/Tool.ts"
 import { playOne, scriptedSampler } from "../run/ScriptedSampler.ts"
 
 const calc = tool({

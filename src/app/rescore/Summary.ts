@@ -9,7 +9,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Schema } from "effect"
-import * as Advantage from "../../Advantage.ts"
+import * as Advantage from "../../vocabulary/Advantage.ts"
 
 /**
  * How a sample's advantage changed sign: `same`, `reversed` (positive to negative or

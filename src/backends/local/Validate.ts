@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import type { AdamParams, Datum, LossFn, SamplingParams } from "../../Contract.ts"
-import { checkAll } from "../../Datum.ts"
-import type { DatumIssue } from "../../DatumIssue.ts"
+import type { AdamParams, Datum, LossFn, SamplingParams } from "../../vocabulary/Contract.ts"
+import { checkAll } from "../../vocabulary/Datum.ts"
+import type { DatumIssue } from "../../vocabulary/DatumIssue.ts"
 
 /** @since 0.1.0 @category constants */
 export const MAX_TOP_K = 20

@@ -20,7 +20,7 @@
 import { Effect } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { random } from "../../../src/Env.ts"
+import { random } from "../../../src/vocabulary/Env.ts"
 
 export type Fault = "408" | "429" | "503" | "drop-before" | "drop-after" | "slow" | "400-bare" | "402" | "408-queue" | "409-save" | "410" | "503-archive"
 

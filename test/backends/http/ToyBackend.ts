@@ -1,7 +1,7 @@
 /**
  * A small in-memory Trainer + Sampler for the HTTP tests: a bigram model whose
  * logits table is the "adapter". It follows the Loops conventions of the contract
- * (losses and activity from `src/loss/Loss.ts`, validation from `src/Datum.ts`), is
+ * (losses and activity from `src/loss/Loss.ts`, validation from `src/vocabulary/Datum.ts`), is
  * deterministic given its seed and the sampling seeds, and counts every call, so a
  * test can tell whether an optimizer step ran twice. The log-probs it hands out are
  * rounded to float32, as a real backend's are (and as the wire carries them), so a run
@@ -18,12 +18,12 @@ import {
   modelInputTokens,
   type SampleOptions,
   type SamplingParams,
-} from "../../../src/Contract.ts"
-import { checkAll, invalid } from "../../../src/Datum.ts"
+} from "../../../src/vocabulary/Contract.ts"
+import { checkAll, invalid } from "../../../src/vocabulary/Datum.ts"
 import { isActive, resolveLoss, tokenLoss } from "../../../src/loss/Loss.ts"
 import { Sampler, type SamplerShape } from "../../../src/services/Sampler.ts"
 import { Trainer, type TrainerShape } from "../../../src/services/Trainer.ts"
-import { random } from "../../../src/Env.ts"
+import { random } from "../../../src/vocabulary/Env.ts"
 
 export interface ToyOptions {
   readonly vocab?: number

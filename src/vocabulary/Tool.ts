@@ -28,18 +28,18 @@
  */
 import { Cause, Duration, Effect, Exit, Result, Schema, type Scope, Semaphore } from "effect"
 import * as Episode from "./Episode.ts"
-import { InfraFault } from "./reward/Failures.ts"
-import { describeValue } from "./reward/Leaf.ts"
-import * as Foreign from "./tool/Foreign.ts"
-import * as InputSchema from "./tool/InputSchema.ts"
-import { cut, DEFAULT_MAX_RESULT_CHARS, show } from "./tool/Result.ts"
-import { brackets, hermes, messageOf, type Syntax } from "./tool/Syntax.ts"
+import { InfraFault } from "../reward/Failures.ts"
+import { describeValue } from "../reward/Leaf.ts"
+import * as Foreign from "../tool/Foreign.ts"
+import * as InputSchema from "../tool/InputSchema.ts"
+import { cut, DEFAULT_MAX_RESULT_CHARS, show } from "../tool/Result.ts"
+import { brackets, hermes, messageOf, type Syntax } from "../tool/Syntax.ts"
 
-export { brackets, hermes } from "./tool/Syntax.ts"
-export type { Callable, Found, Syntax } from "./tool/Syntax.ts"
-export { DEFAULT_MAX_RESULT_CHARS } from "./tool/Result.ts"
+export { brackets, hermes } from "../tool/Syntax.ts"
+export type { Callable, Found, Syntax } from "../tool/Syntax.ts"
+export { DEFAULT_MAX_RESULT_CHARS } from "../tool/Result.ts"
 /** The infrastructure failed, not the policy: a tool failing with it masks its episode (the same `InfraFault` rewards use). */
-export { InfraFault } from "./reward/Failures.ts"
+export { InfraFault } from "../reward/Failures.ts"
 
 /** A handler's own failure: shown to the model as an error observation. @since 0.1.0 @category errors */
 export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure", {

@@ -15,13 +15,13 @@
  *
  * @since 0.1.0
  */
-export { EnvError, isEnv, make } from "./env/Definition.ts"
-export type { AnyEnv, CheckServices, Env, EnvFields, EnvInput, EnvSpec, EvalSpec, RunDefaults, RunServices, ServicesNotProvided } from "./env/Definition.ts"
-export { distinctTasks, evalSet, evalSetInfo } from "./env/EvalSet.ts"
-export type { DistinctSet, EvalSetInfo } from "./env/EvalSet.ts"
-export { isMixture, members, mixture, taskAt } from "./env/Mixture.ts"
-export type { Mixture } from "./env/Mixture.ts"
-export { hash32, jsonl, random, rows, seeded } from "./env/Sources.ts"
-export type { GenerateContext, Random, Source } from "./env/Sources.ts"
-export { problemAt, splitOf } from "./env/Tasks.ts"
-export type { Split, Task } from "./env/Tasks.ts"
+export { EnvError, isEnv, make } from "../env/Definition.ts"
+export type { AnyEnv, CheckServices, Env, EnvFields, EnvInput, EnvSpec, EvalSpec, RunDefaults, RunServices, ServicesNotProvided } from "../env/Definition.ts"
+export { distinctTasks, evalSet, evalSetInfo } from "../env/EvalSet.ts"
+export type { DistinctSet, EvalSetInfo } from "../env/EvalSet.ts"
+export { isMixture, members, mixture, taskAt } from "../env/Mixture.ts"
+export type { Mixture } from "../env/Mixture.ts"
+export { hash32, jsonl, random, rows, seeded } from "../env/Sources.ts"
+export type { GenerateContext, Random, Source } from "../env/Sources.ts"
+export { problemAt, splitOf } from "../env/Tasks.ts"
+export type { Split, Task } from "../env/Tasks.ts"

@@ -10,7 +10,7 @@
 import { Effect } from "effect"
 import { BackendError, type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "./Contract.ts"
 import { type DatumIssue, FLOAT32_MAX, render } from "./DatumIssue.ts"
-import { isActive, LOSS_INPUTS } from "./loss/Loss.ts"
+import { isActive, LOSS_INPUTS } from "../loss/Loss.ts"
 
 /** Builds the RL Datum of one sampled completion. @since 0.1.0 @category constructors */
 export const rl = (options: {

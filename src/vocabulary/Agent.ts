@@ -26,13 +26,13 @@
  * })
  * @since 0.1.0
  */
-import { type AgentContext, type Agent, DEFAULT_LIMITS, type Limits } from "./agent/Spec.ts"
-import type { EnvInput, Env } from "./env/Definition.ts"
-import { make as makeEnv } from "./env/Definition.ts"
-import type { Prompt } from "./services/Tokenizer.ts"
+import { type AgentContext, type Agent, DEFAULT_LIMITS, type Limits } from "../agent/Spec.ts"
+import type { EnvInput, Env } from "../env/Definition.ts"
+import { make as makeEnv } from "../env/Definition.ts"
+import type { Prompt } from "../services/Tokenizer.ts"
 
-export { DEFAULT_LIMITS } from "./agent/Spec.ts"
-export type { Agent, AgentContext, Limits } from "./agent/Spec.ts"
+export { DEFAULT_LIMITS } from "../agent/Spec.ts"
+export type { Agent, AgentContext, Limits } from "../agent/Spec.ts"
 
 /**
  * What `Agent.env` reads: an env definition without `episode` (the agent is the episode),

@@ -24,20 +24,20 @@
  *
  * @since 0.1.0
  */
-import type { LeafOptions, ScoreContext } from "./reward/Leaf.ts"
-import { type GroupScoreResult, make_, type ResultServices, type Reward, type Rollout, type ScoreResult } from "./reward/Model.ts"
+import type { LeafOptions, ScoreContext } from "../reward/Leaf.ts"
+import { type GroupScoreResult, make_, type ResultServices, type Reward, type Rollout, type ScoreResult } from "../reward/Model.ts"
 
-export { InfraFault, isRewardFailure, ModelFault, NotApplicable, RewardDefect } from "./reward/Failures.ts"
-export type { RewardFailure } from "./reward/Failures.ts"
-export { backoffSchedule, RewardPermits } from "./reward/Leaf.ts"
-export type { Backoff, LeafOptions, ScoreContext } from "./reward/Leaf.ts"
-export { makeCache, RewardCache, withCache } from "./reward/Cache.ts"
-export type { CachedScore, ScoreCache } from "./reward/Cache.ts"
-export { isReward } from "./reward/Model.ts"
-export type { AnyReward, GroupScoreResult, ResultServices, Reward, Rollout, Score, ScoreResult, Services } from "./reward/Model.ts"
-export { all, any, cached, clamp, componentNames, map, rename, retry, threshold, timeout, weighted, weights, withConcurrency } from "./reward/Combinators.ts"
-export { evaluate } from "./reward/Evaluate.ts"
-export { failureCounts } from "./reward/FailureLog.ts"
+export { InfraFault, isRewardFailure, ModelFault, NotApplicable, RewardDefect } from "../reward/Failures.ts"
+export type { RewardFailure } from "../reward/Failures.ts"
+export { backoffSchedule, RewardPermits } from "../reward/Leaf.ts"
+export type { Backoff, LeafOptions, ScoreContext } from "../reward/Leaf.ts"
+export { makeCache, RewardCache, withCache } from "../reward/Cache.ts"
+export type { CachedScore, ScoreCache } from "../reward/Cache.ts"
+export { isReward } from "../reward/Model.ts"
+export type { AnyReward, GroupScoreResult, ResultServices, Reward, Rollout, Score, ScoreResult, Services } from "../reward/Model.ts"
+export { all, any, cached, clamp, componentNames, map, rename, retry, threshold, timeout, weighted, weights, withConcurrency } from "../reward/Combinators.ts"
+export { evaluate } from "../reward/Evaluate.ts"
+export { failureCounts } from "../reward/FailureLog.ts"
 
 // ===== Constructors =====
 

@@ -27,13 +27,13 @@
  * })
  * @since 0.1.0
  */
-import type { Random } from "./env/Sources.ts"
-import { type EnvInput, type Env, make as makeEnv } from "./env/Definition.ts"
-import type { Game, MoveResult, Player } from "./game/Spec.ts"
+import type { Random } from "../env/Sources.ts"
+import { type EnvInput, type Env, make as makeEnv } from "../env/Definition.ts"
+import type { Game, MoveResult, Player } from "../game/Spec.ts"
 import * as Reward from "./Reward.ts"
-import type { Prompt } from "./services/Tokenizer.ts"
+import type { Prompt } from "../services/Tokenizer.ts"
 
-export type { Game, MoveResult, Player } from "./game/Spec.ts"
+export type { Game, MoveResult, Player } from "../game/Spec.ts"
 
 /** The policy being trained plays this role. @since 0.1.0 @category constructors */
 export const policy = "policy" as const

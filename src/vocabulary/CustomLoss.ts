@@ -39,9 +39,9 @@
  */
 import { Effect, Schema } from "effect"
 import { type Datum, float32, type ForwardBackwardResult, int64, modelInputTokens } from "./Contract.ts"
-import { at } from "./util/Lookup.ts"
-import { forwardBackwardChunked } from "./loss/MicroBatch.ts"
-import { Trainer } from "./services/Trainer.ts"
+import { at } from "../util/Lookup.ts"
+import { forwardBackwardChunked } from "../loss/MicroBatch.ts"
+import { Trainer } from "../services/Trainer.ts"
 
 /**
  * What a custom loss returns: the loss value, its gradient with respect to each
