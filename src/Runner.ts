@@ -33,7 +33,7 @@ import { Cause, Context, Effect, Exit, Ref, Semaphore } from "effect"
 import type * as Env from "./vocabulary/Env.ts"
 import * as K from "./metrics/MetricKeys.ts"
 import * as Metrics from "./metrics/Metrics.ts"
-import * as Reference from "./services/Reference.ts"
+import * as ReferencePenalty from "./loss/ReferencePenalty.ts"
 import * as Reward from "./vocabulary/Reward.ts"
 import * as RunFolder from "./folder/RunFolder.ts"
 import { Trainer } from "./services/Trainer.ts"
@@ -102,7 +102,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const trainer = yield* Trainer
   // A KL penalty needs reference log-probs: a backend that cannot give them stops the run now.
   if (!settings.sft) {
-    yield* Reference.ensure(settings.dpo !== undefined ? 1 : klCoefOf(settings), settings.dpo !== undefined ? "--dpo" : settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
+    yield* ReferencePenalty.ensure(settings.dpo !== undefined ? 1 : klCoefOf(settings), settings.dpo !== undefined ? "--dpo" : settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
       Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message, cause: e })),
     )
   }

@@ -20,7 +20,7 @@ import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { submitter, Trainer } from "../services/Trainer.ts"
 import { type Batch, scoreOf } from "./Collect.ts"
 import { aggregationWeights, type ChunkedResult, submitChunked } from "../loss/MicroBatch.ts"
-import * as Reference from "../services/Reference.ts"
+import * as ReferencePenalty from "../loss/ReferencePenalty.ts"
 import { at } from "../util/Lookup.ts"
 import { Progress } from "./Progress.ts"
 import { aggregationOf, fail, klCoefOf, RunError, type RunSettings } from "./Settings.ts"
@@ -174,7 +174,7 @@ const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batch: Batc
     })
   })
   if (klCoef === 0 || data.length === 0) return { data, origins, klMetrics: {} } satisfies Datums
-  const penalized = yield* Reference.penalize(data, klCoef, { masks }).pipe(
+  const penalized = yield* ReferencePenalty.penalize(data, klCoef, { masks }).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
   )
   const keep = penalized.data.map((d) => advantagesOf(d).some((x) => x !== 0))
@@ -185,7 +185,7 @@ const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batch: Batc
   } satisfies Datums
 })
 
-/** A loss input of an RL datum (`Datum.episode` and `Reference.penalize` always write both). */
+/** A loss input of an RL datum (`Datum.episode` and `ReferencePenalty.penalize` always write both). */
 const lossInput = (d: DatumT, name: "advantages" | "logprobs"): ReadonlyArray<number> => {
   const input = d.lossFnInputs[name]
   if (input === undefined) throw new Error(`an RL datum has no ${name} loss input`)

@@ -8,6 +8,7 @@ import * as fc from "fast-check"
 import { BackendError, type Datum, float32, modelInputFromTokens, modelInputTokens } from "../../src/vocabulary/Contract.ts"
 import * as KlPenalty from "../../src/loss/KlPenalty.ts"
 import * as Reference from "../../src/services/Reference.ts"
+import * as ReferencePenalty from "../../src/loss/ReferencePenalty.ts"
 
 const datum = (tokens: Array<number>, logprobs: Array<number>, advantages: Array<number>): Datum => ({
   modelInput: modelInputFromTokens(tokens),
@@ -128,11 +129,11 @@ const constantReference = Layer.succeed(Reference.Reference, {
   check: Effect.void,
 })
 
-describe("Reference.penalize", () => {
+describe("ReferencePenalty.penalize", () => {
   it.effect("asks the Reference for every Datum's full sequence and folds the penalty in", () =>
     Effect.gen(function* () {
       // d1 vs -0.5: [-0.5, -1.5]; d2: [0, -2.5]; mean -1.125
-      const { data, metrics } = yield* Reference.penalize([d1, d2], 1)
+      const { data, metrics } = yield* ReferencePenalty.penalize([d1, d2], 1)
       close(advOf(data[0]!), [0, 0, 0.5 + (-1.125 + 0.5), 0.5 + (-1.125 + 1.5)])
       close(advOf(data[1]!), [0, -1 + (-1.125 - 0), -1 + (-1.125 + 2.5)])
       assert.approximately(metrics[KlPenalty.METRICS.v1]!, -1.125, 1e-12)
@@ -140,33 +141,33 @@ describe("Reference.penalize", () => {
 
   it.effect("with coef 0 it never asks the Reference", () =>
     Effect.gen(function* () {
-      const out = yield* Reference.penalize([d1, d2], 0)
+      const out = yield* ReferencePenalty.penalize([d1, d2], 0)
       assert.deepStrictEqual(out.data, [d1, d2])
     }).pipe(Effect.provide(Reference.layerUnavailable("must not be called"))))
 
   it.effect("without a Reference in context: coef 0 runs, coef > 0 fails saying the backend has none", () =>
     Effect.gen(function* () {
-      const off = yield* Reference.penalize([d1], 0)
+      const off = yield* ReferencePenalty.penalize([d1], 0)
       assert.deepStrictEqual(off.data, [d1])
-      yield* Reference.ensure(0)
-      const e = yield* Effect.flip(Reference.ensure(0.2))
+      yield* ReferencePenalty.ensure(0)
+      const e = yield* Effect.flip(ReferencePenalty.ensure(0.2))
       assert.include(e.message, "--kl-coef 0.2 needs the base model's log-probs")
       assert.include(e.message, "provides no Reference service")
       assert.include(e.message, "or --kl-coef 0")
-      const p = yield* Effect.flip(Reference.penalize([d1], 0.2))
+      const p = yield* Effect.flip(ReferencePenalty.penalize([d1], 0.2))
       assert.strictEqual(p.reason, "Unavailable")
     }))
 
   it.effect("ensure refuses a bad coefficient, naming the flag and the range", () =>
     Effect.gen(function* () {
-      const e = yield* Effect.flip(Reference.ensure(-1))
+      const e = yield* Effect.flip(ReferencePenalty.ensure(-1))
       assert.strictEqual(e.reason, "InvalidInput")
       assert.strictEqual(e.message, "--kl-coef must be a finite number >= 0 (0 turns the KL penalty off), got -1")
     }).pipe(Effect.provide(constantReference)))
 
   it.effect("a Reference that cannot serve fails with its reason", () =>
     Effect.gen(function* () {
-      const e = yield* Effect.flip(Reference.penalize([d1], 0.1))
+      const e = yield* Effect.flip(ReferencePenalty.penalize([d1], 0.1))
       assert.instanceOf(e, BackendError)
       assert.strictEqual(e.message, "no base model here")
       const c = yield* Effect.flip(Effect.flatMap(Reference.Reference, (r) => r.check))

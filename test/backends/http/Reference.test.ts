@@ -18,6 +18,7 @@ import { Local } from "../../../src/backends/local/index.ts"
 import { adamParams, modelInputFromTokens } from "../../../src/vocabulary/Contract.ts"
 import * as D from "../../../src/vocabulary/Datum.ts"
 import * as Reference from "../../../src/services/Reference.ts"
+import * as ReferencePenalty from "../../../src/loss/ReferencePenalty.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 
@@ -79,7 +80,7 @@ describe("Reference over HTTP", () => {
         const s = yield* Local.make({ config: tinyConfig, lora: tinyLora, seed: 3, stateDir: stateDir() })
         // no model factory: every model attaches to this one trainer, whose sampler is the base's
         const server = yield* Server.make({ vocabSize: tinyConfig.vocabSize }).pipe(Effect.provideService(Trainer, s.trainer), Effect.provideService(Sampler, s.sampler))
-        const e = yield* Effect.flip(Reference.ensure(0.1).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
+        const e = yield* Effect.flip(ReferencePenalty.ensure(0.1).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
         assert.strictEqual(e._tag, "BackendError")
         assert.strictEqual(e._tag === "BackendError" ? e.reason : undefined, "InvalidInput")
         assert.include(e.message, "--kl-coef 0.1 needs the base model's log-probs")
