@@ -8,10 +8,9 @@
  */
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { generateText, stepCountIs, tool } from "ai"
-import { Agent, Reward } from "gyre"
-import { shippedModel } from "gyre/embedded"
+import { Agent } from "gyre"
 import { z } from "zod"
-import calculator, { answer, type Problem } from "./calculator.ts"
+import calculator from "./calculator.ts"
 
 /** "47+38" -> 85; anything else is an error the model sees. */
 export const evaluate = (expression: string): number | string => {
@@ -27,14 +26,25 @@ const calc = tool({
   execute: async ({ expression }) => evaluate(expression),
 })
 
-/** 1 when the agent's final text is just the right number. */
-export const correct = Reward.make<Problem>("correct", (r) => (/^ ?-?\d+$/.test(r.completion) && Number(r.completion) === answer(r.problem) ? 1 : 0))
-
-export default Agent.env({
-  name: "calculator-agent",
+/**
+ * What the agent envs take from envs/calculator.ts as it is: its problems and prompt, its
+ * reward (the agent's final text is the completion it scores), sampling, held-out split,
+ * base model and run defaults.
+ */
+export const fromCalculator = {
   problem: calculator.problem,
   source: calculator.source,
   prompt: calculator.prompt,
+  reward: calculator.reward,
+  sampling: calculator.sampling!,
+  eval: calculator.eval!,
+  baseModel: calculator.baseModel!,
+  defaults: calculator.defaults!,
+}
+
+export default Agent.env({
+  name: "calculator-agent",
+  ...fromCalculator,
   run: async ({ problem, baseURL, apiKey, model, signal }) => {
     const provider = createOpenAICompatible({ name: "gyre", baseURL, apiKey })
     const { text } = await generateText({
@@ -48,9 +58,4 @@ export default Agent.env({
     return text
   },
   limits: { maxTurns: 3 },
-  reward: Reward.weighted({ correct: [correct, 1] }),
-  sampling: { maxTokens: 8, temperature: 1 },
-  eval: { heldOut: 0.1, size: 400 },
-  baseModel: shippedModel("calculator"),
-  defaults: { steps: 300, evalEvery: 100, saveEvery: 100 },
 })

@@ -4,11 +4,10 @@
  * without a call (or after three completions). The same task as `envs/calculator.ts` and
  * `envs/calculator-agent.ts`, written the way an OpenAI-client agent is.
  */
-import { Agent, Reward } from "gyre"
-import { shippedModel } from "gyre/embedded"
+import { Agent } from "gyre"
 import OpenAI from "openai"
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions"
-import { correct, evaluate } from "./calculator-agent.ts"
+import { evaluate, fromCalculator } from "./calculator-agent.ts"
 import calculator from "./calculator.ts"
 
 const tools: Array<ChatCompletionTool> = [{
@@ -32,9 +31,7 @@ const runCall = (args: string): string => {
 
 export default Agent.env({
   name: "calculator-openai",
-  problem: calculator.problem,
-  source: calculator.source,
-  prompt: calculator.prompt,
+  ...fromCalculator,
   run: async ({ problem, baseURL, apiKey, model, signal }) => {
     const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 })
     const messages: Array<ChatCompletionMessageParam> = [{ role: "user", content: calculator.prompt(problem) as string }]
@@ -49,9 +46,4 @@ export default Agent.env({
     return ""
   },
   limits: { maxTurns: 3 },
-  reward: Reward.weighted({ correct: [correct, 1] }),
-  sampling: { maxTokens: 8, temperature: 1 },
-  eval: { heldOut: 0.1, size: 400 },
-  baseModel: shippedModel("calculator"),
-  defaults: { steps: 300, evalEvery: 100, saveEvery: 100 },
 })

@@ -74,19 +74,25 @@ const meaning = (m: ChatMessage): string =>
 const replyMeaning = (reply: Reply): string =>
   meaning({ role: "assistant", content: reply.content, tool_calls: reply.toolCalls.map((c, i) => ({ id: String(i), function: c })) })
 
-/** The latest completion whose request is this one's start and whose reply comes next in it. */
-const anchorOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) => {
-  let best: { readonly completion: Completion; readonly at: number } | undefined
+/**
+ * How a request goes on from the completions before it, in one pass over them: `anchor`,
+ * the latest completion whose request is this one's start and whose reply comes next in it;
+ * `rewritten`, when there is none but a completion's request is this one's start and the
+ * assistant message after it is not its reply as the endpoint returned it.
+ */
+const matchOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) => {
+  const meanings = messages.map(meaning)
+  let anchor: { readonly completion: Completion; readonly at: number } | undefined
+  let changed = false
   for (const completion of completions) {
     const chat = completion.chat
     if (chat === undefined) continue
     const at = chat.messages.length
-    const next = messages[at]
-    if (next?.role !== "assistant" || (best !== undefined && best.at > at)) continue
-    if (meaning(next) !== replyMeaning(chat.reply)) continue
-    if (chat.messages.every((m, i) => meaning(m) === meaning(messages[i]!))) best = { completion, at }
+    if (messages[at]?.role !== "assistant" || !chat.messages.every((m, i) => meaning(m) === meanings[i])) continue
+    if (meanings[at] !== replyMeaning(chat.reply)) changed = true
+    else if (anchor === undefined || at >= anchor.at) anchor = { completion, at }
   }
-  return best
+  return { anchor, rewritten: anchor === undefined && changed }
 }
 
 /** Tokens in the window where two sequences differ (after their common start, before their common end). */
@@ -97,10 +103,6 @@ export const differing = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): n
   while (end < a.length - start && end < b.length - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end++
   return Math.max(a.length, b.length) - start - end
 }
-
-/** Whether an earlier request's messages are this one's start, but the reply it got was changed past recognizing. */
-const wasRewritten = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) =>
-  completions.some((c) => c.chat !== undefined && messages[c.chat.messages.length]?.role === "assistant" && c.chat.messages.every((m, i) => messages[i] !== undefined && meaning(m) === meaning(messages[i]!)))
 
 /**
  * The tokens the model sees for a chat request: an earlier completion's tokens and the
@@ -116,8 +118,8 @@ export const inputFor = Effect.fnUntraced(function* (
 ) {
   const bos = tokenizer.bos === undefined ? [] : [tokenizer.bos]
   const whole: ReadonlyArray<number> = [...bos, ...(yield* tokenizer.encode(yield* format.render(messages, tools)))]
-  const anchor = anchorOf(completions, messages)
-  if (anchor === undefined) return { tokens: whole, diverged: 0, rewritten: wasRewritten(completions, messages) } satisfies Input
+  const { anchor, rewritten } = matchOf(completions, messages)
+  if (anchor === undefined) return { tokens: whole, diverged: 0, rewritten } satisfies Input
   const marked = yield* format.render([...messages.slice(0, anchor.at), { role: "assistant", content: MARK }, ...messages.slice(anchor.at + 1)], tools)
   const cut = marked.indexOf(MARK)
   if (cut < 0) return { tokens: whole, diverged: 0, rewritten: false } satisfies Input

@@ -9,7 +9,6 @@ import { Effect, Layer } from "effect"
 import * as Env from "../vocabulary/Env.ts"
 import { type FrozenModel, FrozenPlayers, frozenNames } from "../game/Frozen.ts"
 import * as Path from "node:path"
-import { RunError } from "../run/Settings.ts"
 import { frozen, resolve } from "./Teacher.ts"
 
 /** The models `source`'s games name as frozen players, in training or evaluation. */
@@ -30,7 +29,7 @@ export const layer = (source: Env.AnyEnv | Env.Mixture, stateDir: string) =>
     Effect.gen(function* () {
       const models = new Map<string, FrozenModel>()
       for (const [i, name] of namesOf(source).entries()) {
-        const spec = yield* resolve(name, 1).pipe(Effect.mapError((e) => new RunError({ reason: e.reason, message: e.message.replace("--teacher", "Game.frozen") })))
+        const spec = yield* resolve(name, 1, "Game.frozen")
         models.set(name, yield* frozen(spec, Path.join(stateDir, `frozen-${i}`), "Game.frozen"))
         yield* Effect.logInfo(`frozen player ${name}: ${spec.model}${spec.state !== undefined ? ` with ${spec.state}` : ""}`)
       }

@@ -21,26 +21,25 @@ import { Sampler } from "../services/Sampler.ts"
 import { Tokenizer } from "../services/Tokenizer.ts"
 import { Trainer } from "../services/Trainer.ts"
 
-const bad = (given: string, what: string) =>
-  new RunError({
-    reason: "Settings",
-    message: `--teacher ${given}: ${what}; give a model shipped with gyre (${shippedModels().join(", ")}), a model folder with weights.bin, or a run (runs/<name>, runs/<name>/step-N, a state file)`,
-  })
+/** The forms a teacher (or a frozen player) may take, for errors. */
+const forms = () => `give a model shipped with gyre (${shippedModels().join(", ")}), a model folder with weights.bin, or a run (runs/<name>, runs/<name>/step-N, a state file)`
+
+const bad = (label: string, given: string, what: string) => new RunError({ reason: "Settings", message: `${label} ${given}: ${what}; ${forms()}` })
 
 /**
- * What `--teacher` names, resolved: the base model folder, and the state file of a run's
- * checkpoint with its LoRA rank.
+ * What `--teacher` (or, with `label`, a frozen player) names, resolved: the base model
+ * folder, and the state file of a run's checkpoint with its LoRA rank.
  * @since 0.1.0 @category constructors
  */
-export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, coef: number) {
+export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, coef: number, label = "--teacher") {
   const modelDir = resolveModelDir(given)
   if (modelDir !== undefined && Fs.existsSync(Path.join(modelDir, "weights.bin"))) return { given, model: Path.resolve(modelDir), coef } satisfies Teacher
-  const source = yield* resolveInit(given).pipe(Effect.mapError((e) => bad(given, e.message.replace(/^--init-from [^:]*: /, "").replace(/; give a run folder.*$/, ""))))
+  const source = yield* resolveInit(given, { flag: label, forms: forms() })
   const newest = source.candidates[0]
-  if (newest === undefined) return yield* bad(given, "it names no checkpoint")
+  if (newest === undefined) return yield* bad(label, given, "it names no checkpoint")
   const recorded = source.dir !== undefined ? yield* recordedTrainer(source.dir) : undefined
   if (recorded === undefined || !recorded.model.startsWith("local:")) {
-    return yield* bad(given, "its run folder records no embedded base model (config.json's trainer): only embedded runs can teach here")
+    return yield* bad(label, given, "its run folder records no embedded base model (config.json's trainer): only an embedded run can be started here")
   }
   return { given, model: modelFlag(recorded.model), state: newest.path, loraRank: recorded.loraRank, coef } satisfies Teacher
 })

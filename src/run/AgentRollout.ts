@@ -6,15 +6,14 @@
  *
  * @since 0.1.0
  */
-import { Effect, Exit, Option } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
+import { messageOf } from "../tool/Syntax.ts"
 import { outputText } from "../vocabulary/Agent.ts"
 import type { Agent } from "../agent/Spec.ts"
 import { Endpoint } from "../agent/Endpoint.ts"
 import type { Completion } from "../agent/Transcript.ts"
-import type { SamplingParams } from "../vocabulary/Contract.ts"
-import type * as Env from "../vocabulary/Env.ts"
 import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
-import { ContextLength, type EpisodeRecord, type TurnRecord } from "./Rollout.ts"
+import { ContextLength, type EpisodeRecord, type GroupOptions, type TurnRecord } from "./Rollout.ts"
 import { RunError } from "./Settings.ts"
 
 /** Whether `later` goes on from `earlier` (its input is `earlier`'s input and sampled tokens, then more). */
@@ -34,10 +33,9 @@ const turnsOf = (tokenizer: TokenizerShape, completions: ReadonlyArray<Completio
     return { input: c.input, sampled: c.sampled, logprobs: c.logprobs, text: c.text, stopReason: c.stopReason, ...(observation !== undefined ? { observation } : {}) }
   })
 
-const messageOf = (e: unknown) => (e instanceof Error ? e.message : typeof e === "string" ? e : JSON.stringify(e))
 
 /** One episode: the agent run against its own key, its key retired after, its record built. */
-const playAgent = (agent: Agent<unknown>, options: PlayOptions, i: number) =>
+const playAgent = (agent: Agent<unknown>, options: GroupOptions, i: number) =>
   Effect.gen(function* () {
     const endpoint = yield* Endpoint
     const tokenizer = yield* Tokenizer
@@ -74,7 +72,7 @@ const playAgent = (agent: Agent<unknown>, options: PlayOptions, i: number) =>
       record.stop = session.limit
     } else {
       record.stop = "infra_failed"
-      record.infra = { reason: `the agent failed: ${Exit.isFailure(exit) ? messageOf(exit.cause.reasons.map((r) => ("error" in r ? r.error : "defect" in r ? r.defect : "interrupted"))[0]) : ""}`, source: "agent" }
+      record.infra = { reason: `the agent failed: ${messageOf(Cause.squash(exit.cause))}`, source: "agent" }
     }
     if (completions.length === 0 && record.infra === undefined) {
       record.stop = "infra_failed"
@@ -83,22 +81,11 @@ const playAgent = (agent: Agent<unknown>, options: PlayOptions, i: number) =>
     return record
   })
 
-/** @since 0.1.0 @category models */
-export interface PlayOptions {
-  readonly env: Env.AnyEnv
-  readonly task: Env.Task<unknown>
-  readonly sampling: SamplingParams
-  readonly numSamples: number
-  readonly affinityKey: string
-  readonly version: number
-  readonly step: number
-}
-
 /**
  * Plays `numSamples` episodes of one problem with the env's agent, concurrently.
  * @since 0.1.0 @category rollouts
  */
-export const playAgents = Effect.fnUntraced(function* (options: PlayOptions) {
+export const playAgents = Effect.fnUntraced(function* (options: GroupOptions) {
   const agent = options.env.agent
   if (agent === undefined) return yield* Effect.die(new Error(`env ${options.env.name} has no agent`))
   const endpoint = yield* Effect.serviceOption(Endpoint)

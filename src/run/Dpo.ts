@@ -62,24 +62,14 @@ export const accuracy = Effect.fnUntraced(function* (groups: ReadonlyArray<Group
 })
 
 /**
- * One DPO step's gradient: the pairs' reference log-probs, then `CustomLoss.dpo`; as a
- * chunked call's result, with the DPO metrics.
+ * One DPO step's gradient: the pairs' reference log-probs, then `CustomLoss.dpo`.
  * @since 0.1.0 @category training
  */
 export const backward = Effect.fnUntraced(function* (data: ReadonlyArray<DatumT>, beta: number, step: number, microBatch: number) {
   const reference = yield* (yield* Reference.current).logprobs(data.map((d) => d.modelInput)).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `--dpo needs the reference policy's log-probs (${e.reason}): ${e.message}` })),
   )
-  const out = yield* CustomLoss.forwardBackward(data, CustomLoss.dpo(beta, reference), { chunk: microBatch }).pipe(
+  return yield* CustomLoss.forwardBackward(data, CustomLoss.dpo(beta, reference), { chunk: microBatch }).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step, message: e.message })),
   )
-  const metrics: Readonly<Record<string, number>> = out.metrics
-  return {
-    lossFnOutputs: out.lossFnOutputs,
-    loss: metrics["loss"] ?? 0,
-    lossSum: metrics["loss"] ?? 0,
-    activeTokens: metrics["active_tokens"] ?? 0,
-    clipFraction: undefined,
-    extra: Object.fromEntries(Object.entries(metrics).filter(([k]) => k.startsWith("dpo/"))),
-  }
 })

@@ -10,25 +10,17 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { modelInputFromTokens, type SamplingParams } from "../vocabulary/Contract.ts"
+import { modelInputFromTokens } from "../vocabulary/Contract.ts"
 import * as Env from "../vocabulary/Env.ts"
 import { type FrozenModel, FrozenPlayers } from "../game/Frozen.ts"
 import type { Game } from "../game/Spec.ts"
 import { Sampler } from "../services/Sampler.ts"
 import { encodePrompt, Tokenizer } from "../services/Tokenizer.ts"
-import { ContextLength, type EpisodeRecord } from "./Rollout.ts"
+import { ContextLength, type EpisodeRecord, type GroupOptions } from "./Rollout.ts"
 import { RunError } from "./Settings.ts"
 
 /** @since 0.1.0 @category models */
-export interface GameOptions {
-  readonly env: Env.AnyEnv
-  readonly task: Env.Task<unknown>
-  readonly sampling: SamplingParams
-  /** games to play */
-  readonly numSamples: number
-  readonly affinityKey: string
-  readonly version: number
-  readonly step: number
+export interface GameOptions extends GroupOptions {
   /** `eval` plays with the game's `evalPlayers` */
   readonly split: Env.Split
 }

@@ -91,20 +91,27 @@ const turnOf = (
 })
 
 /**
- * Plays `numSamples` episodes of one problem from `promptTokens`: their first turns in one
- * sample request, then each episode by itself within the episode's time limit.
- * @since 0.1.0 @category rollouts
+ * What playing one group needs, whatever plays it (an episode, an agent, a game): the env
+ * and its problem, the sampling, how many samples, the group's affinity key, the policy
+ * version its samples are pinned to, and the step (for errors).
+ * @since 0.1.0 @category models
  */
-export const playGroup = Effect.fnUntraced(function* (options: {
+export interface GroupOptions {
   readonly env: Env.AnyEnv
   readonly task: Env.Task<unknown>
-  readonly promptTokens: ReadonlyArray<number>
   readonly sampling: SamplingParams
   readonly numSamples: number
   readonly affinityKey: string
   readonly version: number
   readonly step: number
-}) {
+}
+
+/**
+ * Plays `numSamples` episodes of one problem from `promptTokens`: their first turns in one
+ * sample request, then each episode by itself within the episode's time limit.
+ * @since 0.1.0 @category rollouts
+ */
+export const playGroup = Effect.fnUntraced(function* (options: GroupOptions & { readonly promptTokens: ReadonlyArray<number> }) {
   const tokenizer = yield* Tokenizer
   const episode = (options.env.episode ?? Episode.singleTurn) as Episode.Episode<unknown, unknown, never>
   const toolCalls: Episode.ToolCallFormat = tokenizer.toolCalls ?? "brackets"

@@ -134,12 +134,13 @@ interface InitSource {
 /**
  * Resolves `initFrom`: a state file (or a backend's remote path), a run folder (every
  * checkpoint, newest first), or `<run folder>/step-N` (that checkpoint). Reads the run
- * folder and never changes it.
+ * folder and never changes it. `named` says who asks, for errors (default `--init-from`
+ * and the forms it takes).
  * @since 0.1.0 @category running
  */
-export const resolveInit = (given: string) =>
+export const resolveInit = (given: string, named: { readonly flag: string; readonly forms: string } = { flag: "--init-from", forms: INIT_FROM_FORMS }) =>
   Effect.gen(function* () {
-    const bad = (what: string) => new RunError({ reason: "Settings", message: `--init-from ${given}: ${what}; ${INIT_FROM_FORMS}` })
+    const bad = (what: string) => new RunError({ reason: "Settings", message: `${named.flag} ${given}: ${what}; ${named.forms}` })
     if (given.includes("://")) return { dir: undefined, candidates: [{ step: undefined, path: given }] } satisfies InitSource
     const stat = Fs.statSync(given, { throwIfNoEntry: false })
     if (stat?.isFile()) {

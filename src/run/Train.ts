@@ -276,10 +276,14 @@ const backwardOf = Effect.fnUntraced(function* (settings: RunSettings, batch: Ba
   const trainer = yield* Trainer
   const { data } = datums
   const lossFn = settings.sft || settings.dpo !== undefined ? "cross_entropy" : settings.loss
-  if (settings.dpo !== undefined) return Effect.succeed<Backward>(yield* Dpo.backward(data, settings.dpo.beta, batch.step, settings.microBatch))
+  if (settings.dpo !== undefined) return Effect.succeed(fromCustom(yield* Dpo.backward(data, settings.dpo.beta, batch.step, settings.microBatch), { active: "active_tokens", extra: "dpo/" }))
   // a loss the trainer does not compute itself (gspo over the wire) trains as a custom loss
   if (lossFn === "gspo" && !(trainer.losses ?? []).includes("gspo")) {
-    return Effect.succeed<Backward>(yield* customGspo(settings, data, weights).pipe(Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: e.message }))))
+    const config = settings.lossConfig as { readonly clip_low_threshold?: number; readonly clip_high_threshold?: number }
+    const out = yield* CustomLoss.forwardBackward(data, CustomLoss.gspo(config, weights), { chunk: settings.microBatch }).pipe(
+      Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: e.message })),
+    )
+    return Effect.succeed(fromCustom(out, { active: "gspo:active_tokens", clip: "gspo:clip_fraction" }))
   }
   const pending = yield* submitChunked(data, lossFn, {
     chunk: settings.microBatch,
@@ -290,20 +294,24 @@ const backwardOf = Effect.fnUntraced(function* (settings: RunSettings, batch: Ba
   return pending.pipe(Effect.mapError((e): BackendError | RunError => e)) as Effect.Effect<Backward, BackendError | RunError>
 })
 
-/** `--loss gspo` on a trainer without it: `CustomLoss.gspo` with the step's aggregation weights, as a chunked call's result. */
-const customGspo = Effect.fnUntraced(function* (settings: RunSettings, data: ReadonlyArray<DatumT>, weights: ReadonlyArray<number> | undefined) {
-  const config = settings.lossConfig as { readonly clip_low_threshold?: number; readonly clip_high_threshold?: number }
-  const out = yield* CustomLoss.forwardBackward(data, CustomLoss.gspo(config, weights), { chunk: settings.microBatch })
+/**
+ * A custom loss's result as a chunked call's: its loss and the active-token count under
+ * `keys.active` (its loss sum their product), the clip fraction under `keys.clip`, and the
+ * metrics whose names start with `keys.extra` kept for the step's row.
+ */
+const fromCustom = (out: CustomLoss.CustomLossResult, keys: { readonly active: string; readonly clip?: string; readonly extra?: string }): Backward => {
   const metrics: Readonly<Record<string, number>> = out.metrics
-  const active = metrics["gspo:active_tokens"] ?? 0
+  const loss = metrics["loss"] ?? 0
+  const active = metrics[keys.active] ?? 0
   return {
     lossFnOutputs: out.lossFnOutputs,
-    loss: metrics["loss"] ?? 0,
-    lossSum: (metrics["loss"] ?? 0) * active,
+    loss,
+    lossSum: loss * active,
     activeTokens: active,
-    clipFraction: metrics["gspo:clip_fraction"],
+    clipFraction: keys.clip !== undefined ? metrics[keys.clip] : undefined,
+    ...(keys.extra !== undefined ? { extra: Object.fromEntries(Object.entries(metrics).filter(([k]) => k.startsWith(keys.extra!))) } : {}),
   }
-})
+}
 
 /**
  * A refused `forward_backward` as the step's error, naming the problem and sample behind
