@@ -69,7 +69,6 @@ interface State {
   readonly served: Completions.Served
   readonly sessions: Map<string, Completions.Session>
   readonly retired: Set<string>
-  requests: number
 }
 
 /** A completion route: the episode of the key, the body read, the model checked, the handler run. */
@@ -117,11 +116,9 @@ export const make = Effect.fn("Agent.Endpoint.make")(function* (options: { reado
     served: { model: MODEL, tokenizer, sampler: yield* Sampler, format: forTokenizer(tokenizer) },
     sessions: new Map(),
     retired: new Set(),
-    requests: 0,
   }
   const app = Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest
-    state.requests++
     const path = Result.getOrElse(Result.try(() => new URL(req.url, "http://localhost").pathname), () => "")
     return yield* route(state, req, path).pipe(
       Effect.map((answer) => ("json" in answer ? HttpServerResponse.jsonUnsafe(answer.json) : sse(answer.events))),

@@ -250,7 +250,6 @@ export const writeOrFail = Effect.fn("Report.writeOrFail")(function* (dir: strin
  */
 export const observer = (dir: string): RunObserverShape => ({
   onMetrics: () => Effect.void,
-  onSamples: () => Effect.void,
   onStepEnd: ({ step, steps, evaluated }) => (evaluated || step === steps || step % 100 === 0 ? write(dir) : Effect.void),
 })
 

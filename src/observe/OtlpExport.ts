@@ -35,5 +35,4 @@ export const observer: RunObserverShape = {
       ([key, value]) => Metric.update(Metric.gauge(key).pipe(Metric.withAttributes({ step: String(step) })), value),
       { discard: true },
     ),
-  onSamples: () => Effect.void,
 }

@@ -333,7 +333,8 @@ const logStep = Effect.fn("Steps.logStep")(function* (ctx: RunContext, batch: Ba
   yield* RunFolder.appendMetrics(ctx.files, metrics).pipe(Effect.mapError(fail("RunFolder", step)))
   const observer = yield* RunObserver
   yield* observer.onMetrics(metrics)
-  yield* observer.onSamples(step + 1, batch.groups.flatMap(sampleRows))
+  // the samples are gathered only for an observer that reads them
+  if (observer.onSamples !== undefined) yield* observer.onSamples(step + 1, batch.groups.flatMap(sampleRows))
   if (!(settings.logRolloutsEvery > 0 && (step === 0 || (step + 1) % settings.logRolloutsEvery === 0 || step + 1 === settings.steps))) return
   const logged = [...batch.groups.map((g, gi) => ({ g, advantages: trained.advantages[gi] })), ...(batch.dynamic?.dropped ?? []).map((g) => ({ g, advantages: undefined }))]
   const rows = logged.flatMap(({ advantages, g }) =>
