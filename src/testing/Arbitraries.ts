@@ -217,7 +217,9 @@ const answerArb = (answer: number | string | fc.Arbitrary<string>): fc.Arbitrary
 export const answerCompletion = (answer: number | string | fc.Arbitrary<string>, options: AnswerCompletionOptions = {}): fc.Arbitrary<string> => {
   const text = answerArb(answer)
   const style = options.style ?? "plain"
-  const others = noise({ digits: options.distractors ?? true })
+  // a distractor that is the answer itself would be a second answer, not a distractor
+  const alone = typeof answer === "number" ? new RegExp(`(^|[^\\d.])${String(answer).replace(/[.\-]/g, "\\$&")}(?![\\d])`) : undefined
+  const others = noise({ digits: options.distractors ?? true }).filter((t) => alone === undefined || !alone.test(t))
   const clean = noise()
   switch (style) {
     case "plain":
