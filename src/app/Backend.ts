@@ -53,6 +53,11 @@ export interface BackendOptions {
   readonly resume?: boolean | undefined
   /** `--backend loops` settings */
   readonly loops?: LoopsFlags | undefined
+  /**
+   * `--teacher` on a remote backend: the model the service scores the student's tokens
+   * with (a sampler path or base model; on Loops also `loops:<run id>`), as the Reference
+   */
+  readonly teacher?: string | undefined
 }
 
 /** A run folder with a finished step or a checkpoint: a fresh start there is refused (before anything is provisioned). */
@@ -86,6 +91,7 @@ const loopsLayer = (options: BackendOptions, tokenizer: Layer.Layer<Tokenizer, {
     keepRun: options.loops?.keepRun,
     newRun: options.loops?.newRun,
     readyTimeout: LoopsBackend.readyTimeoutOf(options.loops?.readyTimeoutSeconds),
+    teacher: options.teacher,
   })
   return Layer.merge(Layer.unwrap(Effect.as(check, loops)), tokenizer)
 }
@@ -107,6 +113,9 @@ const reportLiveLoopsRuns = (runDir: string | undefined) =>
 
 /** `--model` names neither a folder nor a shipped model: say which names there are. */
 export const unknownModel = (model: string) => new BackendError({ reason: "InvalidInput", operation: "--model", message: unknownModelMessage(model) })
+
+/** A teacher on a Tinker-protocol service: a sampler path (`tinker://…`), else a base model it serves. */
+const scoredModel = (teacher: string) => (teacher.includes("://") ? { modelPath: teacher } : { baseModel: teacher })
 
 /** The layer for `--backend`, with the tokenizer that goes with it. */
 export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
@@ -147,7 +156,7 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
     : Layer.succeed(Tokenizer, CharTokenizer.make())
   if (options.backend === "loops") return loopsLayer(options, tokenizer)
   return Layer.mergeAll(
-    Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank }),
+    Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank, ...(options.teacher !== undefined ? { reference: scoredModel(options.teacher) } : {}) }),
     tokenizer,
     reportLiveLoopsRuns(options.runDir),
   )

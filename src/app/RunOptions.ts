@@ -314,7 +314,7 @@ const teacherOf = (p: RunOptions, saved: Runner.RunSettings | undefined) =>
     }
     const coef = p.teacherCoef ?? 1
     if (!(coef > 0) || !Number.isFinite(coef)) return yield* settingsError(`--teacher-coef must be a number above 0, got ${coef}`)
-    return yield* Teacher.resolve(p.teacher, coef)
+    return yield* Teacher.resolve(p.teacher, coef, "--teacher", p.backend ?? "embedded")
   })
 
 /**

@@ -7,6 +7,10 @@
  * file): the run's base model, from its `config.json`, with the adapter of its checkpoint.
  * Its tokenizer must be the student's; another is refused, naming both.
  *
+ * On a remote backend the service itself scores (`served`): `--teacher` names a sampler
+ * path (`tinker://…`) or a base model it serves, or on Loops another run left up
+ * (`loops:<run id>`); the backend's `Reference` is then the teacher (`app/Backend.ts`).
+ *
  * @since 0.1.0
  */
 import { Context, Effect, Layer } from "effect"
@@ -31,7 +35,12 @@ const bad = (label: string, given: string, what: string) => new RunError({ reaso
  * folder, and the state file of a run's checkpoint with its LoRA rank.
  * @since 0.1.0 @category constructors
  */
-export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, coef: number, label = "--teacher") {
+export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, coef: number, label = "--teacher", backend = "embedded") {
+  // a remote backend's own service scores: what it names the model is passed as given
+  if (backend !== "embedded") {
+    if (given.trim() === "") return yield* new RunError({ reason: "Settings", message: `${label} on --backend ${backend}: name a model the service serves (a sampler path such as tinker://…, or a base model${backend === "loops" ? ", or loops:<run id>" : ""})` })
+    return { given, model: given, served: true, coef } satisfies Teacher
+  }
   const modelDir = resolveModelDir(given)
   if (modelDir !== undefined && Fs.existsSync(Path.join(modelDir, "weights.bin"))) return { given, model: Path.resolve(modelDir), coef } satisfies Teacher
   const source = yield* resolveInit(given, { flag: label, forms: forms() })

@@ -138,10 +138,11 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     resume: resumeDir !== undefined,
     loops: options.loops,
     workers: settings.async || options.workers === true,
+    ...(settings.teacher?.served === true ? { teacher: settings.teacher.model } : {}),
   })
-  // a teacher (--teacher) stands in for the reference of the KL penalty
+  // a teacher (--teacher) stands in for the reference of the KL penalty; a remote service's is its backend's Reference
   const teacher = settings.teacher
-  const withTeacher = teacher === undefined ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
+  const withTeacher = teacher === undefined || teacher.served === true ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
   // a game's frozen players (Game.frozen), started once for the run
   const withPlayers = Players.needed(source) ? Layer.provideMerge(Players.layer(source, RunLog.paths(settings.outDir).state), withTeacher) : withTeacher
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(

@@ -154,7 +154,7 @@ const flags = {
   dpoBeta: num("dpo-beta", "DPO's beta, the inverse temperature of the implicit reward (default 0.1)"),
   teacher: Flag.String("teacher").pipe(
     Flag.withDescription(
-      "on-policy distillation: a teacher that scores every token the policy samples, its per-token reverse KL folded into the advantages as --kl-coef's is (centred on the step's mean): a model shipped with gyre (calculator), a model folder, or a run (runs/<name>, runs/<name>/step-N); its tokenizer must be the student's",
+      "on-policy distillation: a teacher that scores every token the policy samples, its per-token reverse KL folded into the advantages as --kl-coef's is (centred on the step's mean): a model shipped with gyre (calculator), a model folder, or a run (runs/<name>, runs/<name>/step-N); its tokenizer must be the student's. On a remote --backend the service scores: a sampler path (tinker://...) or a base model it serves; on loops also loops:<run id>, a run left up with --keep-run",
     ),
     Flag.optional,
   ),

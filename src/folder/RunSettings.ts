@@ -74,12 +74,15 @@ export type Overlong = typeof Overlong.Type
  * On-policy distillation (`--teacher`): the teacher whose log-probs of every sampled token
  * stand in for the reference of the KL penalty (`coef` its coefficient, `--teacher-coef`),
  * so each token's advantage gains `coef · (teacher − student log-prob − the step's mean)`.
- * `model` is the teacher's base model folder, `state` the adapter of a run's checkpoint.
+ * `model` is the teacher's base model folder, `state` the adapter of a run's checkpoint;
+ * with `served`, the run's own remote service scores with `model` (a sampler path or base
+ * model it serves, or on Loops `loops:<run id>`).
  * @since 0.1.0 @category models
  */
 export const Teacher = Schema.Struct({
   given: Schema.String,
   model: Schema.String,
+  served: Schema.optional(Schema.Boolean),
   state: Schema.optional(Schema.String),
   loraRank: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
   coef: Schema.Finite.check(Schema.isGreaterThan(0)),

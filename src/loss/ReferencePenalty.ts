@@ -18,6 +18,7 @@ import * as KlPenalty from "./KlPenalty.ts"
  * @since 0.1.0 @category combinators
  */
 export const ensure = Effect.fn("Reference.ensure")(function* (coef: number, flag = "--kl-coef") {
+  const teacher = flag === "--teacher"
   const bad = KlPenalty.checkCoef(coef, flag)
   if (bad) return yield* new BackendError({ reason: "InvalidInput", operation: "Reference.ensure", message: bad })
   if (coef === 0) return
@@ -28,7 +29,9 @@ export const ensure = Effect.fn("Reference.ensure")(function* (coef: number, fla
         new BackendError({
           reason: e.reason,
           operation: e.operation,
-          message: `${flag} ${coef} needs the base model's log-probs of the sampled tokens, but ${e.message}. Use a backend that serves the base model, or ${flag} 0`,
+          message: teacher
+            ? `--teacher needs the teacher's log-probs of the sampled tokens, but ${e.message}. Name a model the backend can score with`
+            : `${flag} ${coef} needs the base model's log-probs of the sampled tokens, but ${e.message}. Use a backend that serves the base model, or ${flag} 0`,
         }),
     ),
   )

@@ -30,7 +30,25 @@ export interface Options extends Omit<Provision.Options, "baseModel"> {
   readonly apiKey?: Redacted.Redacted<string> | undefined
   /** retry policy of the control plane and the data plane */
   readonly retry?: Retry.Policy | undefined
+  /**
+   * `--teacher`: `loops:<run id>`, a Loops run left up whose sampler scores the student's
+   * tokens; or, when the run speaks Tinker's protocol, a sampler path or a base model
+   */
+  readonly teacher?: string | undefined
 }
+
+/** The run `--teacher loops:<id>` names, ready; or the model a Tinker-protocol server scores with. */
+const teacherOf = (teacher: string | undefined, options: Options) =>
+  Effect.gen(function* () {
+    if (teacher === undefined) return undefined
+    const id = /^loops:(.+)$/.exec(teacher)?.[1]
+    if (id === undefined) return teacher.includes("://") ? { modelPath: teacher } : { baseModel: teacher }
+    const run = yield* Provision.awaitReady(id, "", { readyTimeout: options.readyTimeout ?? "2 minutes" }).pipe(
+      Effect.mapError((e) => new LoopsError({ reason: e.reason, route: "--teacher", message: `--teacher ${teacher}: ${e.message} (the teacher is a Loops run left up with --keep-run)` })),
+    )
+    yield* Effect.logInfo(`loops: the teacher is run ${run.id} (${run.baseModel}), scored by its sampler ${run.samplerUrl}`)
+    return { run }
+  })
 
 /** A run's services, with the control plane it was provisioned on, given an `HttpClient` and a `Scope`. */
 const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
@@ -54,7 +72,9 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
     Effect.map((c) => c.supported_models.find((m) => m.model_name === run.baseModel)?.max_context_length ?? 0),
     Effect.orElseSucceed(() => 0),
   )
+  const teacher = yield* teacherOf(options.teacher, options).pipe(Effect.provideService(ControlPlane.ControlPlane, cp))
   const services = yield* DataPlane.make(run, {
+    teacher,
     apiKey,
     loraRank: options.loraRank,
     maxSequenceLength: context,

@@ -21,6 +21,7 @@
  */
 import { type Duration, Effect, Option, Redacted, Result } from "effect"
 import { HttpClient } from "effect/http"
+import { BackendError, type ModelInput, modelInputFromTokens } from "../../vocabulary/Contract.ts"
 import { decode } from "../../util/Decode.ts"
 import * as Reference from "../../services/Reference.ts"
 import * as Http from "../http/client/Client.ts"
@@ -50,6 +51,12 @@ export interface Options {
   readonly readyTimeout?: Duration.Input | undefined
   /** skip the probe and speak this protocol */
   readonly protocol?: Protocol | undefined
+  /**
+   * a distillation teacher, the `Reference` in place of the base model: another Loops run
+   * (left up) whose paired sampler scores the tokens, over the Loops protocol; or, on a
+   * run that speaks Tinker's protocol, a sampler path or base model its server serves
+   */
+  readonly teacher?: { readonly run: ReadyRun } | Http.Options["reference"] | undefined
 }
 
 /** The Loops API's default LoRA rank. */
@@ -81,6 +88,7 @@ export const clientOptions = (run: ReadyRun, options: Options): Http.Options => 
   tags: [`loops-run:${run.id}`],
   ...(options.retry !== undefined ? { retry: options.retry } : {}),
   ...(options.readyTimeout !== undefined ? { readyTimeout: options.readyTimeout } : {}),
+  ...(options.teacher !== undefined && !("run" in options.teacher) ? { reference: options.teacher } : {}),
 })
 
 /** One probe: the status of a GET and whether its body is what `check` wants. */
@@ -120,10 +128,35 @@ const loopsServices = (http: HttpClient.HttpClient, run: ReadyRun, options: Opti
     readyTimeout: options.readyTimeout ?? "10 minutes",
     trainerVersion: LoopsTrainer.policyVersion(ops),
   })
-  const reference = Reference.unavailable(
-    "the Loops data plane has no base-model scoring route gyre knows of (its sampler serves the trained policy), so a KL penalty to the base model cannot run on --backend loops; use --kl-coef 0",
-  )
+  const teacher = options.teacher
+  const reference = teacher !== undefined && "run" in teacher
+    ? teacherScorer(http, teacher.run, options, retry)
+    : Reference.unavailable(
+      teacher !== undefined
+        ? "on the Loops data plane a teacher is another Loops run, left up (--keep-run), whose sampler scores the student's tokens: --teacher loops:<run id>"
+        : "the Loops data plane has no base-model scoring route gyre knows of (its sampler serves the trained policy), so a KL penalty to the base model cannot run on --backend loops; use --kl-coef 0",
+    )
   return { trainer, sampler, reference }
+}
+
+/** Sequences a teacher run scores at once. */
+const TEACHER_CONCURRENCY = 8
+
+/**
+ * A teacher run's paired sampler as the `Reference`: `compute_logprobs` (prompt log-probs
+ * of its newest policy) of every sequence, over the Loops sampler's wire.
+ */
+const teacherScorer = (http: HttpClient.HttpClient, run: ReadyRun, options: Options, retry: Retry.Policy): Reference.ReferenceShape => {
+  const scorer = LoopsSampler.make({
+    transport: transportTo(http, run.samplerUrl, options.apiKey),
+    retry,
+    readyTimeout: options.readyTimeout ?? "10 minutes",
+    trainerVersion: Effect.succeed(0),
+  })
+  const named = <A>(effect: Effect.Effect<A, BackendError>) =>
+    effect.pipe(Effect.mapError((e) => new BackendError({ reason: e.reason, operation: "teacher", message: `the teacher, Loops run ${run.id} (${run.baseModel}), at ${run.samplerUrl}: ${e.message}` })))
+  const logprobs = (inputs: ReadonlyArray<ModelInput>) => named(Effect.forEach(inputs, (input) => scorer.computeLogprobs(input), { concurrency: TEACHER_CONCURRENCY }))
+  return { logprobs, check: Effect.asVoid(logprobs([modelInputFromTokens([0, 0])])) }
 }
 
 /**

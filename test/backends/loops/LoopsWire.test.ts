@@ -96,11 +96,11 @@ const fakeWith = (options: Partial<FakeOptions> = {}) =>
 
 const runDir = () => Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-wire-")), "r")
 
-const train = (fake: Fake, dir: string, steps = 3) =>
-  Runner.run(toySettings(dir, { steps, groups: 2, groupSize: 4, saveEvery: 2, logRolloutsEvery: 0 }), vowels, { resume: false }).pipe(
+const train = (fake: Fake, dir: string, steps = 3, options: Partial<Loops.Options> = {}, settings: Partial<Runner.RunSettings> = {}) =>
+  Runner.run(toySettings(dir, { steps, groups: 2, groupSize: 4, saveEvery: 2, logRolloutsEvery: 0, ...settings }), vowels, { resume: false }).pipe(
     Effect.provide(
       Layer.fresh(Layer.merge(
-        Loops.layer({ baseModel: RANDOM_MODEL, loraRank: 4, runDir: dir, resume: false, url: fake.url, apiKey: Redacted.make(KEY), retry: Retry.fast, pollInterval: "20 millis" }),
+        Loops.layer({ baseModel: RANDOM_MODEL, loraRank: 4, runDir: dir, resume: false, url: fake.url, apiKey: Redacted.make(KEY), retry: Retry.fast, pollInterval: "20 millis", ...options }),
         Layer.succeed(Tokenizer, CharTokenizer.make()),
       )),
     ),
@@ -128,6 +128,26 @@ describe("--backend loops over the Loops data plane", () => {
       const trainer = paths.filter((p) => p.startsWith("trainer ")).join("\n")
       assert.include(trainer, "trainer POST /forward_backward\ntrainer POST /optim_step\ntrainer POST /save_weights_for_sampler", trainer)
       assert.isTrue(fake.log.filter((e) => e.kind === "trainer" || e.kind === "sampler").every((e) => e.headers.includes(`Api-Key ${KEY}`)))
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("--teacher loops:<run id>: a run left up scores the student's tokens through its sampler's prompt log-probs, and stays up", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith()
+      yield* train(fake, runDir(), 1, { keepRun: true })
+      const [teacherRun] = [...fake.runs.values()]
+      const given = `loops:${teacherRun!.id}`
+      const before = fake.entriesOf(teacherRun!.id).length
+      const metrics = yield* train(fake, runDir(), 2, { teacher: given }, { teacher: { given, model: given, served: true, coef: 1 } })
+      assert.deepStrictEqual(metrics.map((m) => m["step"]), [1, 2])
+      for (const row of metrics) assert.isAbove(row["kl/policy_ref_tokens"]!, 0)
+      const scored = fake.entriesOf(teacherRun!.id).slice(before).filter((e) => e.kind === "sampler" && e.method === "POST" && e.path.endsWith("/v1/completions"))
+      assert.isAtLeast(scored.length, 2, "the teacher's sampler scored the student's samples")
+      assert.strictEqual(fake.deactivations(teacherRun!.id), 0, "the student leaves the teacher's run up")
+      const student = [...fake.runs.values()].find((r) => r.id !== teacherRun!.id)!
+      assert.strictEqual(fake.deactivations(student.id), 1)
+
+      const wrong = yield* Effect.exit(train(fake, runDir(), 1, { teacher: "tinker://elsewhere/sampler_weights/x" }, { teacher: { given: "x", model: "x", served: true, coef: 1 } }))
+      assert.include(String(wrong), "on the Loops data plane a teacher is another Loops run")
     }).pipe(Effect.scoped), 60_000)
 
   it.live("a training operation the trainer refuses (its first publication) fails the run after it was created, and the run is deactivated once", () =>

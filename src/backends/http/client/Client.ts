@@ -90,6 +90,12 @@ export interface Options {
    * or `forward`
    */
   readonly wire?: "auto" | "protobuf" | "json" | undefined
+  /**
+   * the model the `Reference` scores with (a distillation teacher): a sampler path the
+   * server saved (`modelPath`, `tinker://…`) or another base model it serves; default the
+   * base model being trained, the KL penalty's reference
+   */
+  readonly reference?: ClientReference.ScoredModel | undefined
 }
 
 /**
@@ -237,7 +243,7 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   const state = yield* createModel(ctx, sessionId)
   const trainer = ClientTrainer.make(ctx.calls, state, { wire: options.wire ?? "auto" })
   const sampler = ClientSampler.make(ctx.samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
-  const reference = yield* ClientReference.make(ctx.samplerCalls, state, sessionId)
+  const reference = yield* ClientReference.make(ctx.samplerCalls, state, sessionId, options.reference)
   yield* Effect.logDebug(`connected to ${ctx.transport.where}: session ${sessionId}, model ${state.modelId} (${state.baseModel})`)
   return { trainer, sampler, reference, sessionId, modelId: state.modelId, baseModel: state.baseModel }
 })

@@ -5,6 +5,10 @@
  * `max_tokens` 1). The session is created on first use (`check` or `logprobs`) and
  * kept; if the server refuses it, every later call fails with the server's reason.
  *
+ * A teacher (`Options.reference`) is scored the same way, on a sampling session of the
+ * model it names: a sampler path (`model_path`, e.g. `tinker://…/sampler_weights/…`) or
+ * another base model the server serves (`base_model`).
+ *
  * The session takes the next `sampling_session_seq_id` of this connection: the
  * connection counts the sampler ids the server gave it (one per published sampler),
  * since the protocol shares that counter between sampling sessions and samplers.
@@ -23,9 +27,17 @@ import * as Wire from "../wire/Wire.ts"
 /** Sequences scored at once (each is one `asample` future). */
 const CONCURRENCY = 16
 
+/** The model a reference session scores with: the run's base model, another base model, or a sampler path. @since 0.1.0 @category models */
+export type ScoredModel = { readonly baseModel: string } | { readonly modelPath: string }
+
+/** The model in words, for errors. */
+const describe = (model: ScoredModel) => ("modelPath" in model ? `model_path ${JSON.stringify(model.modelPath)}` : `the base model ${JSON.stringify(model.baseModel)}`)
+
 /** @since 0.1.0 @category constructors */
-export const make = (calls: Calls, state: State, sessionId: string): Effect.Effect<ReferenceShape> =>
+export const make = (calls: Calls, state: State, sessionId: string, scored?: ScoredModel): Effect.Effect<ReferenceShape> =>
   Effect.gen(function* () {
+    const model: ScoredModel = scored ?? { baseModel: state.baseModel }
+    const what = scored === undefined ? "the reference log-probs come from it" : "the teacher's log-probs come from it"
     const { direct, futureCall } = calls
     let seq = 0
 
@@ -34,7 +46,7 @@ export const make = (calls: Calls, state: State, sessionId: string): Effect.Effe
       return direct(
         "POST",
         "/create_sampling_session",
-        { session_id: sessionId, sampling_session_seq_id: samplingSeq, base_model: state.baseModel, type: "create_sampling_session" },
+        { session_id: sessionId, sampling_session_seq_id: samplingSeq, ...("modelPath" in model ? { model_path: model.modelPath } : { base_model: model.baseModel }), type: "create_sampling_session" },
         Wire.CreateSamplingSessionResponse,
         "create_sampling_session",
       ).pipe(
@@ -45,7 +57,7 @@ export const make = (calls: Calls, state: State, sessionId: string): Effect.Effe
             new BackendError({
               reason: e.reason,
               operation: "reference",
-              message: `the server refused a sampling session of the base model ${JSON.stringify(state.baseModel)} (the reference log-probs come from it): ${e.message}`,
+              message: `the server refused a sampling session of ${describe(model)} (${what}): ${e.message}`,
             }),
         ),
       )
@@ -66,7 +78,7 @@ export const make = (calls: Calls, state: State, sessionId: string): Effect.Effe
         }
         const r = yield* Effect.flatMap(futureCall("/asample", body, "Sample", Schema.Unknown, "reference"), (raw) => sampleResult(raw, "reference"))
         if (r.prompt_logprobs === undefined || r.prompt_logprobs === null) {
-          return yield* new BackendError({ reason: "Internal", operation: "reference", message: `the server returned no prompt_logprobs for inputs[${index}] of the base model` })
+          return yield* new BackendError({ reason: "Internal", operation: "reference", message: `the server returned no prompt_logprobs for inputs[${index}] of ${describe(model)}` })
         }
         const lps = Alignment.promptLogprobsFromWire(r.prompt_logprobs)
         if (Result.isFailure(lps)) return yield* new BackendError({ reason: "Internal", operation: "reference", message: `inputs[${index}]: ${lps.failure}` })
