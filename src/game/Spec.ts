@@ -10,13 +10,13 @@ import type { Random } from "../env/Sources.ts"
  * Who plays a role: `"policy"` (the model being trained: its moves are sampled and
  * trained with the role's outcome), a frozen model (its moves sampled, never trained: a
  * model shipped with gyre, a model folder, or a run's checkpoint, as `--teacher` names
- * one), or a scripted player (its moves computed from the state, its role and a seeded
- * random source).
+ * one; `temperature` its own, default the env's), or a scripted player (its moves
+ * computed from the state, its role and a seeded random source).
  * @since 0.1.0 @category models
  */
 export type Player<S> =
   | "policy"
-  | { readonly frozen: string }
+  | { readonly frozen: string; readonly temperature?: number | undefined }
   | { readonly scripted: (state: S, role: string, random: Random) => string }
 
 /** A move's result: the next state, or why the move is illegal. @since 0.1.0 @category models */

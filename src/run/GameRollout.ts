@@ -37,13 +37,14 @@ const guarded = <A>(options: GameOptions, what: string, f: () => A) =>
   })
 
 /** One policy move: the role's view encoded, one completion sampled (from the policy, or from a frozen model when given). */
-const policyMove = Effect.fnUntraced(function* (options: GameOptions, view: string, seed: number, frozen?: FrozenModel) {
+const policyMove = Effect.fnUntraced(function* (options: GameOptions, view: string, seed: number, frozen?: FrozenModel, temperature?: number) {
   const tokenizer = yield* Tokenizer
   const input = yield* encodePrompt(tokenizer, view).pipe(Effect.mapError((e) => new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}: cannot encode the view ${JSON.stringify(view)}: ${e.message}` })))
   const context = yield* ContextLength
   if (input.length >= context) return yield* new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}: a view has ${input.length} tokens, but the model's context is ${context}` })
   const sampler = frozen?.sampler ?? (yield* Sampler)
-  const out = yield* sampler.sample(modelInputFromTokens(input), { ...options.sampling, maxTokens: Math.min(options.sampling.maxTokens, context - input.length), seed }, {
+  const params = { ...options.sampling, ...(temperature !== undefined ? { temperature } : {}), maxTokens: Math.min(options.sampling.maxTokens, context - input.length), seed }
+  const out = yield* sampler.sample(modelInputFromTokens(input), params, {
     numSamples: 1,
     affinityKey: options.affinityKey,
     minPolicyVersion: frozen?.version ?? options.version,
@@ -81,7 +82,7 @@ const playGame = (game: AnyGame, options: GameOptions, i: number) =>
           return yield* new RunError({ reason: "Env", step: options.step, message: `env ${options.env.name}: role ${role} is played by the frozen model ${player.frozen}, which this run did not start (gyre run and runTraining start a game's frozen players)` })
         }
         const view = yield* guarded(options, "view", () => game.view(state, role))
-        text = (yield* policyMove(options, view, Env.hash32(`${options.sampling.seed ?? 0}/${i}/${m}/frozen`), model)).text
+        text = (yield* policyMove(options, view, Env.hash32(`${options.sampling.seed ?? 0}/${i}/${m}/frozen`), model, player.temperature)).text
       } else text = yield* guarded(options, "scripted player", () => player.scripted(state, role, random))
       // the other roles see the move after their own last turn
       for (const [other, record] of records) {

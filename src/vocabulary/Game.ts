@@ -41,12 +41,16 @@ export const policy = "policy" as const
 /**
  * A frozen player: its moves are sampled from a model that does not train (a model
  * shipped with gyre, a model folder, or a run's checkpoint: `runs/<name>`, `runs/<name>/step-N`),
- * started once for the run. Its tokenizer must be the run's.
+ * started once for the run. Its tokenizer must be the run's. It samples at the env's
+ * temperature unless `temperature` says otherwise (0: its most likely move, e.g. an
+ * answerer at its most reliable).
  * @since 0.1.0 @category constructors
  */
-export const frozen = (model: string): { readonly frozen: string } => {
+export const frozen = (model: string, options: { readonly temperature?: number } = {}): { readonly frozen: string; readonly temperature?: number } => {
   if (typeof model !== "string" || model.trim() === "") throw new TypeError("Game.frozen: name a model (a shipped name, a folder) or a run")
-  return { frozen: model }
+  const t = options.temperature
+  if (t !== undefined && !(Number.isFinite(t) && t >= 0)) throw new TypeError(`Game.frozen(${JSON.stringify(model)}): temperature must be a number >= 0, got ${String(t)}`)
+  return t === undefined ? { frozen: model } : { frozen: model, temperature: t }
 }
 
 /** A scripted player: its moves are computed from the state, never sampled or trained. @since 0.1.0 @category constructors */

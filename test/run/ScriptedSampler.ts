@@ -13,13 +13,13 @@ import { Sampler } from "../../src/services/Sampler.ts"
 import { Tokenizer } from "../../src/services/Tokenizer.ts"
 
 export const scriptedSampler = (reply: (promptText: string, index: number) => string) => {
-  const calls: Array<{ readonly prompt: string; readonly maxTokens: number }> = []
+  const calls: Array<{ readonly prompt: string; readonly maxTokens: number; readonly temperature: number }> = []
   const service = Sampler.of({
     sample: (prompt, params, options) =>
       Effect.sync((): SampleResult => {
         const tokens = modelInputTokens(prompt)
         const text = CharTokenizer.decodeChars(tokens)
-        calls.push({ prompt: text, maxTokens: params.maxTokens })
+        calls.push({ prompt: text, maxTokens: params.maxTokens, temperature: params.temperature })
         const sequences = Array.from({ length: options.numSamples }, (_, i) => {
           let out = reply(text, i)
           let stopped = false
