@@ -12,7 +12,7 @@ import { Sampler } from "gyre"
 import OpenAI from "openai"
 import * as Endpoint from "../src/agent/Endpoint.ts"
 import { Local } from "../src/backends/local/index.ts"
-import { modelInputFromTokens } from "../src/vocabulary/Contract.ts"
+import { modelInputFromTokens } from "../src/contract/Contract.ts"
 import { encodePrompt, Tokenizer } from "../src/services/Tokenizer.ts"
 
 const N = Number(process.argv[2] ?? 300)

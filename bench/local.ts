@@ -21,7 +21,7 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as tf from "@tensorflow/tfjs"
-import { type Datum, float32, modelInputFromTokens } from "../src/vocabulary/Contract.ts"
+import { type Datum, float32, modelInputFromTokens } from "../src/contract/Contract.ts"
 import { resolveLoss } from "../src/loss/Loss.ts"
 import { BOS, encodeChars, VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { loadBaseModel } from "../src/backends/local/Checkpoint.ts"

@@ -4,7 +4,7 @@
  * trained on the reference and EOS only; a completion is correct when it ends with EOS
  * and its text, trimmed, equals the reference, trimmed.
  */
-import { type Datum, int64, modelInputFromTokens } from "../src/vocabulary/Contract.ts"
+import { type Datum, int64, modelInputFromTokens } from "../src/contract/Contract.ts"
 import * as Env from "../src/vocabulary/Env.ts"
 import { BOS, decodeChars, EOS, encodeChars } from "../src/backends/local/CharTokenizer.ts"
 

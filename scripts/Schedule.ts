@@ -3,7 +3,7 @@
  * rate schedule: linear warmup over `warmupSteps`, constant, then linear decay to 0 over
  * the last `decayFraction` of the budget.
  */
-import type { AdamParams } from "../src/vocabulary/Contract.ts"
+import type { AdamParams } from "../src/contract/Contract.ts"
 
 export const PRETRAIN_OPTIMIZER = {
   batchSize: 32,

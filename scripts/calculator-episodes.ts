@@ -11,7 +11,7 @@
  *
  * The episode is correct when the final turn, trimmed, is an integer equal to the answer.
  */
-import { float32, int64, modelInputFromTokens, type Datum } from "../src/vocabulary/Contract.ts"
+import { float32, int64, modelInputFromTokens, type Datum } from "../src/contract/Contract.ts"
 import * as Env from "../src/vocabulary/Env.ts"
 import type { Rng } from "../src/backends/local/Rng.ts"
 import { BOS, decodeChars, EOS, encodeChars } from "../src/backends/local/CharTokenizer.ts"

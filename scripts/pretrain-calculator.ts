@@ -22,7 +22,7 @@
  * reports as test/env/...) is measured once, after the choice, for the card.
  */
 import { failWith, parseFlags } from "./Flags.ts"
-import type { Datum } from "../src/vocabulary/Contract.ts"
+import type { Datum } from "../src/contract/Contract.ts"
 import { type ResolvedLoss, resolveLoss } from "../src/loss/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"
 import { machine, writeModelFolder } from "./ModelFolder.ts"

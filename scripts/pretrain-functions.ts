@@ -19,7 +19,7 @@
  * the choice, for the card.
  */
 import { failWith, parseFlags } from "./Flags.ts"
-import type { Datum } from "../src/vocabulary/Contract.ts"
+import type { Datum } from "../src/contract/Contract.ts"
 import * as Env from "../src/vocabulary/Env.ts"
 import { resolveLoss } from "../src/loss/Loss.ts"
 import { decodeChars, EOS, VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"

@@ -15,7 +15,7 @@
  */
 import { parseFlags } from "./Flags.ts"
 import { Effect } from "effect"
-import type { Datum } from "../src/vocabulary/Contract.ts"
+import type { Datum } from "../src/contract/Contract.ts"
 import * as Env from "../src/vocabulary/Env.ts"
 import { resolveLoss } from "../src/loss/Loss.ts"
 import { VOCAB_SIZE } from "../src/backends/local/CharTokenizer.ts"

@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
 import { Contract, Datum } from "gyre"
-import * as DatumIssue from "../src/vocabulary/DatumIssue.ts"
+import * as DatumIssue from "../src/contract/DatumIssue.ts"
 
 const V = 50
 const token = fc.integer({ min: 0, max: V - 1 })

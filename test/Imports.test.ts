@@ -2,7 +2,8 @@
  * The shape of the import graph of `src/`: commands depend on the library, never the
  * reverse; the application (`src/app`: training, evaluation, the report, rescoring,
  * export, run options) is imported only by the commands and the entry points; the public
- * modules reach no runner or command internals; and no module imports itself through others. Imports are read from the source text (static
+ * modules reach no runner or command internals; and no module imports itself through others,
+ * nor any folder. Imports are read from the source text (static
  * `import`/`export ... from`, including type-only ones, and `import("...")` with a
  * literal path); only relative paths to files in `src/` count.
  */
@@ -40,9 +41,16 @@ const importsOf = (file: string): Array<string> => {
 const graph = new Map(filesUnder(SRC).map((f) => [f, importsOf(f)] as const))
 const rel = (f: string) => Path.relative(SRC, f).split(Path.sep).join("/")
 const under = (folder: string) => (f: string) => rel(f).startsWith(`${folder}/`)
+/** The folder a module is in: its first folder under src/; a backend's own (backends/http/client, backends/local). */
+const folderOf = (f: string): string => {
+  const parts = rel(f).split("/")
+  if (parts.length === 1) return parts[0]!
+  if (parts[0] === "backends") return parts.slice(0, parts.length > 3 ? 3 : 2).join("/")
+  return parts[0]!
+}
 
-/** Every circle, as the modules of each strongly connected part of more than one module (or one importing itself). */
-const circles = (): Array<Array<string>> => {
+/** Every circle of `graph`, as the nodes of each strongly connected part of more than one node (or one importing itself). */
+const circles = (graph: ReadonlyMap<string, ReadonlyArray<string>>, name: (v: string) => string = rel): Array<Array<string>> => {
   let counter = 0
   const index = new Map<string, number>()
   const low = new Map<string, number>()
@@ -68,7 +76,7 @@ const circles = (): Array<Array<string>> => {
         onStack.delete(w)
         part.push(w)
       } while (w !== v)
-      if (part.length > 1 || (graph.get(v) ?? []).includes(v)) out.push(part.map(rel).sort())
+      if (part.length > 1 || (graph.get(v) ?? []).includes(v)) out.push(part.map(name).sort())
     }
   }
   for (const v of graph.keys()) if (!index.has(v)) visit(v)
@@ -107,7 +115,7 @@ describe("the import graph of src/", () => {
   })
 
   it("the library's layers import nothing of the run loop, the application or the commands", () => {
-    const lower = ["vocabulary", "folder", "loss", "metrics", "services", "util", "env", "reward", "tool", "game", "agent"]
+    const lower = ["contract", "vocabulary", "folder", "loss", "metrics", "services", "util", "env", "reward", "tool", "game", "agent"]
     const up = [...graph].flatMap(([f, deps]) =>
       lower.some((l) => under(l)(f)) ? deps.filter((d) => under("run")(d) || under("app")(d) || under("cli")(d)).map((d) => `${rel(f)} -> ${rel(d)}`) : []
     )
@@ -115,6 +123,18 @@ describe("the import graph of src/", () => {
   })
 
   it("has no import circle", () => {
-    assert.deepStrictEqual(circles(), [])
+    assert.deepStrictEqual(circles(graph), [])
+  })
+
+  it("has no circle between folders either: each folder's imports reach only folders below it", () => {
+    const folders = new Map<string, Set<string>>()
+    for (const [f, deps] of graph) {
+      const from = folderOf(f)
+      const to = folders.get(from) ?? new Set<string>()
+      for (const d of deps) if (folderOf(d) !== from) to.add(folderOf(d))
+      folders.set(from, to)
+    }
+    assert.isAbove(folders.size, 20)
+    assert.deepStrictEqual(circles(new Map([...folders].map(([k, v]) => [k, [...v]])), (v) => v), [])
   })
 })

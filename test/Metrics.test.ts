@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as fc from "fast-check"
-import { modelInputFromTokens } from "../src/vocabulary/Contract.ts"
+import { modelInputFromTokens } from "../src/contract/Contract.ts"
 import * as Datum from "../src/vocabulary/Datum.ts"
 import { Local } from "../src/backends/local/index.ts"
 import * as Metrics from "../src/metrics/Metrics.ts"

@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import * as Env from "../src/vocabulary/Env.ts"
-import * as Episode from "../src/vocabulary/Episode.ts"
+import * as Episode from "../src/env/Episode.ts"
 import * as Reward from "../src/vocabulary/Reward.ts"
 import { sampleRows } from "../src/run/Collect.ts"
 import { Sampler } from "../src/services/Sampler.ts"

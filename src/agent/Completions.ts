@@ -7,8 +7,8 @@
  * @since 0.1.0
  */
 import { Data, Effect } from "effect"
-import { modelInputFromTokens, type SamplingParams } from "../vocabulary/Contract.ts"
-import { hash32 } from "../env/Sources.ts"
+import { modelInputFromTokens, type SamplingParams } from "../contract/Contract.ts"
+import { hash32 } from "../util/Random.ts"
 import type { SamplerShape } from "../services/Sampler.ts"
 import type { TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"

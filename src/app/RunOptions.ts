@@ -8,7 +8,7 @@
 import * as Path from "node:path"
 import { Effect, Schema, SchemaIssue } from "effect"
 import type * as Advantage from "../vocabulary/Advantage.ts"
-import type { LossFn } from "../vocabulary/Contract.ts"
+import type { LossFn } from "../contract/Contract.ts"
 import * as Env from "../vocabulary/Env.ts"
 import * as Runner from "../Runner.ts"
 import * as Teacher from "./Teacher.ts"

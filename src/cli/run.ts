@@ -5,7 +5,7 @@
 import { Console, Effect, Option } from "effect"
 import { Argument, CliError, CliOutput, Command, Flag } from "effect/cli"
 import * as Advantage from "../vocabulary/Advantage.ts"
-import { LossFn } from "../vocabulary/Contract.ts"
+import { LossFn } from "../contract/Contract.ts"
 import { availableEnvs } from "../app/LoadEnv.ts"
 import { type RunOptions, train } from "../app/Training.ts"
 

@@ -24,7 +24,7 @@
  */
 import { Duration, Effect, Option, Redacted, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
-import { BackendError } from "../vocabulary/Contract.ts"
+import { BackendError } from "../contract/Contract.ts"
 import { archivePack, embedded, RANDOM_CONFIG } from "../backends/local/Serve.ts"
 import { Sampler } from "../services/Sampler.ts"
 import { Trainer } from "../services/Trainer.ts"

@@ -11,7 +11,7 @@
 import type { Layer } from "effect"
 import * as LocalBackend from "../backends/local/index.ts"
 import type { LocalOptions } from "../backends/local/Options.ts"
-import type { BackendError } from "../vocabulary/Contract.ts"
+import type { BackendError } from "../contract/Contract.ts"
 import { defaultModelDir } from "../Paths.ts"
 import type { Reference } from "../services/Reference.ts"
 import type { Sampler } from "../services/Sampler.ts"

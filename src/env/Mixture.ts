@@ -7,7 +7,7 @@
  */
 import { Effect } from "effect"
 import { type AnyEnv, isEnv } from "./Definition.ts"
-import { random } from "./Sources.ts"
+import { random } from "../util/Random.ts"
 import { problemAt, type Split } from "./Tasks.ts"
 
 /** Weighted envs drawn from per problem. @since 0.1.0 @category models */

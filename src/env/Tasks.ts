@@ -9,7 +9,7 @@
 import { Effect, Schema } from "effect"
 import { formatIssue } from "../util/Decode.ts"
 import { type Env, EnvError } from "./Definition.ts"
-import { hash32, random } from "./Sources.ts"
+import { hash32, random } from "../util/Random.ts"
 
 /** @since 0.1.0 @category models */
 export type Split = "train" | "eval"

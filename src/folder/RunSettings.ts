@@ -8,7 +8,7 @@
  */
 import { Schema } from "effect"
 import * as Advantage from "../vocabulary/Advantage.ts"
-import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../vocabulary/Contract.ts"
+import { AdamParams, LossFn, LossFnConfig, SamplingParams } from "../contract/Contract.ts"
 
 /**
  * The learning rate of step s (0-based) of a run of `steps` steps, with `adam.learningRate`

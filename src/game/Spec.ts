@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import type { Random } from "../env/Sources.ts"
+import type { Random } from "../util/Random.ts"
 
 /**
  * Who plays a role: `"policy"` (the model being trained: its moves are sampled and

@@ -31,7 +31,7 @@
  * @since 0.1.0
  */
 import { Result } from "effect"
-import { type Datum, float32 } from "../vocabulary/Contract.ts"
+import { type Datum, float32 } from "../contract/Contract.ts"
 import * as Keys from "../metrics/MetricKeys.ts"
 import type { MetricRecord } from "../metrics/Metrics.ts"
 

@@ -34,7 +34,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { BackendError, type LossFn } from "../vocabulary/Contract.ts"
+import { BackendError, type Datum, type LossFn, modelInputTokens } from "../contract/Contract.ts"
 
 /** @since 0.1.0 @category models */
 export interface ConfigKeySpec {
@@ -295,4 +295,25 @@ export const isClipped = (r: ResolvedLoss, lp: number, q: number, A: number, seq
     default:
       return false
   }
+}
+
+/**
+ * The positions of `data` that count toward a call's pooled token-mean loss (see
+ * `Loss.isActive`): the denominator of `loss`.
+ * @since 0.1.0 @category combinators
+ */
+export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number => {
+  let active = 0
+  for (const d of data) {
+    const tokens = modelInputTokens(d.modelInput)
+    const target = d.lossFnInputs["target_tokens"]?.data
+    const weight = d.lossFnInputs["weights"]?.data
+    const adv = d.lossFnInputs["advantages"]?.data
+    // an input shorter than the tokens (validation refuses it) reads NaN past its end, which
+    // isActive treats as it did undefined: never -100, not a weight > 0, an advantage != 0
+    for (let i = 1; i < tokens.length; i++) {
+      if (isActive(lossFn, i, target ? target[i] ?? Number.NaN : tokens[i]!, weight ? weight[i] ?? Number.NaN : 1, adv ? adv[i] ?? Number.NaN : 0)) active++
+    }
+  }
+  return active
 }

@@ -26,9 +26,9 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "../vocabulary/Contract.ts"
-import { activeCount } from "../vocabulary/Datum.ts"
-import { render, shiftDatum } from "../vocabulary/DatumIssue.ts"
+import { BackendError, type Datum, float32, type ForwardBackwardResult, type LossFn, type LossFnConfig, modelInputTokens } from "../contract/Contract.ts"
+import { activeCount } from "../loss/Loss.ts"
+import { render, shiftDatum } from "../contract/DatumIssue.ts"
 import { DRO_BETA_DEFAULT } from "./Loss.ts"
 import { type Pending, submitter, Trainer } from "../services/Trainer.ts"
 

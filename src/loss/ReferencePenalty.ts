@@ -8,7 +8,7 @@
  */
 import { Effect, Result } from "effect"
 import { current } from "../services/Reference.ts"
-import { BackendError, type Datum } from "../vocabulary/Contract.ts"
+import { BackendError, type Datum } from "../contract/Contract.ts"
 import * as KlPenalty from "./KlPenalty.ts"
 
 /**

@@ -18,7 +18,7 @@
  */
 import { Config, Context, Duration, Effect, FileSystem, Layer, Predicate, RcRef, Result, type Scope } from "effect"
 import * as PlatformFileSystem from "../platform/FileSystem.ts"
-import * as Episode from "../vocabulary/Episode.ts"
+import * as Episode from "../env/Episode.ts"
 import { InfraFault } from "../reward/Failures.ts"
 import * as Tool from "../vocabulary/Tool.ts"
 import * as Connection from "./Connection.ts"

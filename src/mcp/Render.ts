@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import { Predicate } from "effect"
-import type { ToolCallFormat } from "../vocabulary/Episode.ts"
+import type { ToolCallFormat } from "../env/Episode.ts"
 import type { Syntax } from "../vocabulary/Tool.ts"
 import type { ListedTool } from "./Connection.ts"
 

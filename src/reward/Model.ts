@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import type { Effect } from "effect"
-import type { StopReason } from "../vocabulary/Contract.ts"
+import type { StopReason } from "../contract/Contract.ts"
 import type { Prompt } from "../services/Tokenizer.ts"
 import type { RewardFailure } from "./Failures.ts"
 import type { LeafOptions, ScoreContext } from "./Leaf.ts"

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type { SamplingParams } from "../vocabulary/Contract.ts"
+import type { SamplingParams } from "../contract/Contract.ts"
 import * as Env from "../vocabulary/Env.ts"
 import * as Reward from "../vocabulary/Reward.ts"
 import { encodePrompt, type Prompt, Tokenizer } from "../services/Tokenizer.ts"

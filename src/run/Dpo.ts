@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import type { Datum as DatumT } from "../vocabulary/Contract.ts"
+import type { Datum as DatumT } from "../contract/Contract.ts"
 import * as CustomLoss from "../vocabulary/CustomLoss.ts"
 import * as Datum from "../vocabulary/Datum.ts"
 import * as Reference from "../services/Reference.ts"

@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { modelInputFromTokens } from "../vocabulary/Contract.ts"
+import { modelInputFromTokens } from "../contract/Contract.ts"
 import * as Env from "../vocabulary/Env.ts"
 import { type FrozenModel, FrozenPlayers } from "../game/Frozen.ts"
 import type { Game } from "../game/Spec.ts"

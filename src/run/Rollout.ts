@@ -11,10 +11,10 @@
  * @since 0.1.0
  */
 import { Context, Effect, Option } from "effect"
-import { type BackendError, modelInputFromTokens, type SamplingParams } from "../vocabulary/Contract.ts"
+import { type BackendError, modelInputFromTokens, type SamplingParams } from "../contract/Contract.ts"
 import type * as Datum from "../vocabulary/Datum.ts"
 import * as Env from "../vocabulary/Env.ts"
-import * as Episode from "../vocabulary/Episode.ts"
+import * as Episode from "../env/Episode.ts"
 import { Sampler, type SamplerShape } from "../services/Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { RunError } from "./Settings.ts"

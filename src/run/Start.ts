@@ -7,7 +7,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect } from "effect"
-import type { BackendError } from "../vocabulary/Contract.ts"
+import type { BackendError } from "../contract/Contract.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
 import * as RunLog from "../folder/RunLog.ts"
 import { Trainer } from "../services/Trainer.ts"

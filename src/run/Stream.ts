@@ -19,7 +19,7 @@
  * @since 0.1.0
  */
 import { Effect, Semaphore } from "effect"
-import type { Datum as DatumT } from "../vocabulary/Contract.ts"
+import type { Datum as DatumT } from "../contract/Contract.ts"
 import { activeCount } from "../vocabulary/Datum.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Metrics from "../metrics/Metrics.ts"

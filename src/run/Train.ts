@@ -8,11 +8,11 @@
  */
 import { Effect } from "effect"
 import * as Advantage from "../vocabulary/Advantage.ts"
-import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../vocabulary/Contract.ts"
+import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../contract/Contract.ts"
 import * as CustomLoss from "../vocabulary/CustomLoss.ts"
 import * as Datum from "../vocabulary/Datum.ts"
 import * as Dpo from "./Dpo.ts"
-import { render } from "../vocabulary/DatumIssue.ts"
+import { render } from "../contract/DatumIssue.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Metrics from "../metrics/Metrics.ts"
 import type { Sampler } from "../services/Sampler.ts"

@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer, Option } from "effect"
-import { BackendError, type ModelInput } from "../vocabulary/Contract.ts"
+import { BackendError, type ModelInput } from "../contract/Contract.ts"
 
 /** @since 0.1.0 @category models */
 export interface ReferenceShape {

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Option, Stream, SubscriptionRef } from "effect"
-import { BackendError, type ModelInput, type SampleOptions, type SampleResult, type SamplingParams } from "../vocabulary/Contract.ts"
+import { BackendError, type ModelInput, type SampleOptions, type SampleResult, type SamplingParams } from "../contract/Contract.ts"
 
 /** @since 0.1.0 @category models */
 export interface SamplerShape {

@@ -21,7 +21,7 @@ import type {
   ForwardOptions,
   LossFn,
   OptimStepResult,
-} from "../vocabulary/Contract.ts"
+} from "../contract/Contract.ts"
 
 /** @since 0.1.0 @category models */
 export interface TrainerInfo {

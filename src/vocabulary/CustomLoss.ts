@@ -38,7 +38,7 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import { type Datum, float32, type ForwardBackwardResult, int64, modelInputTokens } from "./Contract.ts"
+import { type Datum, float32, type ForwardBackwardResult, int64, modelInputTokens } from "../contract/Contract.ts"
 import { at } from "../util/Lookup.ts"
 import { forwardBackwardChunked } from "../loss/MicroBatch.ts"
 import { Trainer } from "../services/Trainer.ts"

@@ -8,9 +8,11 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import { BackendError, type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "./Contract.ts"
-import { type DatumIssue, FLOAT32_MAX, render } from "./DatumIssue.ts"
-import { isActive, LOSS_INPUTS } from "../loss/Loss.ts"
+import { BackendError, type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "../contract/Contract.ts"
+import { type DatumIssue, FLOAT32_MAX, render } from "../contract/DatumIssue.ts"
+import { LOSS_INPUTS } from "../loss/Loss.ts"
+
+export { activeCount } from "../loss/Loss.ts"
 
 /** Builds the RL Datum of one sampled completion. @since 0.1.0 @category constructors */
 export const rl = (options: {
@@ -140,27 +142,6 @@ const checkTensor = (key: string, tensor: TensorData, L: number, vocabSize: numb
     if (key === "weights" && v < 0) return { ...at, expected: { _tag: "NonNegative" } }
   }
   return undefined
-}
-
-/**
- * The positions of `data` that count toward a call's pooled token-mean loss (see
- * `Loss.isActive`): the denominator of `loss`.
- * @since 0.1.0 @category combinators
- */
-export const activeCount = (data: ReadonlyArray<Datum>, lossFn: LossFn): number => {
-  let active = 0
-  for (const d of data) {
-    const tokens = modelInputTokens(d.modelInput)
-    const target = d.lossFnInputs["target_tokens"]?.data
-    const weight = d.lossFnInputs["weights"]?.data
-    const adv = d.lossFnInputs["advantages"]?.data
-    // an input shorter than the tokens (validation refuses it) reads NaN past its end, which
-    // isActive treats as it did undefined: never -100, not a weight > 0, an advantage != 0
-    for (let i = 1; i < tokens.length; i++) {
-      if (isActive(lossFn, i, target ? target[i] ?? Number.NaN : tokens[i]!, weight ? weight[i] ?? Number.NaN : 1, adv ? adv[i] ?? Number.NaN : 0)) active++
-    }
-  }
-  return active
 }
 
 /** One turn of an episode, as tokens: what the model saw, what it sampled, and with which log-probs. @since 0.1.0 @category models */

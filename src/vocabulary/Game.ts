@@ -27,7 +27,7 @@
  * })
  * @since 0.1.0
  */
-import type { Random } from "../env/Sources.ts"
+import type { Random } from "../util/Random.ts"
 import { type EnvInput, type Env, make as makeEnv } from "../env/Definition.ts"
 import type { Game, MoveResult, Player } from "../game/Spec.ts"
 import * as Reward from "./Reward.ts"

@@ -27,7 +27,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Result, Schema, type Scope, Semaphore } from "effect"
-import * as Episode from "./Episode.ts"
+import * as Episode from "../env/Episode.ts"
 import { InfraFault } from "../reward/Failures.ts"
 import { describeValue } from "../reward/Leaf.ts"
 import * as Foreign from "../tool/Foreign.ts"

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Result } from "effect"
 import * as fc from "fast-check"
-import { BackendError, type Datum, float32, modelInputFromTokens, modelInputTokens } from "../../src/vocabulary/Contract.ts"
+import { BackendError, type Datum, float32, modelInputFromTokens, modelInputTokens } from "../../src/contract/Contract.ts"
 import * as KlPenalty from "../../src/loss/KlPenalty.ts"
 import * as Reference from "../../src/services/Reference.ts"
 import * as ReferencePenalty from "../../src/loss/ReferencePenalty.ts"

@@ -6,7 +6,7 @@
  */
 import { Effect } from "effect"
 import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
-import { modelInputTokens, type SampleResult } from "../../src/vocabulary/Contract.ts"
+import { modelInputTokens, type SampleResult } from "../../src/contract/Contract.ts"
 import type * as Env from "../../src/vocabulary/Env.ts"
 import { ContextLength, playGroup } from "../../src/run/Rollout.ts"
 import { Sampler } from "../../src/services/Sampler.ts"

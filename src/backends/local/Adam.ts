@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import type { AdamParams } from "../../vocabulary/Contract.ts"
+import type { AdamParams } from "../../contract/Contract.ts"
 import { NonFiniteError } from "./Errors.ts"
 import type { Weights } from "./Model.ts"
 

@@ -7,8 +7,8 @@
  *
  * @since 0.1.0
  */
-import type { Datum, LossFnOutput, TopK } from "../../vocabulary/Contract.ts"
-import { modelInputTokens } from "../../vocabulary/Contract.ts"
+import type { Datum, LossFnOutput, TopK } from "../../contract/Contract.ts"
+import { modelInputTokens } from "../../contract/Contract.ts"
 import { isActive, isClipped, isSequenceLoss, type ResolvedLoss, sequenceOf, tokenLoss } from "../../loss/Loss.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { rowLse } from "./LogSoftmax.ts"

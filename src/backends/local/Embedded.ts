@@ -24,7 +24,7 @@ import {
   type SampleOptions,
   type SampleResult,
   type SamplingParams,
-} from "../../vocabulary/Contract.ts"
+} from "../../contract/Contract.ts"
 import { LOSS_NAMES, type ResolvedLoss, validateLoss } from "../../loss/Loss.ts"
 import { Reference, type ReferenceShape } from "../../services/Reference.ts"
 import { awaitVersion, Sampler, type SamplerShape } from "../../services/Sampler.ts"

@@ -13,7 +13,7 @@
  */
 import { Worker } from "node:worker_threads"
 import { Effect, type Scope } from "effect"
-import type { BackendError } from "../../vocabulary/Contract.ts"
+import type { BackendError } from "../../contract/Contract.ts"
 import type { LocalOptions } from "./Engines.ts"
 import { fail, messageOf } from "./Errors.ts"
 import type { WorkerInfo, WorkerInit, WorkerMessage, WorkerRequest, WorkerRole } from "./WorkerProtocol.ts"

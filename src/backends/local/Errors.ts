@@ -4,8 +4,8 @@
  *
  * @since 0.1.0
  */
-import { BackendError } from "../../vocabulary/Contract.ts"
-import { type DatumIssue, render } from "../../vocabulary/DatumIssue.ts"
+import { BackendError } from "../../contract/Contract.ts"
+import { type DatumIssue, render } from "../../contract/DatumIssue.ts"
 
 /**
  * A loss or gradient that is not finite. The call that met it fails and changes nothing:

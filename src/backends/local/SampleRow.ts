@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import type { SamplingParams } from "../../vocabulary/Contract.ts"
+import type { SamplingParams } from "../../contract/Contract.ts"
 import { rowLse } from "./LogSoftmax.ts"
 import type { Rng } from "./Rng.ts"
 

@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import type { SamplingParams, StopReason } from "../../vocabulary/Contract.ts"
+import type { SamplingParams, StopReason } from "../../contract/Contract.ts"
 import { decodeChars, EOS } from "./CharTokenizer.ts"
 import { logprobAt } from "./LogSoftmax.ts"
 import type { FinishedRow } from "./PrefixCache.ts"

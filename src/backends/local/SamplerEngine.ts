@@ -33,7 +33,7 @@
  */
 import * as tf from "@tensorflow/tfjs"
 import type { Array as Arr } from "effect"
-import type { SampledSequence, SampleResult, SamplingParams } from "../../vocabulary/Contract.ts"
+import type { SampledSequence, SampleResult, SamplingParams } from "../../contract/Contract.ts"
 import { EOS } from "./CharTokenizer.ts"
 import { logprobAt } from "./LogSoftmax.ts"
 import { type BatchPrompts, type Prefilled, prefillEach, prefillShared } from "./BatchPrefill.ts"

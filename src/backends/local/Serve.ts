@@ -14,7 +14,7 @@
  */
 import * as path from "node:path"
 import { Context, Effect, Layer, type Scope } from "effect"
-import { BackendError } from "../../vocabulary/Contract.ts"
+import { BackendError } from "../../contract/Contract.ts"
 import { Sampler, type SamplerShape } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
 import { Trainer, type TrainerShape } from "../../services/Trainer.ts"

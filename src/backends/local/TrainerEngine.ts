@@ -11,8 +11,8 @@
  * @since 0.1.0
  */
 import * as tf from "@tensorflow/tfjs"
-import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult } from "../../vocabulary/Contract.ts"
-import { activeCount } from "../../vocabulary/Datum.ts"
+import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult } from "../../contract/Contract.ts"
+import { activeCount } from "../../loss/Loss.ts"
 import { canClip, type ResolvedLoss } from "../../loss/Loss.ts"
 import { type AdamState, adamStep, initAdam } from "./Adam.ts"
 import * as Checkpoint from "./Checkpoint.ts"

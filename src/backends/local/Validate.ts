@@ -4,9 +4,9 @@
  *
  * @since 0.1.0
  */
-import type { AdamParams, Datum, LossFn, SamplingParams } from "../../vocabulary/Contract.ts"
+import type { AdamParams, Datum, LossFn, SamplingParams } from "../../contract/Contract.ts"
 import { checkAll } from "../../vocabulary/Datum.ts"
-import type { DatumIssue } from "../../vocabulary/DatumIssue.ts"
+import type { DatumIssue } from "../../contract/DatumIssue.ts"
 
 /** @since 0.1.0 @category constants */
 export const MAX_TOP_K = 20

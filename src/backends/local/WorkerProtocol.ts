@@ -9,7 +9,7 @@
  *
  * @since 0.1.0
  */
-import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult, SampleResult, SamplingParams } from "../../vocabulary/Contract.ts"
+import type { AdamParams, Datum, ForwardBackwardResult, OptimStepResult, SampleResult, SamplingParams } from "../../contract/Contract.ts"
 import type { ResolvedLoss } from "../../loss/Loss.ts"
 import type { LocalOptions } from "./Engines.ts"
 import type { ModelConfig, Weights } from "./Model.ts"

@@ -28,8 +28,8 @@
  * @since 0.1.0
  */
 import { Array as Arr, Context, Effect, Exit, Layer } from "effect"
-import { type BackendError, type Datum, type ForwardBackwardResult, type LossFnOutput, modelInputTokens } from "../../vocabulary/Contract.ts"
-import { activeCount } from "../../vocabulary/Datum.ts"
+import { type BackendError, type Datum, type ForwardBackwardResult, type LossFnOutput, modelInputTokens } from "../../contract/Contract.ts"
+import { activeCount } from "../../loss/Loss.ts"
 import { Reference } from "../../services/Reference.ts"
 import { Sampler } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"

@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Context, type Duration, Effect, Layer } from "effect"
-import type { BackendError } from "../../vocabulary/Contract.ts"
+import type { BackendError } from "../../contract/Contract.ts"
 import { Reference, type ReferenceShape } from "../../services/Reference.ts"
 import { Sampler } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"

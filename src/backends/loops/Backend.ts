@@ -8,7 +8,7 @@
  * @since 0.1.0
  */
 import { type Config, Context, Duration, Effect, Layer, Redacted } from "effect"
-import { BackendError } from "../../vocabulary/Contract.ts"
+import { BackendError } from "../../contract/Contract.ts"
 import * as PlatformHttpClient from "../../platform/HttpClient.ts"
 import { Reference } from "../../services/Reference.ts"
 import { Sampler } from "../../services/Sampler.ts"

@@ -21,7 +21,7 @@
  */
 import { type Duration, Effect, Option, Redacted, Result } from "effect"
 import { HttpClient } from "effect/http"
-import { BackendError, type ModelInput, modelInputFromTokens } from "../../vocabulary/Contract.ts"
+import { BackendError, type ModelInput, modelInputFromTokens } from "../../contract/Contract.ts"
 import { decode } from "../../util/Decode.ts"
 import * as Reference from "../../services/Reference.ts"
 import * as Http from "../http/client/Client.ts"

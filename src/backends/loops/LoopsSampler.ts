@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Result, type Schema } from "effect"
-import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../vocabulary/Contract.ts"
+import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../contract/Contract.ts"
 import type { SamplerShape } from "../../services/Sampler.ts"
 import type * as Retry from "../http/client/Retry.ts"
 import type { Transport } from "../http/client/Transport.ts"

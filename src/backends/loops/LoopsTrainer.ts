@@ -16,8 +16,8 @@
  * @since 0.1.0
  */
 import { Effect, Result } from "effect"
-import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../vocabulary/Contract.ts"
-import { activeCount } from "../../vocabulary/Datum.ts"
+import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../contract/Contract.ts"
+import { activeCount } from "../../loss/Loss.ts"
 import { awaitingEach, type TrainerShape } from "../../services/Trainer.ts"
 import * as Alignment from "../http/wire/Alignment.ts"
 import { adamParamsToWire } from "../http/wire/Wire.ts"

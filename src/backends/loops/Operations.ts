@@ -17,7 +17,7 @@
  */
 import { randomUUID } from "node:crypto"
 import { type Duration, Effect, Result, type Schema } from "effect"
-import { BackendError } from "../../vocabulary/Contract.ts"
+import { BackendError } from "../../contract/Contract.ts"
 import { decode } from "../../util/Decode.ts"
 import * as Retry from "../http/client/Retry.ts"
 import { toBackendError, type Transport } from "../http/client/Transport.ts"

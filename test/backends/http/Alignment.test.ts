@@ -3,7 +3,7 @@ import { Result } from "effect"
 import * as fc from "fast-check"
 import * as Alignment from "../../../src/backends/http/wire/Alignment.ts"
 import type * as Wire from "../../../src/backends/http/wire/Wire.ts"
-import { type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "../../../src/vocabulary/Contract.ts"
+import { type Datum, float32, int64, type LossFn, modelInputFromTokens, modelInputTokens, type TensorData } from "../../../src/contract/Contract.ts"
 import { isActive, resolveLoss, tokenLoss } from "../../../src/loss/Loss.ts"
 
 const V = 40

@@ -3,7 +3,7 @@ import { Cause, ConfigProvider, Effect, Exit, Fiber, Layer, Logger, Redacted, Re
 import { TestClock } from "effect/testing"
 import * as Client from "../../../src/backends/http/client/Client.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
-import { adamParams, modelInputFromTokens } from "../../../src/vocabulary/Contract.ts"
+import { adamParams, modelInputFromTokens } from "../../../src/contract/Contract.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 import { fakeServer, type Script } from "./FakeServer.ts"

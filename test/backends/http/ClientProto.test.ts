@@ -15,7 +15,7 @@ import * as Client from "../../../src/backends/http/client/Client.ts"
 import * as Proto from "../../../src/backends/http/wire/Proto.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
 import type * as Wire from "../../../src/backends/http/wire/Wire.ts"
-import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/vocabulary/Contract.ts"
+import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/contract/Contract.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 

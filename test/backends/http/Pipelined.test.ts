@@ -17,7 +17,7 @@ import type { ClockReport } from "../../../src/backends/http/server/ClockCycle.t
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
 import * as Server from "../../../src/backends/http/server/Server.ts"
 import { Local } from "../../../src/backends/local/index.ts"
-import { adamParams } from "../../../src/vocabulary/Contract.ts"
+import { adamParams } from "../../../src/contract/Contract.ts"
 import * as D from "../../../src/vocabulary/Datum.ts"
 import * as RunLog from "../../../src/folder/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"

@@ -3,7 +3,7 @@ import { Effect, Exit, Fiber, Layer, Random, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 import * as Client from "../../../src/backends/http/client/Client.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
-import { adamParams } from "../../../src/vocabulary/Contract.ts"
+import { adamParams } from "../../../src/contract/Contract.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 import { fakeServer, type Script } from "./FakeServer.ts"
 

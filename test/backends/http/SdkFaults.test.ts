@@ -27,7 +27,7 @@ import { TestClock } from "effect/testing"
 import * as Checkpoints from "../../../src/backends/http/client/ClientCheckpoints.ts"
 import * as Client from "../../../src/backends/http/client/Client.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
-import { adamParams } from "../../../src/vocabulary/Contract.ts"
+import { adamParams } from "../../../src/contract/Contract.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
 import { fakeServer, type Script, type Seen } from "./FakeServer.ts"
 

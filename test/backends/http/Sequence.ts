@@ -4,7 +4,7 @@
  * importance-sampling datums, forward_backward, optim_step, publish again.
  */
 import { Effect } from "effect"
-import { adamParams, type Datum, modelInputFromTokens } from "../../../src/vocabulary/Contract.ts"
+import { adamParams, type Datum, modelInputFromTokens } from "../../../src/contract/Contract.ts"
 import * as D from "../../../src/vocabulary/Datum.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"

@@ -18,7 +18,7 @@ import {
   modelInputTokens,
   type SampleOptions,
   type SamplingParams,
-} from "../../../src/vocabulary/Contract.ts"
+} from "../../../src/contract/Contract.ts"
 import { checkAll, invalid } from "../../../src/vocabulary/Datum.ts"
 import { isActive, resolveLoss, tokenLoss } from "../../../src/loss/Loss.ts"
 import { Sampler, type SamplerShape } from "../../../src/services/Sampler.ts"

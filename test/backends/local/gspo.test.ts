@@ -9,7 +9,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
 import { beforeAll } from "vitest"
-import type { Datum } from "../../../src/vocabulary/Contract.ts"
+import type { Datum } from "../../../src/contract/Contract.ts"
 import { isClipped, resolveLoss, sequenceOf, tokenLoss } from "../../../src/loss/Loss.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import { makeEngines, rlDatum } from "./helpers.ts"

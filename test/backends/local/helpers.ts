@@ -1,7 +1,7 @@
 /**
  * Shared fixtures for the embedded backend tests: a tiny model and random data.
  */
-import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/vocabulary/Contract.ts"
+import { type Datum, float32, int64, modelInputFromTokens } from "../../../src/contract/Contract.ts"
 import { initTf } from "../../../src/backends/local/index.ts"
 import { initBase, LocalModel, type LoraConfig, type ModelConfig } from "../../../src/backends/local/Model.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"

@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import * as tf from "@tensorflow/tfjs"
-import type { SampleResult, SamplingParams } from "../../../src/vocabulary/Contract.ts"
+import type { SampleResult, SamplingParams } from "../../../src/contract/Contract.ts"
 import { resolveLoss } from "../../../src/loss/Loss.ts"
 import { initTf } from "../../../src/backends/local/index.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"

@@ -28,7 +28,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { afterAll, beforeAll } from "vitest"
-import type { SamplingParams } from "../../../src/vocabulary/Contract.ts"
+import type { SamplingParams } from "../../../src/contract/Contract.ts"
 import type { LocalModel } from "../../../src/backends/local/Model.ts"
 import { Rng } from "../../../src/backends/local/Rng.ts"
 import { LocalSamplerEngine, sampleRow } from "../../../src/backends/local/SamplerEngine.ts"

@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { afterAll, beforeAll } from "vitest"
-import type { SamplingParams } from "../../../src/vocabulary/Contract.ts"
+import type { SamplingParams } from "../../../src/contract/Contract.ts"
 import { decodeChars, EOS } from "../../../src/backends/local/CharTokenizer.ts"
 import type { LocalModel } from "../../../src/backends/local/Model.ts"
 import type { LocalSamplerEngine } from "../../../src/backends/local/SamplerEngine.ts"

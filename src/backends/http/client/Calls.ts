@@ -22,7 +22,7 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Option, Result, Schema, Semaphore } from "effect"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 import { decode } from "../wire/Decode.ts"
 import * as Retry from "./Retry.ts"
 import { queueStateOf, toBackendError, type Transport } from "./Transport.ts"

@@ -30,7 +30,7 @@
  */
 import { Config, Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { HttpClient } from "effect/http"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 import { Reference } from "../../../services/Reference.ts"
 import { DEFAULT_READY_TIMEOUT, Sampler } from "../../../services/Sampler.ts"
 import { Trainer } from "../../../services/Trainer.ts"

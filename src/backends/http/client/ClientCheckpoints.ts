@@ -15,7 +15,7 @@
  */
 import { Clock, Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
 import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 import { apiKeyConfig } from "./Client.ts"
 import * as Retry from "./Retry.ts"
 import * as Tar from "../wire/Tar.ts"

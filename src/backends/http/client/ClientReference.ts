@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 import { Effect, Result, Schema } from "effect"
-import { BackendError, type ModelInput, modelInputTokens } from "../../../vocabulary/Contract.ts"
+import { BackendError, type ModelInput, modelInputTokens } from "../../../contract/Contract.ts"
 import { Reference, type ReferenceShape } from "../../../services/Reference.ts"
 import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"

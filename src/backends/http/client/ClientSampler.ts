@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Duration, Effect, Option, Result, Schema } from "effect"
-import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../../vocabulary/Contract.ts"
+import { BackendError, type ModelInput, modelInputTokens, type SampleOptions, type SampleResult, type SamplingParams } from "../../../contract/Contract.ts"
 import type { SamplerShape } from "../../../services/Sampler.ts"
 import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"

@@ -14,7 +14,7 @@
  * @since 0.1.0
  */
 import { Effect, Option, Result, Schema } from "effect"
-import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../../vocabulary/Contract.ts"
+import { type AdamParams, BackendError, type Datum, type ForwardBackwardResult, type ForwardOptions, type LossFn } from "../../../contract/Contract.ts"
 import { resolveLoss } from "../../../loss/Loss.ts"
 import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../../services/Trainer.ts"
 import * as Alignment from "../wire/Alignment.ts"

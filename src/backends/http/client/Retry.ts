@@ -45,7 +45,7 @@
  * @since 0.1.0
  */
 import { Cause, Data, Duration, Effect, Random, Schedule } from "effect"
-import type { DatumIssue } from "../../../vocabulary/DatumIssue.ts"
+import type { DatumIssue } from "../../../contract/DatumIssue.ts"
 
 /** What went wrong with one HTTP exchange, and so how to retry it. @since 0.1.0 @category models */
 export type FailureKind =

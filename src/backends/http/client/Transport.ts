@@ -22,7 +22,7 @@
  */
 import { Duration, Effect, Option, Redacted, Result, Schedule, Schema } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 import { decode } from "../wire/Decode.ts"
 import { isProtoContentType, PROTO_CONTENT_TYPE, type ProtoError } from "../wire/Proto.ts"
 import * as Retry from "./Retry.ts"

@@ -23,7 +23,7 @@
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Option, Schema } from "effect"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 import * as RunLog from "../../../folder/RunLog.ts"
 
 /** The index's file name, inside the state folder. @since 0.1.0 @category constants */

@@ -17,7 +17,7 @@
  * @since 0.1.0
  */
 import { Deferred, Effect, type Scope } from "effect"
-import type { BackendError } from "../../../vocabulary/Contract.ts"
+import type { BackendError } from "../../../contract/Contract.ts"
 import type { Turns } from "./SeqOrder.ts"
 
 /** One model's counts. @since 0.1.0 @category models */

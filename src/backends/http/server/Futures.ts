@@ -10,7 +10,7 @@
  * @since 0.1.0
  */
 import { Deferred, Duration, Effect, Option, type Scope } from "effect"
-import type { BackendError } from "../../../vocabulary/Contract.ts"
+import type { BackendError } from "../../../contract/Contract.ts"
 import { futureFailure, Reject, type Reply } from "./Requests.ts"
 import type * as Wire from "../wire/Wire.ts"
 

@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import { Effect, Exit, Scope, SubscriptionRef } from "effect"
-import type { BackendError } from "../../../vocabulary/Contract.ts"
+import type { BackendError } from "../../../contract/Contract.ts"
 import type { SamplerShape } from "../../../services/Sampler.ts"
 import type { TrainerShape } from "../../../services/Trainer.ts"
 import { bad, notFound, Reject } from "./Requests.ts"

@@ -6,8 +6,8 @@
  * @since 0.1.0
  */
 import { Data, Effect, Result, type Schema, type Stream } from "effect"
-import type { BackendError, SamplingParams } from "../../../vocabulary/Contract.ts"
-import type { DatumIssue } from "../../../vocabulary/DatumIssue.ts"
+import type { BackendError, SamplingParams } from "../../../contract/Contract.ts"
+import type { DatumIssue } from "../../../contract/DatumIssue.ts"
 import { decode } from "../wire/Decode.ts"
 import * as NewerFields from "./NewerFields.ts"
 import type * as Wire from "../wire/Wire.ts"

@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Deferred, Duration, Effect, Option } from "effect"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 import { bad } from "./Requests.ts"
 
 /** The ordering state of one model. @since 0.1.0 @category models */

@@ -16,10 +16,10 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "effect"
-import type { BackendError, Datum, LossFn } from "../../../vocabulary/Contract.ts"
+import type { BackendError, Datum, LossFn } from "../../../contract/Contract.ts"
 import { resolveLoss } from "../../../loss/Loss.ts"
 import { checkAll } from "../../../vocabulary/Datum.ts"
-import * as DatumIssue from "../../../vocabulary/DatumIssue.ts"
+import * as DatumIssue from "../../../contract/DatumIssue.ts"
 import * as Alignment from "../wire/Alignment.ts"
 import type { CheckpointIndex } from "./CheckpointIndex.ts"
 import type { Clock } from "./ClockCycle.ts"

@@ -33,8 +33,8 @@
  * @since 0.1.0
  */
 import { Result } from "effect"
-import type { Datum, LossFn, LossFnOutput, ModelInput, TensorData, TopK } from "../../../vocabulary/Contract.ts"
-import { modelInputTokens } from "../../../vocabulary/Contract.ts"
+import type { Datum, LossFn, LossFnOutput, ModelInput, TensorData, TopK } from "../../../contract/Contract.ts"
+import { modelInputTokens } from "../../../contract/Contract.ts"
 import type * as Wire from "./Wire.ts"
 
 /** gyre's ignore index for `target_tokens`. @since 0.1.0 @category constants */

@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import { type Result, Schema } from "effect"
-import * as Contract from "../../../vocabulary/Contract.ts"
+import * as Contract from "../../../contract/Contract.ts"
 import { decode } from "./Decode.ts"
 
 /** @internal */

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 import { Option, Schema } from "effect"
-import { DatumIssue } from "../../../vocabulary/DatumIssue.ts"
+import { DatumIssue } from "../../../contract/DatumIssue.ts"
 import { Metrics } from "./WireMetrics.ts"
 import { TensorData } from "./WireData.ts"
 

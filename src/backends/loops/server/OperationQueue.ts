@@ -11,7 +11,7 @@
  * @since 0.1.0
  */
 import { Deferred, Duration, Effect, Exit, Option } from "effect"
-import { BackendError } from "../../../vocabulary/Contract.ts"
+import { BackendError } from "../../../contract/Contract.ts"
 
 /** An operation's outcome: its result, or the error the work failed with. @since 0.1.0 @category models */
 export type Outcome = { readonly status: "done"; readonly result: unknown } | { readonly status: "error"; readonly error: BackendError }

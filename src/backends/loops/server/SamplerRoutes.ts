@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Effect, Result, Schema } from "effect"
-import { type BackendError, modelInputFromTokens } from "../../../vocabulary/Contract.ts"
+import { type BackendError, modelInputFromTokens } from "../../../contract/Contract.ts"
 import { decode } from "../../../util/Decode.ts"
 import type { SamplerShape } from "../../../services/Sampler.ts"
 import * as DataWire from "../DataWire.ts"

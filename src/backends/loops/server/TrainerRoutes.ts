@@ -12,7 +12,7 @@
  * @since 0.1.0
  */
 import { Data, Effect, Result, type Schema } from "effect"
-import { type BackendError, type Datum, LossFn } from "../../../vocabulary/Contract.ts"
+import { type BackendError, type Datum, LossFn } from "../../../contract/Contract.ts"
 import { decode } from "../../../util/Decode.ts"
 import type { TrainerShape } from "../../../services/Trainer.ts"
 import * as Alignment from "../../http/wire/Alignment.ts"
