@@ -78,5 +78,7 @@ export default Game.env({
   players: { answerer: Game.frozen("base", { temperature: 0 }) },
   sampling: { maxTokens: 4, temperature: 1 },
   eval: { heldOut: 0.2, size: 100 },
-  defaults: { steps: 100, groupSize: 8, evalEvery: 50, saveEvery: 50 },
+  // training win rate 0.12 over steps 0-49 -> 0.20 over steps 200-299; held-out (14 targets never
+  // trained on) 0.00 at steps 0, 100, 200 and 300 (2 min 11 s on 2 cores)
+  defaults: { steps: 300, groupSize: 16, learningRate: 2e-3, evalEvery: 100, saveEvery: 100 },
 })

@@ -11,8 +11,10 @@ import * as Path from "node:path"
 const findRoot = (from: string): string => {
   for (let dir = from; ; dir = Path.dirname(dir)) {
     const file = Path.join(dir, "package.json")
+    // sync: runs while this module loads (`packageRoot` is a constant), outside any Effect
     if (Fs.existsSync(file)) {
       try {
+        // sync: as above, at module load
         if ((JSON.parse(Fs.readFileSync(file, "utf8")) as { name?: unknown }).name === "gyre") return dir
       } catch {
         // not a readable package.json: keep looking upwards
@@ -38,6 +40,7 @@ export const shippedModel = (name: string): string => Path.join(modelsDir, name)
 /** The names of the base models shipped with gyre: the folders of `models/` that hold a `config.json`. */
 export const shippedModels = (): ReadonlyArray<string> => {
   try {
+    // sync: a public sync helper (gyre/embedded exports it) that env modules and error messages (`unknownModelMessage`) call outside any Effect
     return Fs.readdirSync(modelsDir, { withFileTypes: true })
       .filter((e) => e.isDirectory() && Fs.existsSync(Path.join(modelsDir, e.name, "config.json")))
       .map((e) => e.name)
@@ -53,6 +56,7 @@ export const shippedModels = (): ReadonlyArray<string> => {
  * it is neither.
  */
 export const resolveModelDir = (given: string): string | undefined => {
+  // sync: a plain function its callers use outside Effect code (app/Backend.ts picks a layer with it, error messages name models), as `shippedModels` below
   if (Fs.existsSync(given)) return given
   const bare = !given.includes("/") && !given.includes(Path.sep) && given !== "." && given !== ".."
   return bare && shippedModels().includes(given) ? shippedModel(given) : undefined
@@ -75,6 +79,7 @@ export const envsDir: string = compiled ? Path.join(packageRoot, "dist", "envs")
 /** gyre's version, from its package.json. */
 export const version: string = (() => {
   try {
+    // sync: runs while this module loads (`version` is a constant), outside any Effect
     return String((JSON.parse(Fs.readFileSync(Path.join(packageRoot, "package.json"), "utf8")) as { version?: unknown }).version ?? "0.0.0")
   } catch {
     return "0.0.0"

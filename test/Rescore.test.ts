@@ -94,7 +94,7 @@ describe("Rescore", () => {
       assert.isDefined(written)
       const back = yield* RunLog.readJsonl(written!.rows)
       assert.strictEqual(back.length, rows.length)
-      const onDisk = Rescore.latestSummary(run)
+      const onDisk = yield* Rescore.latestSummary(run)
       assert.strictEqual(onDisk?.samples, rows.length)
       assert.strictEqual(onDisk?.file, Path.basename(written!.rows))
     }))

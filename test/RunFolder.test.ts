@@ -66,11 +66,12 @@ describe("RunFolder", () => {
       assert.deepStrictEqual((yield* RunFolder.readConfigHints(files)).hints, { name: "x", env: "math" })
     }))
 
-  it("a moved run folder finds a checkpoint's state file in its own state/", () => {
-    const files = folder()
-    Fs.mkdirSync(files.state)
-    Fs.writeFileSync(Path.join(files.state, "step-3.ckpt"), "")
-    assert.strictEqual(RunFolder.statePath(files, row(3)), Path.join(files.state, "step-3.ckpt"))
-    assert.strictEqual(RunFolder.statePath(files, { ...row(3), path: "tinker://run/weights/step-3" }), "tinker://run/weights/step-3")
-  })
+  it.effect("a moved run folder finds a checkpoint's state file in its own state/", () =>
+    Effect.gen(function* () {
+      const files = folder()
+      Fs.mkdirSync(files.state)
+      Fs.writeFileSync(Path.join(files.state, "step-3.ckpt"), "")
+      assert.strictEqual(yield* RunFolder.statePath(files, row(3)), Path.join(files.state, "step-3.ckpt"))
+      assert.strictEqual(yield* RunFolder.statePath(files, { ...row(3), path: "tinker://run/weights/step-3" }), "tinker://run/weights/step-3")
+    }))
 })

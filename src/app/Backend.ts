@@ -4,7 +4,6 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Effect, Layer } from "effect"
@@ -20,6 +19,7 @@ import { Tokenizer } from "../services/Tokenizer.ts"
 import type { Trainer } from "../services/Trainer.ts"
 import * as Tokenizers from "../tokenizers/index.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import { defaultModelDir, resolveModelDir, unknownModelMessage } from "../Paths.ts"
 
 /** `--backend loops` settings: the flags of `gyre run` that only Loops reads. */
@@ -117,31 +117,41 @@ export const unknownModel = (model: string) => new BackendError({ reason: "Inval
 /** A teacher on a Tinker-protocol service: a sampler path (`tinker://…`), else a base model it serves. */
 const scoredModel = (teacher: string) => (teacher.includes("://") ? { modelPath: teacher } : { baseModel: teacher })
 
+/** Whether `--model` names a state file (`.ckpt`) or a run folder (or a folder in one) rather than a base model. */
+const isRunFolder = (model: string | undefined) =>
+  Effect.gen(function* () {
+    if (model === undefined) return false
+    if (model.endsWith(".ckpt")) return true
+    return (yield* PlatformFs.exists(Path.join(model, "checkpoints.jsonl"))) || (yield* PlatformFs.exists(Path.join(model, "..", "checkpoints.jsonl")))
+  })
+
 /** The layer for `--backend`, with the tokenizer that goes with it. */
 export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
   const lora = options.loraRank === undefined ? undefined : { rank: options.loraRank, alpha: 2 * options.loraRank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }
   if (options.backend === "embedded") {
     // a run folder or a checkpoint is not a base model: say what to use instead
     const model = options.model
-    if (model !== undefined && (model.endsWith(".ckpt") || Fs.existsSync(Path.join(model, "checkpoints.jsonl")) || Fs.existsSync(Path.join(model, "..", "checkpoints.jsonl")))) {
-      return Layer.effectContext(Effect.fail(
-        new BackendError({
-          reason: "InvalidInput",
-          operation: "--model",
-          message: `--model ${model} is a run folder (or a checkpoint), not a base model folder: start RL from it with --init-from ${model}`,
-        }),
-      ))
-    }
-    const modelDir = model === undefined ? defaultModelDir : resolveModelDir(model)
-    if (modelDir === undefined) return Layer.effectContext(Effect.fail(unknownModel(model ?? "")))
-    return Layer.merge(reportLiveLoopsRuns(options.runDir), Local.layer({
-      seed: options.seed,
-      stateDir: options.stateDir,
-      // a folder, or a model shipped with gyre by name, wherever the command runs
-      modelDir,
-      ...(lora !== undefined ? { lora } : {}),
-      // trainer threads share each forward_backward, the sampler has its own thread
-      ...(options.workers ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),
+    return Layer.unwrap(Effect.map(isRunFolder(model), (run): Layer.Layer<Trainer | Sampler | Tokenizer, { readonly message: string }> => {
+      if (run) {
+        return Layer.effectContext(Effect.fail(
+          new BackendError({
+            reason: "InvalidInput",
+            operation: "--model",
+            message: `--model ${model} is a run folder (or a checkpoint), not a base model folder: start RL from it with --init-from ${model}`,
+          }),
+        ))
+      }
+      const modelDir = model === undefined ? defaultModelDir : resolveModelDir(model)
+      if (modelDir === undefined) return Layer.effectContext(Effect.fail(unknownModel(model ?? "")))
+      return Layer.merge(reportLiveLoopsRuns(options.runDir), Local.layer({
+        seed: options.seed,
+        stateDir: options.stateDir,
+        // a folder, or a model shipped with gyre by name, wherever the command runs
+        modelDir,
+        ...(lora !== undefined ? { lora } : {}),
+        // trainer threads share each forward_backward, the sampler has its own thread
+        ...(options.workers ? { workers: true, trainerThreads: Math.min(2, Os.availableParallelism()) } : {}),
+      }))
     }))
   }
   if (options.backend !== "loops" && !/^https?:\/\//.test(options.backend)) {

@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { Console, Effect, Layer } from "effect"
@@ -15,6 +14,7 @@ import * as K from "../metrics/MetricKeys.ts"
 import * as PassAtK from "../metrics/PassAtK.ts"
 import * as Reward from "../vocabulary/Reward.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import { type Group, sampleRows } from "../run/Collect.ts"
 import { evaluateGroups } from "../run/Evaluate.ts"
 import { buildServices } from "../run/Services.ts"
@@ -188,7 +188,7 @@ const checkpointOf = (from: string) =>
     const runDir = stepMatch?.[1]
     const step = stepMatch?.[2]
     // `<run>/step-N` names a checkpoint of <run>, unless it is a run folder itself
-    const inRun = runDir !== undefined && step !== undefined && !Fs.existsSync(Path.join(from, "config.json"))
+    const inRun = runDir !== undefined && step !== undefined && !(yield* PlatformFs.exists(Path.join(from, "config.json")))
     const dir = inRun ? runDir : from
     const wanted = inRun ? step : undefined
     const files = RunFolder.paths(dir)
@@ -200,7 +200,7 @@ const checkpointOf = (from: string) =>
         message: `--from ${from}: ${wanted === undefined ? `${files.checkpoints} lists no checkpoint` : `no checkpoint ${wanted} in ${files.checkpoints} (there: ${rows.map((r) => r.name).join(", ") || "none"})`}`,
       })
     }
-    return { dir, name: row.name, path: RunFolder.statePath(files, row) }
+    return { dir, name: row.name, path: yield* RunFolder.statePath(files, row) }
   })
 
 const fmt = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "-")

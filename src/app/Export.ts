@@ -40,7 +40,6 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Config, Effect, Option, Schema } from "effect"
 import * as Checkpoints from "../backends/http/client/ClientCheckpoints.ts"
@@ -49,6 +48,7 @@ import type * as Retry from "../backends/http/client/Retry.ts"
 import * as Checkpoint from "../backends/local/Checkpoint.ts"
 import { encodeSafetensors, peftAdapter } from "../backends/local/Peft.ts"
 import * as Env from "../vocabulary/Env.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import * as PlatformHttpClient from "../platform/HttpClient.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
 import * as RunLog from "../folder/RunLog.ts"
@@ -97,12 +97,16 @@ export interface ExportResult {
 
 const fail = (reason: ExportError["reason"], message: string) => new ExportError({ reason, message })
 
+
+/** Whether `path` is a folder; false when it is not there or cannot be looked at. */
+const isFolder = (path: string) => Effect.flatMap(PlatformFs.current, (fs) => fs.stat(path)).pipe(Effect.map((info) => info.type === "Directory"), Effect.orElseSucceed(() => false))
+
 /** The state file of a checkpoint on this machine: the path the run recorded, else its name in the run's state folder. */
 const localState = (stateDir: string, row: RunFolder.CheckpointRow) =>
   Effect.gen(function* () {
     const { path: saved, step } = row
     const candidates = [saved, Path.join(stateDir, `${row.name}.ckpt`)]
-    const file = candidates.find((f) => Fs.existsSync(f))
+    const file = Option.getOrUndefined(yield* Effect.findFirst(candidates, PlatformFs.exists))
     if (file === undefined) return yield* fail("State", `the state file of step ${step} is missing (looked at ${[...new Set(candidates)].join(" and ")})`)
     const state = yield* Effect.tryPromise({ try: () => Checkpoint.read(file), catch: (e) => fail("State", `${file}: ${e instanceof Error ? e.message : String(e)}`) })
     return { file, state }
@@ -171,14 +175,14 @@ const runBaseModel = (dir: string) =>
  */
 export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, options: ExportOptions) {
   const files = RunFolder.paths(dir)
-  if (!Fs.existsSync(dir) || !Fs.statSync(dir).isDirectory()) {
+  if (!(yield* isFolder(dir))) {
     return yield* fail("RunFolder", `${dir} is not a folder: give a run folder, e.g. runs/math-2026-11-29T12-00-00`)
   }
   const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError((e) => fail("RunFolder", e.message)))
   if (rows.length === 0) {
     return yield* fail(
       "NoCheckpoint",
-      `${dir} has no checkpoint (${Fs.existsSync(files.checkpoints) ? "checkpoints.jsonl lists none" : "no checkpoints.jsonl"}): ` +
+      `${dir} has no checkpoint (${(yield* PlatformFs.exists(files.checkpoints)) ? "checkpoints.jsonl lists none" : "no checkpoints.jsonl"}): ` +
         "a run saves one every --save-every steps and at its last step; continue it with `run --resume " + dir + "` to save one",
     )
   }
@@ -197,7 +201,9 @@ export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, o
   if (typeof adapter === "string") return yield* fail("State", `${file} ${adapter}`)
   const safetensors = Path.join(options.out, "adapter_model.safetensors")
   const config = Path.join(options.out, "adapter_config.json")
-  yield* Effect.try({ try: () => Fs.mkdirSync(options.out, { recursive: true }), catch: (e) => fail("Write", `${options.out}: ${(e as Error).message}`) })
+  yield* Effect.flatMap(PlatformFs.current, (fs) => fs.makeDirectory(options.out, { recursive: true })).pipe(
+    Effect.mapError((e) => fail("Write", `${options.out}: ${PlatformFs.messageOf(e)}`)),
+  )
   const metadata = { format: "pt", "gyre.run": Path.basename(Path.resolve(dir)), "gyre.step": String(step) }
   yield* RunLog.writeAtomic(safetensors, encodeSafetensors(adapter.tensors, metadata)).pipe(Effect.mapError((e) => fail("Write", e.message)))
   yield* RunLog.writeAtomic(config, JSON.stringify(adapter.config, null, 2) + "\n").pipe(Effect.mapError((e) => fail("Write", e.message)))

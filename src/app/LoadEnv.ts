@@ -10,7 +10,8 @@ import * as Fs from "node:fs"
 import Module, { createRequire } from "node:module"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import * as Env from "../vocabulary/Env.ts"
 import { compiled, envsDir, packageRoot } from "../Paths.ts"
 
@@ -18,6 +19,7 @@ const EXT = compiled ? /\.js$/ : /\.ts$/
 
 /** Names of the envs shipped in gyre's `envs/`. */
 export const availableEnvs = (): Array<string> =>
+  // sync: cli/run.ts and cli/eval.ts call it while their modules load (a flag's description), outside any Effect
   Fs.existsSync(envsDir)
     ? Fs.readdirSync(envsDir).filter((f) => EXT.test(f) && !f.startsWith("_") && !f.endsWith(".d.ts")).map((f) => f.replace(EXT, "")).sort()
     : []
@@ -28,47 +30,33 @@ export const isPath = (s: string) => s.includes("/") || s.includes("\\") || /\.(
 /** The file an env spec names: a shipped env's module, or the user's path made absolute. */
 export const envFile = (spec: string): string => isPath(spec) ? Path.resolve(spec) : Path.join(envsDir, `${spec}${compiled ? ".js" : ".ts"}`)
 
-const realDir = (file: string) => {
-  try {
-    return Fs.realpathSync(Path.dirname(file))
-  } catch {
-    return Path.dirname(file)
-  }
-}
+const realDir = (file: string) => Effect.flatMap(PlatformFs.current, (fs) => fs.realPath(Path.dirname(file))).pipe(Effect.orElseSucceed(() => Path.dirname(file)))
 
 /** The folder of the package that `name` resolves to from `fromFile`, or undefined when it does not resolve. */
-const resolvePackage = (name: string, fromFile: string): string | undefined => {
-  try {
-    let dir = realDir(createRequire(fromFile).resolve(name))
-    // walk up to the package's own package.json
-    for (;;) {
-      const pj = Path.join(dir, "package.json")
-      if (Fs.existsSync(pj)) {
-        try {
-          if ((JSON.parse(Fs.readFileSync(pj, "utf8")) as { name?: unknown }).name === name) return dir
-        } catch {
-          // keep looking
-        }
-      }
+const resolvePackage = (name: string, fromFile: string): Effect.Effect<string | undefined> =>
+  Effect.gen(function* () {
+    const resolved = yield* Effect.try(() => createRequire(fromFile).resolve(name)).pipe(Effect.option)
+    if (Option.isNone(resolved)) return undefined
+    const fs = yield* PlatformFs.current
+    // walk up to the package's own package.json (one that cannot be read is passed by)
+    for (let dir = yield* realDir(resolved.value); ; dir = Path.dirname(dir)) {
+      const json = yield* fs.readFileString(Path.join(dir, "package.json")).pipe(Effect.flatMap((text) => Effect.try(() => JSON.parse(text) as { name?: unknown })), Effect.option)
+      if (Option.isSome(json) && json.value.name === name) return dir
       if (Path.dirname(dir) === dir) return undefined
-      dir = Path.dirname(dir)
     }
-  } catch {
-    return undefined
-  }
-}
+  })
 
 /**
  * Copies of `gyre` or `effect` that the user's module would load besides the ones this
  * command runs on: each is named with both folders and how to fix it. An env made by
  * another copy of gyre, or with another copy of effect, does not work with this runner.
  */
-export const duplicateCopies = (file: string): Array<string> => {
+export const duplicateCopies = Effect.fn("LoadEnv.duplicateCopies")(function* (file: string) {
   const out: Array<string> = []
   const here = Path.join(packageRoot, "package.json")
   for (const name of ["gyre", "effect"] as const) {
-    const mine = name === "gyre" ? realDir(here) : resolvePackage(name, here)
-    const theirs = resolvePackage(name, file)
+    const mine = name === "gyre" ? yield* realDir(here) : yield* resolvePackage(name, here)
+    const theirs = yield* resolvePackage(name, file)
     if (mine !== undefined && theirs !== undefined && mine !== theirs) {
       out.push(
         `${file} loads ${name} from ${theirs}, but this gyre command runs on ${mine}: two copies of ${name} do not mix. ` +
@@ -78,24 +66,29 @@ export const duplicateCopies = (file: string): Array<string> => {
     }
   }
   return out
-}
+})
 
 /** Whether a file is a CommonJS module: `.cts`/`.cjs`, or a `.ts`/`.js` whose nearest package.json is not `"type": "module"`. */
-const isCommonJs = (file: string): boolean => {
-  if (/\.(cts|cjs)$/.test(file)) return true
-  if (/\.(mts|mjs)$/.test(file)) return false
-  for (let dir = Path.dirname(file); ; dir = Path.dirname(dir)) {
-    const pj = Path.join(dir, "package.json")
-    if (Fs.existsSync(pj)) {
-      try {
-        return (JSON.parse(Fs.readFileSync(pj, "utf8")) as { type?: unknown }).type !== "module"
-      } catch {
-        return true
+const isCommonJs = (file: string) =>
+  Effect.gen(function* () {
+    if (/\.(cts|cjs)$/.test(file)) return true
+    if (/\.(mts|mjs)$/.test(file)) return false
+    const fs = yield* PlatformFs.current
+    for (let dir = Path.dirname(file); ; dir = Path.dirname(dir)) {
+      const pj = Path.join(dir, "package.json")
+      // as existsSync: a package.json that cannot be looked at is not there
+      if (yield* PlatformFs.exists(pj)) {
+        const text = yield* fs.readFileString(pj).pipe(Effect.option)
+        if (text._tag === "None") return true
+        try {
+          return (JSON.parse(text.value) as { type?: unknown }).type !== "module"
+        } catch {
+          return true
+        }
       }
+      if (Path.dirname(dir) === dir) return true
     }
-    if (Path.dirname(dir) === dir) return true
-  }
-}
+  })
 
 let esmLoader: Promise<void> | undefined
 /**
@@ -122,13 +115,15 @@ const installCommonJsTypeScript = () => {
   }
   const extensions = (Module as unknown as { _extensions: Record<string, (module: { _compile: (code: string, file: string) => void }, file: string) => void> })._extensions
   const compile = (module: { _compile: (code: string, file: string) => void }, file: string) =>
+    // sync: node's require calls this hook synchronously
     module._compile(esbuild.transformSync(Fs.readFileSync(file, "utf8"), { loader: "ts", format: "cjs", sourcefile: file, target: "node20", sourcemap: "inline" }).code, file)
   extensions[".ts"] = compile
   extensions[".cts"] = compile
 }
 
-const importModule = async (file: string): Promise<Record<string, unknown>> => {
-  if (/\.(ts|cts)$/.test(file) && compiled && isCommonJs(file)) {
+/** Imports the module `file` (`commonJs`: a CommonJS TypeScript module, run by node's require). */
+const importModule = async (file: string, commonJs: boolean): Promise<Record<string, unknown>> => {
+  if (commonJs) {
     installCommonJsTypeScript()
     const exports = createRequire(file)(file) as unknown
     return { default: exports }
@@ -158,7 +153,8 @@ const describe = (value: unknown) =>
 export const loadEnv = (spec: string) =>
   Effect.gen(function* () {
     const file = envFile(spec)
-    if (!Fs.existsSync(file)) {
+    // as existsSync: a file that cannot be looked at is not there
+    if (!(yield* PlatformFs.exists(file))) {
       const names = availableEnvs()
       return yield* new Env.EnvError({
         env: spec,
@@ -168,9 +164,10 @@ export const loadEnv = (spec: string) =>
           : `unknown env "${spec}". Available: ${names.join(", ") || "(none)"}; or pass a path to your own module, e.g. ./my-env.ts`,
       })
     }
-    const copies = duplicateCopies(file)
+    const copies = yield* duplicateCopies(file)
+    const commonJs = /\.(ts|cts)$/.test(file) && compiled && (yield* isCommonJs(file))
     const mod = yield* Effect.tryPromise({
-      try: () => importModule(file),
+      try: () => importModule(file, commonJs),
       catch: (e) =>
         new Env.EnvError({
           env: spec,

@@ -226,7 +226,7 @@ const build = (dir: string) =>
     // a config.json that cannot be read leaves the page without weights and settings
     const config = yield* RunFolder.readConfigHints(files).pipe(Effect.map((c) => c.json), Effect.orElseSucceed(() => undefined))
     const divergence = yield* RunFolder.readDivergence(files, { tailBytes: 1 << 18 })
-    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence, rescore: latestSummary(dir) })
+    const html = render({ name: dir.split(/[\\/]/).filter(Boolean).pop() ?? dir, config, metrics, rollouts: rollouts.slice(-2000), divergence, rescore: yield* latestSummary(dir) })
     yield* RunLog.writeAtomic(files.report, html).pipe(Effect.mapError(ioError))
     return files.report
   })

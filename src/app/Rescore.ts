@@ -20,7 +20,6 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Context, Effect, Layer, Schema, Semaphore } from "effect"
 import * as Advantage from "../vocabulary/Advantage.ts"
@@ -29,6 +28,7 @@ import * as Episode from "../env/Episode.ts"
 import * as Reward from "../vocabulary/Reward.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
 import * as RunLog from "../folder/RunLog.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import { at } from "../util/Lookup.ts"
 import { Sampler } from "../services/Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
@@ -97,6 +97,7 @@ export interface Result {
 
 // ===== Reading =====
 
+
 /**
  * Reads a run folder's `config.json` and `rollouts.jsonl`. A folder with neither is not a
  * run folder; a run that logged no rollouts, a bad row (file, line, field) and a config
@@ -105,13 +106,13 @@ export interface Result {
  */
 export const read = Effect.fn("Rescore.read")(function* (dir: string) {
   const files = RunFolder.paths(dir)
-  if (!Fs.existsSync(files.config) && !Fs.existsSync(files.rollouts)) {
+  if (!(yield* PlatformFs.exists(files.config)) && !(yield* PlatformFs.exists(files.rollouts))) {
     return yield* new RescoreError({
       reason: "NotARunFolder",
       message: `${dir} is not a run folder (no config.json or rollouts.jsonl); give a folder a run wrote, e.g. runs/math-2026-11-29T12-00-00`,
     })
   }
-  if (!Fs.existsSync(files.config)) {
+  if (!(yield* PlatformFs.exists(files.config))) {
     return yield* new RescoreError({ reason: "RunFolder", message: `${files.config} not found: the run's advantage settings are unknown` })
   }
   const { json } = yield* RunFolder.readConfigHints(files).pipe(Effect.mapError(fail("RunFolder")))
@@ -336,13 +337,14 @@ export const rescore = Effect.fn("Rescore.rescore")(function* (run: StoredRun, s
 // ===== Writing =====
 
 /** A name free in `dir` for `rescore-<time>` (with `-2`, `-3`, ... when taken). */
-const freeStem = (dir: string) => {
-  const stem = `rescore-${new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19)}`
-  for (let i = 1; ; i++) {
-    const name = i === 1 ? stem : `${stem}-${i}`
-    if (!Fs.existsSync(Path.join(dir, `${name}.jsonl`)) && !Fs.existsSync(Path.join(dir, `${name}.json`))) return name
-  }
-}
+const freeStem = (dir: string) =>
+  Effect.gen(function* () {
+    const stem = `rescore-${new Date().toISOString().replace(/[:.]/g, "-").slice(0, 19)}`
+    for (let i = 1; ; i++) {
+      const name = i === 1 ? stem : `${stem}-${i}`
+      if (!(yield* PlatformFs.exists(Path.join(dir, `${name}.jsonl`))) && !(yield* PlatformFs.exists(Path.join(dir, `${name}.json`)))) return name
+    }
+  })
 
 /**
  * Writes a rescoring into the run folder: `rescore-<time>.jsonl`, one {@link RescoreRow}
@@ -350,7 +352,7 @@ const freeStem = (dir: string) => {
  * @since 0.1.0 @category io
  */
 export const write = Effect.fn("Rescore.write")(function* (dir: string, result: Result) {
-  const stem = freeStem(dir)
+  const stem = yield* freeStem(dir)
   const rowsFile = Path.join(dir, `${stem}.jsonl`)
   const summaryFile = Path.join(dir, `${stem}.json`)
   const encoded = yield* Effect.forEach(result.rows, (r) => Schema.encodeEffect(RescoreRow)(r)).pipe(

@@ -14,9 +14,9 @@
  * @since 0.1.0
  */
 import { Context, Effect, Layer } from "effect"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Local } from "../backends/local/index.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import { resolveModelDir, shippedModels } from "../Paths.ts"
 import { Reference } from "../services/Reference.ts"
 import { modelFlag, recordedTrainer, resolveInit } from "../run/Start.ts"
@@ -42,7 +42,7 @@ export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, co
     return { given, model: given, served: true, coef } satisfies Teacher
   }
   const modelDir = resolveModelDir(given)
-  if (modelDir !== undefined && Fs.existsSync(Path.join(modelDir, "weights.bin"))) return { given, model: Path.resolve(modelDir), coef } satisfies Teacher
+  if (modelDir !== undefined && (yield* PlatformFs.exists(Path.join(modelDir, "weights.bin")))) return { given, model: Path.resolve(modelDir), coef } satisfies Teacher
   const source = yield* resolveInit(given, { flag: label, forms: forms() })
   const newest = source.candidates[0]
   if (newest === undefined) return yield* bad(label, given, "it names no checkpoint")

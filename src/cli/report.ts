@@ -1,17 +1,17 @@
 /**
  * `gyre report runs/<name>`: (re)writes the run folder's report.html.
  */
-import * as Fs from "node:fs"
 import { Console, Effect } from "effect"
 import { Argument, Command } from "effect/cli"
 import * as Report from "../app/Report.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 
 /** The `report` command. */
 export const reportCommand = Command.make("report", { dir: Argument.String("run-folder").pipe(Argument.withDescription("a run folder, e.g. runs/math-2026-11-29T12-00-00")) }, ({ dir }) =>
   Effect.gen(function* () {
     const files = RunFolder.paths(dir)
-    if (!Fs.existsSync(files.config) && !Fs.existsSync(files.metrics)) {
+    if (!(yield* PlatformFs.exists(files.config)) && !(yield* PlatformFs.exists(files.metrics))) {
       return yield* new RunFolder.RunFolderError({
         reason: "Missing",
         path: dir,

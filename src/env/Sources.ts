@@ -57,6 +57,7 @@ export const jsonl = <P = unknown>(path: string): Source<P> => {
     origin: path,
     locate: (index) => `${path}:${lines[index] ?? "?"}`,
     load: () => {
+      // sync: `Source.load` is a plain function (`() => Array<unknown>`), part of the public `Source` type that envs and users implement
       const text = Fs.readFileSync(path, "utf8")
       const out: Array<unknown> = []
       lines.length = 0

@@ -13,9 +13,9 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Schema, SchemaIssue } from "effect"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import * as RunLog from "./RunLog.ts"
 import { CheckpointRow, Config, ConfigHints, DivergenceRow, EvalRow, MetricsRow, RolloutRow } from "./RunFolderSchemas.ts"
 
@@ -89,6 +89,8 @@ const decodeAt = <S extends Schema.Decoder<unknown>>(schema: S, path: string, li
 
 const ioError = (e: RunLog.RunLogError) => new RunFolderError({ reason: "Io", path: e.path, message: `${e.path}: ${e.message}` })
 
+
+
 /**
  * The rows of a JSONL file of the run folder, decoded with `schema` (a missing file has
  * none; a line torn by a crash is skipped). With `tailBytes`, only the rows of its last
@@ -138,7 +140,7 @@ export const readDivergence = Effect.fn("RunFolder.readDivergence")(function* (f
 export const keepThrough = Effect.fn("RunFolder.keepThrough")(function* (path: string, last: number) {
   const lines = yield* RunLog.readJsonlLines(path).pipe(Effect.mapError(ioError))
   const rows = yield* Effect.forEach(lines, ({ line, value }) => decodeAt(Stepped, path, line)(value).pipe(Effect.map(({ step }) => ({ step, value }))))
-  if (!Fs.existsSync(path)) return
+  if (!(yield* PlatformFs.exists(path))) return
   const kept = rows.filter((r) => last > 0 && r.step <= last)
   yield* RunLog.writeAtomic(path, kept.map((r) => JSON.stringify(r.value) + "\n").join("")).pipe(Effect.mapError(ioError))
 })
@@ -178,11 +180,10 @@ export const upgradeConfig = (json: unknown): unknown => {
 const readConfigJson = (files: Files) =>
   Effect.gen(function* () {
     const file = files.config
-    if (!Fs.existsSync(file)) return yield* new RunFolderError({ reason: "Missing", path: file, message: `${file} not found` })
-    const text = yield* Effect.try({
-      try: () => Fs.readFileSync(file, "utf8"),
-      catch: (e) => new RunFolderError({ reason: "Io", path: file, message: `${file}: ${(e as Error).message}` }),
-    })
+    if (!(yield* PlatformFs.exists(file))) return yield* new RunFolderError({ reason: "Missing", path: file, message: `${file} not found` })
+    const text = yield* Effect.flatMap(PlatformFs.current, (fs) => fs.readFileString(file)).pipe(
+      Effect.mapError((e) => new RunFolderError({ reason: "Io", path: file, message: `${file}: ${PlatformFs.messageOf(e)}` })),
+    )
     return yield* Effect.try({
       try: () => upgradeConfig(JSON.parse(text)),
       catch: (e) => new RunFolderError({ reason: "Decode", path: file, message: `${file} is not valid JSON: ${(e as Error).message}` }),
@@ -207,7 +208,7 @@ export const readConfig = Effect.fn("RunFolder.readConfig")(function* (files: Fi
  * @since 0.1.0 @category io
  */
 export const readConfigHints = Effect.fn("RunFolder.readConfigHints")(function* (files: Files) {
-  if (!Fs.existsSync(files.config)) return { hints: undefined, json: undefined }
+  if (!(yield* PlatformFs.exists(files.config))) return { hints: undefined, json: undefined }
   const json = yield* readConfigJson(files)
   const hints = yield* decodeAt(ConfigHints, files.config, undefined)(json)
   return { hints, json: json as Readonly<Record<string, unknown>> }
@@ -275,11 +276,12 @@ export const writeEval = Effect.fn("RunFolder.writeEval")(function* (path: strin
  * moved) the file of the same name in the folder's `state/`. Remote paths are kept.
  * @since 0.1.0 @category io
  */
-export const statePath = (files: Files, row: CheckpointRow): string => {
+export const statePath = Effect.fn("RunFolder.statePath")(function* (files: Files, row: CheckpointRow) {
   const recorded = row.path
   const moved = Path.join(files.state, Path.basename(recorded))
-  return !recorded.includes("://") && !Fs.existsSync(recorded) && Fs.existsSync(moved) ? moved : recorded
-}
+  if (recorded.includes("://") || (yield* PlatformFs.exists(recorded))) return recorded
+  return (yield* PlatformFs.exists(moved)) ? moved : recorded
+})
 
 /**
  * Whether a run folder holds work worth keeping: a checkpoint, or a finished step (a

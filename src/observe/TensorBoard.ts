@@ -10,13 +10,14 @@
  * @since 0.1.0
  */
 import { Effect } from "effect"
-import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
+import * as Files from "../platform/FileSystem.ts"
 import type { ObservedSample, RunObserverShape } from "../run/Observer.ts"
 import { event, record, type Values } from "./TfEvents.ts"
 
 /** Samples shown per step in the text `samples`. */
 const SHOWN = 4
+
 
 const sampleText = (samples: ReadonlyArray<ObservedSample>) =>
   samples.slice(0, SHOWN).map((s) => `**reward ${s.reward ?? "masked"}** · ${JSON.stringify(s.prompt)} → \`${s.completion}\``).join("\n\n")
@@ -26,12 +27,13 @@ const sampleText = (samples: ReadonlyArray<ObservedSample>) =>
  * @since 0.1.0 @category constructors
  */
 export const observer = Effect.fnUntraced(function* (dir: string) {
+  const fs = yield* Files.current
   const file = Path.join(dir, `events.out.tfevents.${Math.floor(Date.now() / 1000)}.gyre`)
   const append = (step: number, values: Values | "file_version") =>
-    Effect.tryPromise(() => Fs.appendFile(file, record(event(Date.now() / 1000, step, values)))).pipe(
-      Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot write ${file}: ${e.message}`)),
+    Effect.suspend(() => fs.writeFile(file, record(event(Date.now() / 1000, step, values)), { flag: "a" })).pipe(
+      Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot write ${file}: ${Files.messageOf(e)}`)),
     )
-  yield* Effect.tryPromise(() => Fs.mkdir(dir, { recursive: true })).pipe(Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot make ${dir}: ${e.message}`)))
+  yield* fs.makeDirectory(dir, { recursive: true }).pipe(Effect.catch((e) => Effect.logWarning(`--tensorboard: cannot make ${dir}: ${Files.messageOf(e)}`)))
   yield* append(0, "file_version")
   yield* Effect.logInfo(`--tensorboard: writing ${file} (watch with tensorboard --logdir ${Path.dirname(Path.dirname(dir))})`)
   return {

@@ -2,8 +2,8 @@
  * Effect's `FileSystem` service on `node:fs/promises`: whole-file reads and writes,
  * directories, metadata, links, temporary files and folders. Open file handles
  * (`open`, and `stream` / `sink`, which use them) and `watch` are not provided: they
- * fail with a `BadArgument` that says so. gyre's commands reach the file system through
- * this service only when a command-line parameter names a path.
+ * fail with a `BadArgument` that says so. gyre reads and writes files through this
+ * service (`current`: the one in context, else this one).
  *
  * @since 0.1.0
  */
@@ -137,3 +137,28 @@ export const make = (): FileSystem.FileSystem =>
 
 /** `FileSystem` on `node:fs`. @since 0.1.0 @category layers */
 export const layer: Layer.Layer<FileSystem.FileSystem> = Layer.sync(FileSystem.FileSystem, make)
+
+let own: FileSystem.FileSystem | undefined
+
+/**
+ * The `FileSystem` in context, else this platform's: gyre's file access goes through the
+ * service, and a program (or a test) that provides its own is read and written through
+ * it, while one that provides none needs no layer.
+ * @since 0.1.0 @category accessors
+ */
+export const current: Effect.Effect<FileSystem.FileSystem> = Effect.map(Effect.serviceOption(FileSystem.FileSystem), Option.getOrElse(() => (own ??= make())))
+
+/**
+ * Whether `path` exists, through `current`. A path that cannot be checked (a file on the
+ * way, no permission) counts as absent, as `existsSync` has it.
+ * @since 0.1.0 @category accessors
+ */
+export const exists = (path: string): Effect.Effect<boolean> => Effect.flatMap(current, (fs) => fs.exists(path)).pipe(Effect.orElseSucceed(() => false))
+
+/**
+ * A `PlatformError`'s own text: the system's message (`ENOENT: no such file or directory,
+ * open '…'`), else Effect's.
+ * @since 0.1.0 @category utils
+ */
+export const messageOf = (e: PlatformError.PlatformError): string =>
+  e.reason.cause instanceof Error ? e.reason.cause.message : e.reason._tag === "BadArgument" ? e.message : (e.reason.description ?? e.message)

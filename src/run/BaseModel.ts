@@ -8,10 +8,10 @@
  * @since 0.1.0
  */
 import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect } from "effect"
 import type * as RunFolder from "../folder/RunFolder.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 
 /** The folder of an embedded model name (`local:<folder>`); undefined for a random or remote model. */
 const folderOf = (model: string): string | undefined =>
@@ -23,14 +23,12 @@ const folderOf = (model: string): string | undefined =>
  * @since 0.1.0 @category accessors
  */
 export const weightsDigest = (model: string): Effect.Effect<string | undefined> =>
-  Effect.sync(() => {
+  Effect.gen(function* () {
     const dir = folderOf(model)
     if (dir === undefined) return undefined
-    try {
-      return `sha256:${Crypto.createHash("sha256").update(Fs.readFileSync(Path.join(dir, "weights.bin"))).digest("hex")}`
-    } catch {
-      return undefined
-    }
+    const fs = yield* PlatformFs.current
+    const weights = yield* fs.readFile(Path.join(dir, "weights.bin")).pipe(Effect.orElseSucceed(() => undefined))
+    return weights === undefined ? undefined : `sha256:${Crypto.createHash("sha256").update(weights).digest("hex")}`
   })
 
 /** A trainer record with the digest of its embedded model's weights, when there is one. @since 0.1.0 @category constructors */

@@ -4,17 +4,21 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect } from "effect"
 import type { BackendError } from "../contract/Contract.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
 import * as RunLog from "../folder/RunLog.ts"
+import * as PlatformFs from "../platform/FileSystem.ts"
 import { Trainer } from "../services/Trainer.ts"
 import * as BaseModel from "./BaseModel.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
 type Files = RunFolder.Files
+
+
+/** What is at `path` (a file, a folder, ...); undefined when nothing is, or it cannot be told. */
+const typeOf = (path: string) => Effect.flatMap(PlatformFs.current, (fs) => fs.stat(path)).pipe(Effect.map((info) => info.type), Effect.orElseSucceed(() => undefined))
 
 /** Failures that say a checkpoint itself is bad (missing, truncated, corrupt, refused), so an older one may do. */
 const badCheckpoint = (e: BackendError) => e.reason === "InvalidInput" || e.reason === "Rejected"
@@ -45,7 +49,7 @@ const loadNewest = (files: Files, settings: RunSettings) =>
     const skipped: Array<string> = []
     for (let i = checkpoints.length - 1; i >= 0; i--) {
       const row = checkpoints[i]! // i runs down from the last index
-      const path = RunFolder.statePath(files, row)
+      const path = yield* RunFolder.statePath(files, row)
       const step = row.step
       const loaded = yield* trainer.loadState(path, { withOptimizer: true }).pipe(
         Effect.as(undefined),
@@ -142,31 +146,31 @@ export const resolveInit = (given: string, named: { readonly flag: string; reado
   Effect.gen(function* () {
     const bad = (what: string) => new RunError({ reason: "Settings", message: `${named.flag} ${given}: ${what}; ${named.forms}` })
     if (given.includes("://")) return { dir: undefined, candidates: [{ step: undefined, path: given }] } satisfies InitSource
-    const stat = Fs.statSync(given, { throwIfNoEntry: false })
-    if (stat?.isFile()) {
+    const type = yield* typeOf(given)
+    if (type === "File") {
       // runs/<name>/state/step-N.ckpt belongs to runs/<name>
       const dir = Path.basename(Path.dirname(given)) === "state" ? Path.dirname(Path.dirname(given)) : undefined
       const step = /^step-(\d+)\.ckpt$/.exec(Path.basename(given))
       return {
-        dir: dir !== undefined && Fs.existsSync(RunFolder.paths(dir).config) ? dir : undefined,
+        dir: dir !== undefined && (yield* PlatformFs.exists(RunFolder.paths(dir).config)) ? dir : undefined,
         candidates: [{ step: step ? Number(step[1]) : undefined, path: given }],
       } satisfies InitSource
     }
-    const stepOf = stat === undefined ? /^step-(\d+)$/.exec(Path.basename(given)) : null
+    const stepOf = type === undefined ? /^step-(\d+)$/.exec(Path.basename(given)) : null
     const dir = stepOf ? Path.dirname(given) : given
-    if (!Fs.statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return yield* bad("no such file or folder")
+    if ((yield* typeOf(dir)) !== "Directory") return yield* bad("no such file or folder")
     const files = RunFolder.paths(dir)
-    if (!Fs.existsSync(files.checkpoints) && Fs.existsSync(Path.join(dir, "weights.bin"))) {
+    if (!(yield* PlatformFs.exists(files.checkpoints)) && (yield* PlatformFs.exists(Path.join(dir, "weights.bin")))) {
       return yield* bad(`${dir} is not a run folder but a base model folder (weights.bin): give it as --model ${dir}, or SFT on it first`)
     }
-    if (!Fs.existsSync(files.config) && !Fs.existsSync(files.checkpoints)) {
+    if (!(yield* PlatformFs.exists(files.config)) && !(yield* PlatformFs.exists(files.checkpoints))) {
       return yield* bad(`${dir} is not a run folder (it has no config.json or checkpoints.jsonl)`)
     }
     const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError(fail("Settings", undefined)))
     if (rows.length === 0) {
       return yield* bad(`run folder ${dir} holds no checkpoint (${files.checkpoints} has no rows): a run saves one at its last step and every --save-every steps; finish or --resume that run first`)
     }
-    const all = rows.map((row) => ({ step: row.step, path: RunFolder.statePath(files, row) }))
+    const all = yield* Effect.forEach(rows, (row) => Effect.map(RunFolder.statePath(files, row), (path) => ({ step: row.step, path })))
     if (stepOf) {
       const step = Number(stepOf[1])
       const newest = all.filter((c) => c.step === step).at(-1)
@@ -231,7 +235,7 @@ export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resum
   const files = RunFolder.paths(settings.outDir)
   const current = yield* trainerRecord(yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` }))))
   let start = 0
-  if (!resume && Fs.existsSync(files.config)) {
+  if (!resume && (yield* PlatformFs.exists(files.config))) {
     if (yield* RunFolder.holdsWork(files).pipe(Effect.mapError(fail("RunFolder", undefined)))) {
       return yield* new RunError({
         reason: "RunFolder",
@@ -240,12 +244,10 @@ export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resum
     }
     // A run that failed at startup left only its config (and maybe the base evaluation): start over in its folder.
     yield* Effect.logInfo(`run folder ${settings.outDir} holds no finished step and no checkpoint (a run that stopped at startup): starting over in it`)
-    yield* Effect.try({
-      try: () => {
-        for (const file of [files.metrics, files.rollouts, files.checkpoints, files.report]) Fs.rmSync(file, { force: true })
-      },
-      catch: (e) => new RunError({ reason: "RunFolder", message: `cannot clear ${settings.outDir} for a new run: ${(e as Error).message}` }),
-    })
+    const fs = yield* PlatformFs.current
+    yield* Effect.forEach([files.metrics, files.rollouts, files.checkpoints, files.report], (file) => fs.remove(file, { force: true }), { discard: true }).pipe(
+      Effect.mapError((e) => new RunError({ reason: "RunFolder", message: `cannot clear ${settings.outDir} for a new run: ${PlatformFs.messageOf(e)}` })),
+    )
   }
   yield* removeTempFiles(files).pipe(Effect.mapError(fail("RunFolder", undefined)))
   if (resume) {

@@ -17,9 +17,9 @@
  */
 import { Template } from "@huggingface/jinja"
 import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers"
-import { Effect, Layer, Option, Result, Schema } from "effect"
-import * as fs from "node:fs/promises"
+import { Effect, Layer, Result, Schema } from "effect"
 import * as path from "node:path"
+import * as Files from "../platform/FileSystem.ts"
 import { decode } from "../util/Decode.ts"
 import { type Message, type Prompt, TokenizeError, Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 
@@ -56,12 +56,17 @@ export const TokenizerJson = Schema.Struct({
 const tokenText = (spec: typeof TokenSpec.Type | undefined): string | undefined =>
   spec === undefined || spec === null ? undefined : typeof spec === "string" ? spec : spec.content
 
+
+/** UTF-8 as Node's `readFile(file, "utf8")` decodes it: a byte-order mark is kept, as Hugging Face's own reader keeps it. */
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true })
+
 const readJson = (file: string) =>
   Effect.gen(function* () {
-    const text = yield* Effect.tryPromise({
-      try: () => fs.readFile(file, "utf8"),
-      catch: (e) => new TokenizerLoadError({ reason: "Missing", path: file, message: `cannot read ${file}: ${e instanceof Error ? e.message : String(e)}` }),
-    })
+    const fs = yield* Files.current
+    const text = yield* fs.readFile(file).pipe(
+      Effect.map((bytes) => utf8.decode(bytes)),
+      Effect.mapError((e) => new TokenizerLoadError({ reason: "Missing", path: file, message: `cannot read ${file}: ${Files.messageOf(e)}` })),
+    )
     const parsed = Result.try(() => JSON.parse(text) as unknown)
     if (Result.isFailure(parsed)) {
       return yield* new TokenizerLoadError({ reason: "Malformed", path: file, message: `${file} is not valid JSON` })
@@ -105,8 +110,11 @@ const chatTemplate = (dir: string, config: TokenizerConfig, configFile: string) 
     if (typeof ct === "string") text = ct
     else if (Array.isArray(ct)) text = (ct.find((t) => t.name === "default") ?? ct[0])?.template
     if (text === undefined) {
-      const jinjaFile = path.join(dir, "chat_template.jinja")
-      text = yield* Effect.tryPromise(() => fs.readFile(jinjaFile, "utf8")).pipe(Effect.option, Effect.map(Option.getOrUndefined))
+      const fs = yield* Files.current
+      text = yield* fs.readFile(path.join(dir, "chat_template.jinja")).pipe(
+        Effect.map((bytes) => utf8.decode(bytes)),
+        Effect.orElseSucceed(() => undefined),
+      )
     }
     if (text === undefined) return { text: undefined, template: undefined }
     const source = text

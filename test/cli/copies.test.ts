@@ -24,19 +24,19 @@ const projectWith = (names: ReadonlyArray<string>) => {
 }
 
 describe("two copies of gyre or effect", () => {
-  it("are named with both folders and the fix", () => {
+  it.effect("are named with both folders and the fix", () => Effect.gen(function* () {
     const { dir, file } = projectWith(["effect", "gyre"])
-    const found = duplicateCopies(file)
+    const found = yield* duplicateCopies(file)
     assert.strictEqual(found.length, 2)
     assert.include(found[0]!, `loads gyre from ${Path.join(dir, "node_modules", "gyre")}`)
     assert.include(found[0]!, "two copies of gyre do not mix")
     assert.include(found[1]!, `loads effect from ${Path.join(dir, "node_modules", "effect")}`)
     assert.include(found[1]!, "npm dedupe")
-  })
+  }))
 
-  it("none when the env resolves the command's own copies", () => {
-    assert.deepStrictEqual(duplicateCopies(Path.resolve(import.meta.dirname, "../envs/vowels.ts")), [])
-  })
+  it.effect("none when the env resolves the command's own copies", () => Effect.gen(function* () {
+    assert.deepStrictEqual(yield* duplicateCopies(Path.resolve(import.meta.dirname, "../envs/vowels.ts")), [])
+  }))
 
   it.effect("an env loaded from such a project fails with that message", () =>
     Effect.gen(function* () {

@@ -117,7 +117,7 @@ const scoringLayer = (options: RescoreOptions, run: Rescore.StoredRun, scorer: R
   const publish = Effect.gen(function* () {
     const trainer = yield* Trainer
     const newest = (yield* RunFolder.readCheckpoints(files)).pop()
-    if (newest !== undefined) yield* trainer.loadState(RunFolder.statePath(files, newest))
+    if (newest !== undefined) yield* trainer.loadState(yield* RunFolder.statePath(files, newest))
     yield* trainer.saveWeightsForSampler("rescore")
   })
   return Layer.effectDiscard(publish).pipe(Layer.provideMerge(layer))

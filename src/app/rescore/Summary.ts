@@ -6,9 +6,9 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
+import * as PlatformFs from "../../platform/FileSystem.ts"
 import * as Path from "node:path"
-import { Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import * as Advantage from "../../vocabulary/Advantage.ts"
 
 /**
@@ -162,13 +162,13 @@ export const summarize = (run: string, scorer: string, advantage: Advantage.Mode
  * is none or it does not decode.
  * @since 0.1.0 @category io
  */
-export const latestSummary = (dir: string): Summary | undefined => {
-  const names = Fs.existsSync(dir) ? Fs.readdirSync(dir).filter((f) => /^rescore-.*\.json$/.test(f)) : []
-  const newest = names.map((f) => ({ f, t: Fs.statSync(Path.join(dir, f)).mtimeMs })).sort((a, b) => a.t - b.t || a.f.localeCompare(b.f)).pop()?.f
-  if (newest === undefined) return undefined
-  try {
-    return Schema.decodeUnknownSync(Summary)(JSON.parse(Fs.readFileSync(Path.join(dir, newest), "utf8")))
-  } catch {
-    return undefined
-  }
-}
+export const latestSummary = (dir: string): Effect.Effect<Summary | undefined> =>
+  Effect.gen(function* () {
+    const fs = yield* PlatformFs.current
+    const names = (yield* fs.readDirectory(dir)).filter((f) => /^rescore-.*\.json$/.test(f))
+    const dated = yield* Effect.forEach(names, (f) => Effect.map(fs.stat(Path.join(dir, f)), (info) => ({ f, t: Option.getOrElse(info.mtime, () => new Date(0)).getTime() })))
+    const newest = dated.sort((a, b) => a.t - b.t || a.f.localeCompare(b.f)).pop()?.f
+    if (newest === undefined) return undefined
+    const text = yield* fs.readFileString(Path.join(dir, newest))
+    return yield* Schema.decodeUnknownEffect(Summary)(JSON.parse(text))
+  }).pipe(Effect.catchCause(() => Effect.succeed(undefined)))

@@ -8,10 +8,10 @@
  *
  * @since 0.1.0
  */
-import * as fs from "node:fs/promises"
 import * as path from "node:path"
-import { Effect } from "effect"
+import { Effect, type FileSystem, type PlatformError } from "effect"
 import * as RunLog from "../../folder/RunLog.ts"
+import * as Files from "../../platform/FileSystem.ts"
 import { type ModelConfig, type Shapes, type Weights, baseShapes, sizeOf } from "./Model.ts"
 
 const MAGIC = "GYRECKPT"
@@ -83,8 +83,16 @@ export const decode = (buf: Uint8Array): CheckpointFile => {
 export const write = (file: string, meta: Record<string, unknown>, tensors: Weights, shapes?: Shapes): Promise<void> =>
   Effect.runPromise(RunLog.writeAtomic(file, encode(meta, tensors, shapes)))
 
+/**
+ * A read through the FileSystem service for the Promise API here (whose callers are the
+ * engines' async code): a failure rejects with Node's own error (its message and code),
+ * as `fs.readFile` did, else with the service's.
+ */
+const readWith = <A>(f: (fs: FileSystem.FileSystem) => Effect.Effect<A, PlatformError.PlatformError>): Promise<A> =>
+  Effect.runPromise(Effect.flatMap(Files.current, f).pipe(Effect.mapError((e) => (e.cause instanceof Error ? e.cause : e))))
+
 /** @since 0.1.0 @category combinators */
-export const read = async (file: string): Promise<CheckpointFile> => decode(await fs.readFile(file))
+export const read = async (file: string): Promise<CheckpointFile> => decode(await readWith((fs) => fs.readFile(file)))
 
 /** The base model directory: `config.json` and `weights.bin`. @since 0.1.0 @category combinators */
 export const saveBaseModel = async (dir: string, config: ModelConfig, weights: Weights, extra: Record<string, unknown> = {}) => {
@@ -94,7 +102,7 @@ export const saveBaseModel = async (dir: string, config: ModelConfig, weights: W
 
 /** @since 0.1.0 @category combinators */
 export const loadBaseModel = async (dir: string): Promise<{ readonly config: ModelConfig; readonly weights: Weights }> => {
-  const raw = JSON.parse(await fs.readFile(path.join(dir, "config.json"), "utf8")) as Record<string, unknown>
+  const raw = JSON.parse(await readWith((fs) => fs.readFileString(path.join(dir, "config.json")))) as Record<string, unknown>
   const num = (k: string) => {
     const v = raw[k]
     if (typeof v !== "number") throw new Error(`${dir}/config.json: ${k} must be a number`)

@@ -8,9 +8,8 @@
  *
  * @since 0.1.0
  */
-import * as fs from "node:fs"
 import * as path from "node:path"
-import { Array as Arr, type Duration, Effect, type Scope, SubscriptionRef } from "effect"
+import { Array as Arr, type Duration, Effect, Option, type Scope, SubscriptionRef } from "effect"
 import {
   type AdamParams,
   type BackendError,
@@ -26,6 +25,7 @@ import {
   type SamplingParams,
 } from "../../contract/Contract.ts"
 import { LOSS_NAMES, type ResolvedLoss, validateLoss } from "../../loss/Loss.ts"
+import * as Files from "../../platform/FileSystem.ts"
 import { Reference, type ReferenceShape } from "../../services/Reference.ts"
 import { awaitVersion, Sampler, type SamplerShape } from "../../services/Sampler.ts"
 import type { TokenizerShape } from "../../services/Tokenizer.ts"
@@ -155,7 +155,7 @@ const makeTrainer = (calls: EngineCalls, info: ServiceInfo, published: Subscript
     }),
     loadState: Effect.fn(op("loadState"))(function* (file: string, options?: { readonly withOptimizer?: boolean }) {
       const candidates = [file, path.join(info.stateDir, `${file}.ckpt`)]
-      const found = candidates.find((c) => fs.existsSync(c))
+      const found = Option.getOrUndefined(yield* Effect.findFirst(candidates, (c) => Files.exists(c)))
       if (!found) return yield* fail(op("loadState"), "InvalidInput", `no state file at ${candidates.join(" or ")}`)
       yield* calls.loadState(op("loadState"), found, options?.withOptimizer ?? false)
     }),

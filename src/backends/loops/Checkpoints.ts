@@ -25,8 +25,9 @@
  */
 import * as Fs from "node:fs"
 import * as Path from "node:path"
-import { Effect, Schedule, Stream } from "effect"
+import { Effect, type FileSystem, type PlatformError, Schedule, Stream } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
+import * as Files from "../../platform/FileSystem.ts"
 import * as PlatformHttpClient from "../../platform/HttpClient.ts"
 import * as Api from "./Api.ts"
 import { ControlPlane } from "./ControlPlane.ts"
@@ -63,35 +64,65 @@ const destination = (out: string, file: Api.CheckpointFile): string | undefined 
   return Path.join(out, rel)
 }
 
+
+/** How many downloaded bytes are gathered before they are appended to the file. */
+const FLUSH_BYTES = 4 * 2 ** 20
+
+/**
+ * Writes a download to `part` through the FileSystem service, appending a few MiB at a
+ * time: the service has no open file handle to write chunk by chunk, and a checkpoint
+ * (gigabytes) must not be held whole in memory. Measured on 256 MiB of 16 KiB chunks
+ * (this machine, page cache): sync fd writes 120-210 ms, one service append per chunk
+ * 1.6 s, one per 4 MiB 160-390 ms, off the event loop. Answers the bytes written.
+ */
+const writeStream = (fs: FileSystem.FileSystem, part: string, body: Stream.Stream<Uint8Array, LoopsError>) =>
+  Effect.gen(function* () {
+    const cannot = (e: PlatformError.PlatformError) => fail("Failed", `cannot write ${part}: ${Files.messageOf(e)}`)
+    yield* fs.writeFile(part, new Uint8Array(0)).pipe(Effect.mapError(cannot))
+    let pending: Array<Uint8Array> = []
+    let size = 0
+    let total = 0
+    const flush = Effect.suspend(() => {
+      const bytes = new Uint8Array(size)
+      let at = 0
+      for (const chunk of pending) {
+        bytes.set(chunk, at)
+        at += chunk.length
+      }
+      pending = []
+      size = 0
+      return fs.writeFile(part, bytes, { flag: "a" }).pipe(Effect.mapError(cannot))
+    })
+    yield* Stream.runForEach(body, (chunk) => {
+      pending.push(chunk)
+      size += chunk.length
+      total += chunk.length
+      return size >= FLUSH_BYTES ? flush : Effect.void
+    })
+    if (size > 0) yield* flush
+    return total
+  })
+
 /** Streams one presigned URL to `dest` (no Authorization header), checking its size. */
 const fetchFile = (http: HttpClient.HttpClient, file: Api.CheckpointFile, dest: string) =>
   Effect.gen(function* () {
+    const fs = yield* Files.current
     const res = yield* http.execute(HttpClientRequest.get(file.url)).pipe(Effect.mapError((e) => fail("Unavailable", `${file.relative_file_name}: no answer from its presigned URL: ${e.reason._tag}`)))
     if (res.status !== 200) return yield* fail(res.status >= 500 || res.status === 429 ? "Unavailable" : "NotFound", `${file.relative_file_name}: its presigned URL answered HTTP ${res.status} (it may have expired: run the export again)`)
-    yield* Effect.try({ try: () => Fs.mkdirSync(Path.dirname(dest), { recursive: true }), catch: (e) => fail("Failed", `cannot create ${Path.dirname(dest)}: ${(e as Error).message}`) })
+    yield* fs.makeDirectory(Path.dirname(dest), { recursive: true }).pipe(Effect.mapError((e) => fail("Failed", `cannot create ${Path.dirname(dest)}: ${Files.messageOf(e)}`)))
     const part = `${dest}.part`
-    const written = yield* Effect.acquireUseRelease(
-      Effect.try({ try: () => Fs.openSync(part, "w"), catch: (e) => fail("Failed", `cannot write ${part}: ${(e as Error).message}`) }),
-      (fd) =>
-        res.stream.pipe(
-          Stream.mapError((e) => fail("Unavailable", `${file.relative_file_name}: the download broke off: ${e.reason._tag}`)),
-          Stream.runFold(() => 0, (n, chunk: Uint8Array) => {
-            Fs.writeSync(fd, chunk)
-            return n + chunk.length
-          }),
-        ),
-      (fd) => Effect.sync(() => Fs.closeSync(fd)),
-    )
+    const written = yield* writeStream(fs, part, res.stream.pipe(Stream.mapError((e) => fail("Unavailable", `${file.relative_file_name}: the download broke off: ${e.reason._tag}`))))
     if (written !== file.size_bytes) {
-      Fs.rmSync(part, { force: true })
+      yield* fs.remove(part, { force: true }).pipe(Effect.ignore)
       return yield* fail("Unavailable", `${file.relative_file_name}: got ${written} bytes, the files route lists ${file.size_bytes}`)
     }
-    yield* Effect.try({ try: () => Fs.renameSync(part, dest), catch: (e) => fail("Failed", `cannot write ${dest}: ${(e as Error).message}`) })
+    yield* fs.rename(part, dest).pipe(Effect.mapError((e) => fail("Failed", `cannot write ${dest}: ${Files.messageOf(e)}`)))
   })
 
 /** The number of tensors in a safetensors file (its JSON header's keys, less `__metadata__`); 0 when it is not one. */
 const tensorsIn = (file: string): number => {
   try {
+    // sync: 8 bytes and a header from the start of a file of gigabytes; the FileSystem service has no ranged read (no `open`), only whole files
     const fd = Fs.openSync(file, "r")
     try {
       const head = Buffer.alloc(8)

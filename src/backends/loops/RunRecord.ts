@@ -8,11 +8,11 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Result, Schema } from "effect"
 import { decode } from "../../util/Decode.ts"
 import * as RunLog from "../../folder/RunLog.ts"
+import * as Files from "../../platform/FileSystem.ts"
 import { LoopsError } from "./Errors.ts"
 
 /** The record's file name in a run folder. @since 0.1.0 @category constants */
@@ -43,11 +43,14 @@ export type RunRecord = typeof RunRecord.Type
 
 const failure = (file: string, message: string) => new LoopsError({ reason: "Config", route: file, message })
 
+
 /** The record of `runDir`; none when the folder has no `loops.json`. @since 0.1.0 @category io */
 export const read = Effect.fn("Loops.RunRecord.read")(function* (runDir: string) {
+  const fs = yield* Files.current
   const file = Path.join(runDir, FILE)
-  if (!Fs.existsSync(file)) return undefined
-  const json = yield* Effect.try({ try: () => JSON.parse(Fs.readFileSync(file, "utf8")) as unknown, catch: (e) => failure(file, `${file} is not JSON: ${(e as Error).message}`) })
+  if (!(yield* Files.exists(file))) return undefined
+  const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failure(file, `${file} is not JSON: ${Files.messageOf(e)}`)))
+  const json = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: (e) => failure(file, `${file} is not JSON: ${(e as Error).message}`) })
   const r = decode(RunRecord)(json)
   if (Result.isFailure(r)) return yield* failure(file, `${file} is not a Loops run record: ${r.failure}`)
   return r.success
@@ -58,7 +61,8 @@ export const live = (record: RunRecord | undefined): ReadonlyArray<RecordedRun> 
 
 const write = (runDir: string, record: RunRecord) =>
   Effect.gen(function* () {
-    yield* Effect.try({ try: () => Fs.mkdirSync(runDir, { recursive: true }), catch: (e) => failure(runDir, `cannot create ${runDir}: ${(e as Error).message}`) })
+    const fs = yield* Files.current
+    yield* fs.makeDirectory(runDir, { recursive: true }).pipe(Effect.mapError((e) => failure(runDir, `cannot create ${runDir}: ${Files.messageOf(e)}`)))
     yield* RunLog.writeAtomic(Path.join(runDir, FILE), JSON.stringify(record, null, 2) + "\n").pipe(Effect.mapError((e) => failure(e.path, e.message)))
   })
 

@@ -22,9 +22,9 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Stream } from "effect"
+import * as Files from "../../../platform/FileSystem.ts"
 import { type CheckpointIndex, type Entry, stateFileOf } from "./CheckpointIndex.ts"
 import { checkName, type FileReply, notFound, Reject } from "./Requests.ts"
 import * as Tar from "../wire/Tar.ts"
@@ -92,14 +92,15 @@ const resolve = (stateDir: string | undefined, uri: string, saved: string) =>
     if (stateDir === undefined) {
       return yield* new Reject({ status: 403, message: `${uri}: this server hands out no checkpoint files (it was started without a state folder)` })
     }
-    const real = (p: string) => Effect.tryPromise({ try: () => Fs.promises.realpath(p), catch: () => notFound(`${uri}: its state file is gone from the server (it was deleted or moved)`) })
+    const fs = yield* Files.current
+    const real = (p: string) => fs.realPath(p).pipe(Effect.mapError(() => notFound(`${uri}: its state file is gone from the server (it was deleted or moved)`)))
     const root = yield* real(stateDir)
     const file = yield* real(saved)
     if (!inside(root, file)) {
       return yield* new Reject({ status: 403, message: `${uri}: its file lies outside the server's state folder, so it is not handed out` })
     }
-    const stat = yield* Effect.tryPromise({ try: () => Fs.promises.stat(file), catch: () => notFound(`${uri}: its state file is gone from the server`) })
-    if (!stat.isFile()) return yield* notFound(`${uri}: its state file is not a file`)
+    const stat = yield* fs.stat(file).pipe(Effect.mapError(() => notFound(`${uri}: its state file is gone from the server`)))
+    if (stat.type !== "File") return yield* notFound(`${uri}: its state file is not a file`)
     return file
   })
 
@@ -136,7 +137,8 @@ const download = (st: State, token: string) =>
       if (grant !== undefined) st.tokens.delete(token)
       return yield* notFound("this download URL is unknown or has expired: ask the archive route for a new one")
     }
-    const bytes = yield* Effect.tryPromise({ try: () => Fs.promises.readFile(grant.file), catch: () => notFound("the checkpoint's file is gone from the server") })
+    const fs = yield* Files.current
+    const bytes = yield* fs.readFile(grant.file).pipe(Effect.mapError(() => notFound("the checkpoint's file is gone from the server")))
     const files = st.options.pack === undefined ? [{ name: Path.basename(grant.file), bytes }] : st.options.pack(bytes, grant.entry)
     if (typeof files === "string") return yield* new Reject({ status: 409, message: `${grant.entry.tinker_path} cannot be archived: ${files}` })
     const tar = Tar.pack(files, Math.floor(Date.parse(grant.entry.created_at) / 1000) || 0)

@@ -20,11 +20,11 @@
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Effect, Option, Schema } from "effect"
 import { BackendError } from "../../../contract/Contract.ts"
 import * as RunLog from "../../../folder/RunLog.ts"
+import * as Files from "../../../platform/FileSystem.ts"
 
 /** The index's file name, inside the state folder. @since 0.1.0 @category constants */
 export const FILE = "checkpoint-index.jsonl"
@@ -87,12 +87,14 @@ const stored = (stateDir: string | undefined, file: string) => {
 const failure = (operation: string, path: string) => (e: { readonly message: string }) =>
   new BackendError({ reason: "Internal", operation, message: `checkpoint index ${path}: ${e.message}` })
 
+
 /**
  * Opens the index of `stateDir` (reading what earlier runs of the server recorded), or
  * an index in memory when `stateDir` is undefined.
  * @since 0.1.0 @category constructors
  */
 export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: string | undefined, now: Effect.Effect<number>) {
+  const fs = yield* Files.current
   const path = stateDir === undefined ? undefined : Path.join(stateDir, FILE)
   const entries = new Map<string, Entry>()
   const files = new Map<string, string>()
@@ -103,13 +105,13 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
     if (e.kind === "weights" && e.file !== undefined) files.set(e.tinker_path, resolve(e.file))
     else files.delete(e.tinker_path)
   }
-  if (path !== undefined && Fs.existsSync(path)) {
+  if (path !== undefined && (yield* Files.exists(path))) {
     const rows = yield* RunLog.readJsonl(path).pipe(Effect.mapError(failure("serve", path)))
     for (const row of rows) {
       const e = decodeEntry(row)
       if (Option.isSome(e)) remember(e.value)
     }
-    const text = yield* Effect.try({ try: () => Fs.readFileSync(path, "utf8"), catch: (e) => failure("serve", path)(e as Error) })
+    const text = yield* fs.readFileString(path).pipe(Effect.mapError((e) => failure("serve", path)({ message: Files.messageOf(e) })))
     // a torn line (a crash mid-append) goes before the next append could glue a row to it
     if (rows.length !== text.split("\n").filter((l) => l.trim() !== "").length || (text.length > 0 && !text.endsWith("\n"))) {
       yield* RunLog.writeAtomic(path, rows.map((r) => JSON.stringify(r) + "\n").join("")).pipe(Effect.mapError(failure("serve", path)))
@@ -122,7 +124,7 @@ export const open = Effect.fn("CheckpointIndex.open")(function* (stateDir: strin
     Effect.gen(function* () {
       const operation = given.kind === "weights" ? "save_weights" : "save_weights_for_sampler"
       const file = given.file
-      const size = file === undefined || isUri(file) ? undefined : yield* Effect.sync(() => Fs.statSync(file, { throwIfNoEntry: false })?.size)
+      const size = file === undefined || isUri(file) ? undefined : yield* fs.stat(file).pipe(Effect.map((s) => Number(s.size)), Effect.orElseSucceed(() => undefined))
       const entry: Entry = {
         tinker_path: given.tinker_path,
         kind: given.kind,
