@@ -89,6 +89,19 @@ export const Teacher = Schema.Struct({
 })
 export type Teacher = typeof Teacher.Type
 
+/**
+ * A game env's roles and who plays each in training (`players`) and in held-out
+ * evaluation (`evalPlayers`): `policy`, `frozen <model>` (with its temperature when it has
+ * its own) or `scripted`.
+ * @since 0.1.0 @category models
+ */
+export const GameRecord = Schema.Struct({
+  roles: Schema.Array(Schema.String),
+  players: Schema.Record(Schema.String, Schema.String),
+  evalPlayers: Schema.Record(Schema.String, Schema.String),
+})
+export type GameRecord = typeof GameRecord.Type
+
 /** The KL coefficient in force: the teacher's when there is one, else `--kl-coef`. @since 0.1.0 @category training */
 export const klCoefOf = (settings: { readonly klCoef?: number | undefined; readonly teacher?: Teacher | undefined }): number => settings.teacher?.coef ?? settings.klCoef ?? 0
 
@@ -166,6 +179,8 @@ export const RunSettings = Schema.Struct({
   klCoef: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
   /** each reward component's weight in the total (0 = metric only), recorded for the report */
   rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
+  /** each game env's roles and who plays them, by env name: recorded from the env, which sets them */
+  games: Schema.optional(Schema.Record(Schema.String, GameRecord)),
   /** keep one rollouts.jsonl row per sample every N steps (0 = never) */
   logRolloutsEvery: Schema.Int.check(Schema.isGreaterThanOrEqualTo(0)),
   /** the learning rate of each step (`adam.learningRate` is the peak); absent = constant */

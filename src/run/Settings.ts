@@ -12,7 +12,8 @@ import * as Reward from "../vocabulary/Reward.ts"
 import type { Aggregation } from "../loss/MicroBatch.ts"
 
 export { DynamicSampling, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, RunSettings, Teacher } from "../folder/RunSettings.ts"
-import { klCoefOf, type RunSettings } from "../folder/RunSettings.ts"
+import { type GameRecord, klCoefOf, type RunSettings } from "../folder/RunSettings.ts"
+import type { Game, Player } from "../game/Spec.ts"
 
 
 /** A run failed: which step, env, reward and problem, and why. @since 0.1.0 @category errors */
@@ -204,11 +205,28 @@ export const inForce = (settings: RunSettings, source: Env.AnyEnv | Env.Mixture)
   const maxTokens = Math.max(...members.map(([env]) => samplingOf(settings, env).maxTokens))
   const resolved: RunSettings = settings.lossAggregation === undefined ? settings : { ...settings, lossAggregation: aggregationOf(settings, maxTokens) }
   const single = members.length === 1 ? members[0]?.[0] : undefined
+  const games = gamesOf(source)
   return {
     resolved,
     inForce: {
       ...(single !== undefined ? { ...resolved, sampling: samplingOf(resolved, single) } : resolved),
       ...(Object.keys(weights).length > 0 ? { rewardWeights: weights } : {}),
+      ...(Object.keys(games).length > 0 ? { games } : {}),
     },
   }
 }
+
+/** Who plays a role, in words (`config.json`'s `games`). */
+const playerText = (p: Player<unknown>): string =>
+  p === "policy" ? "policy" : "frozen" in p ? `frozen ${p.frozen}${p.temperature !== undefined ? ` at temperature ${p.temperature}` : ""}` : "scripted"
+
+/** The roles and players of each game env of `source`, by env name. */
+const gamesOf = (source: Env.AnyEnv | Env.Mixture): Record<string, GameRecord> =>
+  Object.fromEntries(
+    Env.members(source).flatMap(([env]) => {
+      const game = env.game as Game<unknown, unknown> | undefined
+      if (game === undefined) return []
+      const text = (players: Readonly<Record<string, Player<unknown>>>) => Object.fromEntries(game.roles.map((r) => [r, playerText(players[r]!)]))
+      return [[env.name, { roles: [...game.roles], players: text(game.players), evalPlayers: text(game.evalPlayers) }]]
+    }),
+  )

@@ -2,7 +2,7 @@
  * `envs/ask.ts`, a questioner/answerer game whose answerer is a frozen model: played on
  * scripted samplers (test doubles: the policy's questions and the frozen answerer's
  * answers computed from their views), and run through the runner with `models/base`
- * started as the answerer.
+ * started as the answerer; `config.json` records the roles and players.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -66,5 +66,12 @@ describe("envs/ask.ts: the policy asks, a frozen model answers", () => {
       assert.deepStrictEqual([...new Set(rows.map((r) => r["role"]))], ["questioner"])
       for (const r of rows) assert.include([-1, 0, 1], r["outcome"])
       assert.isDefined(run.metrics.at(-1)!["test/env/all/role/questioner/win_rate"])
+      // config.json says who played which role, and a resumed run says the same
+      const players = { questioner: "policy", answerer: "frozen base at temperature 0" }
+      const games = () => JSON.parse(Fs.readFileSync(Path.join(run.outDir, "config.json"), "utf8")).games
+      assert.deepStrictEqual(games(), { ask: { roles: ["questioner", "answerer"], players, evalPlayers: players } })
+      const resumed = yield* train({ resume: run.outDir, steps: 3 })
+      assert.deepStrictEqual(resumed.metrics.map((m) => m["step"]), [3])
+      assert.deepStrictEqual(games(), { ask: { roles: ["questioner", "answerer"], players, evalPlayers: players } })
     }), 120_000)
 })
