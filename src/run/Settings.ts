@@ -122,11 +122,12 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
       }
     }
   }
-  // One sample per group has nothing to be compared with: every advantage would be 0.
-  if (!settings.sft && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "mean_only")) {
+  // One sample per group has nothing to be compared with: every reward advantage would be 0
+  // (a teacher's per-token KL still trains it: distillation needs no groups).
+  if (!settings.sft && settings.teacher === undefined && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "mean_only")) {
     return yield* settingsError(
       `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
-        "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none",
+        "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none (with --teacher, a group of one distills)",
     )
   }
   const streamed = streamingProblem(settings)

@@ -70,6 +70,17 @@ describe("--teacher", () => {
       assert.include((yield* Effect.flip(run({ teacherCoef: 2, out }))).message, "--teacher-coef 2 weighs a teacher's KL: add --teacher")
     }))
 
+  it.live("needs no groups: a group of one sample, refused without a teacher, distills with one", () =>
+    Effect.gen(function* () {
+      const out = tmp()
+      assert.include((yield* Effect.flip(run({ groupSize: 1, out, name: "alone" }))).message, "--group-size 1 trains nothing with --advantage group_std")
+      const distilled = yield* run({ teacher: "calculator", groupSize: 1, groups: 4, steps: 1, out, name: "distilled" })
+      const row = distilled.metrics.at(-1)!
+      assert.isAbove(row["kl/policy_ref_tokens"]!, 0)
+      assert.isDefined(row["train/loss"])
+      assert.notStrictEqual(row["train/loss"], 0, "the teacher's KL gave the samples advantages")
+    }), 120_000)
+
   it.live("a run records its teacher (a run's checkpoint), folds its KL into the advantages, and keeps it on --resume", () =>
     Effect.gen(function* () {
       const out = tmp()
