@@ -23,7 +23,7 @@ trap 'kill "$serve_pid" 2>/dev/null || true; wait "$serve_pid" 2>/dev/null || tr
 mkdir -p "$work/meta/tinker-$version.dist-info"
 printf 'Metadata-Version: 2.1\nName: tinker\nVersion: %s\n' "$version" > "$work/meta/tinker-$version.dist-info/METADATA"
 mkdir -p "$work/state"
-(cd "$root" && exec npx tsx serve.ts --port 0 --state-dir "$work/state" ${SERVE_FLAGS:-}) > "$work/serve.log" 2>&1 &
+(cd "$root" && exec node --import tsx serve.ts --port 0 --state-dir "$work/state" ${SERVE_FLAGS:-}) > "$work/serve.log" 2>&1 &
 serve_pid=$!
 url=""
 for _ in $(seq 1 300); do

@@ -8,6 +8,7 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { Effect, Layer } from "effect"
 import * as Http from "../backends/http/client/Client.ts"
+import * as ClientReference from "../backends/http/client/ClientReference.ts"
 import * as LoopsBackend from "../backends/loops/Backend.ts"
 import { stopCommand } from "../backends/loops/ControlPlane.ts"
 import * as LoopsRecord from "../backends/loops/RunRecord.ts"
@@ -114,9 +115,6 @@ const reportLiveLoopsRuns = (runDir: string | undefined) =>
 /** `--model` names neither a folder nor a shipped model: say which names there are. */
 export const unknownModel = (model: string) => new BackendError({ reason: "InvalidInput", operation: "--model", message: unknownModelMessage(model) })
 
-/** A teacher on a Tinker-protocol service: a sampler path (`tinker://…`), else a base model it serves. */
-const scoredModel = (teacher: string) => (teacher.includes("://") ? { modelPath: teacher } : { baseModel: teacher })
-
 /** Whether `--model` names a state file (`.ckpt`) or a run folder (or a folder in one) rather than a base model. */
 const isRunFolder = (model: string | undefined) =>
   Effect.gen(function* () {
@@ -166,7 +164,7 @@ export const backendLayer = (options: BackendOptions): Layer.Layer<Trainer | Sam
     : Layer.succeed(Tokenizer, CharTokenizer.make())
   if (options.backend === "loops") return loopsLayer(options, tokenizer)
   return Layer.mergeAll(
-    Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank, ...(options.teacher !== undefined ? { reference: scoredModel(options.teacher) } : {}) }),
+    Http.layer({ baseUrl: options.backend, baseModel: options.model, loraRank: options.loraRank, ...(options.teacher !== undefined ? { reference: ClientReference.scoredModelOf(options.teacher) } : {}) }),
     tokenizer,
     reportLiveLoopsRuns(options.runDir),
   )

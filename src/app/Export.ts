@@ -97,9 +97,12 @@ export interface ExportResult {
 
 const fail = (reason: ExportError["reason"], message: string) => new ExportError({ reason, message })
 
-
-/** Whether `path` is a folder; false when it is not there or cannot be looked at. */
-const isFolder = (path: string) => Effect.flatMap(PlatformFs.current, (fs) => fs.stat(path)).pipe(Effect.map((info) => info.type === "Directory"), Effect.orElseSucceed(() => false))
+/** Whether `path` is a folder; false when nothing is there; fails when it cannot be looked at. */
+const isFolder = (path: string) =>
+  Effect.flatMap(PlatformFs.current, (fs) => fs.stat(path)).pipe(
+    Effect.map((info) => info.type === "Directory"),
+    Effect.catchIf((e) => e.reason._tag === "NotFound", () => Effect.succeed(false)),
+  )
 
 /** The state file of a checkpoint on this machine: the path the run recorded, else its name in the run's state folder. */
 const localState = (stateDir: string, row: RunFolder.CheckpointRow) =>
@@ -175,7 +178,7 @@ const runBaseModel = (dir: string) =>
  */
 export const exportRun = Effect.fn("Export.exportRun")(function* (dir: string, options: ExportOptions) {
   const files = RunFolder.paths(dir)
-  if (!(yield* isFolder(dir))) {
+  if (!(yield* isFolder(dir).pipe(Effect.mapError((e) => fail("RunFolder", `cannot look at ${dir}: ${PlatformFs.messageOf(e)}`))))) {
     return yield* fail("RunFolder", `${dir} is not a folder: give a run folder, e.g. runs/math-2026-11-29T12-00-00`)
   }
   const rows = yield* RunFolder.readCheckpoints(files).pipe(Effect.mapError((e) => fail("RunFolder", e.message)))

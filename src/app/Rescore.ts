@@ -97,7 +97,6 @@ export interface Result {
 
 // ===== Reading =====
 
-
 /**
  * Reads a run folder's `config.json` and `rollouts.jsonl`. A folder with neither is not a
  * run folder; a run that logged no rollouts, a bad row (file, line, field) and a config

@@ -7,9 +7,10 @@
  * file): the run's base model, from its `config.json`, with the adapter of its checkpoint.
  * Its tokenizer must be the student's; another is refused, naming both.
  *
- * On a remote backend the service itself scores (`served`): `--teacher` names a sampler
- * path (`tinker://…`) or a base model it serves, or on Loops another run left up
- * (`loops:<run id>`); the backend's `Reference` is then the teacher (`app/Backend.ts`).
+ * On a remote backend a model or run found on this machine is started here as well; any
+ * other name is scored by the service itself (`served`): a sampler path (`tinker://…`) or
+ * a base model it serves, or on Loops another run left up (`loops:<run id>`). The
+ * backend's `Reference` is then the teacher (`app/Backend.ts`).
  *
  * @since 0.1.0
  */
@@ -36,11 +37,17 @@ const bad = (label: string, given: string, what: string) => new RunError({ reaso
  * @since 0.1.0 @category constructors
  */
 export const resolve = Effect.fn("Teacher.resolve")(function* (given: string, coef: number, label = "--teacher", backend = "embedded") {
-  // a remote backend's own service scores: what it names the model is passed as given
-  if (backend !== "embedded") {
-    if (given.trim() === "") return yield* new RunError({ reason: "Settings", message: `${label} on --backend ${backend}: name a model the service serves (a sampler path such as tinker://…, or a base model${backend === "loops" ? ", or loops:<run id>" : ""})` })
-    return { given, model: given, served: true, coef } satisfies Teacher
-  }
+  if (backend === "embedded") return yield* local(given, coef, label)
+  // on a remote backend: a model or run on this machine is started here, as on the embedded
+  // one; anything else (a sampler path, a base model, loops:<run id>) the service scores
+  if (given.trim() === "") return yield* new RunError({ reason: "Settings", message: `${label} on --backend ${backend}: name a model the service serves (a sampler path such as tinker://…, or a base model${backend === "loops" ? ", or loops:<run id>" : ""}), or a model or run on this machine` })
+  const served: Teacher = { given, model: given, served: true, coef }
+  if (given.includes("://") || given.startsWith("loops:")) return served
+  return yield* local(given, coef, label).pipe(Effect.orElseSucceed(() => served))
+})
+
+/** A teacher on this machine: a model folder or shipped model, or a run's checkpoint of an embedded model. */
+const local = Effect.fnUntraced(function* (given: string, coef: number, label: string): Effect.fn.Return<Teacher, RunError> {
   const modelDir = resolveModelDir(given)
   if (modelDir !== undefined && (yield* PlatformFs.exists(Path.join(modelDir, "weights.bin")))) return { given, model: Path.resolve(modelDir), coef } satisfies Teacher
   const source = yield* resolveInit(given, { flag: label, forms: forms() })

@@ -89,8 +89,6 @@ const decodeAt = <S extends Schema.Decoder<unknown>>(schema: S, path: string, li
 
 const ioError = (e: RunLog.RunLogError) => new RunFolderError({ reason: "Io", path: e.path, message: `${e.path}: ${e.message}` })
 
-
-
 /**
  * The rows of a JSONL file of the run folder, decoded with `schema` (a missing file has
  * none; a line torn by a crash is skipped). With `tailBytes`, only the rows of its last

@@ -24,16 +24,16 @@ export class RunLogError extends Schema.TaggedError<RunLogError>()("RunLogError"
   message: Schema.String,
 }) {}
 
-
 const failed = (path: string) => (e: PlatformError.PlatformError) => new RunLogError({ path, message: Files.messageOf(e) })
-
 
 /**
  * Work on an open file handle, which stays on `node:fs/promises`: fsync needs one, and
  * gyre's FileSystem service has none (its `open` fails). Fails as the service does.
  */
-const handle = (method: string, path: string, f: () => Promise<void>) =>
-  Effect.tryPromise({ try: f, catch: (cause) => PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method, pathOrDescriptor: path, cause }) })
+const handle = (method: string, path: string, f: () => Promise<void>) => Effect.tryPromise({ try: f, catch: systemError(method, path) })
+
+/** A failure of `node:fs` itself, as the service would report it. */
+const systemError = (method: string, path: string) => (cause: unknown) => PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method, pathOrDescriptor: path, cause })
 
 /**
  * Syncs a folder, so that a rename or a new file in it survives a power loss. Windows
@@ -157,12 +157,9 @@ export const readJsonlLines = (path: string, options: { readonly tailBytes?: num
     if (!(yield* Files.exists(path))) return []
     const size = options.tailBytes === undefined ? 0 : Number((yield* fs.stat(path)).size)
     const from = options.tailBytes === undefined ? 0 : Math.max(0, size - options.tailBytes)
-    const text = from === 0 ? decode(yield* fs.readFile(path)) : yield* readTail(path, from, size)
+    const text = from === 0 ? yield* Files.readText(path) : yield* readTail(path, from, size)
     return parseLines(text, from)
   }).pipe(Effect.mapError(failed(path)))
-
-/** UTF-8 text of file bytes, as `readFileSync(path, "utf8")` gives it (a leading BOM kept). */
-const decode = (bytes: Uint8Array) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("utf8")
 
 /**
  * The text of `path` from byte `from` to `to`. Sync: the FileSystem service reads whole
@@ -183,7 +180,7 @@ const readTail = (path: string, from: number, to: number) =>
       }
       return buf.toString("utf8")
     },
-    catch: (cause) => PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method: "readTail", pathOrDescriptor: path, cause }),
+    catch: systemError("readTail", path),
   })
 
 /** The rows of JSONL text read from byte `from` (numbered when it is the whole file). */

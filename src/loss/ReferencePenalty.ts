@@ -30,7 +30,7 @@ export const ensure = Effect.fn("Reference.ensure")(function* (coef: number, fla
           reason: e.reason,
           operation: e.operation,
           message: teacher
-            ? `--teacher needs the teacher's log-probs of the sampled tokens, but ${e.message}. Name a model the backend can score with`
+            ? `--teacher needs the teacher's log-probs of the sampled tokens, but ${e.message}. Name a model the backend can score with, or a model or run on this machine`
             : `${flag} ${coef} needs the base model's log-probs of the sampled tokens, but ${e.message}. Use a backend that serves the base model, or ${flag} 0`,
         }),
     ),

@@ -18,7 +18,6 @@ import { event, record, type Values } from "./TfEvents.ts"
 /** Samples shown per step in the text `samples`. */
 const SHOWN = 4
 
-
 const sampleText = (samples: ReadonlyArray<ObservedSample>) =>
   samples.slice(0, SHOWN).map((s) => `**reward ${s.reward ?? "masked"}** · ${JSON.stringify(s.prompt)} → \`${s.completion}\``).join("\n\n")
 

@@ -3,7 +3,9 @@
  * directories, metadata, links, temporary files and folders. Open file handles
  * (`open`, and `stream` / `sink`, which use them) and `watch` are not provided: they
  * fail with a `BadArgument` that says so. gyre reads and writes files through this
- * service (`current`: the one in context, else this one).
+ * service (`current`: the one in context, else this one), except where a sync caller, a
+ * ranged read or an fsync needs `node:fs` itself (each such place says why), and the
+ * embedded backend's checkpoint files, read and written by its engines.
  *
  * @since 0.1.0
  */
@@ -162,3 +164,13 @@ export const exists = (path: string): Effect.Effect<boolean> => Effect.flatMap(c
  */
 export const messageOf = (e: PlatformError.PlatformError): string =>
   e.reason.cause instanceof Error ? e.reason.cause.message : e.reason._tag === "BadArgument" ? e.message : (e.reason.description ?? e.message)
+
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true })
+
+/**
+ * The text of a file, through `current`, decoded as `readFile(path, "utf8")` decodes it: a
+ * leading byte-order mark is kept (`readFileString` drops it).
+ * @since 0.1.0 @category accessors
+ */
+export const readText = (path: string): Effect.Effect<string, PlatformError.PlatformError> =>
+  Effect.flatMap(current, (fs) => fs.readFile(path)).pipe(Effect.map((bytes) => utf8.decode(bytes)))

@@ -131,7 +131,6 @@ export const hasSignal = (group: Pick<Group, "scores">): boolean => {
  */
 export const refillSeed = (seed: number, step: number) => Env.hash32(`refill/${seed}/${step}`)
 
-
 /** Samples one problem's completions and scores them. @since 0.1.0 @category rollouts */
 export const sampleGroup = Effect.fnUntraced(function* (
   settings: RunSettings,

@@ -15,7 +15,6 @@ export { DynamicSampling, klCoefOf, LossAggregation, LrSchedule, Overlong, Recip
 import { type GameRecord, klCoefOf, type RunSettings } from "../folder/RunSettings.ts"
 import type { Game, Player } from "../game/Spec.ts"
 
-
 /** A run failed: which step, env, reward and problem, and why. @since 0.1.0 @category errors */
 export class RunError extends Schema.TaggedError<RunError>()("RunError", {
   reason: Schema.Literals(["Settings", "Reward", "Backend", "Env", "RunFolder", "Resume"]),
@@ -129,6 +128,9 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
       `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
         "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none (with --teacher, a group of one distills)",
     )
+  }
+  if (settings.dynamicSampling !== undefined && settings.groupSize < 2) {
+    return yield* settingsError(`--dynamic-sampling drops groups whose rewards are all equal, and a group of one sample always is: use --group-size 2 or more${settings.recipe === "dapo" ? " (--recipe dapo sets dynamic sampling)" : ""}`)
   }
   const streamed = streamingProblem(settings)
   if (streamed !== undefined) return yield* settingsError(streamed)

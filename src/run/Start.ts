@@ -16,9 +16,13 @@ import { fail, RunError, type RunSettings } from "./Settings.ts"
 
 type Files = RunFolder.Files
 
-
-/** What is at `path` (a file, a folder, ...); undefined when nothing is, or it cannot be told. */
-const typeOf = (path: string) => Effect.flatMap(PlatformFs.current, (fs) => fs.stat(path)).pipe(Effect.map((info) => info.type), Effect.orElseSucceed(() => undefined))
+/** What is at `path` (a file, a folder, ...); undefined when nothing is; fails with the system's message when it cannot be looked at. */
+const typeOf = (path: string) =>
+  Effect.flatMap(PlatformFs.current, (fs) => fs.stat(path)).pipe(
+    Effect.map((info): string | undefined => info.type),
+    Effect.catchIf((e) => e.reason._tag === "NotFound", () => Effect.succeed(undefined)),
+    Effect.mapError(PlatformFs.messageOf),
+  )
 
 /** Failures that say a checkpoint itself is bad (missing, truncated, corrupt, refused), so an older one may do. */
 const badCheckpoint = (e: BackendError) => e.reason === "InvalidInput" || e.reason === "Rejected"
@@ -146,7 +150,7 @@ export const resolveInit = (given: string, named: { readonly flag: string; reado
   Effect.gen(function* () {
     const bad = (what: string) => new RunError({ reason: "Settings", message: `${named.flag} ${given}: ${what}; ${named.forms}` })
     if (given.includes("://")) return { dir: undefined, candidates: [{ step: undefined, path: given }] } satisfies InitSource
-    const type = yield* typeOf(given)
+    const type = yield* typeOf(given).pipe(Effect.mapError((m) => bad(`cannot look at it: ${m}`)))
     if (type === "File") {
       // runs/<name>/state/step-N.ckpt belongs to runs/<name>
       const dir = Path.basename(Path.dirname(given)) === "state" ? Path.dirname(Path.dirname(given)) : undefined
@@ -158,7 +162,7 @@ export const resolveInit = (given: string, named: { readonly flag: string; reado
     }
     const stepOf = type === undefined ? /^step-(\d+)$/.exec(Path.basename(given)) : null
     const dir = stepOf ? Path.dirname(given) : given
-    if ((yield* typeOf(dir)) !== "Directory") return yield* bad("no such file or folder")
+    if ((yield* typeOf(dir).pipe(Effect.mapError((m) => bad(`cannot look at it: ${m}`)))) !== "Directory") return yield* bad("no such file or folder")
     const files = RunFolder.paths(dir)
     if (!(yield* PlatformFs.exists(files.checkpoints)) && (yield* PlatformFs.exists(Path.join(dir, "weights.bin")))) {
       return yield* bad(`${dir} is not a run folder but a base model folder (weights.bin): give it as --model ${dir}, or SFT on it first`)

@@ -56,15 +56,10 @@ export const TokenizerJson = Schema.Struct({
 const tokenText = (spec: typeof TokenSpec.Type | undefined): string | undefined =>
   spec === undefined || spec === null ? undefined : typeof spec === "string" ? spec : spec.content
 
-
-/** UTF-8 as Node's `readFile(file, "utf8")` decodes it: a byte-order mark is kept, as Hugging Face's own reader keeps it. */
-const utf8 = new TextDecoder("utf-8", { ignoreBOM: true })
-
 const readJson = (file: string) =>
   Effect.gen(function* () {
-    const fs = yield* Files.current
-    const text = yield* fs.readFile(file).pipe(
-      Effect.map((bytes) => utf8.decode(bytes)),
+    // a byte-order mark is kept, as Hugging Face's own reader keeps it
+    const text = yield* Files.readText(file).pipe(
       Effect.mapError((e) => new TokenizerLoadError({ reason: "Missing", path: file, message: `cannot read ${file}: ${Files.messageOf(e)}` })),
     )
     const parsed = Result.try(() => JSON.parse(text) as unknown)
@@ -110,11 +105,7 @@ const chatTemplate = (dir: string, config: TokenizerConfig, configFile: string) 
     if (typeof ct === "string") text = ct
     else if (Array.isArray(ct)) text = (ct.find((t) => t.name === "default") ?? ct[0])?.template
     if (text === undefined) {
-      const fs = yield* Files.current
-      text = yield* fs.readFile(path.join(dir, "chat_template.jinja")).pipe(
-        Effect.map((bytes) => utf8.decode(bytes)),
-        Effect.orElseSucceed(() => undefined),
-      )
+      text = yield* Files.readText(path.join(dir, "chat_template.jinja")).pipe(Effect.orElseSucceed(() => undefined))
     }
     if (text === undefined) return { text: undefined, template: undefined }
     const source = text

@@ -41,9 +41,10 @@ export const policy = "policy" as const
 /**
  * A frozen player: its moves are sampled from a model that does not train (a model
  * shipped with gyre, a model folder, or a run's checkpoint: `runs/<name>`, `runs/<name>/step-N`),
- * started once for the run. Its tokenizer must be the run's. It samples at the env's
- * temperature unless `temperature` says otherwise (0: its most likely move, e.g. an
- * answerer at its most reliable).
+ * started once for the run. Its tokenizer must be the run's. It samples as the policy
+ * does (the env's temperature in training, the eval temperature in evaluation) unless
+ * `temperature` says otherwise (0: its most likely move, e.g. an answerer at its most
+ * reliable).
  * @since 0.1.0 @category constructors
  */
 export const frozen = (model: string, options: { readonly temperature?: number } = {}): { readonly frozen: string; readonly temperature?: number } => {

@@ -70,7 +70,7 @@ describe("agent envs through the runner", () => {
         agentWith("slow", async (c) => {
           await ask(c)
           await new Promise((resolve, reject) => c.signal.addEventListener("abort", () => reject(new Error("aborted"))))
-        }, { timeout: "200 millis" }),
+        }, { timeout: "2 seconds" }),
       ]
       const seen: Record<string, Array<Record<string, unknown>>> = {}
       for (const env of cases) {

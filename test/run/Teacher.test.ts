@@ -78,6 +78,7 @@ describe("--teacher", () => {
       const row = distilled.metrics.at(-1)!
       assert.isAbove(row["kl/policy_ref_tokens"]!, 0)
       assert.isDefined(row["train/loss"])
+      assert.include((yield* Effect.flip(run({ teacher: "calculator", groupSize: 1, recipe: "dapo", out, name: "dapo" }))).message, "a group of one sample always is: use --group-size 2 or more (--recipe dapo sets dynamic sampling)")
       assert.notStrictEqual(row["train/loss"], 0, "the teacher's KL gave the samples advantages")
     }), 120_000)
 

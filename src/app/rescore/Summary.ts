@@ -170,5 +170,5 @@ export const latestSummary = (dir: string): Effect.Effect<Summary | undefined> =
     const newest = dated.sort((a, b) => a.t - b.t || a.f.localeCompare(b.f)).pop()?.f
     if (newest === undefined) return undefined
     const text = yield* fs.readFileString(Path.join(dir, newest))
-    return yield* Schema.decodeUnknownEffect(Summary)(JSON.parse(text))
-  }).pipe(Effect.catchCause(() => Effect.succeed(undefined)))
+    return yield* Schema.decodeUnknownEffect(Schema.fromJsonString(Summary))(text)
+  }).pipe(Effect.orElseSucceed(() => undefined))

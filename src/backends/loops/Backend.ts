@@ -13,6 +13,7 @@ import * as PlatformHttpClient from "../../platform/HttpClient.ts"
 import { Reference } from "../../services/Reference.ts"
 import { Sampler } from "../../services/Sampler.ts"
 import { Trainer } from "../../services/Trainer.ts"
+import * as ClientReference from "../http/client/ClientReference.ts"
 import type * as Retry from "../http/client/Retry.ts"
 import * as ControlPlane from "./ControlPlane.ts"
 import * as DataPlane from "./DataPlane.ts"
@@ -42,11 +43,14 @@ const teacherOf = (teacher: string | undefined, options: Options) =>
   Effect.gen(function* () {
     if (teacher === undefined) return undefined
     const id = /^loops:(.+)$/.exec(teacher)?.[1]
-    if (id === undefined) return teacher.includes("://") ? { modelPath: teacher } : { baseModel: teacher }
+    if (id === undefined) return ClientReference.scoredModelOf(teacher)
     const run = yield* Provision.awaitReady(id, "", { readyTimeout: options.readyTimeout ?? "2 minutes" }).pipe(
       Effect.mapError((e) => new LoopsError({ reason: e.reason, route: "--teacher", message: `--teacher ${teacher}: ${e.message} (the teacher is a Loops run left up with --keep-run)` })),
     )
     yield* Effect.logInfo(`loops: the teacher is run ${run.id} (${run.baseModel}), scored by its sampler ${run.samplerUrl}`)
+    if (options.baseModel !== undefined && run.baseModel !== options.baseModel) {
+      yield* Effect.logWarning(`loops: the teacher's base model ${run.baseModel} is not the student's ${options.baseModel}: its log-probs are compared token by token, so their tokenizers must be the same`)
+    }
     return { run }
   })
 
@@ -66,13 +70,14 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
     )
     return yield* new LoopsError({ reason: "InvalidInput", route: "--model", message: `--backend loops needs --model <base model>; Loops supports: ${models}` })
   }
+  // the teacher first: a teacher run that is gone stops the start before a run is provisioned
+  const teacher = yield* teacherOf(options.teacher, options).pipe(Effect.provideService(ControlPlane.ControlPlane, cp))
   const run = yield* Provision.acquire({ ...options, baseModel }).pipe(Effect.provideService(ControlPlane.ControlPlane, cp))
   // the documented context length of the base model, when the control plane lists it
   const context = yield* cp.capabilities.pipe(
     Effect.map((c) => c.supported_models.find((m) => m.model_name === run.baseModel)?.max_context_length ?? 0),
     Effect.orElseSucceed(() => 0),
   )
-  const teacher = yield* teacherOf(options.teacher, options).pipe(Effect.provideService(ControlPlane.ControlPlane, cp))
   const services = yield* DataPlane.make(run, {
     teacher,
     apiKey,

@@ -128,14 +128,12 @@ const loopsServices = (http: HttpClient.HttpClient, run: ReadyRun, options: Opti
     readyTimeout: options.readyTimeout ?? "10 minutes",
     trainerVersion: LoopsTrainer.policyVersion(ops),
   })
-  const teacher = options.teacher
-  const reference = teacher !== undefined && "run" in teacher
-    ? teacherScorer(http, teacher.run, options, retry)
-    : Reference.unavailable(
-      teacher !== undefined
-        ? "on the Loops data plane a teacher is another Loops run, left up (--keep-run), whose sampler scores the student's tokens: --teacher loops:<run id>"
-        : "the Loops data plane has no base-model scoring route gyre knows of (its sampler serves the trained policy), so a KL penalty to the base model cannot run on --backend loops; use --kl-coef 0",
-    )
+  // a teacher run's reference replaces this one (make)
+  const reference = Reference.unavailable(
+    options.teacher !== undefined
+      ? "on the Loops data plane a teacher is another Loops run, left up (--keep-run), whose sampler scores the student's tokens: --teacher loops:<run id>"
+      : "the Loops data plane has no base-model scoring route gyre knows of (its sampler serves the trained policy), so a KL penalty to the base model cannot run on --backend loops; use --kl-coef 0",
+  )
   return { trainer, sampler, reference }
 }
 
@@ -156,8 +154,28 @@ const teacherScorer = (http: HttpClient.HttpClient, run: ReadyRun, options: Opti
   const named = <A>(effect: Effect.Effect<A, BackendError>) =>
     effect.pipe(Effect.mapError((e) => new BackendError({ reason: e.reason, operation: "teacher", message: `the teacher, Loops run ${run.id} (${run.baseModel}), at ${run.samplerUrl}: ${e.message}` })))
   const logprobs = (inputs: ReadonlyArray<ModelInput>) => named(Effect.forEach(inputs, (input) => scorer.computeLogprobs(input), { concurrency: TEACHER_CONCURRENCY }))
-  return { logprobs, check: Effect.asVoid(logprobs([modelInputFromTokens([0, 0])])) }
+  // two tokens scored must give two log-probs: a sampler that sends none back is refused at the start
+  const check = Effect.flatMap(logprobs([modelInputFromTokens([0, 0])]), ([lps]) =>
+    lps?.length === 2 ? Effect.void : Effect.fail(new BackendError({ reason: "Unavailable", operation: "teacher", message: `the teacher, Loops run ${run.id}, sent no prompt log-probs back` })))
+  return { logprobs, check }
 }
+
+/**
+ * A teacher run's `Reference`, whichever protocol the student's run speaks: the teacher's
+ * trainer is probed, and only a run on the Loops data plane is scored (its paired
+ * sampler's prompt log-probs); a teacher on Tinker's protocol is refused, saying what to give.
+ */
+const teacherRunReference = Effect.fnUntraced(function* (http: HttpClient.HttpClient, run: ReadyRun, options: Options) {
+  const protocol = yield* probe(run.trainerUrl, options.apiKey)
+  if (protocol !== "loops") {
+    return yield* new LoopsError({
+      reason: "InvalidInput",
+      route: "--teacher",
+      message: `--teacher loops:${run.id}: that run speaks Tinker's protocol, whose sampler gyre does not score as a teacher; name one of its sampler checkpoints instead (--teacher <its sampler path>)`,
+    })
+  }
+  return teacherScorer(http, run, options, options.retry ?? Retry.standard)
+})
 
 /**
  * The data plane's services for a ready run, in a scope, with the protocol it speaks
@@ -167,7 +185,11 @@ const teacherScorer = (http: HttpClient.HttpClient, run: ReadyRun, options: Opti
 export const make = Effect.fn("Loops.DataPlane.make")(function* (run: ReadyRun, options: Options) {
   const http = yield* HttpClient.HttpClient
   const protocol = options.protocol ?? (yield* probe(run.trainerUrl, options.apiKey))
-  if (protocol === "loops") return { protocol, ...loopsServices(http, run, options) }
+  const teacher = options.teacher !== undefined && "run" in options.teacher ? yield* teacherRunReference(http, options.teacher.run, options) : undefined
+  if (protocol === "loops") {
+    const services = loopsServices(http, run, options)
+    return { protocol, ...services, reference: teacher ?? services.reference }
+  }
   const s = yield* Http.make(clientOptions(run, options))
-  return { protocol, trainer: s.trainer, sampler: s.sampler, reference: s.reference }
+  return { protocol, trainer: s.trainer, sampler: s.sampler, reference: teacher ?? s.reference }
 })

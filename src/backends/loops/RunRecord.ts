@@ -43,13 +43,12 @@ export type RunRecord = typeof RunRecord.Type
 
 const failure = (file: string, message: string) => new LoopsError({ reason: "Config", route: file, message })
 
-
 /** The record of `runDir`; none when the folder has no `loops.json`. @since 0.1.0 @category io */
 export const read = Effect.fn("Loops.RunRecord.read")(function* (runDir: string) {
   const fs = yield* Files.current
   const file = Path.join(runDir, FILE)
   if (!(yield* Files.exists(file))) return undefined
-  const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failure(file, `${file} is not JSON: ${Files.messageOf(e)}`)))
+  const text = yield* fs.readFileString(file).pipe(Effect.mapError((e) => failure(file, `cannot read ${file}: ${Files.messageOf(e)}`)))
   const json = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: (e) => failure(file, `${file} is not JSON: ${(e as Error).message}`) })
   const r = decode(RunRecord)(json)
   if (Result.isFailure(r)) return yield* failure(file, `${file} is not a Loops run record: ${r.failure}`)

@@ -15,6 +15,7 @@ import * as Client from "../../../src/backends/http/client/Client.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
 import * as Server from "../../../src/backends/http/server/Server.ts"
 import * as Serve from "../../../src/backends/local/Serve.ts"
+import * as Teacher from "../../../src/app/Teacher.ts"
 import { train } from "../../../src/app/Training.ts"
 import { adamParams, modelInputFromTokens } from "../../../src/contract/Contract.ts"
 import { Reference } from "../../../src/services/Reference.ts"
@@ -68,6 +69,10 @@ describe("--teacher on a Tinker-protocol service", () => {
         assert.isAbove(row["kl/policy_ref_tokens"]!, 0)
         assert.isAbove(Math.abs(row["kl/policy_ref_v1"]!), 1e-4)
       }
+
+      // a model on this machine is still started here; any other name is the service's
+      assert.isUndefined((yield* Teacher.resolve("calculator", 1, "--teacher", url)).served)
+      assert.deepStrictEqual(yield* Teacher.resolve("local:random", 1, "--teacher", url), { given: "local:random", model: "local:random", served: true, coef: 1 })
 
       const missing = teacher.path.replace(/teacher$/, "no-such-sampler")
       const e = yield* Effect.flip(train({ env: "calculator", backend: url, steps: 1, groups: 2, groupSize: 2, evalEvery: 0, saveEvery: 0, teacher: missing, out, name: "bad" }))

@@ -167,6 +167,23 @@ describe("loops backend", () => {
       assertDeactivatedOnce(fake)
     }).pipe(Effect.scoped), 60_000)
 
+  it.live("--teacher loops:<run id> of a run that speaks Tinker's protocol is refused, saying to name its sampler path", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith()
+      yield* train(fake, runDir(), { keepRun: true }, 1)
+      const [teacherRun] = [...fake.runs.values()]
+      const given = `loops:${teacherRun!.id}`
+      const exit = yield* Effect.exit(
+        Runner.run(toySettings(runDir(), { steps: 1, groups: 2, groupSize: 4, saveEvery: 0, logRolloutsEvery: 0, teacher: { given, model: given, served: true, coef: 1 } }), vowels, { resume: false }).pipe(
+          Effect.provide(Layer.fresh(backend(fake, runDir(), { teacher: given }))),
+          quiet,
+        ),
+      )
+      assert.include(String(exit), "that run speaks Tinker's protocol")
+      assert.include(String(exit), "--teacher <its sampler path>")
+      assert.strictEqual(fake.deactivations(teacherRun!.id), 0, "the teacher's run is left up")
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("--resume of a folder whose run is gone says so and how to continue; --loops-new-run provisions a new one", () =>
     Effect.gen(function* () {
       const fake = yield* fakeWith()

@@ -148,6 +148,11 @@ describe("--backend loops over the Loops data plane", () => {
 
       const wrong = yield* Effect.exit(train(fake, runDir(), 1, { teacher: "tinker://elsewhere/sampler_weights/x" }, { teacher: { given: "x", model: "x", served: true, coef: 1 } }))
       assert.include(String(wrong), "on the Loops data plane a teacher is another Loops run")
+      // a teacher run that is not there stops the start before a run is provisioned
+      const runs = fake.runs.size
+      const gone = yield* Effect.exit(train(fake, runDir(), 1, { teacher: "loops:no-such-run" }, { teacher: { given: "loops:no-such-run", model: "loops:no-such-run", served: true, coef: 1 } }))
+      assert.include(String(gone), "--teacher loops:no-such-run")
+      assert.strictEqual(fake.runs.size, runs, "no run was provisioned")
     }).pipe(Effect.scoped), 60_000)
 
   it.live("a training operation the trainer refuses (its first publication) fails the run after it was created, and the run is deactivated once", () =>

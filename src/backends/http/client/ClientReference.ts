@@ -30,6 +30,9 @@ const CONCURRENCY = 16
 /** The model a reference session scores with: the run's base model, another base model, or a sampler path. @since 0.1.0 @category models */
 export type ScoredModel = { readonly baseModel: string } | { readonly modelPath: string }
 
+/** What `--teacher` names on a Tinker-protocol service: a sampler path (`tinker://…`), else a base model it serves. @since 0.1.0 @category constructors */
+export const scoredModelOf = (given: string): ScoredModel => (given.includes("://") ? { modelPath: given } : { baseModel: given })
+
 /** The model in words, for errors. */
 const describe = (model: ScoredModel) => ("modelPath" in model ? `model_path ${JSON.stringify(model.modelPath)}` : `the base model ${JSON.stringify(model.baseModel)}`)
 

@@ -133,7 +133,6 @@ export const queueStateOf = (body: unknown): { readonly queueState?: string; rea
   }
 }
 
-
 /** The server's message in an error body, else the start of the raw text. */
 const messageOf = (text: string, parsed: Option.Option<typeof Wire.ErrorBody.Type>): string => {
   const m = Option.isSome(parsed) ? (parsed.value.detail ?? parsed.value.error ?? parsed.value.message) : undefined

@@ -87,7 +87,6 @@ const stored = (stateDir: string | undefined, file: string) => {
 const failure = (operation: string, path: string) => (e: { readonly message: string }) =>
   new BackendError({ reason: "Internal", operation, message: `checkpoint index ${path}: ${e.message}` })
 
-
 /**
  * Opens the index of `stateDir` (reading what earlier runs of the server recorded), or
  * an index in memory when `stateDir` is undefined.

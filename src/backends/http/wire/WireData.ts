@@ -40,7 +40,6 @@ export const Datum = Schema.Struct({
 })
 export type Datum = typeof Datum.Type
 
-
 /** @since 0.1.0 @category models */
 export const ForwardBackwardInput = Schema.Struct({
   data: Schema.Array(Datum),

@@ -177,7 +177,6 @@ export const SamplerInfo = Schema.Struct({
   policy_version: Schema.optional(Schema.Int),
 })
 
-
 /**
  * The `issue` of an error body or failed future as a `DatumIssue`, or undefined when there is
  * none or it does not decode (another server's field of that name, a newer gyre's kind of
