@@ -86,6 +86,11 @@ describe("--dpo", () => {
       const last = run.metrics.at(-1)!
       assert.strictEqual(last["dpo/pairs"], 4)
       assert.isDefined(last["dpo/policy_accuracy"])
+      // config.json records it, and --resume goes on with DPO at the same beta
+      assert.deepStrictEqual(JSON.parse(Fs.readFileSync(Path.join(run.outDir, "config.json"), "utf8")).dpo, { beta: 0.2 })
+      const resumed = yield* train({ resume: run.outDir, steps: 3 })
+      assert.deepStrictEqual(resumed.settings.dpo, { beta: 0.2 })
+      assert.strictEqual(resumed.metrics.at(-1)!["dpo/pairs"], 4)
     }), 120_000)
 
   it.effect("needs the env's preference pairs, and goes with no --sft, --teacher or --kl-coef", () =>
