@@ -29,7 +29,7 @@
  */
 import type { Random } from "../util/Random.ts"
 import { type EnvInput, type Env, make as makeEnv } from "../env/Definition.ts"
-import type { Game, MoveResult, Player } from "../game/Spec.ts"
+import type { Game, Player } from "../game/Spec.ts"
 import * as Reward from "./Reward.ts"
 import type { Prompt } from "../services/Tokenizer.ts"
 
@@ -61,17 +61,12 @@ export const scripted = <S>(move: (state: S, role: string, random: Random) => st
 export const outcome: Reward.Reward<unknown> = Reward.make("outcome", (r) => r.outcome ?? 0)
 
 /** What `Game.env` reads. @since 0.1.0 @category models */
-export type GameEnvInput<P, S, RR, ROut> = Omit<EnvInput<P, RR, never, ROut>, "prompt" | "episode" | "reward"> & {
-  readonly roles: ReadonlyArray<string>
-  readonly start: (problem: P) => S
-  readonly toMove: (state: S) => string
-  readonly view: (state: S, role: string) => string
-  readonly move: (state: S, role: string, text: string) => MoveResult<S>
-  readonly outcome: (state: S) => Readonly<Record<string, number>> | undefined
-  readonly illegal?: (state: S, role: string) => Readonly<Record<string, number>>
-  readonly maxMoves?: number
-  readonly players?: Readonly<Record<string, Player<S>>>
-  readonly evalPlayers?: Readonly<Record<string, Player<S>>>
+export type GameEnvInput<P, S, RR, ROut> =
+  & Omit<EnvInput<P, RR, never, ROut>, "prompt" | "episode" | "reward">
+  // the rules as the game holds them (`game/Spec.ts`); who plays, illegal moves and the move limit have defaults here
+  & Pick<Game<P, S>, "roles" | "start" | "toMove" | "view" | "move" | "outcome">
+  & Partial<Pick<Game<P, S>, "illegal" | "maxMoves" | "players" | "evalPlayers">>
+  & {
   /** default `Game.outcome`: the role's result */
   readonly reward?: Reward.Reward<P, RR>
   /** shown in `rollouts.jsonl` (default: the start state's view for the first role) */

@@ -182,6 +182,10 @@ describe("loops backend", () => {
       assert.include(String(exit), "that run speaks Tinker's protocol")
       assert.include(String(exit), "--teacher <its sampler path>")
       assert.strictEqual(fake.deactivations(teacherRun!.id), 0, "the teacher's run is left up")
+      // the student's run, provisioned before the teacher was refused, is deactivated once
+      const student = [...fake.runs.values()].find((r) => r.id !== teacherRun!.id)
+      assert.isDefined(student)
+      assert.strictEqual(fake.deactivations(student!.id), 1)
     }).pipe(Effect.scoped), 60_000)
 
   it.live("--resume of a folder whose run is gone says so and how to continue; --loops-new-run provisions a new one", () =>
