@@ -36,7 +36,7 @@
  * | route | status | what |
  * |---|---|---|
  * | `GET /v1/models` | SDK | `{data: [{id, parent}]}` |
- * | `POST /v1/completions` | assumed (the route the SDK's `sample()` calls is not public) | vLLM's: token-id `prompt`, `n`, `max_tokens`, `logprobs`, `prompt_logprobs`, `return_tokens_as_token_ids`; answers `choices[i].logprobs.{tokens: ["token_id:N"], token_logprobs}`, `finish_reason` |
+ * | `POST /v1/completions` | assumed (the route the SDK's `sample()` calls is not public) | vLLM's: token-id `prompt`, `n`, `max_tokens`, `logprobs`, `prompt_logprobs`, `return_tokens_as_token_ids`; answers `choices[i].logprobs.{tokens: ["token_id:N"], token_logprobs}`, `finish_reason`, `choices[i].prompt_logprobs` (vLLM's place; a top-level `prompt_logprobs` is read too) |
  * | `policy_version` in that answer | SDK ("every sample result reports the policy version"); its place assumed | a top-level field |
  *
  * Authentication on both: `Authorization: Api-Key <key>` (assumed: what the truss CLI
@@ -162,6 +162,9 @@ export const CompletionRequest = Schema.Struct({
 })
 export type CompletionRequest = typeof CompletionRequest.Type
 
+/** A prompt position's log-probs (vLLM: token id -> `{logprob}`); null at position 0. @since 0.1.0 @category responses */
+export const PromptLogprob = Schema.NullOr(Schema.Record(Schema.String, Schema.Struct({ logprob: Schema.Number })))
+
 /** One completion. @since 0.1.0 @category responses */
 export const Choice = Schema.Struct({
   index: Schema.optional(Int),
@@ -172,14 +175,14 @@ export const Choice = Schema.Struct({
     token_logprobs: Schema.Array(Schema.NullOr(Schema.Number)),
   }),
   finish_reason: Schema.NullOr(Schema.String),
+  /** where vLLM puts the prompt's log-probs: in each choice */
+  prompt_logprobs: Schema.optional(Schema.NullOr(Schema.Array(PromptLogprob))),
 })
-
-/** A prompt position's log-probs (vLLM: token id -> `{logprob}`); null at position 0. @since 0.1.0 @category responses */
-export const PromptLogprob = Schema.NullOr(Schema.Record(Schema.String, Schema.Struct({ logprob: Schema.Number })))
 
 /** `POST /v1/completions` answer. @since 0.1.0 @category responses */
 export const CompletionResponse = Schema.Struct({
   choices: Schema.Array(Choice),
+  /** read when no choice carries them */
   prompt_logprobs: Schema.optional(Schema.NullOr(Schema.Array(PromptLogprob))),
   policy_version: Schema.optional(Int),
 })

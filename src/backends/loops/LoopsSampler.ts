@@ -10,7 +10,9 @@
  * - The group's affinity key travels as `X-Affinity-Key` (assumed; the SDK's `sample()`
  *   takes one, its wire is not public).
  * - Sampled tokens come back as `token_id:N` with their log-probs; prompt log-probs as
- *   vLLM's per-position maps (null at position 0, which gyre reports as 0).
+ *   vLLM's per-position maps (null at position 0, which gyre reports as 0), read from the
+ *   first choice that carries them (`choices[i].prompt_logprobs`, where vLLM puts them),
+ *   else from the top of the answer.
  *
  * @since 0.1.0
  */
@@ -107,7 +109,7 @@ export const make = (o: Options): SamplerShape => {
     const sequences = yield* Effect.forEach(r.choices, (c, i) => Effect.fromResult(sequenceOf(c, `choices[${i}]`)).pipe(Effect.mapError((m) => fail("sample", m))))
     if (sequences.length !== options.numSamples) return yield* fail("sample", `asked for ${options.numSamples} samples, the sampler answered ${sequences.length}`)
     const promptLogprobs = options.includePromptLogprobs === true
-      ? yield* Effect.fromResult(promptLogprobsOf(r.prompt_logprobs ?? [], tokens)).pipe(Effect.mapError((m) => fail("sample", m)))
+      ? yield* Effect.fromResult(promptLogprobsOf(r.choices.find((c) => c.prompt_logprobs != null)?.prompt_logprobs ?? r.prompt_logprobs ?? [], tokens)).pipe(Effect.mapError((m) => fail("sample", m)))
       : undefined
     return { sequences, policyVersion: r.policy_version ?? min, ...(promptLogprobs !== undefined ? { promptLogprobs } : {}) }
   })

@@ -6,17 +6,19 @@
  * - A submission is retried (same key, so the server runs it once) on no answer, 408,
  *   429 and 5xx, with the HTTP backend's back-off (`Retry.submission`); another 4xx
  *   (422: a body the server refuses) fails at once with the server's words.
- * - A poll answered 408 is polled again at once (the server held it for its wait); 5xx
- *   and no answer back off (`Retry.polling`). A 404 means the server lost the operation
- *   (a restart, an expired result): it is submitted again under the same key, at most
- *   `maxResubmits` times.
+ * - A poll answered 408 is polled again at once, quietly: it is the server's normal
+ *   long-poll answer (it held the poll for its wait). 5xx and no answer back off
+ *   (`Retry.polling`). A 404 means the server lost the operation (a restart, an expired
+ *   result): it is submitted again under the same key, at most `maxResubmits` times.
  * - `{status: "done"}` gives the result; `{status: "error"}` fails with the server's
- *   error class and message; any other status is "not done yet".
+ *   error class and message; any other status (`running`, answered at once) is "not
+ *   done yet", polled again after a wait that doubles from 100 ms to 1 s (`repoll`), as
+ *   public clients wait about a second.
  *
  * @since 0.1.0
  */
 import { randomUUID } from "node:crypto"
-import { type Duration, Effect, Result, type Schema } from "effect"
+import { Duration, Effect, Option, Result, type Schema } from "effect"
 import { BackendError } from "../../contract/Contract.ts"
 import { decode } from "../../util/Decode.ts"
 import * as Retry from "../http/client/Retry.ts"
@@ -31,7 +33,12 @@ export interface Options {
   readonly pollTimeout: Duration.Input
   /** how long a submission may take to be answered */
   readonly requestTimeout: Duration.Input
+  /** the wait before polling again an operation answered not done: doubles from `min` to `max` (default 100 ms to 1 s) */
+  readonly repoll?: { readonly min: Duration.Input; readonly max: Duration.Input } | undefined
 }
+
+/** The default waits between polls of an operation still running. @since 0.1.0 @category constants */
+export const DEFAULT_REPOLL = { min: "100 millis", max: "1 second" } as const
 
 /** @since 0.1.0 @category models */
 export interface Operations {
@@ -90,8 +97,37 @@ const reasonOf = (state: DataWire.OperationState): BackendError["reason"] => {
   return /Value|Validation|Type|Key|Index|Invalid/.test(cls) ? "InvalidInput" : "Rejected"
 }
 
-/** A poll's answer that is not an outcome yet, as the failure the poll schedule repolls on. */
-const notDone = new Retry.HttpFailure({ kind: "TryAgain", message: "the operation is not done yet" })
+/** The wait before the (k+1)-th poll in a row of an operation answered not done. */
+const repollDelay = (o: Options, k: number) => {
+  const { max, min } = o.repoll ?? DEFAULT_REPOLL
+  return Duration.millis(Math.min(Duration.toMillis(Duration.fromInputUnsafe(min)) * 2 ** Math.min(k, 20), Duration.toMillis(Duration.fromInputUnsafe(max))))
+}
+
+/**
+ * Polls operation `id` of `op` until it is done or failed. A 408 (the server held the
+ * poll for its wait) is polled again at once and logged at debug level only; an answer
+ * "not done yet" is polled again after `repollDelay`; failures retry as `Retry.polling`.
+ */
+const pollUntilDone = (o: Options, op: DataWire.Operation, id: string) => {
+  const t = o.transport
+  const once = t.send("GET", `/operations/${encodeURIComponent(id)}`, undefined, {}, o.pollTimeout).pipe(
+    Effect.map((x) => Option.some(x.body)),
+    Effect.catchIf(
+      (f) => f.kind === "RequestTimeout",
+      () => Effect.as(Effect.logDebug(`${op}: operation ${id} is still running (the trainer held the poll for its wait)`), Option.none<unknown>()),
+    ),
+    Effect.retry(t.logged(`${op} (operation ${id})`, Retry.polling(o.retry))),
+  )
+  return Effect.gen(function* () {
+    for (let waits = 0; ;) {
+      const body = yield* once
+      if (Option.isNone(body)) continue
+      const s = yield* readAs(DataWire.OperationState, op)(body.value).pipe(Effect.mapError((e) => new Retry.HttpFailure({ kind: "Decode", message: e.message })))
+      if (s.status === "done" || s.status === "error") return s
+      yield* Effect.sleep(repollDelay(o, waits++))
+    }
+  })
+}
 
 /** Submits an operation; the effect it succeeds with polls it to its outcome (resubmitting under the same key if the trainer forgot it). */
 const makeSubmit = (o: Options) => (op: DataWire.Operation, body: unknown) =>
@@ -103,14 +139,8 @@ const makeSubmit = (o: Options) => (op: DataWire.Operation, body: unknown) =>
       Effect.mapError((f) => toBackendError(op, f)),
       Effect.flatMap((x) => readAs(DataWire.Submitted, op)(x.body)),
     )
-    const poll = (id: string) =>
-      t.send("GET", `/operations/${encodeURIComponent(id)}`, undefined, {}, o.pollTimeout).pipe(
-        Effect.flatMap((x) => readAs(DataWire.OperationState, op)(x.body).pipe(Effect.mapError((e) => new Retry.HttpFailure({ kind: "Decode", message: e.message })))),
-        Effect.flatMap((s) => (s.status === "done" || s.status === "error" ? Effect.succeed(s) : Effect.fail(notDone))),
-        Effect.retry(t.logged(`${op} (operation ${id})`, Retry.polling(o.retry))),
-      )
     const first = yield* submit
-    return yield* Effect.cached(outcome(o, op, submit, poll, first.operation_id))
+    return yield* Effect.cached(outcome(o, op, submit, (id) => pollUntilDone(o, op, id), first.operation_id))
   })
 
 /** Polls an operation to its outcome; an operation the trainer no longer knows (404) is submitted again under the same key, at most `maxResubmits` times. */
