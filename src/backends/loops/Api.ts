@@ -89,8 +89,11 @@ export const SAMPLER_STATUS: ReadonlyArray<string> = [
   "WAKING_UP",
 ]
 
-/** A status as the service names it: any string (see the module doc). */
-const Status = Schema.Struct({ name: Schema.String })
+/**
+ * A status as the service names it: any string (see the module doc), with whatever the
+ * service says about it (read when it is text: `statusMessageOf`).
+ */
+const Status = Schema.Struct({ name: Schema.String, message: Schema.optional(Schema.Unknown), reason: Schema.optional(Schema.Unknown) })
 
 /** `LoopsSamplerV1`: the sampler paired with a run. @since 0.1.0 @category models */
 export const Sampler = Schema.Struct({
@@ -109,6 +112,14 @@ export type Sampler = typeof Sampler.Type
 
 /** `LoopsRunStatusNameV1`: `ACTIVE` while the run is live, `INACTIVE` once replaced or shut down. @since 0.1.0 @category constants */
 export const RUN_STATUS: ReadonlyArray<string> = ["ACTIVE", "INACTIVE"]
+
+/**
+ * Run statuses of a run that has ended: `INACTIVE` (the reference's), and those a live
+ * service reports for a run that failed or was torn down, which the reference does not
+ * list (`FAILED`, `TERMINATED`, ...). Such a run never becomes ready and serves nothing.
+ * @since 0.1.0 @category constants
+ */
+export const RUN_ENDED: ReadonlySet<string> = new Set(["INACTIVE", "FAILED", "TERMINATED", "STOPPED", "PREEMPTED", "ERROR", "ERRORED", "CANCELLED", "CANCELED"])
 
 /**
  * The smallest reading of a created run: its id, so that it can be recorded and
@@ -130,8 +141,29 @@ export const Run = Schema.Struct({
   status: Schema.optional(Status),
   user: Schema.optional(User),
   sampler: Schema.optional(Schema.NullOr(Sampler)),
+  /** not in the reference: what a service may say of a run's status (read when it is text) */
+  status_message: Schema.optional(Schema.Unknown),
+  error: Schema.optional(Schema.Unknown),
 })
 export type Run = typeof Run.Type
+
+/**
+ * What the control plane says about a run's status, when it says anything as text:
+ * `status.message`, `status.reason`, `status_message` or `error`; undefined otherwise.
+ * @since 0.1.0 @category combinators
+ */
+export const statusMessageOf = (run: Run): string | undefined => {
+  for (const v of [run.status?.message, run.status?.reason, run.status_message, run.error]) {
+    if (typeof v === "string" && v.trim() !== "") return v.length > 500 ? `${v.slice(0, 500)}...` : v
+  }
+  return undefined
+}
+
+/** A run's status as shown in messages: its name, with what the control plane says of it. @since 0.1.0 @category combinators */
+export const describeStatus = (run: Run): string => {
+  const message = statusMessageOf(run)
+  return `${run.status?.name ?? "not reported"}${message === undefined ? "" : ` (${message})`}`
+}
 
 /** `CreateLoopsRunResponseV1` and `GetLoopsRunResponseV1`. @since 0.1.0 @category models */
 export const RunResponse = Schema.Struct({ run: Run })

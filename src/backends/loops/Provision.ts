@@ -13,11 +13,13 @@
  *   /v1/loops/deployments/{id}`, when the run has one) is `RUNNING`, its sampler is
  *   `ACTIVE` (`SCALED_TO_ZERO` counts as ready for both: it wakes on the first
  *   request), and both URLs are assigned. A failed state (`FAILED`, `STOPPED`,
- *   `PREEMPTED`, `DEPLOY_FAILED`, ..., or an `INACTIVE` run) fails at once. A status the
- *   reference does not list (`DEPLOYING` for a run, say) is "not ready yet", logged
- *   once by name; so is a `base_url` still `null`. The run is polled (every 0.5 s at
- *   first, then up to every 10 s), each change of state is logged, and a run not ready
- *   within the ready timeout fails naming the run and the state it was in.
+ *   `PREEMPTED`, `DEPLOY_FAILED`, ..., or a run that has ended: `INACTIVE`, `FAILED`,
+ *   `TERMINATED`, ...) fails at once, naming the status and what the control plane says
+ *   of it. Another status the reference does not list (`DEPLOYING` for a run, say) is
+ *   "not ready yet", logged once by name; so is a `base_url` still `null`. The run is
+ *   polled (every 0.5 s at first, then up to every 10 s), each change of state is
+ *   logged, and a run not ready within the ready timeout fails naming the run and the
+ *   state it was in.
  * - The record: a run of the folder that gyre did not deactivate is checked at the next
  *   start. Still `ACTIVE`: `--resume` trains on it; a fresh start is refused, naming the
  *   run and the command that stops it. No longer active: the record says so, and
@@ -87,7 +89,7 @@ const present = (url: string | null | undefined): url is string => typeof url ==
 
 /** The statuses of `run` and its trainer deployment that the reference does not list. */
 const unknownStatuses = (run: Api.Run, trainer: string | undefined, sampler: string | undefined): ReadonlyArray<string> => [
-  ...(run.status !== undefined && !Api.RUN_STATUS.includes(run.status.name) ? [`run status ${run.status.name}`] : []),
+  ...(run.status !== undefined && !Api.RUN_STATUS.includes(run.status.name) && !Api.RUN_ENDED.has(run.status.name) ? [`run status ${run.status.name}`] : []),
   ...(trainer !== undefined && !Api.DEPLOYMENT_STATUS.includes(trainer) ? [`trainer status ${trainer}`] : []),
   ...(sampler !== undefined && !Api.SAMPLER_STATUS.includes(sampler) ? [`sampler status ${sampler}`] : []),
 ]
@@ -104,9 +106,9 @@ export const phaseOf = (run: Api.Run, deployment: Api.Deployment | undefined): P
   const trainer = !hasDeployment ? "no deployment" : deployment?.status?.name ?? "unknown"
   const sampler = run.sampler === undefined || run.sampler === null ? "not created yet" : run.sampler.status?.name ?? "not reported"
   const urls = !present(run.base_url) ? ", trainer URL not assigned yet" : run.sampler != null && !present(run.sampler.base_url) ? ", sampler URL not assigned yet" : ""
-  const state = `run ${status}, trainer ${trainer}, sampler ${sampler}${urls}`
+  const state = `run ${Api.describeStatus(run)}, trainer ${trainer}, sampler ${sampler}${urls}`
   const unknown = unknownStatuses(run, hasDeployment ? deployment?.status?.name : undefined, run.sampler?.status?.name)
-  if (status === "INACTIVE" || TRAINER_FAILED.has(trainer) || SAMPLER_FAILED.has(sampler)) return { phase: "Failed", state, unknown }
+  if (Api.RUN_ENDED.has(status) || TRAINER_FAILED.has(trainer) || SAMPLER_FAILED.has(sampler)) return { phase: "Failed", state, unknown }
   const trainerReady = trainer === "no deployment" || TRAINER_READY.has(trainer)
   const ready = status === "ACTIVE" && trainerReady && SAMPLER_READY.has(sampler) && urls === ""
   return { phase: ready ? "Ready" : "Waiting", state, unknown }

@@ -1,8 +1,8 @@
 /**
  * A created Loops run never stays billing: whatever goes wrong after `POST
  * /v1/loops/runs` (an answer gyre does not understand, a status the reference does not
- * list, a crash while decoding or polling), the run is recorded in `loops.json` and
- * deactivated, and the fake's books show no run left ACTIVE. Statuses the reference
+ * list, a run that reports FAILED, a crash while decoding or polling), the run is
+ * recorded in `loops.json` and deactivated, and the fake's books show no run left ACTIVE. Statuses the reference
  * does not list and `null` URLs while a run comes up are "not ready yet", not errors.
  */
 import * as Fs from "node:fs"
@@ -80,6 +80,19 @@ describe("Loops lifecycle: a created run never stays billing", () => {
       assert.isTrue(Exit.isFailure(exit))
       assert.match(String(exit), /was not ready after .*last state: run WARMING_POOL/)
       assert.strictEqual(logs.lines.filter((l) => l.includes("reports run status WARMING_POOL")).length, 1)
+      yield* assertNothingBilling(fake, dir)
+    }).pipe(Effect.scoped))
+
+  it.live("a run that reports FAILED while provisioning fails at once, naming the status and the control plane's message, and is deactivated", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ neverReady: true, shapeRun: (json, r) => (r.polls >= 2 ? { ...json, status: { name: "FAILED", message: "no H100 capacity in the region" } } : json) })
+      const dir = runDir()
+      const logs = capture()
+      const exit = yield* provision(dir, controlPlane(fake), { readyTimeout: "10 minutes" }, logs)
+      const [run] = [...fake.runs.keys()]
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(exit), `Loops run ${run} failed while provisioning (run FAILED (no H100 capacity in the region)`)
+      assert.isFalse(logs.lines.some((l) => l.includes("does not list")), "FAILED is known to be an end, not an unknown status")
       yield* assertNothingBilling(fake, dir)
     }).pipe(Effect.scoped))
 
