@@ -1,6 +1,7 @@
 /**
  * One completion request of an agent episode: the input tokens (`Transcript.inputFor`),
- * the sampling (the run's settings, with the request's own where it gives them), the
+ * the sampling (the run's settings; a request may set its length, stops and seed, and
+ * a temperature, top_p or top_k only to the run's own value), the
  * policy's sample, the reply read from it, the record kept, and the OpenAI-shaped answer
  * (JSON, or server-sent events when the request streams).
  *
@@ -12,7 +13,7 @@ import { hash32 } from "../util/Random.ts"
 import type { SamplerShape } from "../services/Sampler.ts"
 import type { TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"
-import type { ChatRequest, CompletionRequest, FunctionTool } from "./Protocol.ts"
+import { type ChatRequest, type CompletionRequest, type FunctionTool, unhonouredSampling } from "./Protocol.ts"
 import { type Completion, inputFor } from "./Transcript.ts"
 
 /** A request the endpoint refuses: the status, the OpenAI error `code` and a message that says what to do. @since 0.1.0 @category errors */
@@ -36,6 +37,8 @@ export interface Session {
   limit?: "max_turns" | "context_overflow"
   /** requests that re-sent an earlier reply changed past recognizing */
   rewritten: number
+  /** the first request of the episode the endpoint refused, if any: why an episode with no completion has none */
+  refused?: { readonly code: string; readonly message: string }
 }
 
 /** What a request needs besides its session. @since 0.1.0 @category models */
@@ -63,9 +66,11 @@ const sampleTurn = Effect.fnUntraced(function* (
   served: Served,
   session: Session,
   input: ReadonlyArray<number>,
-  request: Pick<ChatRequest, "temperature" | "top_p" | "max_tokens" | "seed"> & { readonly maxTokens?: number | null | undefined },
+  request: Pick<ChatRequest, "temperature" | "top_p" | "top_k" | "max_tokens" | "seed"> & { readonly maxTokens?: number | null | undefined },
   stop: ReadonlyArray<string>,
 ) {
+  const unhonoured = unhonouredSampling(request, session.sampling)
+  if (unhonoured !== undefined) return yield* new Refusal({ status: 400, code: "unsupported_sampling", message: unhonoured })
   if (session.completions.length >= session.maxTurns) {
     session.limit = "max_turns"
     return yield* new Refusal({ status: 400, code: "max_turns", message: `this episode has had its ${session.maxTurns} completions (the env's limits.maxTurns): end the episode` })
@@ -73,13 +78,11 @@ const sampleTurn = Effect.fnUntraced(function* (
   const room = session.context - input.length
   if (room < 1) {
     session.limit = "context_overflow"
-    return yield* new Refusal({ status: 400, code: "context_length_exceeded", message: `the conversation has ${input.length} tokens; the model's context is ${session.context}` })
+    return yield* new Refusal({ status: 400, code: "context_length_exceeded", message: `the conversation has ${input.length} tokens; the model's context is ${session.context}: send fewer or shorter messages` })
   }
   const params: SamplingParams = {
     ...session.sampling,
     maxTokens: Math.min(request.maxTokens ?? request.max_tokens ?? session.sampling.maxTokens, room),
-    temperature: request.temperature ?? session.sampling.temperature,
-    ...(request.top_p != null ? { topP: request.top_p } : {}),
     stop: [...(session.sampling.stop ?? []), ...stop],
     seed: request.seed ?? hash32(`${session.sampling.seed ?? 0}/${session.index}/${session.completions.length}`),
   }

@@ -26,7 +26,7 @@ import { ChatRequest, CompletionRequest, refusedField } from "./Protocol.ts"
 export const MODEL = "gyre-policy"
 
 /** What opening an episode settles. @since 0.1.0 @category models */
-export type SessionSpec = Omit<Completions.Session, "completions" | "limit" | "rewritten">
+export type SessionSpec = Omit<Completions.Session, "completions" | "limit" | "rewritten" | "refused">
 
 /** @since 0.1.0 @category models */
 export interface EndpointShape {
@@ -69,9 +69,11 @@ interface State {
   readonly served: Completions.Served
   readonly sessions: Map<string, Completions.Session>
   readonly retired: Set<string>
+  /** requests answered so far: the serial number of the next completion's id */
+  answered: number
 }
 
-/** A completion route: the episode of the key, the body read, the model checked, the handler run. */
+/** A completion route: the episode of the key, then its request answered; a refusal is kept in the episode's record. */
 const completion = (state: State, req: HttpServerRequest.HttpServerRequest, chat: boolean): Effect.Effect<Answer, Completions.Refusal> =>
   Effect.gen(function* () {
     const key = /^Bearer\s+(.+)$/i.exec(req.headers["authorization"] ?? "")?.[1]?.trim() ?? ""
@@ -80,14 +82,23 @@ const completion = (state: State, req: HttpServerRequest.HttpServerRequest, chat
       const message = state.retired.has(key) ? "this episode is over: its key is retired" : "missing or unknown API key: each episode's agent gets its own key (AgentContext.apiKey)"
       return yield* new Completions.Refusal({ status: 401, code: "invalid_api_key", message })
     }
+    return yield* answer(state, session, req, chat).pipe(
+      // the episode's record keeps its first refusal: the cause when it ends with no completion
+      Effect.tapError((r) => Effect.sync(() => void (session.refused ??= { code: r.code, message: r.message }))),
+    )
+  })
+
+/** An episode's request answered: the body read, the model checked, the handler run under an id of the endpoint's own. */
+const answer = (state: State, session: Completions.Session, req: HttpServerRequest.HttpServerRequest, chat: boolean): Effect.Effect<Answer, Completions.Refusal> =>
+  Effect.gen(function* () {
     const text = yield* req.text.pipe(Effect.mapError(() => new Completions.Refusal({ status: 400, code: "invalid_body", message: "the body could not be read" })))
     const body = chat ? yield* readBody(ChatRequest, text) : yield* readBody(CompletionRequest, text)
     if (body.model !== state.served.model) {
       return yield* new Completions.Refusal({ status: 404, code: "model_not_found", message: `model ${JSON.stringify(body.model)} is not served here: this run serves ${JSON.stringify(state.served.model)} (GET /v1/models lists it)` })
     }
-    const id = `${key.slice(-8)}-${session.completions.length}`
-    const answer: Answer = chat ? yield* Completions.chat(state.served, session, body as ChatRequest, id) : yield* Completions.text(state.served, session, body as CompletionRequest, id)
-    return answer
+    // a serial number: an id that names nothing of the episode or its key
+    const id = String(++state.answered)
+    return chat ? yield* Completions.chat(state.served, session, body as ChatRequest, id) : yield* Completions.text(state.served, session, body as CompletionRequest, id)
   })
 
 /** An answer: one JSON body, or the events of a stream. */
@@ -116,6 +127,7 @@ export const make = Effect.fn("Agent.Endpoint.make")(function* (options: { reado
     served: { model: MODEL, tokenizer, sampler: yield* Sampler, format: forTokenizer(tokenizer) },
     sessions: new Map(),
     retired: new Set(),
+    answered: 0,
   }
   const app = Effect.gen(function* () {
     const req = yield* HttpServerRequest.HttpServerRequest

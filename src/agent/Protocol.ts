@@ -6,6 +6,7 @@
  * @since 0.1.0
  */
 import { Schema } from "effect"
+import type { SamplingParams } from "../contract/Contract.ts"
 
 const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
 
@@ -53,6 +54,7 @@ const SamplingFields = {
   model: Schema.String,
   temperature: Optional(Schema.Finite.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
   top_p: Optional(Probability),
+  top_k: Optional(Schema.Int),
   max_tokens: Optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
   stop: Optional(Schema.Union([Schema.String, Schema.Array(Schema.String)])),
   n: Optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
@@ -96,6 +98,8 @@ const REFUSED: ReadonlyArray<{ readonly field: string; readonly neutral: (v: unk
   { field: "logit_bias", neutral: (v) => typeof v === "object" && v !== null && Object.keys(v).length === 0, why: "a bias would train tokens the policy did not choose: leave logit_bias out" },
   { field: "presence_penalty", neutral: (v) => v === 0, why: "penalties change the distribution the policy is trained on: leave presence_penalty out" },
   { field: "frequency_penalty", neutral: (v) => v === 0, why: "penalties change the distribution the policy is trained on: leave frequency_penalty out" },
+  { field: "repetition_penalty", neutral: (v) => v === 1, why: "this run samples with no repetition penalty (1), and a penalty changes the distribution the policy is trained on: leave repetition_penalty out or send 1" },
+  { field: "min_p", neutral: (v) => v === 0, why: "this run samples with no min_p (0), and a cut distribution would be trained as the policy's own: leave min_p out or send 0" },
   { field: "response_format", neutral: (v) => (v as { type?: unknown })?.type === "text", why: "constrained decoding is not served: ask for JSON in the prompt and parse it in the agent" },
   { field: "tool_choice", neutral: (v) => v === "auto" || v === "none", why: "sampling cannot force a tool call: use tool_choice auto (or none)" },
   { field: "functions", neutral: () => false, why: "the legacy functions field is not served: give tools" },
@@ -118,6 +122,33 @@ export const refusedField = (body: unknown): string | undefined => {
   for (const { field, neutral, why } of REFUSED) {
     const value = (body as Record<string, unknown>)[field]
     if (value !== undefined && value !== null && !neutral(value)) return `${field} ${JSON.stringify(value)?.slice(0, 80)} is refused: ${why}`
+  }
+  return undefined
+}
+
+/** The sampling a request may set only to the run's own value: what the run samples with, as the request names it. */
+const runValues = (run: SamplingParams) => [
+  { field: "temperature", flag: "--temperature", run: run.temperature, same: (v: number) => v === run.temperature },
+  { field: "top_p", flag: "--top-p", run: run.topP ?? 1, same: (v: number) => v === (run.topP ?? 1) },
+  // top_k 0 and -1 both mean no top_k (OpenAI-compatible servers differ)
+  { field: "top_k", flag: "--top-k", run: run.topK ?? 0, same: (v: number) => ((run.topK ?? 0) === 0 ? v <= 0 : v === run.topK) },
+] as const
+
+/**
+ * The first sampling setting the request gives that differs from the run's, with why it
+ * is refused and what to send; `undefined` when there is none. The run trains every
+ * sampled token on the log-prob the sampler reports: a reply sampled at another
+ * temperature (or cut by another top_p or top_k) would be trained as if the policy wrote
+ * it, so only the run's own value (or none) is served.
+ * @since 0.1.0 @category validation
+ */
+export const unhonouredSampling = (request: { readonly temperature?: number | null | undefined; readonly top_p?: number | null | undefined; readonly top_k?: number | null | undefined }, run: SamplingParams): string | undefined => {
+  for (const { field, flag, run: value, same } of runValues(run)) {
+    const given = request[field]
+    if (given === undefined || given === null || same(given)) continue
+    const runs = field === "top_k" && value === 0 ? "with no top_k (every token)" : `at ${field} ${value}`
+    const send = field === "top_k" && value === 0 ? "leave top_k out" : `send ${field} ${value} or leave it out`
+    return `${field} ${given} is refused: this run samples ${runs} and trains on the log-probs of what it samples, so a reply sampled otherwise would be trained as the policy's own: ${send} (the run's value is its ${flag}, else the env's sampling)`
   }
   return undefined
 }

@@ -33,6 +33,11 @@ const turnsOf = (tokenizer: TokenizerShape, completions: ReadonlyArray<Completio
     return { input: c.input, sampled: c.sampled, logprobs: c.logprobs, text: c.text, stopReason: c.stopReason, ...(observation !== undefined ? { observation } : {}) }
   })
 
+/** Why an episode has no completion: the endpoint refused the agent's request (the refusal says why), else the agent failed, else it never asked. */
+const noCompletion = (refused: { readonly code: string; readonly message: string } | undefined, failed: string | undefined): string =>
+  refused !== undefined
+    ? `the endpoint refused the agent's request (${refused.code}): ${refused.message}`
+    : failed ?? "the agent asked the endpoint for no completion (give its client AgentContext.baseURL, apiKey and model)"
 
 /** One episode: the agent run against its own key, its key retired after, its record built. */
 const playAgent = (agent: Agent<unknown>, options: GroupOptions, i: number) =>
@@ -74,9 +79,9 @@ const playAgent = (agent: Agent<unknown>, options: GroupOptions, i: number) =>
       record.stop = "infra_failed"
       record.infra = { reason: `the agent failed: ${messageOf(Cause.squash(exit.cause))}`, source: "agent" }
     }
-    if (completions.length === 0 && record.infra === undefined) {
+    if (completions.length === 0) {
       record.stop = "infra_failed"
-      record.infra = { reason: "the agent asked the endpoint for no completion (give its client AgentContext.baseURL, apiKey and model)", source: "agent" }
+      record.infra = { reason: noCompletion(session.refused, record.infra?.reason), source: "agent" }
     }
     return record
   })

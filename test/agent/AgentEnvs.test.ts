@@ -2,8 +2,8 @@
  * Agent envs through the runner on the embedded backend: the two shipped examples (an AI
  * SDK `generateText` agent and a plain `openai` client loop, both on the real packages)
  * run 3 steps from the calculator model and train on the tool calls they make; agents
- * that throw, never call the endpoint, or run past their time are masked or cut as
- * documented.
+ * that throw, never call the endpoint, are refused their only request, or run past their
+ * time are masked (with the refusal's message) or cut as documented.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
@@ -67,20 +67,32 @@ describe("agent envs through the runner", () => {
           return "done"
         }),
         agentWith("silent", () => "nothing asked"),
+        // a prompt longer than the model's context: its first request is refused, and the agent gives up
+        agentWith("overlong", async (c) => {
+          try {
+            await new OpenAI({ baseURL: c.baseURL, apiKey: c.apiKey, maxRetries: 0 }).chat.completions.create({ model: c.model, messages: [{ role: "user", content: "x".repeat(300) }] }, { signal: c.signal })
+          } catch {
+            return "gave up"
+          }
+        }),
         agentWith("slow", async (c) => {
           await ask(c)
           await new Promise((resolve, reject) => c.signal.addEventListener("abort", () => reject(new Error("aborted"))))
         }, { timeout: "2 seconds" }),
       ]
       const seen: Record<string, Array<Record<string, unknown>>> = {}
+      // maxMasked 1: runs that mask every sample still end, so their rows can be read
       for (const env of cases) {
         const dir = tmp()
-        yield* Runner.run(Runner.defaults(env.name, { outDir: dir, steps: 1, groups: 1, groupSize: 4, evalEvery: 0, saveEvery: 0 }), env).pipe(Effect.provide(calculatorModel(dir)), quiet)
+        yield* Runner.run(Runner.defaults(env.name, { outDir: dir, steps: 1, groups: 1, groupSize: 4, evalEvery: 0, saveEvery: 0, maxMasked: 1 }), env).pipe(Effect.provide(calculatorModel(dir)), quiet)
         seen[env.name] = rowsOf(dir)
       }
       assert.deepStrictEqual(seen["throws"]!.map((r) => r["masked"]), ["infra_failed: the agent failed: the tool server is down", null, "infra_failed: the agent failed: the tool server is down", null])
       assert.deepStrictEqual(seen["throws"]!.map((r) => r["reward"]), [null, 4, null, 4])
       for (const r of seen["silent"]!) assert.include(String(r["masked"]), "the agent asked the endpoint for no completion")
+      for (const r of seen["overlong"]!) {
+        assert.match(String(r["masked"]), /^infra_failed: the endpoint refused the agent's request \(context_length_exceeded\): the conversation has 301 tokens; the model's context is 48: send fewer or shorter messages$/)
+      }
       for (const r of seen["slow"]!) assert.deepStrictEqual([r["episodeStop"], r["masked"], (r["turns"] as Array<unknown>).length], ["timeout", null, 1])
     }), 120_000)
 })

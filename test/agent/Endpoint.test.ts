@@ -85,6 +85,53 @@ describe("agent endpoint", () => {
       assert.strictEqual(record.limit, "max_turns")
     }).pipe(Effect.scoped, Effect.provide(backend())))
 
+  it.effect("refuses a sampling setting other than the run's, naming both values; the run's own value, or none, is sampled", () =>
+    Effect.gen(function* () {
+      const endpoint = yield* Endpoint.make()
+      const run = { ...session, sampling: { ...session.sampling, temperature: 0.7, topP: 0.9 }, maxTurns: 8 }
+      const { apiKey, session: record } = yield* endpoint.open(run)
+      const chat = `${endpoint.baseURL}/chat/completions`
+      const ask = { model: Endpoint.MODEL, messages: [{ role: "user", content: "hi" }] }
+      // the settings the run has (its temperature, top_p, top_k), and those it never uses
+      const refused: Array<[string, unknown, RegExp, string]> = [
+        ["temperature", 0, /^temperature 0 is refused: this run samples at temperature 0\.7\b.*send temperature 0\.7 or leave it out/, "unsupported_sampling"],
+        ["top_p", 1, /^top_p 1 is refused: this run samples at top_p 0\.9\b/, "unsupported_sampling"],
+        ["top_k", 40, /^top_k 40 is refused: this run samples with no top_k\b/, "unsupported_sampling"],
+        ["min_p", 0.05, /^min_p 0\.05 is refused: this run samples with no min_p \(0\)/, "unsupported_field"],
+        ["repetition_penalty", 1.2, /^repetition_penalty 1\.2 is refused: this run samples with no repetition penalty \(1\)/, "unsupported_field"],
+      ]
+      for (const [field, value, message, code] of refused) {
+        const r = yield* post(chat, apiKey, { ...ask, [field]: value })
+        assert.deepStrictEqual([r.status, r.body.error?.code], [400, code], field)
+        assert.match(r.body.error!.message, message, field)
+      }
+      assert.strictEqual(record.completions.length, 0, "nothing refused was sampled")
+      for (const same of [{}, { temperature: 0.7 }, { top_p: 0.9 }, { top_k: -1 }, { top_k: 0 }, { temperature: null }]) {
+        const r = yield* post(chat, apiKey, { ...ask, ...same })
+        assert.strictEqual(r.status, 200, JSON.stringify(same))
+      }
+      const text = yield* post(`${endpoint.baseURL}/completions`, apiKey, { model: Endpoint.MODEL, prompt: "ab", temperature: 1.5 })
+      assert.match(text.body.error!.message, /^temperature 1\.5 is refused: this run samples at temperature 0\.7\b/)
+    }).pipe(Effect.scoped, Effect.provide(backend())))
+
+  it.effect("a completion's id and its tool calls' ids carry nothing of the episode's key", () =>
+    Effect.gen(function* () {
+      const endpoint = yield* Endpoint.make()
+      const tools = [{ type: "function" as const, function: { name: "echo", parameters: { type: "object", properties: { text: { type: "string" } } } } }]
+      const ids: Array<[string, string]> = []
+      for (let i = 0; i < 3; i++) {
+        const { apiKey } = yield* endpoint.open({ ...session, index: i })
+        const client = clientOf(endpoint.baseURL, apiKey)
+        const chat = yield* Effect.promise(() => client.chat.completions.create({ model: Endpoint.MODEL, messages: [{ role: "user", content: "n1" }], tools }))
+        const text = yield* Effect.promise(() => client.completions.create({ model: Endpoint.MODEL, prompt: "ab", max_tokens: 2 }))
+        for (const id of [chat.id, text.id, ...(chat.choices[0]!.message.tool_calls ?? []).map((c) => c.id)]) ids.push([id, apiKey])
+      }
+      // no 6 characters in a row of any key's random part appear in an id
+      const windows = (key: string) => Array.from({ length: key.length - 5 }, (_, j) => key.slice(j, j + 6))
+      for (const [id, key] of ids) for (const w of windows(key.replace(/^gyre-episode-/, ""))) assert.notInclude(id, w, `${id} carries ${w} of ${key}`)
+      assert.strictEqual(new Set(ids.map(([id]) => id)).size, ids.length, "every id is new")
+    }).pipe(Effect.scoped, Effect.provide(backend())))
+
   it.effect("an agent episode's tokens chain turn to turn into one Datum whose sampler log-probs the trainer reproduces (|diff| < 1e-4)", () =>
     Effect.gen(function* () {
       const twoTurns = Agent.env({
