@@ -13,8 +13,10 @@
  *   exponential back-off and `Retry-After` (`Retry.submission` of the HTTP backend).
  *   Any other 4xx fails at once with the server's message. Creating a run is not
  *   idempotent: after an answer that leaves it open whether the run was created (no
- *   answer, or a 5xx other than 503), the session's runs are listed and a run found
- *   there is the one created, so a retry never starts a second run that would bill.
+ *   answer, 408, any 5xx, 503 included, or a 409: the session already holds a run), the
+ *   session's runs are listed before anything is sent again, and a run found there is
+ *   the one created, so a retry never starts a second run that would bill. A create
+ *   that still fails names the session and the commands that list and stop its runs.
  * - Every answer is decoded with its Schema (liberally: `Api.ts`); a mismatch names the
  *   route and the field. A created run's id is read before anything else of its
  *   answer, so that a caller can record the run before a mismatch can stop it.
@@ -109,8 +111,12 @@ const reasonOf = (f: Retry.HttpFailure): LoopsError["reason"] =>
 
 const describe = (f: Retry.HttpFailure) => `${f.status !== undefined ? `HTTP ${f.status}: ` : ""}${f.message}`
 
-/** Whether a failed create may have created the run anyway (the server may have acted before the answer was lost). */
-const ambiguous = (f: Retry.HttpFailure) => f.kind === "Transport" || (f.kind === "ServerError" && f.status !== 503)
+/**
+ * Whether a failed create may have created the run anyway: the server may have acted
+ * before its answer was lost or it failed (a 503 from a server shutting down included),
+ * and a 409 says the session already holds a run.
+ */
+const ambiguous = (f: Retry.HttpFailure) => f.kind === "Transport" || f.kind === "ServerError" || f.kind === "RequestTimeout" || f.kind === "Conflict"
 
 const queryString = (query: Readonly<Record<string, string | number | undefined>>) => {
   const params = new URLSearchParams()
@@ -238,10 +244,10 @@ export interface Created {
 }
 
 /**
- * `POST /v1/loops/runs`. After an answer that leaves open whether the run was made (no
- * answer, a 5xx other than 503) or one with no readable run id, the session's runs are
- * listed and the newest one found there is the run created, so a retry never starts a
- * second run and a run the answer does not name can still be deactivated.
+ * `POST /v1/loops/runs`. After an answer that leaves open whether the run was made
+ * (`ambiguous`) or one with no readable run id, the session's runs are listed and the
+ * newest one found there is the run created, so a retry never starts a second run and
+ * a run the answer does not name can still be deactivated.
  */
 const makeCreateRun = (c: Calls, url: string, listRuns: (query?: Api.ListRunsQuery) => Effect.Effect<ReadonlyArray<Api.Run>, LoopsError>) => {
   const route = "POST /v1/loops/runs"
@@ -263,7 +269,15 @@ const makeCreateRun = (c: Calls, url: string, listRuns: (query?: Api.ListRunsQue
             onSome: (run) => Effect.as(Effect.logWarning(`${route}: ${describe(f)}; the session already holds run ${run.id}, so that is the run created`), { run }),
           }))),
     )
-    const body = yield* once.pipe(Effect.retry(c.retrying(route)), Effect.mapError(c.toError(route)))
+    const body = yield* once.pipe(
+      Effect.retry(c.retrying(route)),
+      Effect.mapError((f) => {
+        const e = c.toError(route)(f)
+        if (!ambiguous(f)) return e
+        const stop = `list the session's runs with \`${sessionRunsCommand(request.session_id, url)}\` and stop any with \`gyre loops deactivate <run_id>\``
+        return new LoopsError({ reason: e.reason, route, message: `${e.message}. A run may have been created in session ${request.session_id} and may bill: ${stop}` })
+      }),
+    )
     const id = readId(body)
     if (Result.isSuccess(id)) return { id: id.success.run.id, run: Effect.map(c.decodeWith(route, Api.RunResponse)(body), (r) => r.run) }
     // the run may exist all the same: find it so that it can be deactivated

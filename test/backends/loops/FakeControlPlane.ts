@@ -34,7 +34,8 @@ export interface Entry {
 }
 
 export type Fault = (request: { readonly method: string; readonly path: string; readonly kind: Entry["kind"]; readonly n: number }) =>
-  | { readonly status: number; readonly body?: unknown; readonly headers?: Record<string, string> }
+  /** this answer instead of the normal one; with `handled`, the request is handled first (a create makes its run, then answers this) */
+  | { readonly status: number; readonly body?: unknown; readonly headers?: Record<string, string>; readonly handled?: boolean }
   /** the connection is lost before the request is handled */
   | "drop"
   /** the request is handled, then the connection is lost before the answer */
@@ -126,7 +127,8 @@ export const startFake = async (options: FakeOptions) => {
     }
     const injected = options.fault?.({ method, path: u.pathname, kind, n })
     if (injected === "drop") return record(0), req.socket.destroy()
-    if (injected !== undefined && injected !== "drop-after") return record(injected.status), send(res, injected.status, injected.body ?? { detail: "injected" }, injected.headers)
+    const replaced = injected !== undefined && injected !== "drop-after" && injected.handled === true ? injected : undefined
+    if (injected !== undefined && injected !== "drop-after" && replaced === undefined) return record(injected.status), send(res, injected.status, injected.body ?? { detail: "injected" }, injected.headers)
     if (kind === "files") {
       const bytes = state.files.get(u.pathname.slice("/files/".length))
       record(bytes === undefined ? 404 : 200)
@@ -154,8 +156,9 @@ export const startFake = async (options: FakeOptions) => {
     }
     const reply = control(state, method, u.pathname, u.searchParams, json)
     const runId = /\/runs\/([^/?]+)/.exec(u.pathname)?.[1]
-    record(injected === "drop-after" ? 0 : reply.status, runId)
+    record(injected === "drop-after" ? 0 : (replaced?.status ?? reply.status), runId)
     if (injected === "drop-after") return req.socket.destroy()
+    if (replaced !== undefined) return send(res, replaced.status, replaced.body ?? { detail: "injected" }, replaced.headers)
     send(res, reply.status, reply.body)
   }
 

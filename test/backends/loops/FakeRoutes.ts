@@ -2,7 +2,8 @@
  * The fake control plane's state and routes: what each documented `/v1/loops/*` route
  * answers, with every field the reference marks required. A run comes up over its
  * first status polls (trainer CREATED -> DEPLOYING -> RUNNING, sampler BUILDING ->
- * LOADING_MODEL -> ACTIVE) unless told never to.
+ * LOADING_MODEL -> ACTIVE) unless told never to. A session holds one live run: a second
+ * create in it is a 409, as the service answers.
  */
 import { bad, checkEmptyBody, checkOneFilter, checkQuery, checkRunBody, notFound, Reply } from "./FakeStrict.ts"
 
@@ -113,6 +114,8 @@ const createRun = (s: State, body: unknown): Reply => {
   const b = body as Record<string, unknown>
   if (!s.sessions.has(b["session_id"] as string)) return notFound(`no session ${String(b["session_id"])}`)
   if (!s.models.includes(b["base_model"] as string)) return bad(`base_model '${String(b["base_model"])}' is not supported`)
+  const live = [...s.runs.values()].find((r) => r.active && r.sessionId === b["session_id"])
+  if (live !== undefined) return new Reply(409, { detail: `session ${live.sessionId} already has an active run (${live.id})` })
   const r: FakeRun = {
     id: s.newId("run"),
     sessionId: b["session_id"] as string,

@@ -96,6 +96,43 @@ describe("Loops lifecycle: a created run never stays billing", () => {
       yield* assertNothingBilling(fake, dir)
     }).pipe(Effect.scoped))
 
+  it.live("a create that makes the run but answers 503 finds that run in the session instead of creating again, records it and deactivates it", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ fault: ({ method, n, path }) => (method === "POST" && path === "/v1/loops/runs" && n === 1 ? { status: 503, handled: true, body: { detail: "shutting down" } } : undefined) })
+      const dir = runDir()
+      const exit = yield* provision(dir, controlPlane(fake))
+      assert.isTrue(Exit.isSuccess(exit), String(exit))
+      assert.strictEqual(fake.log.filter((e) => e.method === "POST" && e.path === "/v1/loops/runs").length, 1, "never created again")
+      assert.strictEqual(fake.runs.size, 1)
+      yield* assertNothingBilling(fake, dir)
+    }).pipe(Effect.scoped))
+
+  it.live("a create answered 503 whose run then fails to start is deactivated", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({
+        neverReady: true,
+        shapeRun: (json, r) => (r.polls >= 1 ? { ...json, status: { name: "FAILED" } } : json),
+        fault: ({ method, n, path }) => (method === "POST" && path === "/v1/loops/runs" && n === 1 ? { status: 503, handled: true } : undefined),
+      })
+      const dir = runDir()
+      const exit = yield* provision(dir, controlPlane(fake), { readyTimeout: "10 minutes" })
+      assert.include(String(exit), "failed while provisioning (run FAILED")
+      yield* assertNothingBilling(fake, dir)
+    }).pipe(Effect.scoped))
+
+  it.live("a create that keeps failing after it may have made a run names the session and the commands that list and stop its runs", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({
+        fault: ({ method, path }) =>
+          method === "POST" && path === "/v1/loops/runs" ? { status: 502, body: { detail: "bad gateway" } } : method === "GET" && path === "/v1/loops/runs" ? { status: 403, body: { detail: "no" } } : undefined,
+      })
+      const cp = ControlPlane.layer({ url: fake.url, apiKey: Redacted.make(KEY), retry: Retry.policy({ maxElapsed: "50 millis" }, Retry.fast) })
+      const exit = yield* provision(runDir(), cp)
+      assert.include(String(exit), "HTTP 502")
+      assert.match(String(exit), new RegExp(`gyre loops runs --session ses\\w+ --loops-url ${fake.url}`))
+      assert.include(String(exit), "may bill")
+    }).pipe(Effect.scoped))
+
   it.live("a create answer that does not match the reference, with a readable id, is recorded and deactivated", () =>
     Effect.gen(function* () {
       const fake = yield* fakeWith({ shapeCreated: (json) => ({ run: { ...(json.run as object), base_url: 42, created_at: { when: "now" } } }) })
