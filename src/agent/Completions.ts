@@ -115,13 +115,19 @@ export const chat = Effect.fnUntraced(function* (served: Served, session: Sessio
   const input = yield* inputFor(served.format, served.tokenizer, session.completions, request.messages, tools).pipe(
     Effect.mapError((e) => new Refusal({ status: 400, code: "invalid_messages", message: `the messages cannot be rendered for the model: ${e.message}` })),
   )
-  if (input.rewritten) session.rewritten++
+  if (input.rewritten !== undefined) session.rewritten++
   const turn = yield* sampleTurn(served, session, input.tokens, { ...request, maxTokens: request.max_completion_tokens }, [
     ...stopsOf(request.stop),
     ...(tools.length > 0 ? served.format.stop : []),
   ])
   const reply = served.format.parse(turn.text, tools)
-  session.completions.push({ ...turn, sampled: turn.tokens, chat: { messages: request.messages, reply }, diverged: input.diverged })
+  session.completions.push({
+    ...turn,
+    sampled: turn.tokens,
+    chat: { messages: request.messages, reply },
+    diverged: input.diverged,
+    ...(input.rewritten !== undefined ? { rewritten: input.rewritten } : {}),
+  })
   const message = {
     role: "assistant" as const,
     content: reply.content === "" && reply.toolCalls.length > 0 ? null : reply.content,

@@ -8,7 +8,8 @@
  * policy saw and wrote them, then only the new messages rendered and encoded. The reply
  * is recognized by its position and its meaning: whitespace at its ends and the order of
  * its call arguments' keys may change (agent frameworks re-serialize them). A request
- * that matches no earlier completion is rendered whole.
+ * that matches no earlier completion is rendered whole; when it re-sent a reply changed
+ * past recognizing, the text the policy is given in its place is kept (`rewritten`).
  *
  * What re-tokenizing the whole text would have given is still computed, and the tokens
  * it would have changed are counted (`diverged`), so a run shows how far its agent's
@@ -34,6 +35,8 @@ export interface Completion {
   readonly chat?: { readonly messages: ReadonlyArray<ChatMessage>; readonly reply: Reply } | undefined
   /** tokens of its input that re-tokenizing the request's whole text would have changed */
   readonly diverged: number
+  /** its request re-sent an earlier reply changed past recognizing: its input's text from there on (`Input.rewritten`) */
+  readonly rewritten?: string | undefined
 }
 
 /** A request's input tokens and what building them found. @since 0.1.0 @category models */
@@ -41,8 +44,12 @@ export interface Input {
   readonly tokens: ReadonlyArray<number>
   /** tokens re-tokenizing the whole text would have changed (0 when rendered whole) */
   readonly diverged: number
-  /** the request re-sent an earlier reply so changed that it could not be recognized */
-  readonly rewritten: boolean
+  /**
+   * the request re-sent an earlier reply so changed that it could not be recognized: the
+   * text of its input from where it leaves that reply's input, as the policy sees it (the
+   * reply as the agent re-sent it, then the messages after it); absent otherwise
+   */
+  readonly rewritten: string | undefined
 }
 
 /** Marks where the re-sent reply was in a rendered conversation: what follows it is new. */
@@ -77,22 +84,29 @@ const replyMeaning = (reply: Reply): string =>
 /**
  * How a request goes on from the completions before it, in one pass over them: `anchor`,
  * the latest completion whose request is this one's start and whose reply comes next in it;
- * `rewritten`, when there is none but a completion's request is this one's start and the
- * assistant message after it is not its reply as the endpoint returned it.
+ * `rewritten`, when there is none, the latest completion whose request is this one's start
+ * and whose reply, as the endpoint returned it, is not the assistant message after it.
  */
 const matchOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) => {
   const meanings = messages.map(meaning)
   let anchor: { readonly completion: Completion; readonly at: number } | undefined
-  let changed = false
+  let changed: Completion | undefined
   for (const completion of completions) {
     const chat = completion.chat
     if (chat === undefined) continue
     const at = chat.messages.length
     if (messages[at]?.role !== "assistant" || !chat.messages.every((m, i) => meaning(m) === meanings[i])) continue
-    if (meanings[at] !== replyMeaning(chat.reply)) changed = true
+    if (meanings[at] !== replyMeaning(chat.reply)) changed = completion
     else if (anchor === undefined || at >= anchor.at) anchor = { completion, at }
   }
-  return { anchor, rewritten: anchor === undefined && changed }
+  return { anchor, rewritten: anchor === undefined ? changed : undefined }
+}
+
+/** How many tokens two sequences share from their start. */
+const sharedStart = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): number => {
+  let n = 0
+  while (n < a.length && n < b.length && a[n] === b[n]) n++
+  return n
 }
 
 /** Tokens in the window where two sequences differ (after their common start, before their common end). */
@@ -119,16 +133,20 @@ export const inputFor = Effect.fnUntraced(function* (
   const bos = tokenizer.bos === undefined ? [] : [tokenizer.bos]
   const whole: ReadonlyArray<number> = [...bos, ...(yield* tokenizer.encode(yield* format.render(messages, tools)))]
   const { anchor, rewritten } = matchOf(completions, messages)
-  if (anchor === undefined) return { tokens: whole, diverged: 0, rewritten } satisfies Input
+  if (anchor === undefined) {
+    // what the policy is given in place of what it wrote: the changed reply and what follows it
+    const text = rewritten === undefined ? undefined : tokenizer.decode(whole.slice(sharedStart(whole, rewritten.input)))
+    return { tokens: whole, diverged: 0, rewritten: text } satisfies Input
+  }
   const marked = yield* format.render([...messages.slice(0, anchor.at), { role: "assistant", content: MARK }, ...messages.slice(anchor.at + 1)], tools)
   const cut = marked.indexOf(MARK)
-  if (cut < 0) return { tokens: whole, diverged: 0, rewritten: false } satisfies Input
+  if (cut < 0) return { tokens: whole, diverged: 0, rewritten: undefined } satisfies Input
   let after = yield* tokenizer.encode(marked.slice(cut + MARK.length))
   const { completion } = anchor
   // the template closes the turn with the end-of-sequence token the sample already ends with
   if (completion.sampled.at(-1) === tokenizer.eos && after[0] === tokenizer.eos) after = after.slice(1)
   const tokens = [...completion.input, ...completion.sampled, ...after]
-  return { tokens, diverged: differing(tokens, whole), rewritten: false } satisfies Input
+  return { tokens, diverged: differing(tokens, whole), rewritten: undefined } satisfies Input
 }) as (
   format: ChatFormat,
   tokenizer: TokenizerShape,

@@ -97,6 +97,8 @@ export const TurnRow = Schema.Struct({
   observation: Schema.optional(Schema.String),
   toolError: Schema.optional(Schema.String),
   toolResult: Schema.optional(Schema.String),
+  /** an agent's turn whose request re-sent an earlier reply changed past recognizing: the text the policy was given from that reply on */
+  rewritten: Schema.optional(Schema.String),
 })
 
 /**

@@ -25,12 +25,24 @@ const extendsTurn = (earlier: Completion, later: Completion): boolean => {
   return true
 }
 
-/** The recorded completions as turns; a turn's observation is what the agent sent before the next one that goes on from it. */
+/**
+ * The recorded completions as turns; a turn's observation is what the agent sent before
+ * the next one that goes on from it, and a turn conditioned on a reply the agent rewrote
+ * keeps that text (`rewritten`).
+ */
 const turnsOf = (tokenizer: TokenizerShape, completions: ReadonlyArray<Completion>): Array<TurnRecord> =>
   completions.map((c, k) => {
     const next = completions[k + 1]
     const observation = next !== undefined && extendsTurn(c, next) ? tokenizer.decode(next.input.slice(c.input.length + c.sampled.length)) : undefined
-    return { input: c.input, sampled: c.sampled, logprobs: c.logprobs, text: c.text, stopReason: c.stopReason, ...(observation !== undefined ? { observation } : {}) }
+    return {
+      input: c.input,
+      sampled: c.sampled,
+      logprobs: c.logprobs,
+      text: c.text,
+      stopReason: c.stopReason,
+      ...(observation !== undefined ? { observation } : {}),
+      ...(c.rewritten !== undefined ? { rewritten: c.rewritten } : {}),
+    }
   })
 
 /** Why an episode has no completion: the endpoint refused the agent's request (the refusal says why), else the agent failed, else it never asked. */

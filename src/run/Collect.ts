@@ -74,6 +74,7 @@ const episodeRow = (e: EpisodeRecord) => ({
     ...(t.observation !== undefined ? { observation: t.observation } : {}),
     ...(t.toolError !== undefined ? { toolError: t.toolError } : {}),
     ...(t.toolResult !== undefined ? { toolResult: t.toolResult } : {}),
+    ...(t.rewritten !== undefined ? { rewritten: t.rewritten } : {}),
   })),
   episodeStop: e.stop,
   ...(e.agent !== undefined ? { agent: e.agent } : {}),

@@ -29,6 +29,8 @@ export interface TurnRecord extends Datum.TurnTokens {
   toolError?: string
   /** a tool's whole result, when the observation shows it cut */
   toolResult?: string
+  /** an agent's turn whose request re-sent an earlier reply changed past recognizing: the text the policy was given from that reply on */
+  rewritten?: string
 }
 
 /** One episode: its turns, why it ended, and what the env counted. @since 0.1.0 @category models */

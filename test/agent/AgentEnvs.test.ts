@@ -95,4 +95,25 @@ describe("agent envs through the runner", () => {
       }
       for (const r of seen["slow"]!) assert.deepStrictEqual([r["episodeStop"], r["masked"], (r["turns"] as Array<unknown>).length], ["timeout", null, 1])
     }), 120_000)
+  it.live("a reply the agent rewrote before re-sending it is kept in rollouts.jsonl as the text the policy was given", () =>
+    Effect.gen(function* () {
+      const env = agentWith("rewrites", async ({ baseURL, apiKey, model, signal }) => {
+        const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 })
+        const messages = [{ role: "user" as const, content: "What is" }]
+        await client.chat.completions.create({ model, messages }, { signal })
+        const second = await client.chat.completions.create({ model, messages: [...messages, { role: "assistant", content: "I will not add." }, { role: "user", content: "Please." }] }, { signal })
+        return second.choices[0]!.message.content
+      })
+      const dir = tmp()
+      yield* Runner.run(Runner.defaults(env.name, { outDir: dir, steps: 1, groups: 1, groupSize: 2, evalEvery: 0, saveEvery: 0 }), env).pipe(Effect.provide(calculatorModel(dir)), quiet)
+      const rows = rowsOf(dir)
+      assert.strictEqual(rows.length, 2)
+      for (const r of rows) {
+        assert.deepStrictEqual(r["agent"], { requests: 2, diverged: 0, rewritten: 1 })
+        const turns = r["turns"] as Array<Record<string, unknown>>
+        assert.strictEqual(turns[0]!["rewritten"], undefined, "the first turn was given the prompt only")
+        // the char model's layout: the rewritten reply as it came, then the user's next words on a new line
+        assert.strictEqual(turns[1]!["rewritten"], "I will not add.\nPlease.")
+      }
+    }), 120_000)
 })

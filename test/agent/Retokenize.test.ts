@@ -111,7 +111,7 @@ describe("agent endpoint: recorded tokens, never re-tokenized", () => {
         assert.strictEqual(record.completions[1]!.diverged, 0)
       })))
 
-  it.effect("a reply changed past recognizing is rendered whole and counted as rewritten", () =>
+  it.effect("a reply changed past recognizing is rendered whole, counted as rewritten, and the text the policy was given in its place kept", () =>
     withQwen((t) => [encode(t, CALL), [...encode(t, "5"), t.eos]], () =>
       Effect.gen(function* () {
         const endpoint = yield* Endpoint.Endpoint
@@ -121,6 +121,9 @@ describe("agent endpoint: recorded tokens, never re-tokenized", () => {
         yield* Effect.promise(() => client.chat.completions.create({ model: endpoint.model, tools, messages: [...user, { role: "assistant", content: "I will not add." }, { role: "user", content: "Please." }] }))
         assert.strictEqual(record.rewritten, 1)
         assert.strictEqual(record.completions[1]!.diverged, 0)
+        // what the policy was given in place of its call: the rewritten reply, then the user's words (special tokens dropped, as in observations)
+        assert.strictEqual(record.completions[1]!.rewritten, "I will not add.\nuser\nPlease.\nassistant\n")
+        assert.strictEqual(record.completions[0]!.rewritten, undefined)
       })))
 })
 
