@@ -21,6 +21,7 @@ import * as RunLog from "../folder/RunLog.ts"
 import { FLAG_OF, type RunOptions, settingsFrom } from "./RunOptions.ts"
 import { resumeBackend } from "../run/Start.ts"
 import { backendLayer } from "./Backend.ts"
+import * as UnreleasedRuns from "../backends/loops/UnreleasedRuns.ts"
 import { availableEnvs, isPath, loadEnv } from "./LoadEnv.ts"
 import { terminalProgress } from "./TerminalProgress.ts"
 
@@ -130,9 +131,9 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     backend,
     seed: settings.seed,
     stateDir: RunLog.paths(settings.outDir).state,
-    // the env's own base model (Env.make({ baseModel })) unless --model names one
-    model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : undefined),
-    loraRank: options.loraRank,
+    // the env's own base model (Env.make({ baseModel })) unless --model names one; a resumed Loops run's, as config.json records it
+    model: options.model ?? (backend === "embedded" && Env.isEnv(source) ? source.baseModel : backend === "loops" ? saved?.trainer?.model : undefined),
+    loraRank: options.loraRank ?? (backend === "loops" ? saved?.trainer?.loraRank : undefined),
     tokenizer: options.tokenizer,
     runDir: settings.outDir,
     resume: resumeDir !== undefined,
@@ -147,6 +148,8 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const withPlayers = Players.needed(source) ? Layer.provideMerge(Players.layer(source, RunLog.paths(settings.outDir).state), withTeacher) : withTeacher
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
     Effect.provide(Layer.fresh(withPlayers)),
+    // a Loops run that could not be deactivated fails the command, naming the command that stops it
+    UnreleasedRuns.guard,
     Effect.provide(observersOf(options, settings.outDir)),
     print ? Effect.provideService(Runner.Progress, terminalProgress()) : (x) => x,
   )

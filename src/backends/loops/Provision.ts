@@ -27,17 +27,19 @@
  *   checkpoint on a new run (`--loops-new-run`).
  * - Release: `POST /v1/loops/runs/{run_id}/deactivate` (with retries), then the record
  *   marks the run deactivated. A deactivation that fails is logged as an error with the
- *   command to run; the record keeps the run live so that the next start reports it.
+ *   command to run and noted in `UnreleasedRuns` (so that `gyre run` ends with an error,
+ *   not `done`); the record keeps the run live so that the next start reports it.
  *   With `keepRun`, a run that became ready is left up and the log names it and the
  *   command that stops it; a run that never became ready is deactivated all the same.
  *
  * @since 0.1.0
  */
-import { Duration, Effect, Exit, type Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Option, type Scope } from "effect"
 import * as Api from "./Api.ts"
 import { ControlPlane, stopCommand } from "./ControlPlane.ts"
 import { LoopsError } from "./Errors.ts"
 import * as RunRecord from "./RunRecord.ts"
+import { UnreleasedRuns } from "./UnreleasedRuns.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options {
@@ -182,8 +184,8 @@ export const awaitReady = Effect.fn("Loops.awaitReady")(function* (runId: string
   )
 })
 
-/** Deactivates run `id` (or keeps it), then updates the record; never fails. */
-const release = (cp: typeof ControlPlane.Service, id: string, options: Options, ready: () => boolean) =>
+/** Deactivates run `id` (or keeps it), then updates the record; never fails: a run it could not deactivate is noted in `unreleased`. */
+const release = (cp: typeof ControlPlane.Service, id: string, options: Options, ready: () => boolean, unreleased: Option.Option<typeof UnreleasedRuns.Service>) =>
   Effect.gen(function* () {
     if (options.keepRun === true && ready()) {
       yield* RunRecord.update(options.runDir, id, (r) => ({ ...r, kept: true })).pipe(Effect.ignore)
@@ -195,7 +197,11 @@ const release = (cp: typeof ControlPlane.Service, id: string, options: Options, 
       // a run that something else ended (a preemption, the console) is not billing
       const status = yield* cp.getRun(id).pipe(Effect.map((r) => r.status?.name ?? "not reported"), Effect.orElseSucceed(() => "unknown"))
       if (status !== "INACTIVE") {
-        return yield* Effect.logError(`loops: could not deactivate run ${id}; it may still be billing. Stop it with: ${stopCommand(id, cp.url)}`, done.cause)
+        yield* Effect.logError(`loops: could not deactivate run ${id}; it may still be billing. Stop it with: ${stopCommand(id, cp.url)}`, done.cause)
+        const error = Cause.squash(done.cause)
+        const why = error instanceof Error ? error.message : String(error)
+        if (Option.isSome(unreleased)) yield* unreleased.value.note({ runId: id, why, stop: stopCommand(id, cp.url) })
+        return
       }
       yield* Effect.logInfo(`loops: run ${id} was already INACTIVE`)
     }
@@ -275,6 +281,7 @@ const recorded = (cp: typeof ControlPlane.Service, options: Options) =>
  */
 export const acquire = Effect.fn("Loops.acquire")(function* (options: Options): Effect.fn.Return<ReadyRun, LoopsError, ControlPlane | Scope.Scope> {
   const cp = yield* ControlPlane
+  const unreleased = yield* Effect.serviceOption(UnreleasedRuns)
   const reuse = yield* recorded(cp, options)
   let ready = false
   type Held = { readonly id: string; readonly created: Effect.Success<ReturnType<typeof create>> | undefined }
@@ -285,7 +292,7 @@ export const acquire = Effect.fn("Loops.acquire")(function* (options: Options): 
         created: undefined,
       })
       : Effect.map(create(cp, options), (c) => ({ id: c.id, created: c })),
-    (h) => release(cp, h.id, options, () => ready),
+    (h) => release(cp, h.id, options, () => ready, unreleased),
   )
   if (held.created !== undefined) {
     yield* record(cp, held.created, options)

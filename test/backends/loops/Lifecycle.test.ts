@@ -15,6 +15,7 @@ import { ControlPlane } from "../../../src/backends/loops/ControlPlane.ts"
 import { LoopsError } from "../../../src/backends/loops/Errors.ts"
 import * as Provision from "../../../src/backends/loops/Provision.ts"
 import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
+import * as UnreleasedRuns from "../../../src/backends/loops/UnreleasedRuns.ts"
 import { capture } from "./DataPlane.ts"
 import { type Fake, type FakeOptions, startFake } from "./FakeControlPlane.ts"
 
@@ -167,6 +168,25 @@ describe("Loops lifecycle: a created run never stays billing", () => {
       const session = [...fake.runs.values()][0]!.sessionId
       assert.include(String(exit), `gyre loops runs --session ${session} --loops-url ${fake.url}`)
       assert.include(String(exit), "may bill")
+    }).pipe(Effect.scoped))
+
+  it.live("a deactivation that fails for good (500 after its retries) fails the command with the run and its stop command last, after any failure of its own", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ fault: ({ path }) => (path.endsWith("/deactivate") ? { status: 500, body: { detail: "internal error" } } : undefined) })
+      const cp = ControlPlane.layer({ url: fake.url, apiKey: Redacted.make(KEY), retry: Retry.policy({ maxElapsed: "50 millis" }, Retry.fast) })
+      const options = { baseModel: MODEL, resume: false, pollInterval: "10 millis" } as const
+      const lastLine = (exit: Exit.Exit<unknown, unknown>) => (Exit.isFailure(exit) ? String(exit.cause).split("\n") : [])
+      const ok = yield* Effect.exit(UnreleasedRuns.guard(Effect.scoped(Provision.acquire({ ...options, runDir: runDir() }))).pipe(Effect.provide(cp), Effect.provide(capture().layer)))
+      const first = [...fake.runs.keys()][0]!
+      assert.isTrue(Exit.isFailure(ok))
+      assert.match(lastLine(ok).at(-1)!, new RegExp(`Loops run ${first} could not be deactivated \\(.*HTTP 500: internal error\\): it may still be billing\\. Stop it with: gyre loops deactivate ${first} --loops-url`))
+      const broke = Effect.flatMap(Provision.acquire({ ...options, runDir: runDir() }), () => Effect.fail(new LoopsError({ reason: "Failed", route: "train", message: "training broke" })))
+      const failed = yield* Effect.exit(UnreleasedRuns.guard(Effect.scoped(broke)).pipe(Effect.provide(cp), Effect.provide(capture().layer)))
+      const second = [...fake.runs.keys()][1]!
+      const lines = lastLine(failed)
+      assert.include(lines.at(-2)!, "training broke")
+      assert.include(lines.at(-1)!, `gyre loops deactivate ${second}`)
+      assert.deepStrictEqual(fake.activeRuns(), [first, second], "both runs are still up, and said so")
     }).pipe(Effect.scoped))
 
   const crashes: ReadonlyArray<readonly [string, (cp: typeof ControlPlane.Service) => typeof ControlPlane.Service]> = [

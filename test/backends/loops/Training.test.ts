@@ -1,0 +1,71 @@
+/**
+ * `gyre run --backend loops` through the runner API (`app/Training.ts`, what the CLI
+ * runs), against the fake control plane with a gyre `serve` as the data plane: a run
+ * whose deactivation fails for good ends the command with an error (not `done`) that
+ * says the run may still bill and names the command that stops it; `--resume` takes the
+ * base model and LoRA rank from `config.json`.
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Exit } from "effect"
+import { train } from "../../../src/app/Training.ts"
+import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
+import vowels from "../../envs/vowels.ts"
+import { capture, RANDOM_MODEL, startDataPlane } from "./DataPlane.ts"
+import { type FakeOptions, startFake } from "./FakeControlPlane.ts"
+
+const KEY = "bt-secret-key-0123456789"
+
+let dataPlane: Awaited<ReturnType<typeof startDataPlane>>
+beforeAll(async () => {
+  dataPlane = await startDataPlane()
+})
+afterAll(async () => {
+  await dataPlane.close()
+})
+
+const fakeWith = (options: Partial<FakeOptions> = {}) =>
+  Effect.acquireRelease(
+    Effect.promise(() => startFake({ apiKey: KEY, dataPlane: dataPlane.url, models: [RANDOM_MODEL], ...options })),
+    (fake) => Effect.promise(() => fake.close()),
+  )
+
+const small = { steps: 1, groups: 2, groupSize: 2, evalEvery: 0, saveEvery: 1, logRolloutsEvery: 0 } as const
+const withKey = Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ BASETEN_API_KEY: KEY })))
+
+describe("gyre run --backend loops (runner API)", () => {
+  it.live("a deactivation refused for good (403) fails the run, saying the run may still bill and how to stop it", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith({ fault: ({ path }) => (path.endsWith("/deactivate") ? { status: 403, body: { detail: "not allowed to deactivate" } } : undefined) })
+      const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-train-"))
+      const logs = capture()
+      const exit = yield* Effect.exit(
+        train({ env: vowels, ...small, name: "r", out, backend: "loops", model: RANDOM_MODEL, loraRank: 4, loops: { url: fake.url } }).pipe(withKey, Effect.provide(logs.layer)),
+      )
+      const [run] = [...fake.runs.values()]
+      assert.isTrue(run!.active, "the run is still up")
+      assert.isTrue(Exit.isFailure(exit), "the command fails")
+      const message = Exit.isFailure(exit) ? String(exit.cause) : ""
+      const last = message.split("\n").at(-1) ?? ""
+      assert.include(last, `Loops run ${run!.id} could not be deactivated`)
+      assert.include(last, "HTTP 403: not allowed to deactivate")
+      assert.include(last, "it may still be billing")
+      assert.include(last, `gyre loops deactivate ${run!.id} --loops-url ${fake.url}`)
+      assert.isFalse(logs.lines.some((l) => l.includes("done:")), "no done line")
+      assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(Path.join(out, "r"))).map((r) => r.id), [run!.id])
+    }).pipe(Effect.scoped))
+
+  it.live("--resume of a Loops run takes the base model and LoRA rank from config.json", () =>
+    Effect.gen(function* () {
+      const fake = yield* fakeWith()
+      const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-train-"))
+      const first = yield* train({ env: vowels, ...small, name: "r", out, backend: "loops", model: RANDOM_MODEL, loraRank: 4, loops: { url: fake.url, keepRun: true } }).pipe(withKey)
+      const resumed = yield* train({ env: vowels, resume: first.outDir, steps: 2 }).pipe(withKey)
+      assert.deepStrictEqual(resumed.metrics.map((m) => m["step"]), [2])
+      assert.strictEqual(fake.runs.size, 1, "the kept run was trained on again")
+      const [run] = [...fake.runs.values()]
+      assert.strictEqual(fake.deactivations(run!.id), 1)
+    }).pipe(Effect.scoped))
+})
