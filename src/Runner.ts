@@ -47,6 +47,7 @@ import { RunObserver } from "./run/Observer.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
+import * as MaskedWatch from "./run/MaskedWatch.ts"
 import { checkpoint, type Ledger, type RunContext, runSteps } from "./run/Steps.ts"
 
 export { aggregationOf, defaults, DynamicSampling, envDefaults, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, rewardWeightsOf, RunError, RunSettings, Teacher } from "./run/Settings.ts"
@@ -133,7 +134,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const { start, version } = yield* prepare(recorded, resume)
   // Drop divergence rows of steps after the checkpoint: they are redone (all of them when none loaded).
   if (resume) yield* RunFolder.keepThrough(ctx.files.divergence, start).pipe(Effect.mapError(fail("RunFolder", undefined)))
-  const ledger: Ledger = yield* Ref.make({ version, completed: start, savedAt: start, training: 0, maskedStreak: 0 })
+  const ledger: Ledger = yield* Ref.make({ version, completed: start, savedAt: start, training: 0, masked: MaskedWatch.empty })
   return { ctx, ledger }
 })
 

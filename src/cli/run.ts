@@ -65,7 +65,7 @@ const flags = {
     "max-steps-off-policy",
     "async: sample rollouts up to k steps ahead, so step s trains on rollouts of policy version s - k (default 1; more keeps a slow sampler's work ahead of the trainer, at k versions of staleness)",
   ),
-  maxMasked: num("max-masked", "stop the run when more than this fraction of a step's samples is masked (a reward's or a tool server's infrastructure failing), 3 steps in a row (default 0.5; 1 = never)"),
+  maxMasked: num("max-masked", "a step that masks more than this fraction of its samples (a reward's or a tool server's infrastructure failing) waits before the next (1 s, doubling, at most 8 s); such steps stop the run once they last 3 steps in a row and 30 s, and fail a run that ends with more than half of its steps so (default 0.5; 1 = never)"),
   streamMinibatches: int(
     "stream-minibatches",
     "sync: train a step's groups in N minibatches while the rest are sampled, each minibatch's forward_backward submitted as soon as its groups are scored (group-local advantages only; off by default)",

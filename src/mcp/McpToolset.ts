@@ -10,9 +10,11 @@
  * A server that dies (or a connection that is lost) during a call, or that cannot be
  * started again for the next: the infrastructure failed, not the policy, so the call
  * fails with `InfraFault` and its episode is masked (never scored); the next call starts
- * a fresh server. A tool's own error answer (`isError`) or a call past its timeout is an
- * error observation. A server that fails to start at the run's start: the run stops before
- * its first step, with the command and its stderr.
+ * a fresh server, and a start that fails makes the next wait (`Restarts.ts`: 250 ms,
+ * doubled after each failure in a row, at most 8 s; calls in the meantime are masked).
+ * A tool's own error answer (`isError`) or a call past its timeout is an error
+ * observation. A server that fails to start at the run's start: the run stops before its
+ * first step, with the command and its stderr.
  *
  * @since 0.1.0
  */
@@ -26,6 +28,7 @@ import * as Content from "./Content.ts"
 import * as InputSchema from "../tool/InputSchema.ts"
 import { McpError } from "./McpError.ts"
 import * as Render from "./Render.ts"
+import * as Restarts from "./Restarts.ts"
 import * as Server from "./Server.ts"
 
 /** @since 0.1.0 @category models */
@@ -124,11 +127,13 @@ const bracketsCarry = (toolset: Shape) => {
 export const make = Effect.fn("McpToolset.make")(function* (spec: Server.ServerSpec, options: Options = {}) {
   const server = Server.describe(spec)
   let starts = 0
+  // a server that is down is not started again for every call: each failed start waits longer
+  const restarts = Restarts.make()
   const connections = yield* RcRef.make({
-    acquire: Effect.suspend(() => {
+    acquire: restarts.guard(Effect.suspend(() => {
       starts++
       return Connection.connect(spec, { startTimeout: options.startTimeout ?? "30 seconds" })
-    }),
+    })),
     // kept between calls until it is lost or the toolset closes
     idleTimeToLive: Duration.infinity,
   })

@@ -21,12 +21,15 @@ export type Split = "train" | "test"
 
 /**
  * The names under `env/<scope>/` that are not reward components: the total, the masked
- * fraction, the problems evaluated, and the episode counters of multi-turn envs.
+ * samples (a fraction and a count), the problems evaluated, and the episode counters of
+ * multi-turn envs.
  * @since 0.1.0 @category keys
  */
 export const EnvStat = {
   total: "reward/total",
   fracMasked: "frac_masked",
+  /** samples masked (an infrastructure failure): left out of the total and of every component's mean */
+  masked: "masked",
   problems: "problems",
   turns: "turns",
   toolCalls: "tool_calls",

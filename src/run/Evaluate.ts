@@ -79,7 +79,8 @@ export const evaluateGroups = Effect.fn("Evaluate.evaluateGroups")(function* (
 
 /**
  * Reward and component means over groups, overall and per env, under the keys of `split`
- * (`env/...` for a training batch, `test/env/...` for an evaluation).
+ * (`env/...` for a training batch, `test/env/...` for an evaluation). Masked samples are
+ * left out of every mean and counted (`masked`, `frac_masked`).
  * @since 0.1.0 @category evaluation
  */
 export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metrics.MetricRecord => {
@@ -90,15 +91,20 @@ export const scoreMetrics = (groups: ReadonlyArray<Group>, split: K.Split): Metr
   if (byEnv.size > 1) scopes.push(...byEnv.entries())
   for (const [scope, gs] of scopes) {
     const scores = gs.flatMap((g) => g.scores)
+    // a masked sample's scores are not the policy's: its components (scored before its tool
+    // server was lost, say) stay out of every mean, as its total does
+    const scored = scores.filter((s) => s.masked === undefined)
+    const masked = scores.length - scored.length
     const key = (name: string) => K.envKey(split, scope, name)
-    const total = Metrics.mean(scores.map((s) => (s.masked !== undefined ? undefined : s.value)))
+    const total = Metrics.mean(scored.map((s) => s.value))
     if (total !== undefined) out[key(K.EnvStat.total)] = total
-    const names = new Set(scores.flatMap((s) => Object.keys(s.components)))
+    const names = new Set(scored.flatMap((s) => Object.keys(s.components)))
     for (const name of names) {
-      const m = Metrics.mean(scores.map((s) => s.components[name]))
+      const m = Metrics.mean(scored.map((s) => s.components[name]))
       if (m !== undefined) out[key(name)] = m
     }
-    out[key(K.EnvStat.fracMasked)] = scores.length === 0 ? 0 : scores.filter((s) => s.masked !== undefined).length / scores.length
+    out[key(K.EnvStat.fracMasked)] = scores.length === 0 ? 0 : masked / scores.length
+    out[key(K.EnvStat.masked)] = masked
     Object.assign(out, episodeMetrics(gs.filter((g) => g.task.envDef.episode !== undefined || g.task.envDef.agent !== undefined || g.task.envDef.game !== undefined).flatMap((g) => g.episodes), K.envPrefix(split, scope)))
     Object.assign(out, roleMetrics(gs, key))
   }

@@ -33,13 +33,15 @@ export const Progress = Context.Reference<{
 })
 
 /**
- * One progress line: train reward and each of the env's weighted reward components,
- * for multi-turn envs the turns and tool calls per episode, mixed groups, throughput,
- * step time, and on evaluation steps the held-out score named for what it is
+ * One progress line: train reward and each of the env's weighted reward components (over
+ * the samples not masked), the masked samples when there are any, for multi-turn envs
+ * the turns and tool calls per episode, mixed groups, throughput, step time, and on
+ * evaluation steps the held-out score named for what it is
  * (`held-out <component>` for a reward with one weighted component, else `held-out reward`).
  *
  * @example
  * // step 3/30 | reward 0.266 correct 0.266 | turns 1.28 tools 0.28 | mixed 1.00 | 69 tok/s | 5.06s | held-out correct 0.275
+ * // step 4/30 | reward 1.000 correct 1.000 | masked 7/8 | turns 1.00 tools 1.00 | mixed 0.00 | 12 tok/s | 0.10s
  * @since 0.1.0 @category formatting
  */
 export const formatStep = ({ components = [], step, steps, metrics: m }: StepSummary): string => {
@@ -59,8 +61,12 @@ export const formatStep = ({ components = [], step, steps, metrics: m }: StepSum
       return role === undefined ? [] : [` ${role} won ${f(k, 2)}`]
     }).join("")
   const games = roleWins("train") !== "" ? ` |${roleWins("train")}` : ""
+  // masked samples are out of every mean above: say how many, so a reward over 1 of 8 does not read as over 8
+  const maskedCount = m[train(K.EnvStat.masked)] ?? 0
+  const maskedFrac = m[train(K.EnvStat.fracMasked)] ?? 0
+  const masked = maskedCount > 0 && maskedFrac > 0 ? ` | masked ${maskedCount}/${Math.round(maskedCount / maskedFrac)}` : ""
   const held = Metrics.heldOutScore(m, components)
   const heldGames = held !== undefined ? roleWins("test") : ""
   const evalPart = held !== undefined ? ` | ${held.label} ${held.value.toFixed(3)}${heldGames !== "" ? ` (held-out${heldGames})` : ""}` : ""
-  return `step ${step + 1}/${steps} | reward ${f(train(K.EnvStat.total))}${parts}${episodes}${games} | mixed ${f(K.ByGroup.fracMixed, 2)} | ${Math.round(m[K.Throughput.tokensPerS] ?? 0)} tok/s | ${f(K.Time.total, 2)}s${evalPart}`
+  return `step ${step + 1}/${steps} | reward ${f(train(K.EnvStat.total))}${parts}${masked}${episodes}${games} | mixed ${f(K.ByGroup.fracMixed, 2)} | ${Math.round(m[K.Throughput.tokensPerS] ?? 0)} tok/s | ${f(K.Time.total, 2)}s${evalPart}`
 }

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Ref } from "effect"
+import { Clock, Duration, Effect, Ref } from "effect"
 import type * as Env from "../vocabulary/Env.ts"
 import * as K from "../metrics/MetricKeys.ts"
 import * as Metrics from "../metrics/Metrics.ts"
@@ -17,6 +17,7 @@ import { type Batch, collect, sampleRows } from "./Collect.ts"
 import { evaluate, scoreMetrics } from "./Evaluate.ts"
 import { RunObserver } from "./Observer.ts"
 import * as HackWatch from "./HackWatch.ts"
+import * as MaskedWatch from "./MaskedWatch.ts"
 import type * as Pipeline from "./Pipeline.ts"
 import { Progress } from "./Progress.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
@@ -52,8 +53,8 @@ export interface LedgerState {
   readonly savedAt: number
   /** steps whose training was submitted and not completed: the weights may be ahead of `completed` */
   readonly training: number
-  /** steps in a row, up to the last completed, that masked more than `maxMasked` of their samples */
-  readonly maskedStreak: number
+  /** the steps that masked more than `maxMasked` of their samples (`MaskedWatch.ts`) */
+  readonly masked: MaskedWatch.Watch
 }
 
 /**
@@ -66,9 +67,6 @@ export type Ledger = Ref.Ref<LedgerState>
 /** Updates one field of the ledger. */
 const note = (ledger: Ledger, change: Partial<LedgerState> | ((l: LedgerState) => Partial<LedgerState>)) =>
   Ref.update(ledger, (l) => ({ ...l, ...(typeof change === "function" ? change(l) : change) }))
-
-/** Steps in a row over `maxMasked` that stop a run. @since 0.1.0 @category constants */
-export const MASKED_STEPS = 3
 
 /** The default of `maxMasked`. @since 0.1.0 @category constants */
 export const DEFAULT_MAX_MASKED = 0.5
@@ -133,6 +131,7 @@ export const runSteps = Effect.fn("Steps.runSteps")(function* (ctx: RunContext, 
     if (overlaps(ctx, step)) inFlight = submitted
     else history.push(yield* Effect.uninterruptibleMask((restore) => completeStep(ctx, ledger, submitted, restore)))
   }
+  yield* maskedVerdict(ctx, ledger)
 })
 
 /**
@@ -262,32 +261,50 @@ const completeStep = Effect.fn("Steps.completeStep")(function* (ctx: RunContext,
   yield* ((yield* RunObserver).onStepEnd?.({ step: step + 1, steps: settings.steps, evaluated: K.envKey("test", K.ALL, K.EnvStat.total) in metrics }) ?? Effect.void)
   yield* (yield* Progress).onStep({ step, steps: settings.steps, metrics, components: ctx.headline })
   yield* note(ledger, (l) => ({ training: l.training - 1 }))
-  yield* watchMasked(ctx, ledger, batch)
+  yield* watchMasked(ctx, ledger, batch, restore)
   return metrics
 })
 
 /**
- * Stops the run once `MASKED_STEPS` steps in a row masked more than `maxMasked` of their
- * samples: an outage (a judge, a tool server) that does not end would otherwise train on
- * nothing for the rest of the run. The error names the most common reason.
+ * After a step that masked more than `maxMasked` of its samples: waits before the next
+ * step, or stops the run once such steps have lasted (`MaskedWatch.ts`). An outage (a
+ * judge, a tool server) that does not end would otherwise train on nothing for the rest
+ * of the run; one of a few seconds is waited out. The error names the most common reason.
  */
-const watchMasked = Effect.fnUntraced(function* (ctx: RunContext, ledger: Ledger, batch: Batch) {
+const watchMasked = Effect.fnUntraced(function* (ctx: RunContext, ledger: Ledger, batch: Batch, restore: Restore) {
   const bound = ctx.settings.maxMasked ?? DEFAULT_MAX_MASKED
   const scores = batch.groups.flatMap((g) => g.scores)
   const masked = scores.flatMap((s) => (s.masked === undefined ? [] : [s.masked]))
-  const fraction = scores.length === 0 ? 0 : masked.length / scores.length
-  yield* note(ledger, (l) => ({ maskedStreak: bound < 1 && fraction > bound ? l.maskedStreak + 1 : 0 }))
-  if ((yield* Ref.get(ledger)).maskedStreak < MASKED_STEPS) return
-  const counts = new Map<string, number>()
-  for (const m of masked) counts.set(m, (counts.get(m) ?? 0) + 1)
-  const [reason, n] = [...counts].sort((a, b) => b[1] - a[1])[0]!
-  return yield* new RunError({
-    reason: "Env",
-    step: batch.step,
-    message:
-      `${MASKED_STEPS} steps in a row masked more than ${bound} of their samples (step ${batch.step + 1}: ${masked.length} of ${scores.length}); ` +
-      `the most common reason (${n}): ${reason}. Fix the cause, then continue with --resume ${ctx.settings.outDir} (--max-masked 1 never stops)`,
-  })
+  const patience = yield* MaskedWatch.MaskedPatience
+  const now = yield* Clock.currentTimeMillis
+  const { decision, watch } = MaskedWatch.next((yield* Ref.get(ledger)).masked, { masked, samples: scores.length, bound, now }, patience)
+  yield* note(ledger, { masked: watch })
+  if (decision._tag === "Go") return
+  const { count, reason } = MaskedWatch.mostCommon(watch.reasons)
+  if (decision._tag === "Stop") {
+    return yield* new RunError({
+      reason: "Env",
+      step: batch.step,
+      message:
+        `${watch.streak} steps in a row, over ${Math.round(decision.seconds)} s, masked more than ${bound} of their samples (step ${batch.step + 1}: ${masked.length} of ${scores.length}); ` +
+        `the most common reason (${count}): ${reason}. Fix the cause, then continue with --resume ${ctx.settings.outDir} (--max-masked 1 never stops)`,
+    })
+  }
+  if (batch.step + 1 >= ctx.settings.steps) return
+  const lasting = Duration.format(Duration.fromInputUnsafe(patience.lasting))
+  yield* Effect.logWarning(
+    `step ${batch.step + 1}: ${masked.length} of ${scores.length} samples masked, ${watch.streak} step${watch.streak === 1 ? "" : "s"} in a row over --max-masked ${bound} ` +
+      `(the most common reason: ${reason}); waiting ${decision.millis / 1000} s before the next step (the run stops once such steps last ${patience.steps} steps and ${lasting})`,
+  )
+  yield* restore(Effect.sleep(decision.millis))
+})
+
+/** The run's end: a warning when some steps masked more than `maxMasked` of their samples, a failure when most did. */
+const maskedVerdict = Effect.fnUntraced(function* (ctx: RunContext, ledger: Ledger) {
+  const verdict = MaskedWatch.verdict((yield* Ref.get(ledger)).masked, ctx.settings.maxMasked ?? DEFAULT_MAX_MASKED, ctx.settings.outDir)
+  if (verdict === undefined) return
+  if (verdict._tag === "Warn") return yield* Effect.logWarning(verdict.message)
+  return yield* new RunError({ reason: "Env", message: verdict.message })
 })
 
 /**
