@@ -44,6 +44,7 @@ import * as Pipeline from "./run/Pipeline.ts"
 import { headline } from "./run/Progress.ts"
 import { check, fail, inForce, klCoefOf, RunError, type RunSettings } from "./run/Settings.ts"
 import { RunObserver } from "./run/Observer.ts"
+import * as RunSpans from "./run/RunSpans.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { prepare } from "./run/Start.ts"
@@ -79,7 +80,7 @@ export const run = Effect.fn("Runner.run")(function* (
   const { ctx, ledger } = yield* open(settings, source, options.resume ?? false)
   // The base policy's held-out score, as row `step: 0`, so every curve has its starting point.
   const begun = yield* Ref.get(ledger)
-  if (settings.evalEvery > 0 && begun.completed === 0) yield* evaluateBase(ctx, begun.version)
+  if (settings.evalEvery > 0 && begun.completed === 0) yield* evaluateBase(ctx, begun.version).pipe(RunSpans.atStep(0))
   const pipeline = yield* Pipeline.make({
     settings,
     collect: (step, version) => ctx.provide(collect(settings, source, ctx.runId, step, version)),

@@ -1,38 +1,51 @@
 /**
- * `--otlp <url>`: the run's telemetry to an OpenTelemetry collector over OTLP/HTTP (JSON),
- * with Effect's own exporter (`effect/observability`'s `Otlp.layer`): the spans of every
- * phase (each an `Effect.fn`: `Runner.open`, `Collect.collect`, `Train.submitOptimize`, ...),
- * the logs (kept on the console too), and each metrics row as gauges named by their key,
- * with the step as an attribute. Sent every second, and flushed when the run ends.
+ * `--otlp <url>`: the run's telemetry to an OpenTelemetry collector over OTLP/HTTP (JSON):
+ * the spans of every phase (each an `Effect.fn`: `Runner.open`, `Collect.collect`,
+ * `Train.submitOptimize`, ...), each with the step it works for and its phase as the
+ * attributes `gyre.step` and `gyre.phase`; the logs (kept on the console too); and each
+ * metrics row as gauge points named by their key, with the step as an attribute, each point
+ * sent once. Spans and logs go through Effect's own exporters (`effect/observability`),
+ * the metrics through `MetricPoints`. Sent every second, and flushed when the run ends; a
+ * collector that cannot be reached does not stop the run.
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Metric } from "effect"
-import { Otlp, OtlpSerialization } from "effect/observability"
+import { Effect, Layer, Option, Tracer } from "effect"
+import { OtlpExporter, OtlpLogger, OtlpSerialization, OtlpTracer } from "effect/observability"
 import * as HttpClient from "../platform/HttpClient.ts"
 import type { RunObserverShape } from "../run/Observer.ts"
+import { MetricPoints } from "./MetricPoints.ts"
+import { withRunAttributes } from "./SpanAttributes.ts"
+
+/** How often the spans, logs and metrics are sent. */
+const INTERVAL = "1 second"
 
 /**
  * The exporters, as a layer for the run (`url`: the collector's base, e.g.
- * `http://127.0.0.1:4318`, below which `/v1/traces`, `/v1/metrics` and `/v1/logs` are posted).
+ * `http://127.0.0.1:4318`, below which `/v1/traces`, `/v1/metrics` and `/v1/logs` are
+ * posted). `OtlpExporter.Flusher`'s `flush` sends all three at once.
  * @since 0.1.0 @category layers
  */
-export const layer = (url: string) =>
-  Otlp.layer({
-    baseUrl: url.replace(/\/+$/, ""),
-    resource: { serviceName: "gyre" },
-    loggerMergeWithExisting: true,
-    tracerExportInterval: "1 second",
-    metricsExportInterval: "1 second",
-    loggerExportInterval: "1 second",
-  }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(HttpClient.layer))
+export const layer = (url: string) => {
+  const base = url.replace(/\/+$/, "")
+  const resource = { serviceName: "gyre" }
+  const tracer = Layer.effect(
+    Tracer.Tracer,
+    Effect.map(OtlpTracer.make({ url: `${base}/v1/traces`, resource, exportInterval: INTERVAL }), withRunAttributes),
+  ).pipe(Layer.provideMerge(OtlpExporter.layerFlusher))
+  return Layer.mergeAll(
+    tracer,
+    OtlpLogger.layer({ url: `${base}/v1/logs`, resource, mergeWithExisting: true, exportInterval: INTERVAL }),
+    MetricPoints.layer({ url: `${base}/v1/metrics`, interval: INTERVAL }),
+  ).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(HttpClient.layer))
+}
 
-/** Each metrics row as gauges (the step an attribute), which the metrics exporter sends. @since 0.1.0 @category constructors */
+/**
+ * Each metrics row as points for `MetricPoints` to send, when the run has `layer`'s
+ * exporters (nothing otherwise).
+ * @since 0.1.0 @category constructors
+ */
 export const observer: RunObserverShape = {
-  onMetrics: ({ step, ...row }) =>
-    Effect.forEach(
-      Object.entries(row).filter(([, v]) => Number.isFinite(v)),
-      ([key, value]) => Metric.update(Metric.gauge(key).pipe(Metric.withAttributes({ step: String(step) })), value),
-      { discard: true },
-    ),
+  onMetrics: (row) =>
+    Effect.flatMap(Effect.serviceOption(MetricPoints), Option.match({ onNone: () => Effect.void, onSome: (points) => points.record(row) })),
 }

@@ -15,6 +15,7 @@
  */
 import { Effect, Fiber, type Scope } from "effect"
 import type { Batch, Group } from "./Collect.ts"
+import * as RunSpans from "./RunSpans.ts"
 import type { RunError, RunSettings } from "./Settings.ts"
 
 /** @since 0.1.0 @category models */
@@ -76,7 +77,7 @@ export const make = Effect.fnUntraced(function* <R>(options: {
   })
 
   const ahead = Effect.fn("Pipeline.ahead")(function* (step: number, version: number) {
-    if (settings.async && step < settings.steps && !pending.has(step)) pending.set(step, yield* Effect.forkIn(options.collect(step, version), scope))
+    if (settings.async && step < settings.steps && !pending.has(step)) pending.set(step, yield* Effect.forkIn(options.collect(step, version).pipe(RunSpans.atStep(step + 1)), scope))
   })
 
   const pipeline: Pipeline<R> = {

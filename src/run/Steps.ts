@@ -20,6 +20,7 @@ import * as HackWatch from "./HackWatch.ts"
 import * as MaskedWatch from "./MaskedWatch.ts"
 import type * as Pipeline from "./Pipeline.ts"
 import { Progress } from "./Progress.ts"
+import * as RunSpans from "./RunSpans.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 import * as Stream from "./Stream.ts"
 import * as Train from "./Train.ts"
@@ -125,11 +126,11 @@ export const runSteps = Effect.fn("Steps.runSteps")(function* (ctx: RunContext, 
   let inFlight: Submitted | undefined
   for (let step = (yield* Ref.get(ledger)).completed; step < ctx.settings.steps; step++) {
     const previous = inFlight
-    const submitted = yield* startStep(ctx, ledger, pipeline, step, previous)
+    const submitted = yield* startStep(ctx, ledger, pipeline, step, previous).pipe(RunSpans.atStep(step + 1))
     inFlight = undefined
-    if (previous !== undefined) history.push(yield* Effect.uninterruptibleMask((restore) => completeStep(ctx, ledger, previous, restore)))
+    if (previous !== undefined) history.push(yield* Effect.uninterruptibleMask((restore) => completeStep(ctx, ledger, previous, restore)).pipe(RunSpans.atStep(previous.batch.step + 1)))
     if (overlaps(ctx, step)) inFlight = submitted
-    else history.push(yield* Effect.uninterruptibleMask((restore) => completeStep(ctx, ledger, submitted, restore)))
+    else history.push(yield* Effect.uninterruptibleMask((restore) => completeStep(ctx, ledger, submitted, restore)).pipe(RunSpans.atStep(step + 1)))
   }
   yield* maskedVerdict(ctx, ledger)
 })
