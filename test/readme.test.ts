@@ -35,7 +35,7 @@ const blocks = readmeBlocks()
 // inside the repo (tmp/ is git-ignored), so "gyre" resolves through the same paths as envs/
 const dir = Path.join(root, "tmp", `readme-${process.pid}`)
 const SEEDS = Array.from({ length: 20 }, (_, i) => i + 1)
-const isSuite = (code: string) => code.includes(`from "@effect/vitest"`)
+const isSuite = (code: string) => /from "(@effect\/)?vitest"/.test(code)
 const blockFile = (i: number, seed?: number) => Path.join(dir, "blocks", seed === undefined ? `block${i}.ts` : `block${i}-seed${seed}.ts`)
 
 Fs.rmSync(dir, { recursive: true, force: true })

@@ -14,6 +14,7 @@ import { Effect, Option } from "effect"
 import * as PlatformFs from "../platform/FileSystem.ts"
 import * as Env from "../vocabulary/Env.ts"
 import { compiled, envsDir, packageRoot } from "../Paths.ts"
+import { installAdvice, missingPackageOf } from "./MissingPackage.ts"
 
 const EXT = compiled ? /\.js$/ : /\.ts$/
 
@@ -46,6 +47,14 @@ const resolvePackage = (name: string, fromFile: string): Effect.Effect<string | 
     }
   })
 
+/** The version in a package folder's package.json ("(version unknown)" when it cannot be read). */
+const versionAt = (dir: string) =>
+  Effect.flatMap(PlatformFs.current, (fs) => fs.readFileString(Path.join(dir, "package.json"))).pipe(
+    Effect.flatMap((text) => Effect.try(() => (JSON.parse(text) as { version?: unknown }).version)),
+    Effect.map((v) => (typeof v === "string" ? v : "(version unknown)")),
+    Effect.orElseSucceed(() => "(version unknown)"),
+  )
+
 /**
  * Copies of `gyre` or `effect` that the user's module would load besides the ones this
  * command runs on: each is named with both folders and how to fix it. An env made by
@@ -59,9 +68,9 @@ export const duplicateCopies = Effect.fn("LoadEnv.duplicateCopies")(function* (f
     const theirs = yield* resolvePackage(name, file)
     if (mine !== undefined && theirs !== undefined && mine !== theirs) {
       out.push(
-        `${file} loads ${name} from ${theirs}, but this gyre command runs on ${mine}: two copies of ${name} do not mix. ` +
+        `${file} loads ${name} ${yield* versionAt(theirs)} from ${theirs}, but this gyre command runs on ${name} ${yield* versionAt(mine)} from ${mine}: two copies of ${name} do not mix. ` +
           `Run gyre from the project that holds the env (npx gyre ...), and keep one copy: \`npm dedupe\`, ` +
-          (name === "effect" ? "and the effect version gyre depends on in your package.json" : "and gyre installed once (a dependency of your project, not also a global install)"),
+          (name === "effect" ? "and one effect in your project (gyre takes effect as a peer: your project's own copy)" : "and gyre installed once (a dependency of your project, not also a global install)"),
       )
     }
   }
@@ -146,6 +155,12 @@ const defaultExport = (mod: Record<string, unknown>): unknown => {
 const firstLines = (e: unknown) =>
   (e instanceof Error ? e.message : String(e)).split("\n").map((l) => l.trim()).filter((l) => l.length > 0).slice(0, 2).join(" ")
 
+/** For an import of a package the project lacks: the command that installs it. */
+const missingAdvice = (e: unknown) => {
+  const name = missingPackageOf(e)
+  return name === undefined ? "" : `; ${name} is not installed: ${installAdvice(name)}`
+}
+
 const describe = (value: unknown) =>
   value === undefined ? "no default export" : value === null ? "null" : Array.isArray(value) ? "an array" : typeof value === "object" ? `an object with keys ${Object.keys(value).slice(0, 5).join(", ") || "(none)"}` : typeof value
 
@@ -172,7 +187,7 @@ export const loadEnv = (spec: string) =>
         new Env.EnvError({
           env: spec,
           reason: "InvalidDefinition",
-          message: `${file} failed to load: ${firstLines(e)}${copies.length > 0 ? `; ${copies.join("; ")}` : ""}`,
+          message: `${file} failed to load: ${firstLines(e)}${missingAdvice(e)}${copies.length > 0 ? `; ${copies.join("; ")}` : ""}`,
         }),
     })
     const value = defaultExport(mod)

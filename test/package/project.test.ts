@@ -86,6 +86,21 @@ export default Env.make({
   sampling: { maxTokens: 3 },
 })
 `,
+  // the reward test as docs/testing-rewards.md writes one, run by vitest as docs/install.md installs it
+  "test/reversed.spec.ts": `import { Effect } from "effect"
+import fc from "fast-check"
+import { describe, it } from "vitest"
+import { laws, probes } from "gyre/testing"
+import { reversed } from "../rewards/reversed.ts"
+
+const problems = fc.record({ word: fc.string({ unit: fc.constantFrom(..."abcdefghijklmnopqrstuvwxyz"), minLength: 1, maxLength: 8 }) })
+
+describe("reversed", () => {
+  it("is bounded and deterministic", () => laws.wellBehaved(reversed, { min: 0, max: 1, problems }))
+  it("resists known exploits", () =>
+    Effect.runPromise(probes.assertNoExploits(reversed, { problems: [{ word: "cat" }], gold: (p) => [...p.word].reverse().join("") })))
+})
+`,
   // no overrides: gyre's dependencies support the Node it names by themselves
   "package.json": JSON.stringify({ name: "user-project", version: "1.0.0", private: true, type: "module" }),
 }
@@ -97,6 +112,12 @@ interface Dependency {
 /** Every version of `name` in an `npm ls --json` tree. */
 const versionsOf = (node: Dependency, name: string): Array<string> =>
   Object.entries(node.dependencies ?? {}).flatMap(([n, d]) => [...(n === name && d.version !== undefined ? [d.version] : []), ...versionsOf(d, name)])
+
+/** The newest effect 4.x on the registry (what a user's `"effect": "^4.x"` gets today). */
+const newestEffect4 = (): string => {
+  const versions = JSON.parse(execFileSync("npm", ["view", "effect@^4", "version", "--json"], { cwd: ROOT, encoding: "utf8" })) as string | Array<string>
+  return typeof versions === "string" ? versions : versions[versions.length - 1]!
+}
 
 const sh = (cmd: string, args: ReadonlyArray<string>, cwd: string) => {
   const r = spawnSync(cmd, args, { cwd, encoding: "utf8", env: { ...process.env, npm_config_update_notifier: "false", npm_config_fund: "false", npm_config_audit: "false" } })
@@ -122,8 +143,14 @@ describe("a user project that depends on gyre", () => {
       }
       // from npm's cache where it has the packages; the registry only for what it lacks (the cache keeps one form of a
       // package's metadata, and an install elsewhere may have replaced the full form this install asks for)
-      const install = sh("npm", ["install", "--prefer-offline", Path.join(dir, packed[0]!.filename), pinned("fast-check"), pinned("typescript"), pinned("@types/node")], dir)
+      // effect: the newest 4.x the registry has, not the one gyre develops with (gyre takes the user's copy as a peer)
+      const effect = newestEffect4()
+      const agentPeers = ["ai", "@ai-sdk/openai-compatible", "zod"].map(pinned)
+      const install = sh("npm", ["install", "--prefer-offline", Path.join(dir, packed[0]!.filename), `effect@${effect}`, pinned("fast-check"), pinned("typescript"), pinned("@types/node"), ...agentPeers], dir)
       assert.strictEqual(install.code, 0, install.out)
+      assert.notMatch(install.out, /ERESOLVE|peer dep|deprecated/i, "no peer conflict or deprecation to wonder about")
+      const effects = versionsOf(JSON.parse(execFileSync("npm", ["ls", "effect", "--all", "--json"], { cwd: dir, encoding: "utf8" })) as Dependency, "effect")
+      assert.deepStrictEqual([...new Set(effects)], [effect], "one copy of effect: the user's")
       // every dependency supports the Node gyre names (package.json "engines"), with no override in the user's project
       assert.notMatch(install.out, /EBADENGINE/, install.out)
       const tree = JSON.parse(execFileSync("npm", ["ls", "undici", "--all", "--json"], { cwd: dir, encoding: "utf8" })) as Dependency
@@ -131,9 +158,18 @@ describe("a user project that depends on gyre", () => {
       assert.isAbove(undici.length, 0, "gyre's HTTP client is on undici")
       assert.deepStrictEqual(undici.filter((v) => Number(v.split(".")[0]) >= 8), [], "undici 8 and later need Node 22.19")
 
+      // docs/install.md's line for the test helpers, as written
+      const helpers = /^npm install --save-dev vitest@.*$/m.exec(Fs.readFileSync(Path.join(ROOT, "docs/install.md"), "utf8"))![0].split(" ")
+      const dev = sh("npm", [...helpers.slice(1), "--prefer-offline"], dir)
+      assert.strictEqual(dev.code, 0, dev.out)
+      assert.notMatch(dev.out, /ERESOLVE|EBADENGINE/, dev.out)
       // the user's code typechecks with the user's settings, with no error from inside gyre
       const tsc = sh(Path.join(dir, "node_modules/.bin/tsc"), ["--noEmit", "-p", "."], dir)
       assert.strictEqual(tsc.code, 0, tsc.out)
+
+      const vitest = sh("npx", ["vitest", "run", "test/reversed.spec.ts"], dir)
+      assert.strictEqual(vitest.code, 0, vitest.out)
+      assert.match(vitest.out, /2 passed/)
 
       const props = sh("node", ["--import", "tsx", "--test", "test/reversed.test.ts"], dir)
       assert.strictEqual(props.code, 0, props.out)
@@ -146,6 +182,11 @@ describe("a user project that depends on gyre", () => {
       const metrics = Fs.readFileSync(Path.join(dir, "runs/try/metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>)
       assert.deepStrictEqual(metrics.map((m) => m["step"]), [0, 1, 2, 3])
       assert.isTrue(Fs.existsSync(Path.join(dir, "runs/try/state/step-3.ckpt")))
+
+      // a shipped agent env runs from the package once its optional peers are installed
+      const agent = sh("npx", ["gyre", "run", "calculator-agent", "--steps", "1", "--groups", "1", "--group-size", "2", "--eval-every", "0", "--name", "agent"], dir)
+      assert.strictEqual(agent.code, 0, agent.out)
+      assert.match(agent.out, /step 1\/1/)
 
       // env files in a CommonJS folder load with the same gyre and effect, .js and .ts alike
       for (const env of ["./cjs/echo.js", "./cjs/echo-ts.ts"]) {
