@@ -20,6 +20,8 @@ import { evaluateGroups } from "../run/Evaluate.ts"
 import { buildServices } from "../run/Services.ts"
 import { ContextLength } from "../run/Rollout.ts"
 import { RunError, type RunSettings, defaults } from "../run/Settings.ts"
+import { checkTokenizerFits } from "../run/Start.ts"
+import { Tokenizer } from "../services/Tokenizer.ts"
 import { Trainer } from "../services/Trainer.ts"
 import { backendLayer } from "./Backend.ts"
 import * as Players from "./Players.ts"
@@ -293,6 +295,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
       Effect.mapError((e) => new RunError({ reason: "Backend", message: `save_weights_for_sampler (${e.reason}): ${e.message}` })),
     )
     const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
+    yield* checkTokenizerFits(info, yield* Tokenizer)
     const services = yield* buildServices(source)
     const runId = `eval-${source.name}-${settings.seed}`
     const out: Array<{ readonly split: "heldout" | "train"; readonly groups: ReadonlyArray<Group> }> = []

@@ -10,7 +10,9 @@ import type { BackendError } from "../contract/Contract.ts"
 import * as RunFolder from "../folder/RunFolder.ts"
 import * as RunLog from "../folder/RunLog.ts"
 import * as PlatformFs from "../platform/FileSystem.ts"
-import { Trainer } from "../services/Trainer.ts"
+import * as CharTokenizer from "../backends/local/CharTokenizer.ts"
+import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
+import { Trainer, type TrainerInfo } from "../services/Trainer.ts"
 import * as BaseModel from "./BaseModel.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -75,6 +77,33 @@ const loadNewest = (files: Files, settings: RunSettings) =>
         `or delete ${files.checkpoints} to run this one again from step 1`,
     })
   })
+
+// ===== tokenizer =====
+
+/** Vocabulary sizes of the tokenizers gyre knows by the name a backend gives (a server of gyre's embedded model names its char tokenizer). */
+const KNOWN_VOCABULARIES: ReadonlyMap<string, number> = new Map([[CharTokenizer.make().name, CharTokenizer.VOCAB_SIZE]])
+
+/**
+ * Refuses a tokenizer whose ids do not fit the model the backend serves: a token id at or
+ * past the model's vocabulary cannot be embedded, so every sample would be refused or
+ * trained on nothing. The model's size is the one the backend gives (the embedded model's),
+ * else that of the tokenizer it names when gyre knows it; a backend that says neither is
+ * not checked. A tokenizer smaller than the model's vocabulary is fine (models pad theirs).
+ * @since 0.1.0 @category running
+ */
+export const checkTokenizerFits = Effect.fn("Start.checkTokenizerFits")(function* (info: TrainerInfo, tokenizer: TokenizerShape) {
+  const named = info.tokenizerId === undefined ? undefined : KNOWN_VOCABULARIES.get(info.tokenizerId)
+  const model = info.vocabSize ?? named
+  if (model === undefined || tokenizer.vocabSize <= model) return
+  const source = info.vocabSize !== undefined ? "its vocabulary" : `the vocabulary of its tokenizer ${info.tokenizerId}`
+  return yield* new RunError({
+    reason: "Settings",
+    message:
+      `the tokenizer ${tokenizer.name} has ${tokenizer.vocabSize} tokens, but the model the backend serves (${info.modelName}) has ${model} (${source}): ` +
+      `token ids from ${model} up fall outside the model, so every sample would be refused or trained on nothing. ` +
+      `Give --tokenizer the folder of that model's own tokenizer (its tokenizer.json), or leave --tokenizer out for gyre's embedded models`,
+  })
+})
 
 // ===== backend =====
 
@@ -230,14 +259,18 @@ const loadInit = (given: string, current: TrainerRecord) =>
 
 /**
  * Where a run starts: fresh (from `initFrom`'s trainer weights when it is set), or after
- * its newest complete checkpoint. Writes `config.json`: the settings, `initFrom` as the
+ * its newest complete checkpoint, once its tokenizer is known to fit the backend's model
+ * (`checkTokenizerFits`). Writes `config.json`: the settings, `initFrom` as the
  * state file it resolved to, and `trainer` (the base model and LoRA rank trained).
  * @since 0.1.0 @category running
  */
 export const prepare = Effect.fnUntraced(function* (settings: RunSettings, resume: boolean) {
   const trainer = yield* Trainer
   const files = RunFolder.paths(settings.outDir)
-  const current = yield* trainerRecord(yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` }))))
+  const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
+  // before anything is written: a run whose tokens do not fit its model trains nothing
+  yield* checkTokenizerFits(info, yield* Tokenizer)
+  const current = yield* trainerRecord(info)
   let start = 0
   if (!resume && (yield* PlatformFs.exists(files.config))) {
     if (yield* RunFolder.holdsWork(files).pipe(Effect.mapError(fail("RunFolder", undefined)))) {

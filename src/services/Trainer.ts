@@ -30,6 +30,10 @@ export interface TrainerInfo {
   /** policy version: the number of optimizer steps applied */
   readonly version: number
   readonly maxSequenceLength: number
+  /** the model's vocabulary size, when the backend knows it: token ids from it up are outside the model */
+  readonly vocabSize?: number | undefined
+  /** the model's tokenizer as the backend names it (Tinker's `model_data.tokenizer_id`), when it does */
+  readonly tokenizerId?: string | undefined
 }
 
 /** @since 0.1.0 @category models */

@@ -164,6 +164,7 @@ const makeTrainer = (calls: EngineCalls, info: ServiceInfo, published: Subscript
       loraRank: calls.loraRank,
       version: calls.trainerVersion(),
       maxSequenceLength: calls.config.contextLength,
+      vocabSize: calls.config.vocabSize,
     })),
   })
 }

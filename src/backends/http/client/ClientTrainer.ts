@@ -243,6 +243,7 @@ const info = (ctx: Context) =>
       loraRank: info.lora_rank ?? state.loraRank ?? 0,
       version: state.trainerVersion,
       maxSequenceLength: info.max_sequence_length ?? state.maxContext ?? 0,
+      ...(info.model_data.tokenizer_id != null ? { tokenizerId: info.model_data.tokenizer_id } : {}),
     } satisfies TrainerInfo
   }).pipe(Effect.withSpan("Http.info"))
 
