@@ -10,7 +10,11 @@
  *   messages (see `agent/Transcript.ts`).
  * - An agent that throws is masked (stop reason `infra_failed`, its message kept in
  *   `rollouts.jsonl`): catch what the policy caused and return what the reward should see.
- * - An agent that never called the endpoint is masked too: it has no tokens to train.
+ * - An agent that never called the endpoint is masked too: it has no tokens to train; one
+ *   whose every request was refused is masked with the refusal's message.
+ * - A request may set `temperature`, `top_p` or `top_k` only to the run's own value (or
+ *   leave them out): another is refused with a 400 naming both, since the run trains what
+ *   it samples as the policy's own.
  * - `limits.timeout` aborts the function's `signal`; `limits.maxTurns` caps its completions
  *   (the next request is refused with code `max_turns`, and the episode is scored as it stands).
  *
