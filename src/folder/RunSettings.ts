@@ -62,7 +62,8 @@ export type RecipeName = typeof RecipeName.Type
 /**
  * DAPO's overlong reward shaping: with `L` the sampling maxTokens and `B = ceil(fraction·L)`,
  * a sample of `n` sampled tokens gets `0` when `n <= L - B` and `(L - B - n) / B` above it
- * (down to -1 at `L`), added to its training reward as the component `overlong`.
+ * (down to -1 at `L`), added to its training reward as the component `overlong`. An
+ * episode of several turns takes its worst turn's penalty, each turn against `L`.
  * @since 0.1.0 @category models
  */
 export const Overlong = Schema.Struct({

@@ -14,7 +14,7 @@ import { at } from "../util/Lookup.ts"
 import { Progress } from "./Progress.ts"
 import { playAgents } from "./AgentRollout.ts"
 import { playGames } from "./GameRollout.ts"
-import { overlongPenalty } from "./Overlong.ts"
+import { episodeOverlongPenalty } from "./Overlong.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
 
@@ -205,7 +205,7 @@ export const sampleGroup = Effect.fnUntraced(function* (
       const turned = extra === 0 || sc.value === undefined ? sc : { ...sc, value: sc.value + extra, components: { ...sc.components, turn_reward: extra } }
       // DAPO's overlong shaping lowers training rewards only
       if (settings.overlong === undefined || options.split !== "train" || turned.value === undefined) return turned
-      const penalty = overlongPenalty(episode.turns.reduce((n, t) => n + t.sampled.length, 0), sampling.maxTokens, settings.overlong.fraction)
+      const penalty = episodeOverlongPenalty(episode.turns.map((t) => t.sampled.length), sampling.maxTokens, settings.overlong.fraction)
       return { ...turned, value: turned.value + penalty, components: { ...turned.components, overlong: penalty } }
     }),
   } satisfies Group

@@ -1,13 +1,22 @@
 /**
  * Named recipes: the flags each sets (written out here from the papers, independently of
  * run/Recipes.ts), flags given with a recipe overriding it, a resumed run keeping its
- * recipe, and DAPO's overlong shaping formula.
+ * recipe, and DAPO's overlong shaping formula (per turn in a tool episode, against a scripted
+ * sampler double).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { settingsFrom } from "../../src/app/RunOptions.ts"
-import { overlongPenalty } from "../../src/run/Overlong.ts"
+import { sampleGroup } from "../../src/run/Collect.ts"
+import { ContextLength } from "../../src/run/Rollout.ts"
+import { defaults } from "../../src/run/Settings.ts"
+import { episodeOverlongPenalty, overlongPenalty } from "../../src/run/Overlong.ts"
+import { Sampler } from "../../src/services/Sampler.ts"
+import { Tokenizer } from "../../src/services/Tokenizer.ts"
+import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
+import calculator from "../../envs/calculator.ts"
 import vowels from "../envs/vowels.ts"
+import { scriptedSampler } from "./ScriptedSampler.ts"
 
 const settingsOf = (options: Parameters<typeof settingsFrom>[0], saved?: Parameters<typeof settingsFrom>[3]) =>
   settingsFrom(options, vowels, undefined, saved, saved?.outDir)
@@ -64,4 +73,32 @@ describe("overlong shaping", () => {
     // a buffer rounds up to whole tokens, and is at least one
     assert.deepStrictEqual([overlongPenalty(9, 10, 0.05), overlongPenalty(10, 10, 0.05)], [0, -1])
   })
+})
+
+describe("overlong shaping of a tool episode", () => {
+  it("measures each turn against its own budget: the episode takes its worst turn's penalty", () => {
+    // budget 12, f = 0.25: B = 3, free up to 9 tokens a turn
+    assert.strictEqual(episodeOverlongPenalty([7, 4], 12, 0.25), 0)
+    assert.strictEqual(episodeOverlongPenalty([7, 11, 4], 12, 0.25), -2 / 3)
+    assert.strictEqual(episodeOverlongPenalty([12, 12], 12, 0.25), -1)
+    assert.strictEqual(episodeOverlongPenalty([], 12, 0.25), 0)
+  })
+
+  it.effect("a correct tool-calling calculator episode whose turns each fit their budget is not shaped", () =>
+    Effect.gen(function* () {
+      // turn 1 "[47+38]" (7 tokens), turn 2 " 85" and EOS (4): 11 together, each well inside a turn's 12
+      const reply = (text: string) => (/=(-?\d+);$/.exec(text) ? " 85" : "[47+38]")
+      const settings = { ...defaults("calculator", { seed: 1 }), samplingOverrides: { maxTokens: 12 }, overlong: { fraction: 0.25 } }
+      const task = { key: "calculator/train/0/0", env: "calculator", problem: { a: 47, b: 38, op: "plus" as const }, envDef: calculator }
+      const group = yield* sampleGroup(settings, "run", 0, 0, 0, task, { split: "train", numSamples: 2 }).pipe(
+        Effect.provideService(Tokenizer, CharTokenizer.make()),
+        Effect.provideService(Sampler, scriptedSampler(reply).service),
+        Effect.provideService(ContextLength, 48),
+      )
+      assert.deepStrictEqual(group.episodes.map((e) => e.turns.map((t) => t.sampled.length)), [[7, 4], [7, 4]])
+      for (const score of group.scores) {
+        assert.strictEqual(score.components["overlong"], 0)
+        assert.strictEqual(score.value, score.components["correct"])
+      }
+    }))
 })
