@@ -17,7 +17,7 @@ interface Answer {
 }
 
 /** One request through node:http with `agent`. */
-const request = (url: string, options: { readonly method?: string; readonly body?: string; readonly agent?: Http.Agent } = {}) =>
+const request = (url: string, options: { readonly method?: string; readonly body?: string; readonly chunks?: ReadonlyArray<string>; readonly agent?: Http.Agent } = {}) =>
   Effect.callback<Answer, Error>((resume) => {
     const req = Http.request(url, { method: options.method ?? "GET", agent: options.agent ?? false }, (res) => {
       let text = ""
@@ -27,6 +27,8 @@ const request = (url: string, options: { readonly method?: string; readonly body
       res.on("end", () => setImmediate(() => resume(Effect.succeed({ status: res.statusCode ?? 0, text, reusedSocket: req.reusedSocket }))))
     })
     req.on("error", (e) => resume(Effect.fail(e)))
+    // chunks go without a Content-Length (chunked transfer encoding)
+    for (const chunk of options.chunks ?? []) req.write(chunk)
     req.end(options.body)
     return Effect.sync(() => req.destroy())
   })
@@ -62,6 +64,24 @@ describe("platform HttpServer (node:http)", () => {
       const after = yield* request(`${url}/after`, { agent })
       assert.strictEqual(after.status, 200)
       assert.isTrue(after.reusedSocket, "the connection that carried the oversized body is reused")
+    }).pipe(Effect.scoped))
+
+  it.live("with a bodyLimit, a body over it is a 413 naming the limit and how to raise it, declared or chunked, and the connection still serves", () =>
+    Effect.gen(function* () {
+      const server = yield* PlatformHttpServer.make({ bodyLimit: { maxBytes: 1000, raiseWith: "serve --max-body-mb" } })
+      // reads the body without a limit of its own: the server's is the one that answers
+      yield* server.serve(Effect.map(Effect.flatMap(HttpServerRequest.HttpServerRequest, (req) => Effect.orDie(req.text)), (text) => HttpServerResponse.jsonUnsafe({ length: text.length })))
+      const url = urlOf(server)
+      const agent = new Http.Agent({ keepAlive: true, maxSockets: 1 })
+      yield* Effect.addFinalizer(() => Effect.sync(() => agent.destroy()))
+      const declared = yield* request(`${url}/big`, { method: "POST", body: "x".repeat(5000), agent })
+      assert.strictEqual(declared.status, 413)
+      assert.strictEqual(JSON.parse(declared.text).detail, "the request body has 5000 bytes, over this server's limit of 1000 bytes: send less per request, or raise the limit with serve --max-body-mb")
+      const chunked = yield* request(`${url}/big`, { method: "POST", chunks: ["x".repeat(600), "y".repeat(600)], agent })
+      assert.strictEqual(chunked.status, 413)
+      assert.strictEqual(JSON.parse(chunked.text).detail, "the request body is larger than this server's limit of 1000 bytes: send less per request, or raise the limit with serve --max-body-mb")
+      const fits = yield* request(`${url}/ok`, { method: "POST", body: "z".repeat(1000), agent })
+      assert.deepStrictEqual([fits.status, JSON.parse(fits.text).length, fits.reusedSocket], [200, 1000, true])
     }).pipe(Effect.scoped))
 
   it.live("a client that disconnects interrupts its request", () =>
