@@ -6,7 +6,9 @@
  * - `rankJudge`: one question per group lists the G completions and asks for a ranking
  *   (ART's RULER); a completion ranked k-th of G (0 = best) scores (G - 1 - k) / (G - 1);
  *   completions the reply leaves out share the places after those it ranks.
- * - `pairwiseJudge`: one question per pair asks which of two completions is better; the
+ * - `pairwiseJudge`: questions that each ask which of two completions is better, every
+ *   pair in both orders by default (or once, with the first shown alternating between the
+ *   pair's members), so a judge's leaning to the first or the second answer cancels; the
  *   wins are fitted with a Bradley-Terry model (`bradleyTerry`), and each completion
  *   scores its chance of beating the group's average completion.
  *
@@ -118,6 +120,25 @@ export interface PairwiseJudgeOptions<P> extends JudgeSettings {
   readonly question: (a: Reward.Rollout<P>, b: Reward.Rollout<P>) => string
   /** "a", "b" or undefined (unreadable); default: the first of "A" or "B" in the reply */
   readonly prefers?: (reply: string) => "a" | "b" | undefined
+  /**
+   * "both" (default): each pair is asked in both orders, G(G - 1) questions, so a judge's
+   * position bias cancels exactly; "balanced": each pair once, G(G - 1)/2 questions, with
+   * the first shown alternating so each completion is shown first about as often as second.
+   */
+  readonly orders?: "both" | "balanced"
+}
+
+/** The questions of a group of G as [first shown, second shown] index pairs. */
+export const pairOrders = (G: number, orders: "both" | "balanced"): Array<readonly [number, number]> => {
+  const out: Array<readonly [number, number]> = []
+  for (let i = 0; i < G; i++) {
+    for (let j = i + 1; j < G; j++) {
+      if (orders === "both") out.push([i, j], [j, i])
+      // i + j odd or even alternates along each row and column, so every completion is first about half its pairs
+      else out.push((i + j) % 2 === 0 ? [i, j] : [j, i])
+    }
+  }
+  return out
 }
 
 const defaultPrefers = (reply: string): "a" | "b" | undefined => {
@@ -126,30 +147,30 @@ const defaultPrefers = (reply: string): "a" | "b" | undefined => {
 }
 
 /**
- * A group reward from the judge's pairwise preferences, G(G - 1)/2 questions per group,
- * fitted with Bradley-Terry: each completion scores σ(its log-strength), its chance of
- * beating the average completion of the group. Unreadable replies count for neither.
+ * A group reward from the judge's pairwise preferences (every pair in both orders by
+ * default, see `orders`), fitted with Bradley-Terry: each completion scores σ(its
+ * log-strength), its chance of beating the average completion of the group. Unreadable
+ * replies count for neither.
  */
 export const pairwiseJudge = <P>(options: PairwiseJudgeOptions<P>): Reward.Reward<P, Judge> => {
-  const { question, prefers = defaultPrefers, name = "pairwise_judge", maxTokens = 4, temperature = 0, unparsedPenalty = 0, ...leaf } = options
+  const { question, prefers = defaultPrefers, orders = "both", name = "pairwise_judge", maxTokens = 4, temperature = 0, unparsedPenalty = 0, ...leaf } = options
   return Reward.group<P, Judge>(name, (group, context) =>
     Effect.gen(function* () {
       const judge = yield* Judge
       const G = group.length
       const wins = Array.from({ length: G }, () => new Array<number>(G).fill(0))
+      const asked = pairOrders(G, orders)
       let read = 0
-      for (let i = 0; i < G; i++) {
-        for (let j = i + 1; j < G; j++) {
-          const reply = yield* judge.ask(question(group[i]!, group[j]!), { maxTokens, temperature })
-          context.note(`${i + 1} vs ${j + 1}: ${reply}`)
-          const pick = prefers(reply)
-          if (pick === undefined) continue
-          read++
-          if (pick === "a") wins[i]![j]!++
-          else wins[j]![i]!++
-        }
+      for (const [first, second] of asked) {
+        const reply = yield* judge.ask(question(group[first]!, group[second]!), { maxTokens, temperature })
+        context.note(`${first + 1} vs ${second + 1}: ${reply}`)
+        const pick = prefers(reply)
+        if (pick === undefined) continue
+        read++
+        if (pick === "a") wins[first]![second]!++
+        else wins[second]![first]!++
       }
-      if (read === 0 && G > 1) return yield* new Reward.ModelFault({ penalty: unparsedPenalty, message: `none of the judge's ${(G * (G - 1)) / 2} replies prefers a completion` })
+      if (read === 0 && G > 1) return yield* new Reward.ModelFault({ penalty: unparsedPenalty, message: `none of the judge's ${asked.length} replies prefers a completion` })
       // rounded to 12 digits: the fit's sums run in the group's order, which must not show
       return shareTies(group, bradleyTerry(wins).map((theta) => Math.round(1e12 / (1 + Math.exp(-theta))) / 1e12))
     }), leaf)

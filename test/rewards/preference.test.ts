@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as fc from "fast-check"
 import { Judge } from "../../rewards/judge.ts"
-import { bradleyTerry, pairwiseJudge, rankingOf, rankJudge, rankScores } from "../../rewards/preference.ts"
+import { bradleyTerry, pairOrders, pairwiseJudge, rankingOf, rankJudge, rankScores } from "../../rewards/preference.ts"
 import * as Reward from "../../src/vocabulary/Reward.ts"
 import { rollout as testRollout } from "../../src/testing/Rollouts.ts"
 import { arb, laws } from "gyre/testing"
@@ -78,7 +78,30 @@ describe("pairwiseJudge and Bradley-Terry", () => {
     assert.isBelow(Math.abs(1 / (1 + Math.exp(b! - a!)) - 3.5 / 5), 1e-9)
   })
 
-  it.effect("asks each pair once and scores the judge's favourite highest", () =>
+  it.effect("a judge that always prefers the answer shown first gives every completion the same score", () =>
+    Effect.gen(function* () {
+      const judge = scripted(() => "A")
+      const reward = pairwiseJudge<Problem>({ question: (a, b) => `A: ${a.completion} B: ${b.completion}` })
+      const scores = yield* Reward.evaluate(reward, group("w", "x", "y", "z")).pipe(Effect.provide(judge.layer))
+      assert.strictEqual(judge.asked.length, 12, "each pair in both orders")
+      for (const s of scores) assert.strictEqual(s.value, 0.5)
+    }))
+
+  it("balanced orders ask each pair once and show each completion first about as often as second", () => {
+    fc.assert(fc.property(fc.integer({ min: 2, max: 16 }), (G) => {
+      const pairs = pairOrders(G, "balanced")
+      assert.strictEqual(pairs.length, (G * (G - 1)) / 2)
+      assert.strictEqual(new Set(pairs.map(([a, b]) => `${Math.min(a, b)}/${Math.max(a, b)}`)).size, pairs.length)
+      for (let i = 0; i < G; i++) {
+        const first = pairs.filter(([a]) => a === i).length
+        const second = pairs.filter(([, b]) => b === i).length
+        assert.isAtMost(Math.abs(first - second), 1, `completion ${i} of ${G}: first ${first}, second ${second}`)
+      }
+    }))
+    assert.deepStrictEqual(pairOrders(2, "both"), [[0, 1], [1, 0]])
+  })
+
+  it.effect("asks each pair in both orders and scores the judge's favourite highest", () =>
     Effect.gen(function* () {
       // the judge prefers the longer completion
       const judge = scripted((q) => {
@@ -87,7 +110,7 @@ describe("pairwiseJudge and Bradley-Terry", () => {
       })
       const reward = pairwiseJudge<Problem>({ question: (a, b) => `A: ${a.completion} B: ${b.completion}` })
       const scores = yield* Reward.evaluate(reward, group("aa", "a", "aaaa", "aaa")).pipe(Effect.provide(judge.layer))
-      assert.strictEqual(judge.asked.length, 6)
+      assert.strictEqual(judge.asked.length, 12)
       const order = scores.map((s, i) => [s.value!, i] as const).sort((x, y) => y[0] - x[0]).map(([, i]) => i)
       assert.deepStrictEqual(order, [2, 3, 0, 1])
       for (const s of scores) assert.isTrue(s.value! > 0 && s.value! < 1)
