@@ -60,6 +60,9 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     lossAggregation: { kind: "token_mean" },
     hackWatchEvery: 10,
     ...overrides,
+    // a group sampled k steps ahead is k versions old when it trains: the lag allowed follows k
+    // unless given (else every group sampled ahead would be requeued), as the CLI's --max-lag does
+    maxLag: overrides.maxLag ?? overrides.maxStepsOffPolicy ?? 1,
   }
 }
 

@@ -84,3 +84,11 @@ describe("async runs", () => {
       for (const row of rows) assert.strictEqual(row["policy_version/lag_max"], 0, `step ${row["step"]}`)
     }), 120_000)
 })
+
+describe("library defaults for sampling ahead", () => {
+  it("Runner.defaults lets a group sampled k steps ahead train: maxLag follows maxStepsOffPolicy unless given", () => {
+    assert.strictEqual(Runner.defaults("vowels").maxLag, 1)
+    assert.strictEqual(Runner.defaults("vowels", { async: true, maxStepsOffPolicy: 3 }).maxLag, 3)
+    assert.strictEqual(Runner.defaults("vowels", { async: true, maxStepsOffPolicy: 3, maxLag: 0 }).maxLag, 0)
+  })
+})
