@@ -105,7 +105,7 @@ const flags = {
     Flag.withDefault(false),
   ),
   loopsReadyTimeout: int("loops-ready-timeout", "--backend loops: seconds a new run may take to be ready (default 1800; cold starts take minutes)"),
-  logRolloutsEvery: int("log-rollouts-every", "write every sample of every Nth step to rollouts.jsonl (default 10; 0 = never)"),
+  logRolloutsEvery: int("log-rollouts-every", "write every sample of the first, every Nth and the last step to rollouts.jsonl (default 10; 0 = never)"),
   hackWatchEvery: int(
     "hack-watch-every",
     "every Nth step, rescore a sample of its completions under meaning-preserving edits and exploit probes (hack/<component>/* metrics, a warning when a rate rises with the reward; default 10; 0 = never)",
