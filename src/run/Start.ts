@@ -83,24 +83,41 @@ const loadNewest = (files: Files, settings: RunSettings) =>
 /** Vocabulary sizes of the tokenizers gyre knows by the name a backend gives (a server of gyre's embedded model names its char tokenizer). */
 const KNOWN_VOCABULARIES: ReadonlyMap<string, number> = new Map([[CharTokenizer.make().name, CharTokenizer.VOCAB_SIZE]])
 
+/** Plain text any run encodes the like of: ids of it outside the model mean most text is. */
+const PLAIN_TEXT = "The quick brown fox jumps over the lazy dog. 0123456789"
+
+/** The first token the run is sure to use that the model cannot embed: its end (or start) of sequence, or one of plain text. */
+const firstOutside = (tokenizer: TokenizerShape, model: number) =>
+  Effect.gen(function* () {
+    if (tokenizer.eos >= model) return `its end-of-sequence token ${tokenizer.eos}`
+    if (tokenizer.bos !== undefined && tokenizer.bos >= model) return `its beginning-of-sequence token ${tokenizer.bos}`
+    const ids = yield* tokenizer.encode(PLAIN_TEXT).pipe(Effect.orElseSucceed((): Array<number> => []))
+    const id = ids.find((t) => t >= model)
+    return id === undefined ? undefined : `token ${id} of plain text (${JSON.stringify(PLAIN_TEXT)})`
+  })
+
 /**
- * Refuses a tokenizer whose ids do not fit the model the backend serves: a token id at or
- * past the model's vocabulary cannot be embedded, so every sample would be refused or
- * trained on nothing. The model's size is the one the backend gives (the embedded model's),
- * else that of the tokenizer it names when gyre knows it; a backend that says neither is
- * not checked. A tokenizer smaller than the model's vocabulary is fine (models pad theirs).
+ * Refuses a tokenizer that does not fit the model the backend serves: when its end (or
+ * start) of sequence, which every sample holds, or the tokens of plain text are past the
+ * model's vocabulary, they cannot be embedded and samples would be refused or trained on
+ * nothing. The model's size is the one the backend gives (the embedded model's), else that
+ * of the tokenizer it names when gyre knows it; a backend that says neither is not
+ * checked. A tokenizer with a few more ids than the model (added tokens no text uses) is
+ * let through.
  * @since 0.1.0 @category running
  */
 export const checkTokenizerFits = Effect.fn("Start.checkTokenizerFits")(function* (info: TrainerInfo, tokenizer: TokenizerShape) {
   const named = info.tokenizerId === undefined ? undefined : KNOWN_VOCABULARIES.get(info.tokenizerId)
   const model = info.vocabSize ?? named
   if (model === undefined || tokenizer.vocabSize <= model) return
+  const outside = yield* firstOutside(tokenizer, model)
+  if (outside === undefined) return
   const source = info.vocabSize !== undefined ? "its vocabulary" : `the vocabulary of its tokenizer ${info.tokenizerId}`
   return yield* new RunError({
     reason: "Settings",
     message:
       `the tokenizer ${tokenizer.name} has ${tokenizer.vocabSize} tokens, but the model the backend serves (${info.modelName}) has ${model} (${source}): ` +
-      `token ids from ${model} up fall outside the model, so every sample would be refused or trained on nothing. ` +
+      `${outside} is outside the model, so samples would be refused or trained on nothing. ` +
       `Give --tokenizer the folder of that model's own tokenizer (its tokenizer.json), or leave --tokenizer out for gyre's embedded models`,
   })
 })
