@@ -255,8 +255,14 @@ export class LocalTrainerEngine {
    * throws `NonFiniteError` and leaves weights, optimizer moments and version as they
    * were, but drops the accumulated gradient: kept, it would refuse every later step
    * too. The next `forward_backward` + `optim_step` trains on fresh gradients.
+   *
+   * An update whose weights are finite but whose forward pass is not (a learning rate of
+   * 1e20 makes adapter weights of 1e20, whose product overflows float32) is checked on a
+   * short probe sequence and refused the same way, restoring the weights and moments; the
+   * gradient is kept, since a smaller learning rate can still apply it.
    */
   optimStep(hp: AdamParams): OptimStepResult {
+    const before = { params: cloneWeights(this.params), m: cloneWeights(this.adam.m), v: cloneWeights(this.adam.v), t: this.adam.t }
     let gradNorm: number
     try {
       gradNorm = adamStep(this.params, this.grads, this.adam, hp).gradNorm
@@ -266,9 +272,36 @@ export class LocalTrainerEngine {
       throw new NonFiniteError(`${e.message}; the accumulated gradient was dropped, so the next forward_backward starts afresh`)
     }
     this.invalidate()
+    // finite weights can still overflow the forward pass (an adapter of 1e20 squared): check before keeping them
+    const probe = this.probeForward()
+    if (probe !== undefined) {
+      this.setParams(before.params)
+      for (const k of Object.keys(before.m)) {
+        const { m, v } = this.momentsOf(k)
+        m.set(present(before.m[k], `the first moment of ${k}`))
+        v.set(present(before.v[k], `the second moment of ${k}`))
+      }
+      this.adam.t = before.t
+      throw new NonFiniteError(
+        `the learning rate ${hp.learningRate >= 1e6 ? hp.learningRate.toExponential() : hp.learningRate} made the weights non-finite (after the step the forward pass gives ${probe}); the step was refused and the weights are kept as they were, ` +
+          `and so is the accumulated gradient: send optim_step again with a smaller learning rate`,
+      )
+    }
     this.zeroGrad()
     this.version += 1
     return { version: this.version, metrics: { grad_norm: gradNorm, learning_rate: hp.learningRate, step: this.version } }
+  }
+
+  /** The first non-finite logit of a forward pass over a short fixed sequence, or undefined when all are finite. */
+  private probeForward(): number | undefined {
+    const { vocabSize: V, contextLength } = this.model.config
+    const L = Math.max(1, Math.min(16, contextLength))
+    // a few tokens spread over the vocabulary
+    const tok = Int32Array.from({ length: L }, (_, i) => (1 + i * 7) % V)
+    const logits = tf.tidy(() => this.model.forward(this.view(this.paramTensors()), tok, 1, L))
+    const values = logits.dataSync() as Float32Array
+    logits.dispose()
+    return values.find((x) => !Number.isFinite(x))
   }
 
   /** A copy of the adapter for a sampler. */

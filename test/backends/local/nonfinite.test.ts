@@ -2,7 +2,7 @@
  * A request can never poison the embedded model: float32 overflow is refused at the door,
  * a non-finite loss or gradient fails its call and changes nothing, and an optimizer step
  * never applies a non-finite gradient (a refused step drops the accumulated gradient, so
- * the next step trains). Also: a sample pinned to a version that is never
+ * the next step trains), nor a learning rate that makes the forward pass non-finite. Also: a sample pinned to a version that is never
  * published fails after the ready timeout instead of waiting forever.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -78,6 +78,27 @@ describe("non-finite values never reach the weights", () => {
     for (const p of Object.values(trainer.params)) for (const v of p) assert.isTrue(Number.isFinite(v))
   })
 
+  it("a learning rate that makes the forward pass non-finite (1e10, 1e20, 1e30) is refused, and weights, moments, version and gradient stay as they were", async () => {
+    for (const learningRate of [1e10, 1e20, 1e30]) {
+      const { trainer } = await makeEngines({ randomB: true })
+      const good = rlDatum(new Rng(3), 3, 5)
+      trainer.run([good], is, { backward: true })
+      const params = cloneWeights(trainer.params)
+      const grads = cloneWeights(trainer.grads)
+      const moments = cloneWeights(trainer.adam.v)
+      assert.throws(() => trainer.optimStep({ ...adam, learningRate }), new RegExp(`^the learning rate ${learningRate.toExponential().replace("+", "\\+")} made the weights non-finite .*send optim_step again with a smaller learning rate$`))
+      for (const [k, p] of Object.entries(trainer.params)) assert.deepStrictEqual([...p], [...params[k]!], k)
+      for (const [k, v] of Object.entries(trainer.adam.v)) assert.deepStrictEqual([...v], [...moments[k]!], k)
+      for (const [k, g] of Object.entries(trainer.grads)) assert.deepStrictEqual([...g], [...grads[k]!], k)
+      assert.deepStrictEqual([trainer.version, trainer.adam.t], [0, 0])
+      // the forward pass is still finite, and the kept gradient applies with a sane learning rate
+      const lossOf = () => trainer.run([good], is, { backward: false }).metrics["loss"]!
+      assert.isTrue(Number.isFinite(lossOf()))
+      assert.strictEqual(trainer.optimStep(adam).version, 1)
+      assert.isTrue(Number.isFinite(lossOf()))
+    }
+  })
+
   it("Adam refuses a NaN gradient and changes nothing", () => {
     const params = { w: new Float32Array([1, 2, 3]) }
     const state = initAdam(params)
@@ -125,7 +146,12 @@ describe("the embedded services", () => {
         assert.strictEqual(refused.reason, "InvalidInput")
         assert.match(refused.message, /overflows float32.*the accumulated gradient was dropped/)
         assert.strictEqual((yield* trainer.info).version, step.version)
+        // a learning rate whose step would make the forward pass non-finite is refused; the weights stay
         yield* trainer.forwardBackward([good], "ppo")
+        const huge = yield* Effect.flip(trainer.optimStep(adamParams({ learningRate: 1e20 })))
+        assert.strictEqual(huge.reason, "InvalidInput")
+        assert.match(huge.message, /the learning rate 1e\+20 made the weights non-finite/)
+        assert.strictEqual((yield* trainer.info).version, step.version)
         const next = yield* trainer.optimStep(adamParams({ learningRate: 1e-2 }))
         assert.strictEqual(next.version, step.version + 1)
         assert.isTrue(Number.isFinite(next.metrics["grad_norm"]!))
