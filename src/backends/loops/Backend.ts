@@ -4,10 +4,14 @@
  * run and waits for it to be ready (`Provision.ts`), then connects to its data plane
  * (`DataPlane.ts`); closing it stops the data plane's session first and then
  * deactivates the run, exactly once, whether training ended, failed or was interrupted.
+ * While training, failures of the run's data plane make gyre ask the control plane
+ * whether the run has ended, and a run that has ended fails the training at once,
+ * naming its status (`RunWatch.ts`).
  *
  * @since 0.1.0
  */
 import { type Config, Context, Duration, Effect, Layer, Redacted } from "effect"
+import { HttpClient } from "effect/http"
 import { BackendError } from "../../contract/Contract.ts"
 import * as PlatformHttpClient from "../../platform/HttpClient.ts"
 import { Reference } from "../../services/Reference.ts"
@@ -20,6 +24,7 @@ import * as DataPlane from "./DataPlane.ts"
 import { LoopsError } from "./Errors.ts"
 import * as Provision from "./Provision.ts"
 import * as RunRecord from "./RunRecord.ts"
+import * as RunWatch from "./RunWatch.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options extends Omit<Provision.Options, "baseModel"> {
@@ -78,6 +83,9 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
     Effect.map((c) => c.supported_models.find((m) => m.model_name === run.baseModel)?.max_context_length ?? 0),
     Effect.orElseSucceed(() => 0),
   )
+  // the data plane's failures make gyre ask the control plane whether the run has ended
+  const watch = yield* RunWatch.make(cp, run, { runDir: options.runDir, checkInterval: options.pollInterval })
+  const http = yield* HttpClient.HttpClient
   const services = yield* DataPlane.make(run, {
     teacher,
     apiKey,
@@ -85,12 +93,13 @@ const make = Effect.fn("Loops.Backend.make")(function* (options: Options) {
     maxSequenceLength: context,
     ...(options.retry !== undefined ? { retry: options.retry } : {}),
     readyTimeout: options.readyTimeout ?? Provision.DEFAULT_READY_TIMEOUT,
-  })
+  }).pipe(Effect.provideService(HttpClient.HttpClient, watch.client(http)))
+  yield* watch.arm
   yield* RunRecord.update(options.runDir, run.id, (r) => ({ ...r, dataPlane: services.protocol })).pipe(Effect.ignore)
   yield* Effect.logInfo(
     `loops: training on run ${run.id} over the ${services.protocol === "loops" ? "Loops data plane (submit + operations)" : "Tinker HTTP protocol"}: trainer ${run.trainerUrl}, sampler ${run.samplerUrl}`,
   )
-  return services
+  return watch.services(services)
 })
 
 /** A `LoopsError` as the `BackendError` the runner reports (its message unchanged). */

@@ -2,8 +2,9 @@
  * `--backend loops` end to end, in process: the fake control plane provisions a run
  * whose trainer and sampler URLs forward to a gyre `serve`; the runner trains on it;
  * the run is deactivated exactly once with no request after it, whether training ends,
- * fails or is interrupted, and when the run never becomes ready. The API key appears
- * in no log line and no error.
+ * fails or is interrupted, and when the run never becomes ready. A run the control
+ * plane ends mid-training (its data plane answering 503s or 404s) fails the training at
+ * once, naming its status. The API key appears in no log line and no error.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -20,7 +21,7 @@ import * as Runner from "../../../src/Runner.ts"
 import { Tokenizer } from "../../../src/services/Tokenizer.ts"
 import vowels, { quiet, toySettings } from "../../envs/vowels.ts"
 import { capture, RANDOM_MODEL, startDataPlane } from "./DataPlane.ts"
-import { type Fake, type FakeOptions, startFake } from "./FakeControlPlane.ts"
+import { type Fake, type FakeOptions, type FakeRun, startFake } from "./FakeControlPlane.ts"
 
 const KEY = "bt-secret-key-0123456789"
 
@@ -103,7 +104,7 @@ describe("loops backend", () => {
       assertNoKey(logs.lines)
       // the data plane got the key; the control plane's answers never echo it
       assert.isTrue(fake.log.filter((e) => e.kind === "control").every((e) => e.authorized))
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("a failure mid-run deactivates the run", () =>
     Effect.gen(function* () {
@@ -117,7 +118,7 @@ describe("loops backend", () => {
       assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "injected failure")
       assertDeactivatedOnce(fake)
       assertNoKey([...logs.lines, String(exit)])
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("an interruption mid-run deactivates the run", () =>
     Effect.gen(function* () {
@@ -128,7 +129,55 @@ describe("loops backend", () => {
       while (!Fs.existsSync(metrics) || Fs.readFileSync(metrics, "utf8").split("\n").length < 3) yield* Effect.sleep("20 millis")
       yield* Fiber.interrupt(fiber)
       assertDeactivatedOnce(fake)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
+
+  it.live("a run the control plane ends mid-training, its data plane answering 503, fails at once naming its status and message", () =>
+    Effect.gen(function* () {
+      let ended = false
+      const fake = yield* fakeWith({
+        shapeRun: (json) => (ended ? { ...json, status: { name: "TERMINATED", message: "node lost" } } : json),
+        fault: ({ kind, n, path }) => {
+          // the run ends as step 2 samples (its first step sampled twice, once per group)
+          if (kind === "sampler" && path.endsWith("/asample") && n === 3) ended = true
+          return ended && (kind === "trainer" || kind === "sampler") ? { status: 503, body: { detail: "no healthy upstream" } } : undefined
+        },
+      })
+      const logs = capture()
+      const exit = yield* Effect.exit(train(fake, runDir(), {}, 5).pipe(Effect.provide(logs.layer)))
+      const run = assertDeactivatedOnce(fake)
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(exit), `Loops run ${run.id} is TERMINATED (node lost)`)
+      assert.include(String(exit), "--loops-new-run")
+      const unanswered = fake.entriesOf(run.id).filter((e) => e.status === 503).length
+      assert.isAtLeast(unanswered, 1)
+      assert.isBelow(unanswered, 50, "not retried for minutes")
+      assertNoKey([...logs.lines, String(exit)])
+    }).pipe(Effect.scoped))
+
+  it.live("a run the control plane ends mid-training, its data plane answering a bare 404, fails naming its status", () =>
+    Effect.gen(function* () {
+      const runs: Array<FakeRun> = []
+      const fake = yield* fakeWith({
+        shapeRun: (json, r) => (r.active ? json : { ...json, status: { name: "FAILED", message: "trainer crashed: CUDA out of memory" } }),
+        fault: ({ kind, n, path }) => {
+          if (kind === "sampler" && path.endsWith("/asample") && n === 3) for (const r of runs) r.active = false
+          return undefined
+        },
+      })
+      const dir = runDir()
+      const exit = yield* Effect.exit(
+        Effect.gen(function* () {
+          const fiber = yield* Effect.forkChild(train(fake, dir, {}, 5))
+          while (fake.runs.size === 0) yield* Effect.sleep("5 millis")
+          runs.push(...fake.runs.values())
+          return yield* Fiber.join(fiber)
+        }),
+      )
+      const [run] = [...fake.runs.values()]
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(String(exit), `Loops run ${run!.id} is FAILED (trainer crashed: CUDA out of memory)`)
+      assert.strictEqual(fake.deactivations(run!.id), 1)
+    }).pipe(Effect.scoped))
 
   it.live("a run that never becomes ready fails naming the run and its state, and is deactivated", () =>
     Effect.gen(function* () {
@@ -143,7 +192,7 @@ describe("loops backend", () => {
       assert.match(text, /last state: run ACTIVE, trainer DEPLOYING, sampler LOADING_MODEL/)
       assert.isFalse(fake.entriesOf(run.id).some((e) => e.kind === "trainer" || e.kind === "sampler"), "no data-plane request")
       assertNoKey([...logs.lines, text])
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it.live("--keep-run leaves the run up and names it; the next fresh start in the folder is refused; --resume trains on it", () =>
     Effect.gen(function* () {
@@ -165,7 +214,7 @@ describe("loops backend", () => {
       assert.deepStrictEqual(resumed.map((m) => m["step"]), [3])
       assert.strictEqual(fake.runs.size, 1, "the live run was reused")
       assertDeactivatedOnce(fake)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("--teacher loops:<run id> of a run that speaks Tinker's protocol is refused, saying to name its sampler path", () =>
     Effect.gen(function* () {
@@ -186,7 +235,7 @@ describe("loops backend", () => {
       const student = [...fake.runs.values()].find((r) => r.id !== teacherRun!.id)
       assert.isDefined(student)
       assert.strictEqual(fake.deactivations(student!.id), 1)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("--resume of a folder whose run is gone says so and how to continue; --loops-new-run provisions a new one", () =>
     Effect.gen(function* () {
@@ -206,7 +255,7 @@ describe("loops backend", () => {
       const fresh = [...fake.runs.values()].find((r) => r.id !== old!.id)!
       assert.strictEqual(fake.deactivations(fresh.id), 1)
       assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(dir)), [])
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("a start on another backend in a folder whose Loops run was left up warns, naming the run and the command that stops it", () =>
     Effect.gen(function* () {
@@ -220,7 +269,7 @@ describe("loops backend", () => {
       assert.isDefined(line, logs.lines.join("\n"))
       assert.include(line!, "it may still be billing")
       assert.include(line!, "gyre loops deactivate left1 --loops-url http://loops.example")
-    }), 30_000)
+    }))
 
   it.live("a deactivation that fails is logged as an error with the command to run, and the run stays recorded as live", () =>
     Effect.gen(function* () {
@@ -235,5 +284,5 @@ describe("loops backend", () => {
       assert.include(line!, `gyre loops deactivate ${run!.id} --loops-url ${fake.url}`)
       assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(dir)).map((r) => r.id), [run!.id])
       assertNoKey(logs.lines)
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 })

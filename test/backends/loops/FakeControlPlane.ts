@@ -126,9 +126,9 @@ export const startFake = async (options: FakeOptions) => {
       return entry
     }
     const injected = options.fault?.({ method, path: u.pathname, kind, n })
-    if (injected === "drop") return record(0), req.socket.destroy()
+    if (injected === "drop") return record(0, dp?.[1]), req.socket.destroy()
     const replaced = injected !== undefined && injected !== "drop-after" && injected.handled === true ? injected : undefined
-    if (injected !== undefined && injected !== "drop-after" && replaced === undefined) return record(injected.status), send(res, injected.status, injected.body ?? { detail: "injected" }, injected.headers)
+    if (injected !== undefined && injected !== "drop-after" && replaced === undefined) return record(injected.status, dp?.[1]), send(res, injected.status, injected.body ?? { detail: "injected" }, injected.headers)
     if (kind === "files") {
       const bytes = state.files.get(u.pathname.slice("/files/".length))
       record(bytes === undefined ? 404 : 200)

@@ -3,7 +3,8 @@
  * is strict (a field or route the wire does not have is refused by name), operations run
  * once per idempotency key, gyre's client resubmits an operation the trainer lost, and
  * `--backend loops` trains over it behind the fake control plane, saying which protocol
- * it probed and recording it in `loops.json`.
+ * it probed and recording it in `loops.json`; a run the control plane ends mid-training
+ * fails at once, naming its status, instead of resubmitting to a trainer that is gone.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -128,7 +129,7 @@ describe("--backend loops over the Loops data plane", () => {
       const trainer = paths.filter((p) => p.startsWith("trainer ")).join("\n")
       assert.include(trainer, "trainer POST /forward_backward\ntrainer POST /optim_step\ntrainer POST /save_weights_for_sampler", trainer)
       assert.isTrue(fake.log.filter((e) => e.kind === "trainer" || e.kind === "sampler").every((e) => e.headers.includes(`Api-Key ${KEY}`)))
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("--teacher loops:<run id>: a run left up scores the student's tokens through its sampler's prompt log-probs, and stays up", () =>
     Effect.gen(function* () {
@@ -153,7 +154,7 @@ describe("--backend loops over the Loops data plane", () => {
       const gone = yield* Effect.exit(train(fake, runDir(), 1, { teacher: "loops:no-such-run" }, { teacher: { given: "loops:no-such-run", model: "loops:no-such-run", served: true, coef: 1 } }))
       assert.include(String(gone), "--teacher loops:no-such-run")
       assert.strictEqual(fake.runs.size, runs, "no run was provisioned")
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("a training operation the trainer refuses (its first publication) fails the run after it was created, and the run is deactivated once", () =>
     Effect.gen(function* () {
@@ -162,7 +163,24 @@ describe("--backend loops over the Loops data plane", () => {
       assert.isTrue(exit._tag === "Failure")
       const [run] = [...fake.runs.values()]
       assert.strictEqual(fake.deactivations(run!.id), 1)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
+
+  it.live("a run the control plane ends mid-training (its trainer answering 404) fails naming its status, and is deactivated once", () =>
+    Effect.gen(function* () {
+      let ended = false
+      const fake = yield* fakeWith({
+        shapeRun: (json) => (ended ? { ...json, status: { name: "TERMINATED" } } : json),
+        fault: ({ kind, n, path }) => {
+          // the run ends as step 2 samples (its first step sampled twice, once per group)
+          if (kind === "sampler" && path.endsWith("/v1/completions") && n === 3) ended = true
+          return ended && (kind === "trainer" || kind === "sampler") ? { status: 404, body: { detail: "no such deployment" } } : undefined
+        },
+      })
+      const exit = yield* Effect.exit(train(fake, runDir(), 4))
+      const [run] = [...fake.runs.values()]
+      assert.include(String(exit), `Loops run ${run!.id} is TERMINATED`)
+      assert.strictEqual(fake.deactivations(run!.id), 1)
+    }).pipe(Effect.scoped))
 
   it.live("an operation the trainer lost (404 on its poll) is submitted again under the same key and runs once", () =>
     Effect.gen(function* () {
@@ -178,5 +196,5 @@ describe("--backend loops over the Loops data plane", () => {
       const keys = new Set(submissions.map((e) => /[0-9a-f]{32}/.exec(e.headers)?.[0]))
       assert.strictEqual(submissions.length, keys.size + 1, "one operation submitted twice")
       assert.strictEqual(server.operations() - before, keys.size, "each key ran once")
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 })

@@ -33,7 +33,9 @@ const fakeWith = (options: Partial<FakeOptions> = {}) =>
   )
 
 const small = { steps: 1, groups: 2, groupSize: 2, evalEvery: 0, saveEvery: 1, logRolloutsEvery: 0 } as const
-const withKey = Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ BASETEN_API_KEY: KEY })))
+/** The key in the environment's place, and the log kept (not printed). */
+const withKey = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(Effect.provide(ConfigProvider.layer(ConfigProvider.fromUnknown({ BASETEN_API_KEY: KEY }))), Effect.provide(capture().layer))
 
 describe("gyre run --backend loops (runner API)", () => {
   it.live("a deactivation refused for good (403) fails the run, saying the run may still bill and how to stop it", () =>
@@ -42,7 +44,7 @@ describe("gyre run --backend loops (runner API)", () => {
       const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-train-"))
       const logs = capture()
       const exit = yield* Effect.exit(
-        train({ env: vowels, ...small, name: "r", out, backend: "loops", model: RANDOM_MODEL, loraRank: 4, loops: { url: fake.url } }).pipe(withKey, Effect.provide(logs.layer)),
+        train({ env: vowels, ...small, name: "r", out, backend: "loops", model: RANDOM_MODEL, loraRank: 4, loops: { url: fake.url } }).pipe(Effect.provide(logs.layer), withKey),
       )
       const [run] = [...fake.runs.values()]
       assert.isTrue(run!.active, "the run is still up")
@@ -53,6 +55,7 @@ describe("gyre run --backend loops (runner API)", () => {
       assert.include(last, "HTTP 403: not allowed to deactivate")
       assert.include(last, "it may still be billing")
       assert.include(last, `gyre loops deactivate ${run!.id} --loops-url ${fake.url}`)
+      assert.isTrue(logs.lines.some((l) => l.startsWith("ERROR") && l.includes(`could not deactivate run ${run!.id}`)), logs.lines.join("\n"))
       assert.isFalse(logs.lines.some((l) => l.includes("done:")), "no done line")
       assert.deepStrictEqual(RunRecord.live(yield* RunRecord.read(Path.join(out, "r"))).map((r) => r.id), [run!.id])
     }).pipe(Effect.scoped))
