@@ -28,8 +28,10 @@ export default defineConfig({
   // package's exports point at the build in dist/, which tests must not load a second copy of)
   resolve: { tsconfigPaths: true },
   test: {
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // a limit that only catches a hang: a loaded machine stretches every test several times
+    // over, so no test sets a tighter wall-clock limit of its own
+    testTimeout: 600_000,
+    hookTimeout: 600_000,
     pool: "forks",
     // at least two workers: many files wait on child processes and servers they start, so
     // one worker per spare core (vitest's default, one on a 2-core machine) leaves a core idle

@@ -116,7 +116,7 @@ describe("Export", () => {
       const first = yield* readSafetensors(path.join(root, "out-a-1", "adapter_model.safetensors"))
       const n = "base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight"
       assert.notDeepEqual(last.tensors[n]!.values, first.tensors[n]!.values)
-    }), 60_000)
+    }))
 
   it.live("--base-model names the base model", () =>
     Effect.gen(function* () {
@@ -124,7 +124,7 @@ describe("Export", () => {
       const out = path.join(root, "out-b")
       yield* Export.exportRun(dir, { out, baseModel: "org/some-model" })
       assert.strictEqual(JSON.parse(fs.readFileSync(path.join(out, "adapter_config.json"), "utf8")).base_model_name_or_path, "org/some-model")
-    }), 60_000)
+    }))
 
   it.effect("a run with no checkpoint says so", () =>
     Effect.gen(function* () {
@@ -166,5 +166,5 @@ describe("Export", () => {
     const r = spawnSync(process.execPath, ["--import", "tsx", path.resolve("export.ts"), dir, "--out", path.join(root, "cli-out")], { encoding: "utf8" })
     assert.strictEqual(r.status, 1, r.stderr)
     assert.match(r.stderr, /error: .*has no checkpoint/)
-  }, 60_000)
+  })
 })

@@ -18,7 +18,7 @@ describe("--model", () => {
     Effect.gen(function* () {
       const info = yield* Effect.flatMap(Trainer, (t) => t.info).pipe(Effect.provide(embedded("calculator")))
       assert.strictEqual(info.modelName, `local:${shippedModel("calculator")}`)
-    }), 60_000)
+    }))
 
   it.effect("an unknown name is refused, naming the shipped models", () =>
     Effect.gen(function* () {

@@ -58,7 +58,7 @@ beforeAll(async () => {
   await Effect.runPromise(
     Runner.run(settings(batchRun, { advantage: "batch_std", dynamicSampling: { maxRounds: 1 } }), vowels).pipe(Effect.provide(backend(batchRun)), quiet),
   )
-}, 120_000)
+})
 
 /** Scoring with the char tokenizer and no sampler, as `gyre rescore` does for scorers without services. */
 const scoring = Layer.merge(
@@ -213,7 +213,7 @@ describe("Rescore", () => {
         assert.strictEqual(r.new.components["turns"], (stored[i]!["turns"] as Array<unknown>).length)
         assert.strictEqual(r.new.reward, 2 + 0.75)
       })
-    }), 60_000)
+    }))
 
   it.effect("services are built once and closed at the end, as in a run", () =>
     Effect.gen(function* () {
@@ -225,7 +225,7 @@ describe("Rescore", () => {
       const { summary } = yield* Rescore.rescore(stored, { _tag: "Env", source: withServices(log) }).pipe(Effect.provide(scoring))
       assert.deepStrictEqual(log, ["open", "close", "open", "close"])
       assert.strictEqual(summary.changed, 0)
-    }), 60_000)
+    }))
 
   it.effect("a folder that is not a run folder, a bad row and problems the env does not decode are clear errors", () =>
     Effect.gen(function* () {

@@ -120,7 +120,7 @@ describe("a tool sees its episode", () => {
       const exit = yield* Effect.exit(play(failing, () => " 1"))
       assert.isTrue(Exit.isFailure(exit))
       assert.deepStrictEqual(log, ["open 4", "close"])
-    }), { timeout: 20_000 })
+    }))
 
 })
 

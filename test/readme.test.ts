@@ -97,7 +97,7 @@ describe("README and docs", () => {
       output = String((e as { stdout?: string }).stdout ?? e)
     }
     assert.strictEqual(output, "", `README and docs examples do not compile:\n${output}`)
-  }, 120_000)
+  })
 
   describe("every ```ts block runs", () => {
     blocks.forEach((b, i) => {
@@ -117,7 +117,7 @@ describe("README and docs", () => {
             }
           }
           if (module["reward"] !== undefined) assert.isTrue(Reward.isReward(module["reward"]))
-        }), 60_000)
+        }))
     })
   })
 

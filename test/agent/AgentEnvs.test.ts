@@ -46,7 +46,7 @@ describe("agent envs through the runner", () => {
           assert.match(r.turns![0]!.observation!, /^=-?\d+;$/)
         }
         assert.deepStrictEqual(rollouts[0]!["agent"], { requests: rollouts[0]!.turns!.length, diverged: 0, rewritten: 0 })
-      }), 120_000)
+      }))
   }
 
   const Problem = Schema.Struct({ n: Schema.Int })
@@ -94,7 +94,7 @@ describe("agent envs through the runner", () => {
         assert.match(String(r["masked"]), /^infra_failed: the endpoint refused the agent's request \(context_length_exceeded\): the conversation has 301 tokens; the model's context is 48: send fewer or shorter messages$/)
       }
       for (const r of seen["slow"]!) assert.deepStrictEqual([r["episodeStop"], r["masked"], (r["turns"] as Array<unknown>).length], ["timeout", null, 1])
-    }), 120_000)
+    }))
   it.live("a reply the agent rewrote before re-sending it is kept in rollouts.jsonl as the text the policy was given", () =>
     Effect.gen(function* () {
       const env = agentWith("rewrites", async ({ baseURL, apiKey, model, signal }) => {
@@ -115,5 +115,5 @@ describe("agent envs through the runner", () => {
         // the char model's layout: the rewritten reply as it came, then the user's next words on a new line
         assert.strictEqual(turns[1]!["rewritten"], "I will not add.\nPlease.")
       }
-    }), 120_000)
+    }))
 })

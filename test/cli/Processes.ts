@@ -34,10 +34,12 @@ export const startCommand = (command: string | undefined, args: ReadonlyArray<st
 export const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => child.exitCode !== null || child.signalCode !== null ? resolve(child.exitCode) : child.on("exit", (code) => resolve(code)))
 
-/** Polls every `everyMs` until `done()` or the child exits, for at most 90 s. */
+/**
+ * Polls every `everyMs` until `done()` or the child exits. No deadline of its own: a loaded
+ * machine may take minutes, and vitest's hang-only limit ends a wait that never returns.
+ */
 export const waitUntil = async (done: () => boolean, child: ChildProcess, everyMs = 50) => {
-  const deadline = Date.now() + 90_000
-  while (!done() && child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, everyMs))
+  while (!done() && child.exitCode === null) await new Promise((r) => setTimeout(r, everyMs))
 }
 
 /** Kills `child`'s whole process group (with any worker processes) with SIGKILL and waits for it. */

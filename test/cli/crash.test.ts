@@ -83,5 +83,5 @@ describe("run killed with SIGKILL and resumed", () => {
       assert.isTrue(Fs.readFileSync(file(dir, name)).equals(Fs.readFileSync(file(ref, name))), `${name} is byte for byte the uninterrupted run's`)
     }
     for (const d of [dir, Path.join(dir, "state")]) assert.deepStrictEqual(Fs.readdirSync(d).filter((f) => f.endsWith(".tmp")), [], `no temp files in ${d}`)
-  }, 120_000)
+  })
 })

@@ -31,5 +31,5 @@ describe("error output", () => {
     assert.include(serve.out, "error: --model no-such-model: no such folder")
     assert.include(report.out, "error: no-such-run-folder")
     assert.include(flag.out, "error: Invalid value for flag --port")
-  }, 180_000)
+  })
 })

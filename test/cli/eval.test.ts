@@ -53,7 +53,7 @@ describe("gyre eval", () => {
         assert.match(r.key, /^calculator\/eval\//)
         assert.isArray(r.turns)
       }
-    }), { timeout: 60_000 })
+    }))
 
   it.effect("--samples 4: pass@1 is the correct rate, pass@k and maj@k per env with intervals, every sample in eval.jsonl", () =>
     Effect.gen(function* () {
@@ -83,7 +83,7 @@ describe("gyre eval", () => {
         // math's answer (Env.answer) is the number its reward reads
         assert.strictEqual(r.answer, String(extractAnswer(r.completion) ?? r.completion.trim()))
       }
-    }), { timeout: 60_000 })
+    }))
 
   it.effect("--k past --samples, and a threshold that is not a number, are refused", () =>
     Effect.gen(function* () {

@@ -75,7 +75,7 @@ describe("a run folder written before the run folder had Schemas", () => {
       const rows = lines(summary.file).map((r) => Schema.decodeUnknownSync(RunFolder.EvalRow)(r))
       assert.lengthOf(rows, 8)
       for (const r of rows) assert.strictEqual(r.checkpoint, "step-6")
-    }), 120_000)
+    }))
 
   it.effect("resumes after its last checkpoint, and what it appends decodes", () =>
     Effect.gen(function* () {
@@ -92,5 +92,5 @@ describe("a run folder written before the run folder had Schemas", () => {
       const rollouts = yield* RunFolder.readRollouts(files)
       assert.isDefined(rollouts.find((r) => r.step === 7)?.problem)
       assert.isUndefined(rollouts.find((r) => r.step === 6)?.problem)
-    }), 120_000)
+    }))
 })

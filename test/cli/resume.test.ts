@@ -53,7 +53,7 @@ describe("run --resume after SIGKILL", () => {
     assert.deepStrictEqual(untimed(Path.join(dir, "metrics.jsonl")), untimed(Path.join(ref, "metrics.jsonl")))
     assert.strictEqual(Fs.readFileSync(Path.join(dir, "rollouts.jsonl"), "utf8"), Fs.readFileSync(Path.join(ref, "rollouts.jsonl"), "utf8"))
     assert.isTrue(Fs.readFileSync(Path.join(dir, "state/step-24.ckpt")).equals(Fs.readFileSync(Path.join(ref, "state/step-24.ckpt"))), "the final state file is the uninterrupted run's")
-  }, 180_000)
+  })
 
   it("saves a checkpoint when interrupted with SIGINT, and resumes from it", async () => {
     const out = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-int-"))
@@ -74,5 +74,5 @@ describe("run --resume after SIGKILL", () => {
     assert.strictEqual(await exited(second.child), 0, second.output())
     const steps = lines(Path.join(dir, "metrics.jsonl")).map((l) => JSON.parse(l).step)
     assert.deepStrictEqual(steps, Array.from({ length: logged + 3 }, (_, i) => i + 1))
-  }, 180_000)
+  })
 })

@@ -11,7 +11,8 @@ import { MAIN } from "./Processes.ts"
 
 const ROOT = Path.resolve(import.meta.dirname, "../..")
 const run = (...args: Array<string>) => {
-  const r = spawnSync(process.execPath, [MAIN, "run", ...args], { cwd: ROOT, encoding: "utf8", timeout: 60_000 })
+  // a synchronous spawn blocks vitest's own timer: its kill limit is the hang-only one (9 min)
+  const r = spawnSync(process.execPath, [MAIN, "run", ...args], { cwd: ROOT, encoding: "utf8", timeout: 540_000 })
   return { code: r.status, out: `${r.stdout}${r.stderr}` }
 }
 

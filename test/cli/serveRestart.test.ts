@@ -85,7 +85,7 @@ describe("serve killed with SIGKILL and restarted on its state folder", () => {
     } finally {
       for (const s of servers) if (s.child.exitCode === null && s.child.signalCode === null) await killGroup(s.child)
     }
-  }, 120_000)
+  })
 
   it.effect("--resume continues on the backend config.json records, and refuses another, naming both", () =>
     Effect.gen(function* () {

@@ -119,5 +119,5 @@ describe("guess the number", () => {
         assert.isArray(r["turns"])
         assert.containsAllKeys(r["components"] as object, ["solved", "judged"])
       }
-    }), { timeout: 120_000 })
+    }))
 })

@@ -62,7 +62,7 @@ describe("per-episode server state", () => {
       assert.deepStrictEqual(foreign.map((f) => f.length), Array.from({ length: 32 }, () => 0))
       assert.strictEqual(new Set(dirs).size, 32)
       for (const dir of dirs) assert.isFalse(Fs.existsSync(dir), `${dir} is removed when its episode ends`)
-    }), 60_000)
+    }))
 })
 
 describe("tools that take arrays and objects", () => {

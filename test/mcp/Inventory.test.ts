@@ -77,7 +77,7 @@ describe("run inventory", () => {
     assert.strictEqual(await exited(run.child), 0, run.output())
     assert.strictEqual(rows(Path.join(out, "r", "metrics.jsonl")).filter((r) => Number(r["step"]) > 0).length, 3)
     assert.isTrue(await gone(servers[0]!), "no server left after the run")
-  }, 180_000)
+  })
 
   it("leaves no server after Ctrl-C, nor after the run is killed", async () => {
     for (const how of ["SIGINT", "SIGKILL"] as const) {
@@ -95,7 +95,7 @@ describe("run inventory", () => {
       assert.isTrue(await gone(servers[0]!, 10_000), `no server left after ${how}`)
       assert.isFalse(alive(servers[0]!))
     }
-  }, 240_000)
+  })
 
   it("stops before step 1 when its server cannot start, naming the command and its stderr", async () => {
     // an env module inside the repo (tmp/ is git-ignored), so "gyre" resolves as for envs/
@@ -127,5 +127,5 @@ export default Env.make({
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 120_000)
+  })
 })

@@ -85,7 +85,7 @@ describe("an MCP server down in the middle of a run", () => {
       assert.strictEqual(rows.at(-1)!["env/all/frac_masked"], 0)
       assert.strictEqual(rows.at(-1)!["env/all/reward/total"], 1)
       assert.strictEqual(metricsOf(dir).length, 8)
-    }).pipe(Effect.scoped), 120_000)
+    }).pipe(Effect.scoped))
 
   it.live("for good: the run stops once its masked steps have lasted, naming the server", () =>
     Effect.gen(function* () {
@@ -121,7 +121,7 @@ describe("an MCP server down in the middle of a run", () => {
         assert.match(r.masked ?? "", /^infra_failed: tool echo: MCP server http:\/\/127\.0\.0\.1:\d+\/mcp: /)
       }
       for (const r of rollouts.filter((r) => r.step === 1)) assert.strictEqual(r.reward, 1)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.live("until a short run ends: the run fails, saying how many steps were masked and why", () =>
     Effect.gen(function* () {
@@ -138,5 +138,5 @@ describe("an MCP server down in the middle of a run", () => {
       assert.include(error.message, "infra_failed: tool echo: MCP server")
       assert.include(error.message, `Its folder ${dir} holds every step and checkpoint`)
       assert.strictEqual(metricsOf(dir).length, 3)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 })

@@ -84,5 +84,5 @@ describe("restarts with a back-off", () => {
       yield* TestClock.adjust("250 millis")
       assert.strictEqual(yield* call, "hi")
       assert.strictEqual(yield* toolset.starts, starts + 1)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 })

@@ -57,5 +57,5 @@ describe("gyre/embedded declarations", () => {
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 240_000)
+  })
 })

@@ -50,10 +50,10 @@ describe("entry points", () => {
     assert.isTrue(loaded.some((m) => m.endsWith("/src/backends/http/client/Client.ts")), "the listing holds the client the entry exports")
     assert.deepStrictEqual(loaded.filter((m) => m.includes("@tensorflow")), [])
     assert.deepStrictEqual(loaded.filter((m) => /\/src\/(backends\/local|cli)\//.test(m)), [], "no embedded backend and no command")
-  }, 60_000)
+  })
 
   it("gyre/embedded does load TensorFlow.js (the listing sees it)", () => {
     const loaded = modulesLoadedBy("src/entry/embedded.ts")
     assert.isTrue(loaded.some((m) => m.includes("@tensorflow")))
-  }, 60_000)
+  })
 })

@@ -202,5 +202,5 @@ describe("a user project that depends on gyre", () => {
     } finally {
       Fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 180_000)
+  })
 })

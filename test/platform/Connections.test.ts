@@ -43,5 +43,5 @@ describe("platform HttpServer connections", () => {
       const { url } = yield* start
       const outcome = yield* Effect.promise(() => busyGap(url, 8_000))
       assert.deepStrictEqual(outcome, { first: "200", second: "200", reusedSocket: true })
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 })

@@ -73,7 +73,7 @@ describe("a failing weight-0 component", () => {
       const slow = Reward.make<string>("slow", () => Effect.as(Effect.sleep("1 second"), 1), { timeout: "10 millis" })
       const [s] = yield* Reward.evaluate(Reward.weighted({ correct: [correct, 1], slow: [slow, 0] }), [rollout("7", "7")])
       assert.deepStrictEqual(s!.failed, { slow: "timed out after 10ms" })
-    }), { timeout: 10_000 })
+    }))
 })
 
 describe("in a law", () => {

@@ -130,7 +130,7 @@ describe("judge in a run (Judge.ownSampler, the run's context of 32)", () => {
       assert.strictEqual(counted, failed.length)
       const judgeWarnings = warnings.filter((w) => w.includes(`reward component "judged" failed`))
       assert.strictEqual(judgeWarnings.length, 1, warnings.join("\n"))
-    }), { timeout: 120_000 })
+    }))
 
   it.effect("a judge whose question cannot fit stops the run at its first question, naming the judge and the lengths", () =>
     Effect.gen(function* () {
@@ -141,5 +141,5 @@ describe("judge in a run (Judge.ownSampler, the run's context of 32)", () => {
       assert.include(error.message, "the judge's question cannot fit its model's context: with no completion it has 33 tokens")
       assert.include(error.message, "it needs 34, more than the context length 32")
       assert.isFalse(Fs.existsSync(RunLog.paths(dir).rollouts) && Fs.readFileSync(RunLog.paths(dir).rollouts, "utf8").trim() !== "")
-    }), { timeout: 120_000 })
+    }))
 })

@@ -135,7 +135,7 @@ describe("loss aggregation", () => {
           engines.trainer.dispose()
           engines.sampler.dispose()
           engines.model.dispose()
-        }), 60_000)
+        }))
     }
   }
 
@@ -204,7 +204,7 @@ describe("loss aggregation", () => {
             assert.closeTo(a / (rows[d]!["advantage"] as number), w * call, 1e-5 * w * call, `datum ${d}`)
           }
         }
-      }), 60_000)
+      }))
   }
 
   it.effect("a divisor given with another aggregation fails before any work, naming both flags", () =>

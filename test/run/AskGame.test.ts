@@ -73,5 +73,5 @@ describe("envs/ask.ts: the policy asks, a frozen model answers", () => {
       const resumed = yield* train({ resume: run.outDir, steps: 3 })
       assert.deepStrictEqual(resumed.metrics.map((m) => m["step"]), [3])
       assert.deepStrictEqual(games(), { ask: { roles: ["questioner", "answerer"], players, evalPlayers: players } })
-    }), 120_000)
+    }))
 })

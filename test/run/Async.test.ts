@@ -43,7 +43,7 @@ describe("async runs", () => {
       assert.isAbove(a.filter((r) => r["policy_version/lag_max"] === 1).length, 3)
       const b = yield* asyncRun()
       assert.deepStrictEqual(b, a)
-    }), 120_000)
+    }))
 
   it.live("with maxStepsOffPolicy 2, step s samples from version s - 2, and repeats with the same seed", () =>
     Effect.gen(function* () {
@@ -55,7 +55,7 @@ describe("async runs", () => {
       for (const row of a) assert.strictEqual(row["async/stale_groups"], 0)
       const b = yield* asyncRun({ maxStepsOffPolicy: 2, maxLag: 2 })
       assert.deepStrictEqual(b, a)
-    }), 120_000)
+    }))
 
   it.live("maxStepsOffPolicy above 1 without async is refused, naming the flag to add", () =>
     Effect.gen(function* () {
@@ -74,7 +74,7 @@ describe("async runs", () => {
       for (const row of a) assert.strictEqual(row["policy_version/lag_max"], 0, `step ${row["step"]} trains only on groups of the current version`)
       const b = yield* asyncRun({ maxLag: 0, staleGroups: "requeue" })
       assert.deepStrictEqual(b, a)
-    }), 120_000)
+    }))
 
   it.live("with maxLag 0 and staleGroups drop, a step trains without its stale groups", () =>
     Effect.gen(function* () {
@@ -82,7 +82,7 @@ describe("async runs", () => {
       const stale = rows.map((r) => r["async/stale_groups"]!)
       assert.isAbove(stale.slice(1).reduce((n, x) => n + x, 0), 0)
       for (const row of rows) assert.strictEqual(row["policy_version/lag_max"], 0, `step ${row["step"]}`)
-    }), 120_000)
+    }))
 })
 
 describe("library defaults for sampling ahead", () => {

@@ -71,7 +71,7 @@ describe("divergence.jsonl", () => {
       const html = Fs.readFileSync(RunLog.paths(dir).report, "utf8")
       assert.include(html, "Sampler/trainer divergence")
       assert.include(html, `aria-label="sampler - trainer log-prob differences"`)
-    }), 60_000)
+    }))
 
   it.effect("on-policy sampling: every trained token agrees within 0.01", () =>
     Effect.gen(function* () {
@@ -85,7 +85,7 @@ describe("divergence.jsonl", () => {
         const near = counts.slice(edges.indexOf(-0.01) + 1, edges.indexOf(0.01) + 1).reduce((a, b) => a + b, 0)
         assert.strictEqual(near, row["tokens"])
       }
-    }), 60_000)
+    }))
 
   it.effect("a resumed run drops the rows of the steps it redoes and writes them again, once", () =>
     Effect.gen(function* () {
@@ -98,7 +98,7 @@ describe("divergence.jsonl", () => {
       yield* RunLog.filterJsonl(RunLog.paths(dir).checkpoints, (row) => Number(row["step"]) <= 2)
       yield* Runner.run(settings, vowels, { resume: true }).pipe(Effect.provide(backend(dir)), quiet)
       assert.deepStrictEqual(yield* RunLog.readJsonl(Runner.divergencePath(dir)), before)
-    }), 60_000)
+    }))
 })
 
 describe("Report divergence panel", () => {

@@ -91,7 +91,7 @@ describe("--dpo", () => {
       const resumed = yield* train({ resume: run.outDir, steps: 3 })
       assert.deepStrictEqual(resumed.settings.dpo, { beta: 0.2 })
       assert.strictEqual(resumed.metrics.at(-1)!["dpo/pairs"], 4)
-    }), 120_000)
+    }))
 
   it.effect("needs the env's preference pairs, and goes with no --sft, --teacher or --kl-coef", () =>
     Effect.gen(function* () {

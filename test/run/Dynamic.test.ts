@@ -105,7 +105,7 @@ describe("dynamic sampling", () => {
       // the env makes both happen in 4 steps of 4 groups
       assert.isAbove(droppedTotal, 2)
       assert.isAbove(refilledTotal, 0)
-    }), 60_000)
+    }))
 
   it.effect("two runs of one seed are equal, and a resumed run redoes the same steps", () =>
     Effect.gen(function* () {
@@ -127,7 +127,7 @@ describe("dynamic sampling", () => {
       assert.deepStrictEqual(resumed.map((r) => r["step"]), [3, 4])
       assert.deepStrictEqual(yield* RunLog.readJsonl(fa.rollouts), rollouts)
       assert.deepStrictEqual(untimed(yield* RunLog.readJsonl(fa.metrics)), metrics)
-    }), 60_000)
+    }))
 
   it.effect("off: no dynamic metrics, nothing dropped, every drawn group trains, and the same problems as with it on", () =>
     Effect.gen(function* () {
@@ -147,7 +147,7 @@ describe("dynamic sampling", () => {
       assert.deepStrictEqual(keys(onRollouts), keys(rollouts))
       assert.isUndefined(JSON.parse(Fs.readFileSync(RunLog.paths(off).config, "utf8")).dynamicSampling)
       assert.deepStrictEqual(JSON.parse(Fs.readFileSync(RunLog.paths(on).config, "utf8")).dynamicSampling, { maxRounds: 3 })
-    }), 60_000)
+    }))
 
   it.effect("with --sft it fails before any work, saying why", () =>
     Effect.gen(function* () {

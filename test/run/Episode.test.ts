@@ -125,7 +125,7 @@ describe("a tool episode", () => {
         assert.strictEqual(e.stop, "completed", name)
         assert.match(e.turns[0]!.observation!, /^=error: /, name)
       }
-    }), { timeout: 20_000 })
+    }))
 
   it.effect("limits: max tool calls, max turns, context overflow, max tokens", () =>
     Effect.gen(function* () {

@@ -154,7 +154,7 @@ describe("frozen players", () => {
       const last = run.metrics.at(-1)!
       assert.isDefined(last["test/env/all/role/first/win_rate"])
       assert.isUndefined(last["test/env/all/role/second/win_rate"])
-    }), 120_000)
+    }))
 })
 
 describe("a game env through the runner", () => {
@@ -167,5 +167,5 @@ describe("a game env through the runner", () => {
       const last = run.metrics.at(-1)!
       for (const key of ["test/env/all/role/first/win_rate", "env/all/role/first/outcome", "env/all/role/second/outcome"]) assert.isDefined(last[key], key)
       assert.isUndefined(last["test/env/all/role/second/win_rate"], "the scripted second is not a sample")
-    }), 120_000)
+    }))
 })

@@ -113,14 +113,14 @@ describe("HackWatch in a run", () => {
       assert.isAbove(rows.reduce((n, r) => n + r[K.Hack.warnings]!, 0), 0)
       // whitespace and noise do not move this reward
       assert.isTrue(rows.every((r) => r[K.hackKey("correct", K.HackRate.transformChanged)] === 0))
-    }), { timeout: 120_000 })
+    }))
 
   it.effect("numericAnswer, which refuses hedges, stays quiet under the same policy", () =>
     Effect.gen(function* () {
       const { rows, warnings } = yield* watchRun(numericAnswer(sum, { mode: "auto" }), hedging)
       assert.deepStrictEqual(warnings, [])
       assert.isTrue(rows.every((r) => r[K.Hack.warnings] === 0 && (r[exploitWins] ?? 0) === 0 && (r[exploitable] ?? 0) === 0))
-    }), { timeout: 120_000 })
+    }))
 
   it.effect("the holed reward stays quiet while the policy learns honestly (the reward rises, the rates do not)", () =>
     Effect.gen(function* () {
@@ -128,7 +128,7 @@ describe("HackWatch in a run", () => {
       const reward = rows.map((r) => r[K.envKey("train", K.ALL, K.EnvStat.total)]!)
       assert.isAbove(reward[STEPS - 1]!, reward[0]!)
       assert.deepStrictEqual(warnings, [])
-    }), { timeout: 120_000 })
+    }))
 })
 
 describe("HackWatch rules", () => {

@@ -129,14 +129,14 @@ describe("the runner names the sample behind a refused datum from the issue", ()
       assert.strictEqual(error.reason, "Backend")
       assert.include(error.message, render({ ...issue, datum: 4 }))
       assert.match(error.message, /\(datum 4 is sample \d+ of problem \S+\)$/)
-    }), 60_000)
+    }))
 
   it.effect("one call: the issue's datum, not the index its message mentions", () =>
     Effect.gen(function* () {
       const error = yield* runRefused(0, 1, issue)
       assert.include(error.message, "reworded refusal that mentions data[0] only")
       assert.match(error.message, /\(datum 1 is sample \d+ of problem \S+\)$/)
-    }), 60_000)
+    }))
 })
 
 /**
@@ -180,5 +180,5 @@ describe("a refusal without an issue", () => {
       assert.strictEqual(error.reason, "Backend")
       assert.include(error.message, "HTTP 400: data[0].lossFnInputs.logprobs")
       assert.match(error.message, /\(checked here: data\[0\]\.lossFnInputs\.logprobs\[\d+\] = 0\.5; a log-probability must be <= 0; datum 0 is sample \d+ of problem \S+\)$/)
-    }), 60_000)
+    }))
 })

@@ -38,7 +38,7 @@ describe("the KL penalty in the runner", () => {
       const kLoose = lastMean(loose, "kl/policy_ref_k3")
       const kTight = lastMean(tight, "kl/policy_ref_k3")
       assert.isBelow(kTight, kLoose * 0.6, `k3 ${kTight} with coef 1 vs ${kLoose} with ~0`)
-    }), { timeout: 120_000 })
+    }))
 
   it.effect("a negative coefficient stops the run before any work", () =>
     Effect.gen(function* () {

@@ -105,6 +105,5 @@ describe("KL penalty on the embedded backend", () => {
         assert.isBelow(last(held.klK3), 0.4 * last(free.klK3), JSON.stringify(report))
         assert.isBelow(last(held.klV1), 0.4 * last(free.klV1), JSON.stringify(report))
       }),
-    120_000,
   )
 })

@@ -93,7 +93,7 @@ describe("micro-batches give the update of one call", () => {
             assert.closeTo(split.gradNorm, whole.gradNorm, 1e-4 * whole.gradNorm)
             assert.isBelow(maxDiff(split.params, whole.params), 1e-6)
           }
-        }), 120_000)
+        }))
     }
   }
 })

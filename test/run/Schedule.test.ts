@@ -82,7 +82,7 @@ describe("learning-rate schedules", () => {
       yield* Runner.run(settings(dir), vowels, { resume: true }).pipe(Effect.provide(recording(dir, resumedSeen)), quiet)
       close(resumedSeen, trainedSteps.filter((s) => s >= 3).map((s) => expected[s]!))
       close((yield* RunLog.readJsonl(files.metrics)).map((m) => m["optim/learning_rate"] as number), expected)
-    }), 120_000)
+    }))
 
   it.effect("a --min-lr above the peak fails before any work, naming both", () =>
     Effect.gen(function* () {

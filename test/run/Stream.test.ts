@@ -49,7 +49,7 @@ describe("streaming minibatches", () => {
       const streamed = yield* run({ streamMinibatches: { count: 1, optimEvery: "step" } })
       assert.deepStrictEqual(streamed.rows, whole.rows)
       assert.strictEqual(streamed.rollouts, whole.rollouts)
-    }), 120_000)
+    }))
 
   it.live("several minibatches, one optimizer step per step or per minibatch, repeat with the same seed", () =>
     Effect.gen(function* () {
@@ -65,7 +65,7 @@ describe("streaming minibatches", () => {
         if (optimEvery === "step") assert.strictEqual(last, trained.length)
         else assert.isAbove(last, trained.length)
       }
-    }), 120_000)
+    }))
 
   it.live("the first minibatch's forward_backward reaches the trainer before the step's last group is sampled", () =>
     Effect.gen(function* () {
@@ -77,7 +77,7 @@ describe("streaming minibatches", () => {
       const whole: Array<string> = []
       yield* run({ steps: 1, groups: 4, sampleConcurrency: 1 }, logging(whole))
       assert.deepStrictEqual(whole, ["sample", "sample", "sample", "sample", "forward_backward"])
-    }), 60_000)
+    }))
 
   it.live("settings that cannot stream are refused, naming what to change", () =>
     Effect.gen(function* () {

@@ -80,7 +80,7 @@ describe("--teacher", () => {
       assert.isDefined(row["train/loss"])
       assert.include((yield* Effect.flip(run({ teacher: "calculator", groupSize: 1, recipe: "dapo", out, name: "dapo" }))).message, "a group of one sample always is: use --group-size 2 or more (--recipe dapo sets dynamic sampling)")
       assert.notStrictEqual(row["train/loss"], 0, "the teacher's KL gave the samples advantages")
-    }), 120_000)
+    }))
 
   it.live("a run records its teacher (a run's checkpoint), folds its KL into the advantages, and keeps it on --resume", () =>
     Effect.gen(function* () {
@@ -99,5 +99,5 @@ describe("--teacher", () => {
       assert.deepStrictEqual(resumed.metrics.map((r) => r["step"]), [3])
       assert.isAbove(resumed.metrics[0]!["kl/policy_ref_tokens"]!, 0)
       assert.include((yield* Effect.flip(train({ resume: student.outDir, steps: 4, teacher: "calculator" }))).message, "a resumed run keeps the teacher it started with")
-    }), 120_000)
+    }))
 })

@@ -150,7 +150,6 @@ describe("checkpoint archive", () => {
         assert.strictEqual(missing.reason, "Remote")
         assert.match(missing.message, /step 2 .* could not be downloaded from .*nowhere \(--backend\): HTTP 404/)
       }).pipe(Effect.scoped),
-    60_000,
   )
 
   it.live("a checkpoint file outside the state folder is refused (a path, or a link out of it); the archive route needs the API key, the download URL not", () =>

@@ -111,7 +111,7 @@ describe("the checkpoint index", () => {
       assert.strictEqual(missing.status, 404)
       assert.match(missing.body.detail, /earlier run of this server.*no training checkpoint of the same weights/)
       yield* second.stop
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 
   it.effect("a backend's path with a URI scheme is kept as it is, with or without a state folder; a file path is kept relative to the state folder", () =>
     Effect.gen(function* () {

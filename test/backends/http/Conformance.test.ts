@@ -52,7 +52,6 @@ describe("serve conformance (independent JSON client)", () => {
         for (const lp of some) assert.isBelow(lp, 0)
         some.forEach((lp, i) => assert.closeTo(lp, all[i]!, 1e-6))
       }).pipe(Effect.scoped),
-    30_000,
   )
 
   it.live(
@@ -107,6 +106,5 @@ describe("serve conformance (independent JSON client)", () => {
         assert.strictEqual(out.body.sequences.length, 4)
         for (const seq of out.body.sequences) for (const lp of seq.logprobs) assert.isTrue(Number.isFinite(lp) && lp <= 0, String(lp))
       }).pipe(Effect.scoped),
-    30_000,
   )
 })

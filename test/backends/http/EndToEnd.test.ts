@@ -93,7 +93,6 @@ describe("http backend end to end (embedded backend)", () => {
         b.finalLogprobs.forEach((l, i) => assert.closeTo(l, a.finalLogprobs[i]!, 1e-4))
         b.forwardLogprobs.forEach((l, i) => assert.closeTo(l, a.forwardLogprobs[i]!, 1e-4))
       }).pipe(Effect.scoped),
-    30_000,
   )
 })
 

@@ -58,6 +58,5 @@ describe("http backend under faults", () => {
           assert.deepStrictEqual([...rough.toy.weights()], [...calm.toy.weights()])
         }
       }),
-    30_000,
   )
 })

@@ -239,6 +239,5 @@ describe("server fuzzing", () => {
         assert.strictEqual(result.versions.length, 1)
         assert.strictEqual(toy.counters.optimSteps, 1)
       }).pipe(Effect.scoped),
-    30_000,
   )
 })

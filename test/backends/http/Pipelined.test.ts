@@ -107,7 +107,7 @@ describe("pipelined training calls", () => {
         assert.isAtLeast(report.cycles, 4)
         assert.strictEqual(report.cycle_ms, 1000)
       }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it.live("the clock route says how to turn the clock on when it is off", () =>
     Effect.gen(function* () {
@@ -149,7 +149,7 @@ describe("runs over a clock-cycle server", () => {
       // submissions (a loaded machine), so at most two per step are allowed. Awaiting each call takes one per call.
       assert.isAtMost(model.busy_cycles, 2 * trained.length + 2, `${JSON.stringify(model)} for ${trained.length} trained steps (${calls} calls)`)
       if (microBatch > 0) assert.isAbove(calls, 3 * trained.length)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 })
 
 /** Test double: a loopback proxy that answers 500 to every `forward_backward` after the first `allow`, and forwards the rest. */
@@ -195,5 +195,5 @@ describe("interrupting a run", () => {
       assert.isTrue(Fs.existsSync(Path.join(RunLog.paths(dir).state, "step-1.ckpt")), Fs.readdirSync(RunLog.paths(dir).state).join(", "))
       const metrics = Fs.readFileSync(Path.join(dir, "metrics.jsonl"), "utf8").trim().split("\n")
       assert.strictEqual(metrics.length, 1)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped))
 })

@@ -70,7 +70,6 @@ describe("Reference over HTTP", () => {
           assert.isAbove(Math.max(...policy.map((p, i) => maxAbsDiff(p, base[i]!))), 1e-3, "the policy moved")
         }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
       }).pipe(Effect.scoped),
-    30_000,
   )
 
   it.live(
@@ -88,6 +87,5 @@ describe("Reference over HTTP", () => {
         assert.include(e.message, "without --workers")
         assert.include(e.message, "--kl-coef 0")
       }).pipe(Effect.scoped),
-    30_000,
   )
 })

@@ -103,7 +103,6 @@ describe("serve: the embedded backend with replicas", () => {
         }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
         assert.isAbove(server.stats.replicaRequests.filter((n) => n > 0).length, 1)
       }).pipe(Effect.scoped),
-    20_000,
   )
 })
 
@@ -131,6 +130,5 @@ describe("serve --workers", () => {
           assert.strictEqual(r.sequences.length, 2)
         }).pipe(Effect.provide(Client.layer({ baseUrl: server.url, retry: Retry.fast })))
       }).pipe(Effect.scoped),
-    30_000,
   )
 })

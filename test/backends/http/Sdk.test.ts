@@ -26,12 +26,13 @@ const why = usable()
 if (why !== undefined) console.log(`skipping the official SDK checks: ${why} (see scripts/sdk/check.sh)`)
 
 describe.skipIf(why !== undefined)("the official Tinker SDK against serve", () => {
-  it("every call passes, none hangs", { timeout: 300_000 }, () => {
+  it("every call passes, none hangs", () => {
     const out = execFileSync(Path.join(root, "scripts/sdk/check.sh"), [sdk!, "--skip-rl"], {
       cwd: root,
       encoding: "utf8",
       env: { ...process.env, PYTHON: python },
-      timeout: 290_000,
+      // a synchronous call blocks vitest's own timer: its kill limit is the hang-only one (9 min)
+      timeout: 540_000,
     })
     const failed = out.split("\n").filter((l) => l.startsWith("FAIL"))
     expect(failed).toEqual([])

@@ -201,7 +201,6 @@ describe("the REST client's routes and LoRA parts", () => {
         assert.sameMembers((yield* call(second.base, "GET", "training_runs")).body.training_runs.map((r: { training_run_id: string }) => r.training_run_id), [a, b])
         yield* second.stop
       }).pipe(Effect.scoped),
-    60_000,
   )
 
   it.live("create_model with train_attn and train_mlp both false is refused naming both", () =>

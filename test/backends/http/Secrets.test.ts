@@ -45,7 +45,6 @@ describe("the API key", () => {
         for (const line of logs.lines) assert.notInclude(line, SECRET)
       }).pipe(Effect.scoped, Effect.provide(logs.layer))
     },
-    20_000,
   )
 
   it.live(
@@ -79,7 +78,6 @@ describe("the API key", () => {
           assert.notInclude(line, OTHER)
         }
       }).pipe(Effect.scoped),
-    20_000,
   )
 
   it("is read as Redacted: printing it shows nothing", () => {

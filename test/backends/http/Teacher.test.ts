@@ -79,5 +79,5 @@ describe("--teacher on a Tinker-protocol service", () => {
       assert.include(e.message, "--teacher needs the teacher's log-probs")
       assert.include(e.message, `model_path ${JSON.stringify(missing)}`)
       assert.isFalse(Fs.existsSync(Path.join(out, "bad", "metrics.jsonl")) && Fs.readFileSync(Path.join(out, "bad", "metrics.jsonl"), "utf8").trim() !== "", "no step ran")
-    }).pipe(Effect.scoped), 120_000)
+    }).pipe(Effect.scoped))
 })

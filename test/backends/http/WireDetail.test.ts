@@ -51,7 +51,7 @@ describe("a datum's issue in wire terms", () => {
       assert.strictEqual(token.body.detail, "forward_backward_input.data[2].model_input token 30 at position 2 is outside the vocabulary [0, 16)")
       const missing = yield* refuse([good, wireDatum([1, 2, 3, 4], { advantages: [1, 1, 1] })], 3)
       assert.strictEqual(missing.body.detail, "forward_backward_input.data[1].loss_fn_inputs.logprobs is required by ppo (inputs: logprobs, advantages, target_tokens)")
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it.live("gyre's client gets the refused datum's issue as data, the one its own validator finds", () =>
     Effect.gen(function* () {
@@ -79,7 +79,7 @@ describe("a datum's issue in wire terms", () => {
           assert.deepStrictEqual(refused.issue, local)
         }
       }).pipe(Effect.provide(Layer.fresh(Client.layer({ baseUrl: server.url, retry: Retry.fast }))))
-    }).pipe(Effect.scoped), 30_000)
+    }).pipe(Effect.scoped))
 
   it("an issue that does not decode (another server's field, a newer kind) is dropped; the error and its detail stay", () => {
     const issue: DatumIssue = { datum: 1, field: ["modelInput"], position: 2, value: 30, expected: { _tag: "InVocabulary", vocabSize: 16, ignorable: false } }

@@ -96,7 +96,6 @@ describe("gyre's client against serve, in protobuf and in JSON, under the SDK's 
           assert.deepStrictEqual([...rough.file], [...calm.file])
           assert.deepStrictEqual([...rough.file], [...new Uint8Array(calm.toy.weights().buffer)])
         }),
-      30_000,
     )
   }
 })

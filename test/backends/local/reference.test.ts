@@ -81,5 +81,5 @@ describe("Reference on the embedded backend", () => {
       const inProcess = yield* program.pipe(Effect.provide(Layer.fresh(Local.layer(options(false)))))
       const threaded = yield* program.pipe(Effect.provide(Layer.fresh(Local.layer(options(true)))))
       for (let i = 0; i < sequences.length; i++) assert.isBelow(maxAbsDiff(inProcess[i]!, threaded[i]!), 1e-6)
-    }), 60_000)
+    }))
 })

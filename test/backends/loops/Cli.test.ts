@@ -97,21 +97,20 @@ describe("gyre run --backend loops (real CLI)", () => {
     assert.include(r.output, `training on run ${run.id} over the Loops data plane (submit + operations)`)
     assert.strictEqual((await Effect.runPromise(RunRecord.read(Path.join(dir, "m"))))?.runs[0]?.dataPlane, "loops")
     assert.deepStrictEqual(RunRecord.live(await Effect.runPromise(RunRecord.read(Path.join(dir, "m")))), [])
-  }, 90_000)
+  })
 
   it("Ctrl-C mid-run deactivates the run", async () => {
     const f = await fake()
     const dir = out()
     const p = gyre(runArgs(f, dir, 500))
     const metrics = Path.join(dir, "m", "metrics.jsonl")
-    const deadline = Date.now() + 60_000
-    while (rows(metrics).filter((m) => Number(m["step"]) > 0).length < 1 && p.child.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    while (rows(metrics).filter((m) => Number(m["step"]) > 0).length < 1 && p.child.exitCode === null) await new Promise((r) => setTimeout(r, 50))
     assert.isNull(p.child.exitCode, p.output())
     process.kill(-p.child.pid!, "SIGINT")
     const r = await p.done()
     assert.strictEqual(r.code, 130, r.output)
     assertDeactivatedOnce(f, r.output)
-  }, 90_000)
+  })
 
   it("a failure mid-run deactivates the run and exits 1", async () => {
     const f = await fake({
@@ -121,7 +120,7 @@ describe("gyre run --backend loops (real CLI)", () => {
     assert.strictEqual(r.code, 1, r.output)
     assert.include(r.output, "injected trainer failure")
     assertDeactivatedOnce(f, r.output)
-  }, 90_000)
+  })
 
   it("a run that never becomes ready times out naming the run and its state, and is deactivated", async () => {
     const f = await fake({ neverReady: true })
@@ -129,7 +128,7 @@ describe("gyre run --backend loops (real CLI)", () => {
     assert.strictEqual(r.code, 1, r.output)
     const run = assertDeactivatedOnce(f, r.output)
     assert.match(r.output, new RegExp(`error: Loops run ${run.id} was not ready after 1s \\(last state: run ACTIVE, trainer DEPLOYING, sampler LOADING_MODEL\\)`))
-  }, 90_000)
+  })
 })
 
 describe("gyre loops (real CLI)", () => {
@@ -172,5 +171,5 @@ describe("gyre loops (real CLI)", () => {
     assert.strictEqual(f.deactivations("runA"), 1)
     assert.include((await gyre(["loops", "runs", "--loops-url", f.url]).done()).output, "no live Loops runs")
     for (const r of [runs, all, checkpoints, exported, off]) assert.notInclude(r.output, KEY)
-  }, 90_000)
+  })
 })
