@@ -128,7 +128,7 @@ export const refusedField = (body: unknown): string | undefined => {
 
 /** The sampling a request may set only to the run's own value: what the run samples with, as the request names it. */
 const runValues = (run: SamplingParams) => [
-  { field: "temperature", flag: "--temperature", run: run.temperature, same: (v: number) => v === run.temperature },
+  { field: "temperature", flag: "--temperature (--eval-temperature when evaluating)", run: run.temperature, same: (v: number) => v === run.temperature },
   { field: "top_p", flag: "--top-p", run: run.topP ?? 1, same: (v: number) => v === (run.topP ?? 1) },
   // top_k 0 and -1 both mean no top_k (OpenAI-compatible servers differ)
   { field: "top_k", flag: "--top-k", run: run.topK ?? 0, same: (v: number) => ((run.topK ?? 0) === 0 ? v <= 0 : v === run.topK) },
@@ -148,7 +148,7 @@ export const unhonouredSampling = (request: { readonly temperature?: number | nu
     if (given === undefined || given === null || same(given)) continue
     const runs = field === "top_k" && value === 0 ? "with no top_k (every token)" : `at ${field} ${value}`
     const send = field === "top_k" && value === 0 ? "leave top_k out" : `send ${field} ${value} or leave it out`
-    return `${field} ${given} is refused: this run samples ${runs} and trains on the log-probs of what it samples, so a reply sampled otherwise would be trained as the policy's own: ${send} (the run's value is its ${flag}, else the env's sampling)`
+    return `${field} ${given} is refused: this run samples ${runs} and trains on the log-probs of what it samples, so a reply sampled otherwise would be trained as the policy's own: ${send} (the run's value is set by ${flag}, else the env's sampling)`
   }
   return undefined
 }
