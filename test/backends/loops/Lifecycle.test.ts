@@ -1,9 +1,11 @@
 /**
  * A created Loops run never stays billing: whatever goes wrong after `POST
- * /v1/loops/runs` (an answer gyre does not understand, a status the reference does not
- * list, a run that reports FAILED, a crash while decoding or polling), the run is
- * recorded in `loops.json` and deactivated, and the fake's books show no run left ACTIVE. Statuses the reference
- * does not list and `null` URLs while a run comes up are "not ready yet", not errors.
+ * /v1/loops/runs` (a 503 after the run was made, an answer gyre does not understand, a
+ * status the reference does not list, a run that reports FAILED, a crash while decoding
+ * or polling), the run is recorded in `loops.json` and deactivated, and the fake's books
+ * show no run left ACTIVE; a deactivation that fails for good fails the command, naming
+ * the run. Statuses the reference does not list and `null` URLs while a run comes up are
+ * "not ready yet", not errors.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
