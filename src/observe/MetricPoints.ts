@@ -54,7 +54,11 @@ export class MetricPoints extends Context.Service<MetricPoints, MetricPointsShap
 /** An OTLP metrics request of `points`, one gauge per key, the step an attribute of each point. */
 const metricsData = (resource: OtlpResource.Resource, points: ReadonlyArray<Point>): OtlpMetrics.MetricsData => {
   const byKey = new Map<string, Array<Point>>()
-  for (const p of points) byKey.set(p.key, [...(byKey.get(p.key) ?? []), p])
+  for (const p of points) {
+    const same = byKey.get(p.key)
+    if (same === undefined) byKey.set(p.key, [p])
+    else same.push(p)
+  }
   return {
     resourceMetrics: [{
       resource,
@@ -124,7 +128,11 @@ const make = Effect.fnUntraced(function* (options: { readonly url: string; reado
     // warned once per outage; the points wait for the next export
     Effect.catchCause((cause) =>
       failing ? Effect.void : Effect.sync(() => void (failing = true)).pipe(
-        Effect.andThen(Effect.logWarning(`--otlp: cannot export metrics to ${options.url} (${pending.length} points kept, sent again at the next export): ${messageOf(cause)}`)),
+        Effect.andThen(
+          Effect.logWarning(
+            `--otlp: cannot export metrics to ${options.url}: ${messageOf(cause)}. ${pending.length} points are kept and sent again at the next export; check that an OTLP/HTTP collector listens at the URL given to --otlp`,
+          ),
+        ),
       )
     ),
     // the exporter's own requests are not part of the run's trace

@@ -5,7 +5,7 @@
  * gauge points, each sent once, and its logs.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Logger } from "effect"
 import { OtlpExporter } from "effect/observability"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -74,12 +74,26 @@ describe("--otlp", () => {
       assert.strictEqual(exports[second]!.find((p) => p.name === "train/loss" && Number(p.step) === 2)?.value, 0.4)
     }).pipe(Effect.scoped))
 
-  it.live("points of an export the collector refused are kept and sent with the next one", () =>
+  it.live("points of an export the collector refused are kept and sent with the next one, with one warning", () =>
     Effect.gen(function* () {
       const { url, got } = yield* receiver({ refuseMetrics: 1 })
-      yield* recordAndFlush([{ step: 1, "train/loss": 0.5 }, { step: 2, "train/loss": 0.4 }]).pipe(Effect.provide(OtlpExport.layer(url)))
+      const warnings: Array<string> = []
+      const capture = Logger.layer([Logger.make(({ logLevel, message }) => logLevel === "Warn" && warnings.push(String(Array.isArray(message) ? message.join(" ") : message)))])
+      yield* recordAndFlush([{ step: 1, "train/loss": 0.5 }, { step: 2, "train/loss": 0.4 }]).pipe(Effect.provide(OtlpExport.layer(url)), Effect.provide(capture))
       assert.isTrue(got.some((g) => g.path === "/v1/metrics" && g.refused), "the first export was refused")
       assert.deepStrictEqual([...arrivals(metricExports(got))].sort(), [["train/loss@1", 1], ["train/loss@2", 1]])
+      const refused = warnings.filter((w) => w.includes("cannot export metrics"))
+      assert.strictEqual(refused.length, 1, warnings.join("\n"))
+      assert.include(refused[0], `${url}/v1/metrics`)
+      assert.include(refused[0], "--otlp")
+    }).pipe(Effect.scoped))
+
+  it.live("a collector that cannot be reached stops nothing: recording, flushing and the end go on", () =>
+    Effect.gen(function* () {
+      const closed = yield* receiver()
+      const url = closed.url
+      yield* Effect.callback<void>((resume) => void closed.server.close(() => resume(Effect.void)))
+      yield* recordAndFlush([{ step: 1, "train/loss": 0.5 }, { step: 2, "train/loss": 0.4 }]).pipe(Effect.provide(OtlpExport.layer(url)))
     }).pipe(Effect.scoped))
 
   it.live("every span of a step carries the step (gyre.step) and every span in a phase its phase (gyre.phase), sampled ahead (async) too", () =>
