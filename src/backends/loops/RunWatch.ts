@@ -37,6 +37,9 @@ export interface Options {
   readonly checkTimeout?: Duration.Input | undefined
 }
 
+/** The services a watch guards. @since 0.1.0 @category models */
+export type Services = { readonly trainer: TrainerShape; readonly sampler: SamplerShape; readonly reference: ReferenceShape }
+
 /** @since 0.1.0 @category models */
 export interface RunWatch {
   /** `http`, watching the answers of the run's trainer and sampler (once `arm`ed) */
@@ -44,7 +47,7 @@ export interface RunWatch {
   /** starts watching: failures before it (the protocol probe's 404) are not the run's end */
   readonly arm: Effect.Effect<void>
   /** the services, each call failing at once when the run has ended */
-  readonly services: <S extends { readonly trainer: TrainerShape; readonly sampler: SamplerShape; readonly reference: ReferenceShape }>(s: S) => S
+  readonly services: <S extends Services>(s: S) => S
 }
 
 /** The error every call gets once the run has ended. */
@@ -81,11 +84,32 @@ const guardTrainer = (t: TrainerShape, g: <A>(e: Effect.Effect<A, BackendError>)
   }
 }
 
+/** A call that fails at once when the run has ended, and with the run's end when it failed because of it. */
+const guardBy = (ended: Deferred.Deferred<never, BackendError>) => <A>(effect: Effect.Effect<A, BackendError>): Effect.Effect<A, BackendError> =>
+  Effect.raceFirst(
+    effect.pipe(Effect.catchCause((cause) => Effect.flatMap(Deferred.poll(ended), (done) => (Option.isSome(done) ? done.value : Effect.failCause(cause))))),
+    Deferred.await(ended),
+  )
+
+/** The services with every call guarded. */
+const guardServices = (g: <A>(e: Effect.Effect<A, BackendError>) => Effect.Effect<A, BackendError>) => <S extends Services>(s: S): S => ({
+  ...s,
+  trainer: guardTrainer(s.trainer, g),
+  sampler: {
+    ...s.sampler,
+    sample: (prompt, params, o) => g(s.sampler.sample(prompt, params, o)),
+    computeLogprobs: (input, o) => g(s.sampler.computeLogprobs(input, o)),
+    version: g(s.sampler.version),
+  },
+  reference: { ...s.reference, logprobs: (inputs) => g(s.reference.logprobs(inputs)), check: g(s.reference.check) },
+})
+
 /**
- * A watch of `run` on control plane `cp`, for the length of the scope.
+ * A watch of `run` on control plane `cp`: `client` to build its data plane with, `arm`
+ * once the protocol is probed, `services` to hand out.
  * @since 0.1.0 @category constructors
  */
-export const make = Effect.fnUntraced(function* (cp: ControlPlaneShape, run: ReadyRun, options: Options = {}) {
+export const make = Effect.fn("Loops.RunWatch.make")(function* (cp: ControlPlaneShape, run: ReadyRun, options: Options = {}) {
   const ended = yield* Deferred.make<never, BackendError>()
   const threshold = options.failuresBeforeCheck ?? 2
   const interval = Duration.toMillis(Duration.fromInputUnsafe(options.checkInterval ?? "10 seconds"))
@@ -140,22 +164,5 @@ export const make = Effect.fnUntraced(function* (cp: ControlPlaneShape, run: Rea
         Effect.tap((res) => observe(res.status)),
         Effect.tapError(() => observe(undefined)),
       ))
-  /** A call that fails at once when the run has ended, and with the run's end when it failed because of it. */
-  const guard = <A>(effect: Effect.Effect<A, BackendError>): Effect.Effect<A, BackendError> =>
-    Effect.raceFirst(
-      effect.pipe(Effect.catchCause((cause) => Effect.flatMap(Deferred.poll(ended), (done) => (Option.isSome(done) ? done.value : Effect.failCause(cause))))),
-      Deferred.await(ended),
-    )
-  const services = <S extends { readonly trainer: TrainerShape; readonly sampler: SamplerShape; readonly reference: ReferenceShape }>(s: S): S => ({
-    ...s,
-    trainer: guardTrainer(s.trainer, guard),
-    sampler: {
-      ...s.sampler,
-      sample: (prompt, params, o) => guard(s.sampler.sample(prompt, params, o)),
-      computeLogprobs: (input, o) => guard(s.sampler.computeLogprobs(input, o)),
-      version: guard(s.sampler.version),
-    },
-    reference: { ...s.reference, logprobs: (inputs) => guard(s.reference.logprobs(inputs)), check: guard(s.reference.check) },
-  })
-  return { client, arm: Effect.sync(() => void (armed = true)), services } satisfies RunWatch
+  return { client, arm: Effect.sync(() => void (armed = true)), services: guardServices(guardBy(ended)) } satisfies RunWatch
 })
