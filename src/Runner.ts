@@ -47,6 +47,7 @@ import { RunObserver } from "./run/Observer.ts"
 import * as RunSpans from "./run/RunSpans.ts"
 import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
+import { checkEpisodes } from "./run/EpisodeChecks.ts"
 import { prepare } from "./run/Start.ts"
 import * as MaskedWatch from "./run/MaskedWatch.ts"
 import { checkpoint, type Ledger, type RunContext, runSteps } from "./run/Steps.ts"
@@ -112,6 +113,7 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
   const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}`, cause: e })))
   const contextLength = info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER
   const envServices: Context.Context<never> = yield* buildServices(source)
+  yield* checkEpisodes(source, envServices)
   // never shared with another run (Reward.cached)
   const rewardCache = Reward.makeCache()
   const { resolved, inForce: recorded } = inForce(settings, source)

@@ -18,6 +18,7 @@ import * as PlatformFs from "../platform/FileSystem.ts"
 import { type Group, sampleRows } from "../run/Collect.ts"
 import { evaluateGroups } from "../run/Evaluate.ts"
 import { buildServices } from "../run/Services.ts"
+import { checkEpisodes } from "../run/EpisodeChecks.ts"
 import { ContextLength } from "../run/Rollout.ts"
 import { RunError, type RunSettings, defaults } from "../run/Settings.ts"
 import { checkTokenizerFits } from "../run/Start.ts"
@@ -297,6 +298,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}` })))
     yield* checkTokenizerFits(info, yield* Tokenizer)
     const services = yield* buildServices(source)
+    yield* checkEpisodes(source, services)
     const runId = `eval-${source.name}-${settings.seed}`
     const out: Array<{ readonly split: "heldout" | "train"; readonly groups: ReadonlyArray<Group> }> = []
     for (const s of split === "all" ? (["heldout", "train"] as const) : [split]) {

@@ -100,6 +100,14 @@ export class EpisodeError extends Schema.TaggedError<EpisodeError>()("EpisodeErr
   source: Schema.optional(Schema.String),
 }) {}
 
+/** What an episode's `check` sees at the start of a run. @since 0.1.0 @category models */
+export interface CheckContext<P> {
+  /** the run's tool-call format */
+  readonly format: ToolCallFormat
+  /** a problem of the env's (its first training problem), for services made per problem */
+  readonly problem: P
+}
+
 /** Limits on one episode. @since 0.1.0 @category models */
 export interface Limits {
   /** sampled turns (default 4) */
@@ -136,6 +144,12 @@ export interface Episode<P, S = unknown, R = never> {
   /** when the stop strings depend on the run's tool-call format, they come from here instead */
   readonly stopFor?: ((format: ToolCallFormat) => ReadonlyArray<string>) | undefined
   readonly limits: Limits
+  /**
+   * run once when a run (or `gyre eval`) starts, before any episode, in a scope of its
+   * own: what the episode cannot do with the run's format and services fails here, so the
+   * run stops before its first step instead of at a turn
+   */
+  readonly check?: ((start: CheckContext<P>) => Effect.Effect<void, EpisodeError, R | Scope.Scope>) | undefined
 }
 
 /** The services a step's result requires. @since 0.1.0 @category models */
@@ -145,7 +159,8 @@ export type StepServices<Out> = 0 extends (1 & Out) ? never : Out extends Effect
  * Defines an episode. Its state at the start comes from `initial` (a plain value) or from
  * `open` (an effect run in the episode's scope: a sandbox, a session, a scratch file,
  * released when the episode ends, also on failure, timeout and interruption); give one of
- * the two. The episode requires the services its `step` and its `open` require.
+ * the two. The episode requires the services its `step`, its `open` and its `check` (run
+ * once when a run starts, with its tool-call format) require.
  *
  * @example
  * Episode.make({
@@ -157,14 +172,15 @@ export type StepServices<Out> = 0 extends (1 & Out) ? never : Out extends Effect
  * })
  * @since 0.1.0 @category constructors
  */
-export const make = <P, S, R = never, RO = never, Out extends Effect.Effect<Next<S>, EpisodeError, any> = Effect.Effect<Next<S>, EpisodeError, R>>(spec: {
+export const make = <P, S, R = never, RO = never, Out extends Effect.Effect<Next<S>, EpisodeError, any> = Effect.Effect<Next<S>, EpisodeError, R>, RC = never>(spec: {
   readonly initial?: (problem: P) => S
   readonly open?: (problem: P) => Effect.Effect<S, EpisodeError, RO>
   readonly step: (turn: Turn<S>, problem: P) => Out
   readonly stop?: ReadonlyArray<string>
   readonly stopFor?: (format: ToolCallFormat) => ReadonlyArray<string>
   readonly limits?: Partial<Limits>
-}): Episode<P, S, R | StepServices<Out> | Exclude<RO, Scope.Scope>> => {
+  readonly check?: (start: CheckContext<P>) => Effect.Effect<void, EpisodeError, RC>
+}): Episode<P, S, R | StepServices<Out> | Exclude<RO, Scope.Scope> | Exclude<RC, Scope.Scope>> => {
   const limits = { ...DEFAULT_LIMITS, ...spec.limits }
   for (const key of ["maxTurns", "maxTokens", "maxToolCalls"] as const) {
     if (!Number.isInteger(limits[key]) || limits[key] < 1) throw new TypeError(`Episode.make: limits.${key} must be a positive integer, got ${limits[key]}`)
@@ -182,6 +198,7 @@ export const make = <P, S, R = never, RO = never, Out extends Effect.Effect<Next
     stop: spec.stop ?? [],
     stopFor: spec.stopFor,
     limits,
+    check: spec.check as ((start: CheckContext<P>) => Effect.Effect<void, EpisodeError, Exclude<RC, Scope.Scope> | Scope.Scope>) | undefined,
   }
 }
 
@@ -208,7 +225,9 @@ export interface Provided<S, ROut> {
  * episode starts and closed when it ends, however it ends; the episode's `open` and `step`
  * (a `Tool.episode`'s tools, their states) get what it provides, so the episode no longer
  * requires those services and requires what the layer does instead. A layer that cannot be
- * built stops the run, naming the env and the problem.
+ * built masks that episode (its infrastructure failed). The episode's `check`, when it
+ * has one, runs at the run's start with the layer built for the problem it is given: one
+ * that cannot be built then stops the start.
  *
  * @example
  * // a scratch database per episode, shared by the tools that require it
@@ -221,6 +240,7 @@ export const provide = <P, S, R, ROut, E, RIn>(
 ): Episode<P, Provided<S, ROut>, Exclude<R, ROut> | RIn> => {
   if (typeof layer !== "function" && !Layer.isLayer(layer)) throw new TypeError("Episode.provide: give a Layer, or a function from the problem to a Layer")
   const layerFor = (problem: P): Layer.Layer<ROut, E, RIn> => (typeof layer === "function" ? layer(problem) : layer)
+  const { check } = episode
   return {
     ...episode,
     initial: () => {
@@ -240,6 +260,13 @@ export const provide = <P, S, R, ROut, E, RIn>(
         Effect.provideContext(turn.state.services),
         Effect.map((next): Next<Provided<S, ROut>> => ({ ...next, state: { state: next.state, services: turn.state.services } })),
       ),
+    check: check === undefined ? undefined : (start) =>
+      Effect.gen(function* () {
+        const services = yield* Layer.build(layerFor(start.problem)).pipe(
+          Effect.mapError((e) => new EpisodeError({ message: `the episode's services could not be built: ${e instanceof Error ? e.message : String(e)}` })),
+        )
+        return yield* check(start).pipe(Effect.provideContext(services))
+      }),
   }
 }
 

@@ -18,7 +18,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Duration, Effect, FileSystem, Layer, Predicate, RcRef, Result, type Scope } from "effect"
+import { Config, Context, Duration, Effect, Layer, Predicate, RcRef, Result, type Scope } from "effect"
 import * as PlatformFileSystem from "../platform/FileSystem.ts"
 import * as Episode from "../env/Episode.ts"
 import { InfraFault } from "../reward/Failures.ts"
@@ -29,6 +29,8 @@ import * as InputSchema from "../tool/InputSchema.ts"
 import { McpError } from "./McpError.ts"
 import * as Render from "./Render.ts"
 import * as Restarts from "./Restarts.ts"
+import * as EpisodeFolders from "./EpisodeFolders.ts"
+import * as BracketsRefusal from "../tool/BracketsRefusal.ts"
 import * as Server from "./Server.ts"
 
 /** @since 0.1.0 @category models */
@@ -43,12 +45,21 @@ export interface Options {
   readonly include?: ReadonlyArray<string>
 }
 
-/** What a per-episode server may depend on (`McpToolset.perEpisode`). @since 0.1.0 @category models */
+/** What a per-episode server may depend on (`McpToolset.perEpisode`): the episode's problem. @since 0.1.0 @category models */
 export interface EpisodeResources {
   readonly problem: unknown
-  /** with `tempDir: true`: a folder of the episode's own, removed when it ends */
-  readonly dir: string | undefined
 }
+
+/** With `tempDir: true`, also a folder of the episode's own, removed when it ends. @since 0.1.0 @category models */
+export interface EpisodeFolder extends EpisodeResources {
+  readonly dir: string
+}
+
+/** `McpToolset.perEpisode`'s options: the toolset's, the episode's, and `tempDir`. @since 0.1.0 @category models */
+export type PerEpisodeOptions = Options & EpisodeOptions & { readonly tempDir?: boolean }
+
+/** An episode with a server of its own. @since 0.1.0 @category models */
+export type PerEpisode = Episode.Episode<unknown, Episode.Provided<Tool.ToolState, McpToolset>, never>
 
 /** How the toolset's episode reads calls: `Tool.episode`'s options but the tools. @since 0.1.0 @category models */
 export type EpisodeOptions = Omit<Parameters<typeof Tool.episode>[0], "tools">
@@ -102,22 +113,44 @@ const makeTools = (server: string, listed: ReadonlyArray<Connection.ListedTool>,
     })
   })
 
+/** Fails (naming the tools and what to write instead in `api`) when the toolset cannot be offered in `syntax`. */
+const refuse = (toolset: Shape, syntax: Episode.ToolCallFormat | string, api: BracketsRefusal.Api) => {
+  const message = syntax === "brackets" ? BracketsRefusal.bracketsRefusal({ server: toolset.server, listed: toolset.listed, api }) : undefined
+  return message === undefined ? Effect.void : Effect.fail(new Episode.EpisodeError({ message }))
+}
+
 /**
- * Fails (naming the tools and what to use instead) when some of the toolset's tools take
- * arrays or objects: a bracket call ends at the first `]`, so they could never be called right.
+ * The toolset's episode (see `McpToolset.episode`), for `api`: what its refusal of a
+ * syntax names. Checked at the run's start (`check`), and at the first turn of a toolset
+ * not checked (an episode played outside a run).
  */
-const bracketsCarry = (toolset: Shape) => {
-  const fields = toolset.listed.map((t) => ({ name: t.name, structured: InputSchema.structured(t.inputSchema) }))
-  const needy = fields.filter((t) => t.structured.length > 0).map((t) => `${t.name} (${t.structured.join(", ")})`)
-  if (needy.length === 0) return Effect.void
-  const plain = fields.filter((t) => t.structured.length === 0).map((t) => JSON.stringify(t.name))
-  return Effect.fail(
-    new Episode.EpisodeError({
-      message: `tools of ${toolset.server} take arrays or objects, which the bracket call syntax cannot carry (a call ends at the first ]): ${needy.join(", ")}. ` +
-        `Use McpToolset.episode({ syntax: Tool.hermes }) (JSON arguments; a chat tokenizer such as Qwen3's picks it with "auto")` +
-        (plain.length > 0 ? `, or offer only the others with McpToolset.layer(server, { include: [${plain.join(", ")}] })` : ""),
-    }),
-  )
+const toolsetEpisode = (options: EpisodeOptions, api: BracketsRefusal.Api): Episode.Episode<unknown, Tool.ToolState, McpToolset> => {
+  const chosen = options.syntax ?? "auto"
+  const syntaxOf = (format: Episode.ToolCallFormat) => (chosen !== "auto" ? chosen.name : format)
+  const inner = new WeakMap<Shape, Episode.Episode<unknown, Tool.ToolState>>()
+  const checked = new WeakSet<Shape>()
+  const checkOnce = (toolset: Shape, format: Episode.ToolCallFormat) =>
+    checked.has(toolset) ? Effect.void : Effect.tap(refuse(toolset, syntaxOf(format), api), () => Effect.sync(() => checked.add(toolset)))
+  return Episode.make<unknown, Tool.ToolState, McpToolset, never, Effect.Effect<Episode.Next<Tool.ToolState>, Episode.EpisodeError, McpToolset>, McpToolset>({
+    initial: () => ({ calls: 0 }),
+    ...(chosen === "auto" ? { stopFor: (format: Episode.ToolCallFormat) => (format === "hermes" ? Tool.hermes : Tool.brackets).stop } : { stop: chosen.stop }),
+    ...(options.limits !== undefined ? { limits: options.limits } : {}),
+    check: ({ format }) =>
+      Effect.gen(function* () {
+        yield* refuse(yield* McpToolset, syntaxOf(format), api)
+      }),
+    step: (turn, problem) =>
+      Effect.gen(function* () {
+        const toolset = yield* McpToolset
+        yield* checkOnce(toolset, turn.toolCalls)
+        let episode = inner.get(toolset)
+        if (episode === undefined) {
+          episode = Tool.episode({ ...options, tools: toolset.tools })
+          inner.set(toolset, episode)
+        }
+        return yield* episode.step(turn, problem)
+      }),
+  })
 }
 
 /**
@@ -212,32 +245,11 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
   /**
    * An episode whose tools are the toolset's (see `Tool.episode` for the options): a turn
    * with a call gets the result (or the error) as an observation, a turn without one ends
-   * the episode.
+   * the episode. A toolset whose tools take arrays or objects is refused in the bracket
+   * syntax when the run starts (a bracket call ends at the first `]`).
    * @since 0.1.0 @category constructors
    */
-  static readonly episode = (options: EpisodeOptions = {}): Episode.Episode<unknown, Tool.ToolState, McpToolset> => {
-    const chosen = options.syntax ?? "auto"
-    const inner = new WeakMap<Shape, Episode.Episode<unknown, Tool.ToolState>>()
-    const checked = new WeakSet<Shape>()
-    return Episode.make<unknown, Tool.ToolState, McpToolset>({
-      initial: () => ({ calls: 0 }),
-      ...(chosen === "auto" ? { stopFor: (format: Episode.ToolCallFormat) => (format === "hermes" ? Tool.hermes : Tool.brackets).stop } : { stop: chosen.stop }),
-      ...(options.limits !== undefined ? { limits: options.limits } : {}),
-      step: (turn, problem) =>
-        Effect.gen(function* () {
-          const toolset = yield* McpToolset
-          const syntax = chosen !== "auto" ? chosen.name : turn.toolCalls
-          if (syntax === "brackets" && !checked.has(toolset)) yield* bracketsCarry(toolset)
-          checked.add(toolset)
-          let episode = inner.get(toolset)
-          if (episode === undefined) {
-            episode = Tool.episode({ ...options, tools: toolset.tools })
-            inner.set(toolset, episode)
-          }
-          return yield* episode.step(turn, problem)
-        }),
-    })
-  }
+  static readonly episode = (options: EpisodeOptions = {}): Episode.Episode<unknown, Tool.ToolState, McpToolset> => toolsetEpisode(options, "episode")
 
   /**
    * An episode with a server of its own: started when each episode starts, closed when it
@@ -246,20 +258,29 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
    * infrastructure failed), as a server lost mid-episode does.
    *
    * A server that keeps its state outside its process (a file, a folder) needs more than a
-   * process of its own: `spec` may be a function of the episode (its problem and, with
-   * `tempDir: true`, a fresh folder made for it and removed when it ends, however it ends)
-   * that puts the state there, through `args`, `env` or `cwd`.
+   * process of its own: `spec` may be a function of the episode that puts the state there,
+   * through `args`, `env` or `cwd`. It gets `{ problem }`, and with `tempDir: true`
+   * `{ problem, dir }`: `dir` (a `string`) is a fresh folder made for the episode and
+   * removed when it ends, however it ends; without `tempDir: true` there is no `dir` (a
+   * spec that reads it does not typecheck). Each folder's name holds the process id
+   * (`gyre-episode-<pid>-...`): a run removes, at its start, those of processes that are
+   * gone (killed with SIGKILL, say).
+   *
+   * The run starts one server (for the env's first training problem) when it starts, to
+   * check its tools against the run's call syntax (`Episode`'s `check`).
    *
    * @example
    * episode: McpToolset.perEpisode(Server.stdio({ command: "node", args: ["kv-server.js"] }), { limits: { maxToolCalls: 4 } })
    * // a graph file per episode, in a folder removed when the episode ends
-   * episode: McpToolset.perEpisode(({ dir }) => Server.stdio({ command: "npx", args: ["@modelcontextprotocol/server-memory"], env: { MEMORY_FILE_PATH: `${dir}/memory.json` } }), { tempDir: true })
+   * episode: McpToolset.perEpisode(
+   *   ({ dir }) => Server.stdio({ command: "npx", args: ["-y", "@modelcontextprotocol/server-memory"], env: { MEMORY_FILE_PATH: `${dir}/memory.json` } }),
+   *   { tempDir: true, syntax: Tool.hermes },
+   * )
    * @since 0.1.0 @category constructors
    */
-  static readonly perEpisode = (
-    spec: Server.ServerSpec | ((episode: EpisodeResources) => Server.ServerSpec),
-    options: Options & EpisodeOptions & { readonly tempDir?: boolean } = {},
-  ): Episode.Episode<unknown, Episode.Provided<Tool.ToolState, McpToolset>, never> => {
+  static perEpisode(spec: (episode: EpisodeFolder) => Server.ServerSpec, options: PerEpisodeOptions & { readonly tempDir: true }): PerEpisode
+  static perEpisode(spec: Server.ServerSpec | ((episode: EpisodeResources) => Server.ServerSpec), options?: PerEpisodeOptions & { readonly tempDir?: false }): PerEpisode
+  static perEpisode(spec: Server.ServerSpec | ((episode: EpisodeFolder) => Server.ServerSpec), options: PerEpisodeOptions = {}): PerEpisode {
     const { timeout, startTimeout, concurrency, include, tempDir, ...episode } = options
     const toolset: Options = {
       ...(timeout !== undefined ? { timeout } : {}),
@@ -267,15 +288,25 @@ export class McpToolset extends Context.Service<McpToolset, Shape>()("gyre/mcp/M
       ...(concurrency !== undefined ? { concurrency } : {}),
       ...(include !== undefined ? { include } : {}),
     }
-    if (typeof spec !== "function") return Episode.provide(McpToolset.episode(episode), McpToolset.layer(spec, toolset))
+    const played = toolsetEpisode(episode, "perEpisode")
+    if (typeof spec !== "function") return Episode.provide(played, McpToolset.layer(spec, toolset))
     // the folder is made before the server starts and removed after it has stopped (finalizers run in reverse)
+    const folder = EpisodeFolders.maker()
     const layerFor = (problem: unknown) =>
       Layer.unwrap(
         Effect.gen(function* () {
-          const dir = tempDir === true ? yield* (yield* FileSystem.FileSystem).makeTempDirectoryScoped({ prefix: "gyre-episode-" }) : undefined
-          return McpToolset.layer(spec({ problem, dir }), toolset)
+          if (tempDir !== true) return McpToolset.layer(spec(withoutFolder(problem)), toolset)
+          return McpToolset.layer(spec({ problem, dir: yield* folder }), toolset)
         }),
       ).pipe(Layer.provide(PlatformFileSystem.layer))
-    return Episode.provide(McpToolset.episode(episode), layerFor)
+    return Episode.provide(played, layerFor)
   }
 }
+
+/** The resources of an episode without `tempDir: true`: reading `dir` (code that got past the types) says what to add. */
+const withoutFolder = (problem: unknown): EpisodeFolder =>
+  Object.defineProperty({ problem }, "dir", {
+    get: () => {
+      throw new TypeError("McpToolset.perEpisode: the server spec reads `dir`, a folder made only with { tempDir: true }: add tempDir: true to its options")
+    },
+  }) as EpisodeFolder

@@ -5,7 +5,7 @@
  * @since 0.1.0
  */
 /** The toolset service: a server's tools as gyre tools, its layers, and its episode. */
-export { type EpisodeOptions, McpToolset, type Options, type Shape } from "./McpToolset.ts"
+export { type EpisodeFolder, type EpisodeOptions, type EpisodeResources, McpToolset, type Options, type PerEpisode, type PerEpisodeOptions, type Shape } from "./McpToolset.ts"
 /** The one failure type of MCP toolsets. */
 export { McpError } from "./McpError.ts"
 /** Where a server is: a command (stdio) or a URL (streamable HTTP). */

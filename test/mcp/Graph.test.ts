@@ -6,7 +6,9 @@
  *   the entities of earlier ones; with a server spec of the episode and `tempDir: true`,
  *   each episode has its own file, in a folder removed when it ends: no foreign entity.
  * - Every tool is called right from an episode in the hermes (JSON) syntax; the bracket
- *   syntax, which cannot carry arrays, is refused at the first turn, naming the tools.
+ *   syntax, which cannot carry arrays, is refused by the episode's check (what a run does at
+ *   its start: StartCheck.test.ts), and at the first turn of an episode played outside a
+ *   run, naming the tools.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -87,11 +89,13 @@ describe("tools that take arrays and objects", () => {
       }),
     ))
 
-  it.live("are refused in the bracket syntax at the first turn, naming them and what to use instead", () =>
+  it.live("are refused in the bracket syntax by the check and at the first turn, naming them and what to use instead", () =>
     Effect.scoped(
       Effect.gen(function* () {
         const file = Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-graph-")), "graph.json")
         const episode = McpToolset.perEpisode(graphServer(file), { syntax: Tool.brackets }) as AnyEpisode
+        const checked = yield* Effect.flip(Effect.scoped(episode.check!({ format: "hermes", problem: {} })))
+        assert.include(checked.message, 'McpToolset.perEpisode(server, { include: ["read_graph", "search_nodes"] })')
         const state = yield* Episode.start(episode, {})
         const error = yield* Effect.flip(episode.step({ state, index: 0, text: "[read_graph]", ended: false, stopReason: "stop", toolCalls: "brackets" }, {}))
         assert.include(error.message, "create_entities (entities), add_observations (observations), delete_entities (entityNames)")
