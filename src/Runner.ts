@@ -108,6 +108,9 @@ const open = Effect.fn("Runner.open")(function* (settings: RunSettings, source: 
     yield* ReferencePenalty.ensure(settings.dpo !== undefined ? 1 : klCoefOf(settings), settings.dpo !== undefined ? "--dpo" : settings.teacher !== undefined ? "--teacher" : "--kl-coef").pipe(
       Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message, cause: e })),
     )
+    yield* ReferencePenalty.ensure(settings.klLossCoef ?? 0, "--kl-loss-coef").pipe(
+      Effect.mapError((e) => new RunError({ reason: e.reason === "InvalidInput" ? "Settings" : "Backend", message: e.message, cause: e })),
+    )
   }
   const permits = yield* Semaphore.make(settings.rewardConcurrency)
   const info = yield* trainer.info.pipe(Effect.mapError((e) => new RunError({ reason: "Backend", message: `info (${e.reason}): ${e.message}`, cause: e })))

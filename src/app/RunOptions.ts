@@ -114,10 +114,14 @@ export interface RunOptions {
   readonly lossAggregation?: "token_mean" | "sequence_mean" | "constant" | undefined
   /** divisor for lossAggregation constant (default groups x groupSize x maxTokens) */
   readonly lossConstant?: number | undefined
+  /** what token_mean and sequence_mean divide by: the samples that train (default) or every sample of the batch */
+  readonly lossDenominator?: "trained" | "batch" | undefined
   /** DAPO dynamic sampling: drop no-signal groups and refill in at most N extra rounds per step */
   readonly dynamicSampling?: number | undefined
   /** KL penalty against the base model, folded into the advantages (0 = off) */
   readonly klCoef?: number | undefined
+  /** KL to the base model as a k3 term of the loss (DeepSeekMath's GRPO; 0 = off) */
+  readonly klLossCoef?: number | undefined
   /** a run folder, runs/<name>/step-N or a state file to start from (weights only, fresh optimizer) */
   readonly initFrom?: string | undefined
   /** a named recipe's settings (`run/Recipes.ts`): grpo, dr-grpo, dapo, gspo, cispo; flags given with it override them */
@@ -152,7 +156,7 @@ export const FLAG_OF: Record<string, string> = {
   microBatch: "--micro-batch", rewardConcurrency: "--reward-concurrency", sampleConcurrency: "--sample-concurrency",
   evalEvery: "--eval-every", evalSize: "--eval-size", evalTemperature: "--eval-temperature", saveEvery: "--save-every",
   maxLag: "--max-lag", maxStepsOffPolicy: "--max-steps-off-policy", streamMinibatches: "--stream-minibatches", optimEvery: "--optim-every", maxMasked: "--max-masked", logRolloutsEvery: "--log-rollouts-every", hackWatchEvery: "--hack-watch-every", lossConfig: "--loss-config",
-  warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
+  warmupSteps: "--warmup-steps", minLr: "--min-lr", klCoef: "--kl-coef", klLossCoef: "--kl-loss-coef", dynamicSampling: "--dynamic-sampling", initFrom: "--init-from",
   recipe: "--recipe", fraction: "--overlong-buffer", coef: "--teacher-coef", beta: "--dpo-beta",
 }
 
@@ -161,6 +165,7 @@ const FLAG_OF_PATH: Record<string, string> = {
   "lrSchedule.kind": "--lr-schedule",
   "lossAggregation.kind": "--loss-aggregation",
   "lossAggregation.constant": "--loss-constant",
+  "lossAggregation.denominator": "--loss-denominator",
   "dynamicSampling.maxRounds": "--dynamic-sampling",
 }
 
@@ -230,10 +235,18 @@ const lrScheduleOf = (p: RunOptions, base: Base) => {
 }
 
 /** The loss aggregation the options set over the base's; nothing when they set none of it. */
-const lossAggregationOf = (p: RunOptions, base: Base) =>
-  p.lossAggregation !== undefined || p.lossConstant !== undefined
-    ? { lossAggregation: { kind: p.lossAggregation ?? base.lossAggregation?.kind ?? "token_mean", ...(p.lossConstant !== undefined ? { constant: p.lossConstant } : {}) } }
-    : {}
+const lossAggregationOf = (p: RunOptions, base: Base) => {
+  if (p.lossAggregation === undefined && p.lossConstant === undefined && p.lossDenominator === undefined) return {}
+  // the denominator is a setting of its own: --loss-aggregation keeps a recipe's
+  const denominator = p.lossDenominator ?? base.lossAggregation?.denominator
+  return {
+    lossAggregation: {
+      kind: p.lossAggregation ?? base.lossAggregation?.kind ?? "token_mean",
+      ...(p.lossConstant !== undefined ? { constant: p.lossConstant } : {}),
+      ...(denominator !== undefined ? { denominator } : {}),
+    },
+  }
+}
 
 /** The settings before they are checked: the base, then the env's eval suggestions for a new run, then each option given. */
 const candidateOf = (
@@ -295,6 +308,7 @@ const candidateOf = (
     ...(p.overlongBuffer !== undefined ? { overlong: { fraction: p.overlongBuffer } } : {}),
     ...(p.dpo === true || p.dpoBeta !== undefined ? { dpo: { beta: p.dpoBeta ?? base.dpo?.beta ?? 0.1 } } : {}),
     ...set("klCoef", p.klCoef),
+    ...set("klLossCoef", p.klLossCoef),
     ...set("initFrom", p.initFrom),
     ...set("backend", p.backend),
   }

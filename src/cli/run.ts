@@ -122,6 +122,12 @@ const flags = {
     ),
     Flag.optional,
   ),
+  lossDenominator: Flag.Literals("loss-denominator", ["trained", "batch"]).pipe(
+    Flag.withDescription(
+      "what token_mean and sequence_mean divide by: trained (the tokens or samples that train: a sample whose advantage is 0 counts in none; default) or batch (every unmasked sample of the step and its tokens, as the papers' 1/G; the recipes)",
+    ),
+    Flag.optional,
+  ),
   lossConstant: num("loss-constant", "divisor for --loss-aggregation constant (default groups x group-size x max-tokens)"),
   dynamicSampling: int(
     "dynamic-sampling",
@@ -135,7 +141,7 @@ const flags = {
   ),
   recipe: Flag.Literals("recipe", ["grpo", "dr-grpo", "dapo", "gspo", "cispo"]).pipe(
     Flag.withDescription(
-      "a published method's settings: grpo (ppo clip 0.2, sequence_mean, KL 0.04), dr-grpo (mean_only advantages, constant aggregation), dapo (clip 0.8/1.28, token_mean, dynamic sampling, overlong shaping), gspo (sequence ratios), cispo; flags given with it override its settings, printed at the start",
+      "a published method's settings, each averaged over the whole batch as its paper does: grpo (ppo clip 0.2, sequence_mean, (r - mean) / (sample std + 1e-4), k3 KL 0.04 in the loss), dr-grpo (mean_only advantages, constant aggregation), dapo (clip 0.8/1.28, token_mean, dynamic sampling, overlong shaping), gspo (sequence ratios), cispo; flags given with it override its settings, printed at the start",
     ),
     Flag.optional,
   ),
@@ -163,6 +169,10 @@ const flags = {
   klCoef: num(
     "kl-coef",
     "KL penalty against the base model (adapter off), folded into each sampled token's advantage as tinker-cookbook's kl_penalty_coef; 0 = off (default). Logs kl/policy_ref_v1 and _k3; 0.05-0.5 suits group_std advantages",
+  ),
+  klLossCoef: num(
+    "kl-loss-coef",
+    "KL to the base model as a term of the loss, DeepSeekMath's GRPO: beta·(pi_ref/pi - log(pi_ref/pi) - 1) at every sampled token, aggregated as the loss is (trains through a custom loss: one more forward per step); 0 = off (default; --recipe grpo sets 0.04)",
   ),
   verbose: verboseFlag,
 }
@@ -198,9 +208,11 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   warmupSteps: get(p.warmupSteps),
   minLr: get(p.minLr),
   lossAggregation: get(p.lossAggregation),
+  lossDenominator: get(p.lossDenominator),
   lossConstant: get(p.lossConstant),
   dynamicSampling: get(p.dynamicSampling),
   klCoef: get(p.klCoef),
+  klLossCoef: get(p.klLossCoef),
   recipe: get(p.recipe),
   tensorboard: get(p.tensorboard),
   otlp: get(p.otlp),

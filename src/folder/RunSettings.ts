@@ -34,12 +34,19 @@ export type LrSchedule = typeof LrSchedule.Type
  *   (GRPO's original);
  * - `constant`: `sum / constant` (Dr. GRPO), `constant` defaulting to
  *   samples per step x the sampling maxTokens, so no sample's length scales its tokens.
+ *
+ * `denominator` says what `N` and `S` count: `trained` (absent), only the samples with an
+ * active token (a sample whose advantage is 0 counts in no denominator, as the Loops rule
+ * has it for tokens); `batch`, every unmasked sample of the step and all its sampled
+ * tokens, as the papers' `1/G` and `1/sum|o_i|` do (the recipes).
  * @since 0.1.0 @category models
  */
 export const LossAggregation = Schema.Struct({
   kind: Schema.Literals(["token_mean", "sequence_mean", "constant"]),
   /** `constant` only: the divisor (default: samples per step x maxTokens, recorded in config.json) */
   constant: Schema.optional(Schema.Finite.check(Schema.isGreaterThan(0))),
+  /** what the denominators count: the samples that train (absent) or every sample of the batch */
+  denominator: Schema.optional(Schema.Literals(["trained", "batch"])),
 })
 export type LossAggregation = typeof LossAggregation.Type
 
@@ -178,6 +185,12 @@ export const RunSettings = Schema.Struct({
   backend: Schema.optional(Schema.String),
   /** KL penalty against the base model, folded into each sampled token's advantage (0 = off) */
   klCoef: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
+  /**
+   * KL to the base model as a term of the loss (DeepSeekMath's GRPO): `beta · k3` at every
+   * sampled token, `k3 = r - log r - 1` with `r = pi_ref / pi`, aggregated as the loss is;
+   * absent or 0 = off
+   */
+  klLossCoef: Schema.optional(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0))),
   /** each reward component's weight in the total (0 = metric only), recorded for the report */
   rewardWeights: Schema.optional(Schema.Record(Schema.String, Schema.Finite)),
   /** each game env's roles and who plays them, by env name: recorded from the env, which sets them */

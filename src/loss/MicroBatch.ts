@@ -58,11 +58,29 @@ const scaleDatum = (d: Datum, lossFn: LossFn, c: number): Datum => {
   return a === undefined ? d : { ...d, lossFnInputs: { ...d.lossFnInputs, advantages: scaled(a.data, c) } }
 }
 
+/**
+ * What the denominators of `token_mean` and `sequence_mean` count: the samples that train
+ * (`trained`, the default) or every sample of the step's batch (`batch`, with its totals
+ * given as {@link BatchTotals}).
+ * @since 0.1.0 @category models
+ */
+export type Denominator = "trained" | "batch"
+
 /** How a step's per-token losses add up (see `RunSettings.lossAggregation`). @since 0.1.0 @category models */
 export type Aggregation =
-  | { readonly kind: "token_mean" }
-  | { readonly kind: "sequence_mean" }
+  | { readonly kind: "token_mean"; readonly denominator?: Denominator | undefined }
+  | { readonly kind: "sequence_mean"; readonly denominator?: Denominator | undefined }
   | { readonly kind: "constant"; readonly constant: number }
+
+/**
+ * The step's batch as `denominator: "batch"` counts it: its unmasked samples, those whose
+ * advantage is 0 included, and their sampled tokens.
+ * @since 0.1.0 @category models
+ */
+export interface BatchTotals {
+  readonly samples: number
+  readonly tokens: number
+}
 
 /**
  * Each datum's weight `w_d` in the step's objective `sum_d w_d * sum_t l_t`, for an
@@ -75,6 +93,10 @@ export type Aggregation =
  *   samples with at least one active token (a sample that trains nothing counts in no
  *   denominator, as an inactive token counts in none under token_mean);
  * - constant: `1/C`.
+ *
+ * With `denominator: "batch"` and the step's `batch` totals, N is `batch.tokens` and S is
+ * `batch.samples`: a sample whose advantage is 0 (not among `data`) still counts, as
+ * GRPO's `1/G` and DAPO's `1/sum|o_i|` count it.
  * @since 0.1.0 @category combinators
  */
 export const aggregationWeights = (
@@ -82,10 +104,12 @@ export const aggregationWeights = (
   lossFn: LossFn,
   aggregation: Aggregation,
   sequenceOf: ReadonlyArray<string | number> = data.map((_, i) => i),
+  batch?: BatchTotals,
 ): ReadonlyArray<number> | undefined => {
+  const overBatch = aggregation.kind !== "constant" && aggregation.denominator === "batch" && batch !== undefined
   switch (aggregation.kind) {
     case "token_mean":
-      return undefined
+      return overBatch && batch.tokens > 0 ? data.map(() => 1 / batch.tokens) : undefined
     case "constant":
       return data.map(() => 1 / aggregation.constant)
     case "sequence_mean": {
@@ -95,7 +119,7 @@ export const aggregationWeights = (
         const key = sequenceOf[i]! // checked: one per datum
         tokens.set(key, (tokens.get(key) ?? 0) + activeCount([d], lossFn))
       })
-      const samples = [...tokens.values()].filter((n) => n > 0).length
+      const samples = overBatch ? batch.samples : [...tokens.values()].filter((n) => n > 0).length
       return sequenceOf.map((key) => {
         const n = tokens.get(key)! // every key was set above
         return n === 0 ? 0 : 1 / (samples * n)

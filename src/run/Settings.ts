@@ -126,7 +126,7 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
   }
   // One sample per group has nothing to be compared with: every reward advantage would be 0
   // (a teacher's per-token KL still trains it: distillation needs no groups).
-  if (!settings.sft && settings.teacher === undefined && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "mean_only")) {
+  if (!settings.sft && settings.teacher === undefined && settings.groupSize < 2 && (settings.advantage === "group_std" || settings.advantage === "group_sample_std" || settings.advantage === "mean_only")) {
     return yield* settingsError(
       `--group-size ${settings.groupSize} trains nothing with --advantage ${settings.advantage}: a group's advantages are relative to its own mean, ` +
         "so a group of one is always a no-op. Use --group-size 2 or more, or --advantage batch_std or none (with --teacher, a group of one distills)",
@@ -161,6 +161,13 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
     return yield* settingsError(`--teacher and --kl-coef ${settings.klCoef} both fold a KL into the advantages, through one reference: distill from the teacher (--teacher-coef) or penalize drift from the base (--kl-coef), not both`)
   }
   if (settings.teacher !== undefined && settings.sft) return yield* settingsError("--teacher distills on the policy's own samples, which --sft does not draw: use one or the other")
+  const klLoss = settings.klLossCoef ?? 0
+  if (klLoss > 0 && (settings.sft || settings.dpo !== undefined || klCoefOf(settings) > 0 || settings.streamMinibatches !== undefined)) {
+    const other = settings.sft ? "--sft" : settings.dpo !== undefined ? "--dpo" : settings.teacher !== undefined ? "--teacher" : (settings.klCoef ?? 0) > 0 ? `--kl-coef ${settings.klCoef}` : "--stream-minibatches"
+    return yield* settingsError(
+      `--kl-loss-coef ${klLoss} adds the KL to the base model to the RL loss; it goes with none of --sft, --dpo, --teacher, --kl-coef (the KL folded into the advantages) or --stream-minibatches, and this run has ${other}: drop one${settings.recipe === "grpo" ? " (--recipe grpo sets --kl-loss-coef 0.04; give --kl-loss-coef 0 to use another)" : ""}`,
+    )
+  }
   if (settings.dpo !== undefined && (settings.sft || settings.teacher !== undefined || (settings.klCoef ?? 0) > 0)) {
     return yield* settingsError(`--dpo trains on the env's preference pairs against the base model; it goes with none of ${settings.sft ? "--sft" : settings.teacher !== undefined ? "--teacher" : "--kl-coef"}: use one or the other`)
   }
@@ -176,7 +183,7 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
  */
 export const aggregationOf = (settings: RunSettings, maxTokens: number = settings.sampling.maxTokens): Aggregation => {
   const a = settings.lossAggregation ?? { kind: "token_mean" }
-  if (a.kind !== "constant") return { kind: a.kind }
+  if (a.kind !== "constant") return { kind: a.kind, ...(a.denominator !== undefined ? { denominator: a.denominator } : {}) }
   return { kind: "constant", constant: a.constant ?? (settings.sft ? settings.groups : settings.groups * settings.groupSize) * maxTokens }
 }
 

@@ -8,7 +8,7 @@
  */
 import { Effect } from "effect"
 import * as Advantage from "../vocabulary/Advantage.ts"
-import { type BackendError, type Datum as DatumT, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../contract/Contract.ts"
+import { type BackendError, type Datum as DatumT, float32, type ForwardBackwardResult, type LossFn, modelInputTokens } from "../contract/Contract.ts"
 import * as CustomLoss from "../vocabulary/CustomLoss.ts"
 import * as Datum from "../vocabulary/Datum.ts"
 import * as Dpo from "./Dpo.ts"
@@ -18,12 +18,16 @@ import * as Metrics from "../metrics/Metrics.ts"
 import type { Sampler } from "../services/Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { submitter, Trainer } from "../services/Trainer.ts"
-import { type Batch, scoreOf } from "./Collect.ts"
+import type { Batch } from "./Collect.ts"
 import { aggregationWeights, type ChunkedResult, submitChunked } from "../loss/MicroBatch.ts"
-import * as ReferencePenalty from "../loss/ReferencePenalty.ts"
+import * as KlLoss from "../loss/KlLoss.ts"
+import { resolveLoss } from "../loss/Loss.ts"
 import { at } from "../util/Lookup.ts"
 import { Progress } from "./Progress.ts"
-import { aggregationOf, fail, klCoefOf, RunError, type RunSettings } from "./Settings.ts"
+import { type Datums, lossInput, rlDatums } from "./RlDatums.ts"
+import { aggregationOf, fail, RunError, type RunSettings } from "./Settings.ts"
+
+export type { Datums, Origin } from "./RlDatums.ts"
 
 /** One trained token where sampler and trainer disagree most. @since 0.1.0 @category models */
 export interface DivergentToken {
@@ -113,23 +117,9 @@ export const advantages = Effect.fn("Train.advantages")(function* (settings: Run
   return { advantages, noOpGroups } satisfies Advantages
 })
 
-/** The sample a datum was cut from: its group's index in the batch and its index in the group. @since 0.1.0 @category models */
-export interface Origin {
-  readonly group: number
-  readonly sample: number
-}
-
-/** What a step trains on: the datums, where each came from (RL only), and the KL penalty's metrics. @since 0.1.0 @category models */
-export interface Datums {
-  readonly data: Array<DatumT>
-  readonly origins: Array<Origin>
-  readonly klMetrics: Metrics.MetricRecord
-}
-
 /**
  * The datums of a step: for SFT one per group, the env's reference answer; for RL the
- * episodes' datums of every unmasked sample that trains (a non-zero advantage, or any with
- * a KL penalty, which is folded into the advantages).
+ * episodes' datums of every unmasked sample that trains (`RlDatums.rlDatums`).
  * @since 0.1.0 @category training
  */
 export const datums = Effect.fn("Train.datums")(function* (settings: RunSettings, batch: Batch, advantages: Advantages["advantages"]) {
@@ -151,49 +141,6 @@ const sftDatums = Effect.fnUntraced(function* (batch: Batch) {
   return { data, origins: [], klMetrics: {} } satisfies Datums
 })
 
-const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, advantages: Advantages["advantages"]) {
-  const klCoef = klCoefOf(settings)
-  const data: Array<DatumT> = []
-  const origins: Array<Origin> = []
-  // With a KL penalty every unmasked sample's tokens are penalized, zero-advantage groups
-  // too (as tinker-cookbook does); `masks` marks the sampled positions.
-  const masks: Array<ReadonlyArray<number>> = []
-  batch.groups.forEach((g, gi) => {
-    // the advantages have the batch's shape: they are computed from its groups' scores
-    const groupAdvantages = at(advantages, gi, "advantages of group")
-    g.episodes.forEach((e, si) => {
-      const a = at(groupAdvantages, si, `group ${gi}: advantage of sample`)
-      if (scoreOf(g, si).masked !== undefined) return
-      if (a === 0 && klCoef === 0) return
-      for (const d of Datum.episode(e.turns, a)) {
-        data.push(d)
-        origins.push({ group: gi, sample: si })
-      }
-      // the same turns make as many datums, so the masks stay parallel to `data`
-      if (klCoef > 0) for (const d of Datum.episode(e.turns, 1)) masks.push(advantagesOf(d))
-    })
-  })
-  if (klCoef === 0 || data.length === 0) return { data, origins, klMetrics: {} } satisfies Datums
-  const penalized = yield* ReferencePenalty.penalize(data, klCoef, { masks }).pipe(
-    Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
-  )
-  const keep = penalized.data.map((d) => advantagesOf(d).some((x) => x !== 0))
-  return {
-    data: penalized.data.filter((_, j) => keep[j]),
-    origins: origins.filter((_, j) => keep[j]),
-    klMetrics: penalized.metrics,
-  } satisfies Datums
-})
-
-/** A loss input of an RL datum (`Datum.episode` and `ReferencePenalty.penalize` always write both). */
-const lossInput = (d: DatumT, name: "advantages" | "logprobs"): ReadonlyArray<number> => {
-  const input = d.lossFnInputs[name]
-  if (input === undefined) throw new Error(`an RL datum has no ${name} loss input`)
-  return input.data
-}
-
-const advantagesOf = (d: DatumT) => lossInput(d, "advantages")
-
 /** What the optimizer step of a step with datums reports: its metrics and the sampler/trainer divergence. @since 0.1.0 @category models */
 export interface Optimized {
   readonly metrics: Metrics.MetricRecord
@@ -209,7 +156,14 @@ export interface Optimized {
  * @since 0.1.0 @category training
  */
 export const weightsOf = (settings: RunSettings, datums: Datums) =>
-  aggregationWeights(datums.data, settings.sft ? "cross_entropy" : settings.loss, aggregationOf(settings), settings.sft ? undefined : datums.origins.map((p) => `${p.group}/${p.sample}`))
+  aggregationWeights(
+    // the KL term of the loss trains every sampled token: its denominators count them
+    datums.klLoss !== undefined ? datums.data.map((d, j) => ({ ...d, lossFnInputs: { ...d.lossFnInputs, advantages: float32(datums.klLoss!.masks[j]!) } })) : datums.data,
+    settings.sft ? "cross_entropy" : settings.loss,
+    aggregationOf(settings),
+    settings.sft ? undefined : datums.origins.map((p) => `${p.group}/${p.sample}`),
+    datums.batch,
+  )
 
 /**
  * Submits the step's `optim_step` at learning rate `lr`; the effect it succeeds with awaits it.
@@ -277,6 +231,7 @@ const backwardOf = Effect.fnUntraced(function* (settings: RunSettings, batch: Ba
   const { data } = datums
   const lossFn = settings.sft || settings.dpo !== undefined ? "cross_entropy" : settings.loss
   if (settings.dpo !== undefined) return Effect.succeed(fromCustom(yield* Dpo.backward(data, settings.dpo.beta, batch.step, settings.microBatch), { active: "active_tokens", extra: "dpo/" }))
+  if (datums.klLoss !== undefined) return Effect.succeed(fromCustom(yield* klLossBackward(settings, batch, datums, weights), { active: "kl_loss:active_tokens", clip: "kl_loss:clip_fraction", extra: "kl/" }))
   // a loss the trainer does not compute itself (gspo over the wire) trains as a custom loss
   if (lossFn === "gspo" && !(trainer.losses ?? []).includes("gspo")) {
     const config = settings.lossConfig as { readonly clip_low_threshold?: number; readonly clip_high_threshold?: number }
@@ -292,6 +247,18 @@ const backwardOf = Effect.fnUntraced(function* (settings: RunSettings, batch: Ba
     onChunk: (done, total) => progress.onPhase({ step: batch.step, steps: settings.steps, phase: "train", done, total }),
   }).pipe(Effect.mapError((e) => refused(e, batch, datums, lossFn)))
   return pending.pipe(Effect.mapError((e): BackendError | RunError => e)) as Effect.Effect<Backward, BackendError | RunError>
+})
+
+/** The run's loss plus the KL term (`--kl-loss-coef`, `KlLoss.objective`), as a custom loss. */
+const klLossBackward = Effect.fnUntraced(function* (settings: RunSettings, batch: Batch, datums: Datums, weights: ReadonlyArray<number> | undefined) {
+  const klLoss = datums.klLoss!
+  const resolved = resolveLoss(settings.loss, settings.lossConfig)
+  if (!resolved.ok) return yield* new RunError({ reason: "Settings", step: batch.step, message: resolved.message })
+  const loss = CustomLoss.make("kl_loss", (data, logprobs) =>
+    Effect.succeed(KlLoss.objective({ data, logprobs, reference: klLoss.reference, masks: klLoss.masks, loss: resolved.value, coef: klLoss.coef, weights })))
+  return yield* CustomLoss.forwardBackward(datums.data, loss, { chunk: settings.microBatch }).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: e.message })),
+  )
 })
 
 /**
@@ -340,7 +307,7 @@ const trainedLogprobs = (data: ReadonlyArray<DatumT>, outputs: ForwardBackwardRe
   const result: TrainedLogprobs = { sampler: [], learner: [], at: [] }
   outputs.forEach((o, j) => {
     const datum = at(data, j, "datum")
-    const adv = advantagesOf(datum)
+    const adv = lossInput(datum, "advantages")
     const q = lossInput(datum, "logprobs")
     for (let t = 0; t < adv.length; t++) {
       if (adv[t] === 0) continue

@@ -11,17 +11,22 @@
 import { Schema } from "effect"
 
 /**
- * - `group_std`: (r - group mean) / group std (GRPO)
+ * - `group_std`: (r - group mean) / group std (population std, no epsilon)
+ * - `group_sample_std`: (r - group mean) / (group sample std + 1e-4), the Bessel-corrected
+ *   std as `torch.std` computes it plus TRL's epsilon (TRL's GRPOTrainer; `--recipe grpo`)
  * - `mean_only`: r - group mean (Dr. GRPO, the tinker-cookbook default)
  * - `batch_std`: (r - group mean) / std of all rewards in the batch
  * - `none`: the raw reward
  * @since 0.1.0 @category models
  */
-export const Mode = Schema.Literals(["group_std", "mean_only", "batch_std", "none"])
+export const Mode = Schema.Literals(["group_std", "group_sample_std", "mean_only", "batch_std", "none"])
 export type Mode = typeof Mode.Type
 
 /** Below this std a group counts as constant. @since 0.1.0 @category constants */
 export const STD_EPSILON = 1e-8
+
+/** What `group_sample_std` adds to the std (TRL's GRPOTrainer: `std + 1e-4`). @since 0.1.0 @category constants */
+export const SAMPLE_STD_EPSILON = 1e-4
 
 /** @since 0.1.0 @category models */
 export interface GroupStats {
@@ -79,6 +84,9 @@ export const compute = (groups: ReadonlyArray<ReadonlyArray<number | undefined>>
       switch (mode) {
         case "group_std":
           return (r - g.mean) / g.std
+        case "group_sample_std":
+          // n >= 2 here (a group of one is constant): the Bessel-corrected std
+          return (r - g.mean) / (g.std * Math.sqrt(g.n / (g.n - 1)) + SAMPLE_STD_EPSILON)
         case "mean_only":
           return r - g.mean
         case "batch_std":

@@ -22,11 +22,14 @@ const settingsOf = (options: Parameters<typeof settingsFrom>[0], saved?: Paramet
   settingsFrom(options, vowels, undefined, saved, saved?.outDir)
 
 const EXPECTED = {
-  grpo: { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.2 }, advantage: "group_std", aggregation: "sequence_mean", klCoef: 0.04, dynamic: undefined, overlong: undefined },
-  "dr-grpo": { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.2 }, advantage: "mean_only", aggregation: "constant", klCoef: 0, dynamic: undefined, overlong: undefined },
-  dapo: { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.28 }, advantage: "group_std", aggregation: "token_mean", klCoef: 0, dynamic: 3, overlong: 0.2 },
-  gspo: { loss: "gspo", lossConfig: {}, advantage: "group_std", aggregation: "sequence_mean", klCoef: 0, dynamic: undefined, overlong: undefined },
-  cispo: { loss: "cispo", lossConfig: {}, advantage: "group_std", aggregation: "token_mean", klCoef: 0, dynamic: undefined, overlong: undefined },
+  // DeepSeekMath's objective: 1/G over every sample, each sample's tokens averaged; beta 0.04 on the
+  // k3 KL in the loss; advantages as TRL's GRPOTrainer: (r - mean) / (torch.std + 1e-4)
+  grpo: { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.2 }, advantage: "group_sample_std", aggregation: "sequence_mean", denominator: "batch", klCoef: 0, klLossCoef: 0.04, dynamic: undefined, overlong: undefined },
+  "dr-grpo": { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.2 }, advantage: "mean_only", aggregation: "constant", denominator: undefined, klCoef: 0, klLossCoef: 0, dynamic: undefined, overlong: undefined },
+  // DAPO's and CISPO's 1/sum|o_i| and GSPO's 1/G count every sample of the batch
+  dapo: { loss: "ppo", lossConfig: { clip_low_threshold: 0.8, clip_high_threshold: 1.28 }, advantage: "group_std", aggregation: "token_mean", denominator: "batch", klCoef: 0, klLossCoef: 0, dynamic: 3, overlong: 0.2 },
+  gspo: { loss: "gspo", lossConfig: {}, advantage: "group_std", aggregation: "sequence_mean", denominator: "batch", klCoef: 0, klLossCoef: 0, dynamic: undefined, overlong: undefined },
+  cispo: { loss: "cispo", lossConfig: {}, advantage: "group_std", aggregation: "token_mean", denominator: "batch", klCoef: 0, klLossCoef: 0, dynamic: undefined, overlong: undefined },
 } as const
 
 describe("--recipe", () => {
@@ -35,7 +38,17 @@ describe("--recipe", () => {
       Effect.gen(function* () {
         const s = yield* settingsOf({ recipe: name as keyof typeof EXPECTED })
         assert.deepStrictEqual(
-          { loss: s.loss, lossConfig: s.lossConfig, advantage: s.advantage, aggregation: s.lossAggregation?.kind, klCoef: s.klCoef, dynamic: s.dynamicSampling?.maxRounds, overlong: s.overlong?.fraction },
+          {
+            loss: s.loss,
+            lossConfig: s.lossConfig,
+            advantage: s.advantage,
+            aggregation: s.lossAggregation?.kind,
+            denominator: s.lossAggregation?.denominator,
+            klCoef: s.klCoef,
+            klLossCoef: s.klLossCoef,
+            dynamic: s.dynamicSampling?.maxRounds,
+            overlong: s.overlong?.fraction,
+          },
           want,
         )
         assert.strictEqual(s.recipe, name)
@@ -46,6 +59,14 @@ describe("--recipe", () => {
     Effect.gen(function* () {
       const s = yield* settingsOf({ recipe: "dapo", loss: "cispo", klCoef: 0.1 })
       assert.deepStrictEqual([s.loss, s.klCoef, s.dynamicSampling?.maxRounds, s.overlong?.fraction, s.recipe], ["cispo", 0.1, 3, 0.2, "dapo"])
+    }))
+
+  it.effect("--loss-aggregation keeps a recipe's denominator; --loss-denominator and --kl-loss-coef override it", () =>
+    Effect.gen(function* () {
+      const s = yield* settingsOf({ recipe: "grpo", lossAggregation: "token_mean" })
+      assert.deepStrictEqual(s.lossAggregation, { kind: "token_mean", denominator: "batch" })
+      const t = yield* settingsOf({ recipe: "grpo", lossDenominator: "trained", klLossCoef: 0 })
+      assert.deepStrictEqual([s.klLossCoef, t.lossAggregation, t.klLossCoef], [0.04, { kind: "sequence_mean", denominator: "trained" }, 0])
     }))
 
   it.effect("a resumed run keeps its recipe, and refuses another", () =>
