@@ -77,6 +77,11 @@ const flags = {
     Flag.withDescription("requests in progress at once; beyond it submissions get 429"),
     Flag.withDefault(Server.DEFAULT_MAX_PENDING_FUTURES),
   ),
+  maxBodyMb: Flag.Int("max-body-mb").pipe(
+    Flag.withSchema(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4096 }))),
+    Flag.withDescription("MiB a request body may hold; a larger one gets 413 (a forward_backward of 1,024 long sequences can need more than the default)"),
+    Flag.withDefault(Server.DEFAULT_MAX_BODY_BYTES / 2 ** 20),
+  ),
   zstd: Flag.Boolean("zstd").pipe(
     Flag.withDescription("ask clients to zstd-compress their protobuf forward_backward bodies (smaller on a network, more CPU on both sides)"),
     Flag.withDefault(false),
@@ -137,6 +142,8 @@ export const serveCommand = Command.make(
         sampler: backend.sampler,
         modelName: backend.modelName,
         runId: Option.getOrUndefined(f.runId),
+        vocabSize: backend.vocabSize,
+        maxBodyBytes: f.maxBodyMb * 2 ** 20,
         port: f.port,
         host: f.host,
         ...(Option.isSome(apiKey) ? { apiKey: apiKey.value } : {}),
@@ -155,6 +162,7 @@ export const serveCommand = Command.make(
       sessionIdleTimeout: Duration.seconds(f.sessionIdle),
       readyTimeout: Duration.seconds(f.readyTimeout),
       maxPendingFutures: f.maxPending,
+      maxBodyBytes: f.maxBodyMb * 2 ** 20,
       stateDir: backend.stateDir,
       compressForwardBackward: f.zstd,
       archivePack,

@@ -59,6 +59,17 @@ export const DEFAULT_KEEP_ALIVE: Duration.Duration = Duration.minutes(5)
 
 const sizeOf = (bytes: number) => (bytes >= 2 ** 20 && bytes % 2 ** 20 === 0 ? `${bytes / 2 ** 20} MiB` : `${bytes} bytes`)
 
+/**
+ * Lets the event loop answer other requests (their sockets are read in its I/O phase)
+ * before the caller goes on: a server that handles a large body in parts calls it between
+ * them, so that a health check waits for one part, not for the whole body.
+ * @since 0.1.0 @category combinators
+ */
+export const yieldToOthers: Effect.Effect<void> = Effect.callback<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 /** The 413's message: the body's size when known, the limit, and how to raise it. @since 0.1.0 @category combinators */
 export const tooLargeMessage = (limit: BodyLimit, size: number | undefined) =>
   `the request body ${size === undefined ? "is larger than" : `has ${size} bytes, over`} this server's limit of ${sizeOf(limit.maxBytes)}: ` +

@@ -31,13 +31,13 @@ export const startDataPlane = async () => {
  * Starts gyre's Loops data-plane server over a tiny random model (the embedded trainer
  * and sampler), as run `runId`; `close` stops it.
  */
-export const startLoopsDataPlane = async (options: { readonly runId?: string; readonly pollWait?: Duration.Input; readonly resultTtl?: Duration.Input } = {}) => {
+export const startLoopsDataPlane = async (options: { readonly runId?: string; readonly pollWait?: Duration.Input; readonly resultTtl?: Duration.Input; readonly maxBodyBytes?: number } = {}) => {
   const stateDir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-ldp-"))
   const scope = Effect.runSync(Scope.make())
   const server = await Effect.runPromise(
     Effect.gen(function* () {
       const backend = yield* Serve.embedded({ config: TINY, lora: { rank: 4, alpha: 8, targets: ["q", "k", "v", "o", "w1", "w2"] }, seed: 0, stateDir })
-      return yield* LoopsServer.make({ trainer: backend.trainer, sampler: backend.sampler, modelName: backend.modelName, runId: options.runId, pollWait: options.pollWait ?? "2 seconds", resultTtl: options.resultTtl })
+      return yield* LoopsServer.make({ trainer: backend.trainer, sampler: backend.sampler, modelName: backend.modelName, runId: options.runId, pollWait: options.pollWait ?? "2 seconds", resultTtl: options.resultTtl, maxBodyBytes: options.maxBodyBytes, vocabSize: backend.vocabSize })
     }).pipe(Scope.provide(scope), Effect.provide(Layer.succeed(References.MinimumLogLevel, "Warn"))),
   )
   return { ...server, close: () => Effect.runPromise(Scope.close(scope, Exit.void)) }

@@ -78,14 +78,13 @@ describe("gyre's Loops data-plane server", () => {
     const result = done.body["result"] as { loss: number; loss_fn_outputs: Array<{ logprobs: { data: Array<number> } }> }
     assert.isAbove(result.loss, 0)
     assert.lengthOf(result.loss_fn_outputs[0]!.logprobs.data, 2)
-    const reused = await call("POST", "/forward", { ...body, loss_fn: "importance_sampling" }, { "idempotency-key": "k-once" })
+    const reused = await call("POST", "/forward", { ...body, data: [datum, datum] }, { "idempotency-key": "k-once" })
     assert.strictEqual(reused.status, 409)
-    // a token outside the vocabulary is refused by the trainer: the operation's error
+    // a token outside the vocabulary is refused at submission, by the Tinker wire's checks, naming it
     const outside = { ...datum, model_input: { chunks: [{ type: "encoded_text", tokens: [65, 9999] }] } }
-    const failed = await outcome(String((await call("POST", "/forward", { data: [outside], loss_fn: "cross_entropy" }, { "idempotency-key": "k-bad" })).body["operation_id"]))
-    assert.strictEqual(failed.body["status"], "error")
-    assert.strictEqual(failed.body["error_class"], "ValueError")
-    assert.include(String(failed.body["error"]), "9999")
+    const refused = await call("POST", "/forward", { data: [outside], loss_fn: "cross_entropy" }, { "idempotency-key": "k-bad" })
+    assert.strictEqual(refused.status, 422)
+    assert.match(String(refused.body["detail"]), /^body\.data\[0\]\.model_input.*9999/)
   })
 })
 

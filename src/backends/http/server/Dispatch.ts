@@ -7,7 +7,8 @@
  *   needs the API key when the server has one.
  * - GET: the fixed routes, `samplers/{id}`, the REST reads, and the archive route (a
  *   `302` to the download URL, as Tinker answers: the SDK's `resources/weights.py`).
- * - POST: the body is read as JSON, or as a protobuf `forward_backward`
+ * - POST: the body (at most `maxBody` bytes: beyond, a 413 naming the limit and
+ *   `serve --max-body-mb`) is read as JSON, or as a protobuf `forward_backward`
  *   (`ProtoRoutes.ts`: handled by the JSON route it names); submissions go through the
  *   idempotency cache and, with `X-Gyre-Wait-Ms`, carry their result when it is ready;
  *   `retrieve_future` answers protobuf when `Accept` asks for it.
@@ -19,11 +20,13 @@
 import { ByteSize, type Duration, Duration as D, Effect, Option, Redacted, Result } from "effect"
 import { HttpIncomingMessage, type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { timingSafeEqual } from "node:crypto"
+import * as PlatformHttpServer from "../../../platform/HttpServer.ts"
 import * as Archives from "./Archives.ts"
 import type { FutureTable } from "./Futures.ts"
 import type * as Idempotency from "./Idempotency.ts"
 import * as NewerFields from "./NewerFields.ts"
 import * as ProtoRoutes from "./ProtoRoutes.ts"
+import { bodyLimitOf } from "./ServerOptions.ts"
 import { bad, decodeOr400, Reject, type Reply } from "./Requests.ts"
 import type { Handler } from "./TrainingRoutes.ts"
 import * as Wire from "../wire/Wire.ts"
@@ -82,14 +85,17 @@ const toResponse = (reply: Reply) => {
 
 const bodyError = (ctx: Context) => (e: HttpServerError.HttpServerError) =>
   e.reason._tag === "RequestParseError" && e.reason.reason === "BodyTooLarge"
-    ? new Reject({ status: 413, message: `the body is larger than ${ctx.maxBody} bytes` })
+    ? new Reject({ status: 413, message: PlatformHttpServer.tooLargeMessage(bodyLimitOf(ctx.maxBody), undefined) })
     : bad("the body could not be read")
+
+/** Bodies longer than this get a turn for other requests before they are parsed. */
+const LARGE_BODY = 2 ** 20
 
 /** A request body of `endpoint`: JSON, or a protobuf `forward_backward` read as the JSON route that handles it (`name`). */
 const readBody = (ctx: Context, req: HttpServerRequest.HttpServerRequest, endpoint: string): Effect.Effect<{ readonly text: string; readonly value: unknown; readonly name?: string }, Reject> =>
   Effect.gen(function* () {
     const length = Number(req.headers["content-length"] ?? "0")
-    if (length > ctx.maxBody) return yield* new Reject({ status: 413, message: `the body has ${length} bytes; at most ${ctx.maxBody}` })
+    if (length > ctx.maxBody) return yield* new Reject({ status: 413, message: PlatformHttpServer.tooLargeMessage(bodyLimitOf(ctx.maxBody), length) })
     const limit = Effect.provideService(HttpIncomingMessage.MaxBodySize, ByteSize.bytes(ctx.maxBody))
     if (ProtoRoutes.isProtoRequest(req.headers)) {
       if (endpoint !== ProtoRoutes.PROTO_ROUTE) return yield* ProtoRoutes.refuseElsewhere(endpoint)
@@ -98,6 +104,8 @@ const readBody = (ctx: Context, req: HttpServerRequest.HttpServerRequest, endpoi
     }
     const text = yield* req.text.pipe(limit, Effect.mapError(bodyError(ctx)))
     if (text.trim() === "") return { text, value: {} as unknown }
+    // a large body is parsed in one piece: let the requests that came in meanwhile go first
+    if (text.length > LARGE_BODY) yield* PlatformHttpServer.yieldToOthers
     const parsed = Result.try(() => JSON.parse(text) as unknown)
     if (Result.isFailure(parsed)) return yield* bad(`the body is not valid JSON: ${parsed.failure instanceof Error ? parsed.failure.message : String(parsed.failure)}`)
     return { text, value: parsed.success }

@@ -44,6 +44,8 @@ import * as ServiceRoutes from "./ServiceRoutes.ts"
 import { decodeRequestOr400, Reject } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
 import {
+  bodyLimitOf,
+  DEFAULT_MAX_BODY_BYTES,
   DEFAULT_MAX_PENDING_FUTURES,
   DEFAULT_MEMORY_BUDGET_BYTES,
   DEFAULT_SESSION_IDLE_TIMEOUT,
@@ -78,7 +80,7 @@ const settingsOf = (options: Options, info: { readonly modelName: string; readon
   maxLength: info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER,
   pollWait: options.pollWait ?? "20 seconds",
   ttlMillis: Duration.toMillis(Duration.fromInputUnsafe(options.futureTtl ?? "15 minutes")),
-  maxBody: options.maxBodyBytes ?? 64 * 1024 * 1024,
+  maxBody: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
   idleMillis: Duration.toMillis(Duration.fromInputUnsafe(options.sessionIdleTimeout ?? DEFAULT_SESSION_IDLE_TIMEOUT)),
 })
 
@@ -244,7 +246,7 @@ const sweep = (p: Parts) =>
 const listen = (p: Parts, app: ReturnType<typeof Dispatch.make>["app"]) =>
   Effect.gen(function* () {
     const host = p.options.host ?? "127.0.0.1"
-    const server = yield* PlatformHttpServer.make({ port: p.options.port ?? 0, host })
+    const server = yield* PlatformHttpServer.make({ port: p.options.port ?? 0, host, bodyLimit: bodyLimitOf(p.settings.maxBody) })
     yield* server.serve(app)
     const address = server.address
     const port = address._tag === "UnixPathAddress" ? 0 : address.port

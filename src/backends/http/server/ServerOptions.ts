@@ -5,6 +5,7 @@
  * @since 0.1.0
  */
 import { Duration, type Effect, type Redacted } from "effect"
+import type { BodyLimit } from "../../../platform/HttpServer.ts"
 import type { SamplerShape } from "../../../services/Sampler.ts"
 import type * as CheckpointIndex from "./CheckpointIndex.ts"
 import type * as Models from "./Models.ts"
@@ -12,6 +13,11 @@ import type * as Tar from "../wire/Tar.ts"
 
 /** @since 0.1.0 @category constants */
 export const DEFAULT_MAX_PENDING_FUTURES = 1024
+/** @since 0.1.0 @category constants */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 2 ** 20
+
+/** The largest body, and the flag that raises it, for the 413. @since 0.1.0 @category constructors */
+export const bodyLimitOf = (maxBytes: number): BodyLimit => ({ maxBytes, raiseWith: "serve --max-body-mb" })
 /** @since 0.1.0 @category constants */
 export const DEFAULT_SESSION_IDLE_TIMEOUT: Duration.Duration = Duration.minutes(5)
 /** @since 0.1.0 @category constants */
@@ -47,7 +53,7 @@ export interface Options {
   readonly pollWait?: Duration.Input | undefined
   /** how long finished futures and idempotency keys are kept (default 15 min) */
   readonly futureTtl?: Duration.Input | undefined
-  /** largest request body (default 64 MiB) */
+  /** largest request body (default 64 MiB); beyond it a 413 names the limit and `serve --max-body-mb` */
   readonly maxBodyBytes?: number | undefined
   /** most datums in one forward(_backward) (default 4096) */
   readonly maxDatums?: number | undefined

@@ -5,9 +5,9 @@
  *
  * Wire datums are decoded with the Schemas of `Wire.ts`, aligned (`Alignment.ts`) and
  * then checked by the one Datum validator (`Datum.checkAll`: lengths, vocabulary,
- * float32 range, the inputs each loss reads) before any work starts, so a
- * bad datum gets a 400 naming the datum and field: the issue is mapped to wire names
- * (a table) and positions, then rendered.
+ * float32 range, the inputs each loss reads) before any work starts, one datum at a time
+ * with turns for other requests between them (`WireDatums.ts`), so a bad datum gets a 400
+ * naming the datum and field: the issue is mapped to wire names and positions, then rendered.
  *
  * A training call refused for good (a 4xx the client does not retry) consumes its
  * `seq_id` when its body names a model of this server and a `seq_id` (`SeqOrder.forfeit`),
@@ -16,10 +16,8 @@
  * @since 0.1.0
  */
 import { type Duration, Effect, Option, Result, Schema, SubscriptionRef } from "effect"
-import type { BackendError, Datum, LossFn } from "../../../contract/Contract.ts"
+import type { BackendError } from "../../../contract/Contract.ts"
 import { resolveLoss } from "../../../loss/Loss.ts"
-import { checkAll } from "../../../vocabulary/Datum.ts"
-import * as DatumIssue from "../../../contract/DatumIssue.ts"
 import * as Alignment from "../wire/Alignment.ts"
 import type { CheckpointIndex } from "./CheckpointIndex.ts"
 import type { Clock } from "./ClockCycle.ts"
@@ -29,6 +27,7 @@ import { bad, checkName, decodeRequestOr400, Reject } from "./Requests.ts"
 import { kindOfStatus } from "../client/Retry.ts"
 import { claim, forfeit, inTurn } from "./SeqOrder.ts"
 import * as Wire from "../wire/Wire.ts"
+import { checkedDatums } from "./WireDatums.ts"
 
 /** What the training endpoints share with the rest of the server. @since 0.1.0 @category models */
 export interface Context {
@@ -55,22 +54,7 @@ export type Handler = (body: unknown, headers: Readonly<Record<string, string | 
 
 const unavailable = (e: BackendError) => new Reject({ status: 503, message: e.message })
 
-/** gyre's field names on the wire. */
-const WIRE_FIELDS: Readonly<Record<string, string>> = { modelInput: "model_input", lossFnInputs: "loss_fn_inputs" }
-
-/** The names of a request's datums on the wire, under `at` (`forward_backward_input`): a tensor position is `.data[j]`. */
-const wireNames = (at: string): DatumIssue.Names => ({ data: `${at}.data`, fields: WIRE_FIELDS, element: (j) => `.data[${j}]` })
-
-/**
- * A `checkAll` issue (gyre's positions) at the wire's positions: position i of a per-token
- * input is wire position i - 1 (`Alignment.ts`); `model_input` keeps gyre's positions
- * (it is the sequence without its last token).
- */
-export const wireIssue = (issue: DatumIssue.DatumIssue): DatumIssue.DatumIssue =>
-  issue.field[0] === "lossFnInputs" && issue.position !== undefined ? { ...issue, position: issue.position - 1 } : issue
-
-/** A `checkAll` issue as the 400 `detail`, in wire names and positions: `<at>.data[2].loss_fn_inputs.advantages.data[2]`. */
-export const wireDetail = (issue: DatumIssue.DatumIssue, at: string): string => DatumIssue.render(wireIssue(issue), wireNames(at))
+export { wireDetail, wireIssue } from "./WireDatums.ts"
 
 /** The calls that take a model's `seq_id`. */
 const ORDERED = ["forward_backward", "forward", "optim_step", "save_weights", "save_weights_for_sampler", "load_weights"] as const
@@ -134,32 +118,27 @@ const trainingFuture = (ctx: Routes, type: Wire.RequestType, model: Model, seq: 
 
 const tinkerPath = (modelId: string, kind: "weights" | "sampler_weights", name: string) => `tinker://${modelId}/${kind}/${name}`
 
-/** The request's datums in gyre's convention, checked by the one Datum validator, or the 400 naming the first bad one. */
-const checkedData = (ctx: Routes, at: string, input: Wire.ForwardBackwardInput, lossFn: LossFn) =>
-  Effect.gen(function* () {
-    if (input.data.length === 0) return yield* bad(`${at}.data is empty: send at least one datum`)
-    if (input.data.length > ctx.maxDatums) return yield* bad(`${at}.data has ${input.data.length} datums; at most ${ctx.maxDatums} per request`)
-    if (input.top_k_logprobs !== undefined && input.top_k_logprobs > 20) return yield* bad(`${at}.top_k_logprobs is ${input.top_k_logprobs}; at most 20`)
-    const data: Array<Datum> = []
-    for (const [i, datum] of input.data.entries()) {
-      const r = Alignment.datumFromWire(datum, lossFn, `${at}.data[${i}]`)
-      if (Result.isFailure(r)) return yield* bad(r.failure)
-      data.push(r.success)
-    }
-    // the one Datum validator, before any work (the backend runs it again)
-    const issue = checkAll(data, lossFn, { ...(ctx.vocabSize !== undefined ? { vocabSize: ctx.vocabSize } : {}), maxLength: ctx.maxLength })
-    if (issue !== undefined) return yield* new Reject({ status: 400, message: wireDetail(issue, at), issue })
-    return data
-  })
+/**
+ * The body with its `<key>.data` left out, and that data as sent: the envelope is decoded
+ * at once, the datums one by one (`WireDatums.ts`).
+ */
+const splitData = (body: unknown, key: string): { readonly envelope: unknown; readonly data: unknown } => {
+  if (typeof body !== "object" || body === null || !Object.hasOwn(body, key)) return { envelope: body, data: undefined }
+  const input = (body as Record<string, unknown>)[key]
+  if (typeof input !== "object" || input === null || !Array.isArray((input as { data?: unknown }).data)) return { envelope: body, data: undefined }
+  return { envelope: { ...body, [key]: { ...input, data: [] } }, data: (input as { data: unknown }).data }
+}
 
-const forwardLike = (ctx: Routes, kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput, modelId: string, seq: number) =>
+const forwardLike = (ctx: Routes, kind: "forward_backward" | "forward", input: Wire.ForwardBackwardInput, rawData: unknown, modelId: string, seq: number) =>
   Effect.gen(function* () {
     const at = kind === "forward" ? "forward_input" : "forward_backward_input"
     const model = yield* ctx.registry.getModel(modelId)
     const loss = resolveLoss(input.loss_fn, input.loss_fn_config ?? undefined)
     if (!loss.ok) return yield* bad(`${at}.loss_fn: ${loss.message}`)
     const lossFn = loss.value.lossFn
-    const data = yield* checkedData(ctx, at, input, lossFn)
+    if (input.top_k_logprobs !== undefined && input.top_k_logprobs > 20) return yield* bad(`${at}.top_k_logprobs is ${input.top_k_logprobs}; at most 20`)
+    // the one Datum validator, before any work (the backend runs it again)
+    const data = yield* checkedDatums(at, rawData, lossFn, ctx).pipe(Effect.mapError((r) => new Reject({ status: 400, message: r.message, issue: r.issue })))
     const opts = {
       ...(input.loss_fn_config ? { lossFnConfig: input.loss_fn_config } : {}),
       ...(input.top_k_logprobs !== undefined ? { topKLogprobs: input.top_k_logprobs } : {}),
@@ -252,12 +231,18 @@ const getInfo =
 const forwardBackward =
   (ctx: Routes): Handler =>
   (body) =>
-    Effect.flatMap(decodeRequestOr400(Wire.ForwardBackwardRequest, "forward_backward")(body), (req) => forwardLike(ctx, "forward_backward", req.forward_backward_input, req.model_id, req.seq_id))
+    Effect.suspend(() => {
+      const { envelope, data } = splitData(body, "forward_backward_input")
+      return Effect.flatMap(decodeRequestOr400(Wire.ForwardBackwardRequest, "forward_backward")(envelope), (req) => forwardLike(ctx, "forward_backward", req.forward_backward_input, data, req.model_id, req.seq_id))
+    })
 
 const forward =
   (ctx: Routes): Handler =>
   (body) =>
-    Effect.flatMap(decodeRequestOr400(Wire.ForwardRequest, "forward")(body), (req) => forwardLike(ctx, "forward", req.forward_input, req.model_id, req.seq_id))
+    Effect.suspend(() => {
+      const { envelope, data } = splitData(body, "forward_input")
+      return Effect.flatMap(decodeRequestOr400(Wire.ForwardRequest, "forward")(envelope), (req) => forwardLike(ctx, "forward", req.forward_input, data, req.model_id, req.seq_id))
+    })
 
 const optimStep =
   (ctx: Routes): Handler =>

@@ -12,7 +12,9 @@
  * | `GET /v1/models`, `POST /v1/completions` | the sampler (`SamplerRoutes.ts`) |
  *
  * Every other route is a 404 naming it, a known route with another method a 405. With
- * an API key, every request needs `Authorization: Api-Key <key>` (or `Bearer <key>`).
+ * an API key, every request needs `Authorization: Api-Key <key>` (or `Bearer <key>`). A body
+ * over `maxBodyBytes` (64 MiB) is a 413 naming the limit and `serve --max-body-mb`; bodies are
+ * read as they stream in, and a large one's datums are checked with turns for other requests.
  *
  * @since 0.1.0
  */
@@ -42,7 +44,16 @@ export interface Options {
   readonly pollWait?: Duration.Input | undefined
   /** how long a finished operation's outcome is kept (default 10 minutes) */
   readonly resultTtl?: Duration.Input | undefined
+  /** token ids must be below it (checked at submission when given) */
+  readonly vocabSize?: number | undefined
+  /** largest request body (default 64 MiB); beyond it a 413 names `serve --max-body-mb` */
+  readonly maxBodyBytes?: number | undefined
+  /** most datums in one forward(_backward) (default 4096) */
+  readonly maxDatums?: number | undefined
 }
+
+/** @since 0.1.0 @category constants */
+export const DEFAULT_MAX_BODY_BYTES = 64 * 2 ** 20
 
 interface Reply {
   readonly status: number
@@ -64,7 +75,12 @@ const refusal = (r: TrainerRoutes.Refusal) => detail(r.status, r.message)
 const makeRoutes = Effect.fnUntraced(function* (o: Options) {
   const runId = o.runId ?? "local"
   const queue = yield* OperationQueue.make({ ttl: o.resultTtl ?? "10 minutes" })
-  const ops = TrainerRoutes.make(o.trainer, o.runId)
+  const info = yield* Effect.orElseSucceed(o.trainer.info, () => ({ maxSequenceLength: 0 }))
+  const ops = TrainerRoutes.make(o.trainer, o.runId, {
+    vocabSize: o.vocabSize,
+    maxLength: info.maxSequenceLength > 0 ? info.maxSequenceLength : Number.MAX_SAFE_INTEGER,
+    maxDatums: o.maxDatums ?? 4096,
+  })
   const published = Effect.map(o.trainer.info, (i) => i.version)
   const sampling = SamplerRoutes.make({ sampler: o.sampler, modelName: o.modelName, runId, published })
   const wait = o.pollWait ?? "30 seconds"
@@ -91,6 +107,9 @@ const makeRoutes = Effect.fnUntraced(function* (o: Options) {
 
 type Routes = Effect.Success<ReturnType<typeof makeRoutes>>
 
+/** Bodies longer than this get a turn for other requests before they are parsed. */
+const LARGE_BODY = 2 ** 20
+
 const GETS = new Set(["/health", "/policy_version", "/v1/models"])
 const POSTS = new Set<string>([...DataWire.OPERATIONS.map((op) => `/${op}`), "/v1/completions"])
 
@@ -105,6 +124,8 @@ const route = (r: Routes, method: string, path: string, text: string, headers: R
       return POSTS.has(path) ? detail(405, `${path} takes POST`) : detail(404, `no route GET ${path.slice(0, 200)} on this Loops data plane`)
     }
     if (method !== "POST" || !POSTS.has(path)) return GETS.has(path) ? detail(405, `${path} takes GET`) : detail(404, `no route ${method} ${path.slice(0, 200)} on this Loops data plane`)
+    // a large body is parsed in one piece: let the requests that came in meanwhile go first
+    if (text.length > LARGE_BODY) yield* PlatformHttpServer.yieldToOthers
     const parsed = Result.try(() => (text.trim() === "" ? {} : (JSON.parse(text) as unknown)))
     if (Result.isFailure(parsed)) return detail(400, "the body is not JSON")
     if (path === "/v1/completions") return yield* Effect.match(r.sampling.completions(parsed.success, headers), { onSuccess: (b) => reply(200, b), onFailure: refusal })
@@ -131,7 +152,12 @@ export const make = Effect.fn("Loops.DataPlaneServer.make")(function* (options: 
     return HttpServerResponse.jsonUnsafe(answer.body, { status: answer.status })
   })
   const host = options.host ?? "127.0.0.1"
-  const server = yield* PlatformHttpServer.make({ port: options.port ?? 0, host, gracefulShutdown: "1 second" })
+  const server = yield* PlatformHttpServer.make({
+    port: options.port ?? 0,
+    host,
+    gracefulShutdown: "1 second",
+    bodyLimit: { maxBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES, raiseWith: "serve --max-body-mb" },
+  })
   yield* server.serve(app)
   const port = server.address._tag === "UnixPathAddress" ? 0 : server.address.port
   const url = `http://${host === "0.0.0.0" ? "127.0.0.1" : host}:${port}`

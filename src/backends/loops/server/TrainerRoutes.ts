@@ -1,9 +1,10 @@
 /**
  * The trainer half of gyre's Loops data-plane server: each operation of `DataWire.ts`
  * on gyre's `Trainer`. A body is decoded strictly (a field the wire does not have is a
- * 422 naming it) and its datums are converted and refused at submission, as a Loops
- * trainer refuses a body it cannot validate; what the trainer refuses later is the
- * operation's error.
+ * 422 naming it) and its datums are converted and checked at submission by the Tinker
+ * wire's checks (`WireDatums.ts`: a float32 overflow such as an advantage of 1e300 is a 422
+ * naming `body.data[i].loss_fn_inputs.advantages.data[j]`), as a Loops trainer refuses a
+ * body it cannot validate; what the trainer refuses later is the operation's error.
  *
  * Checkpoints are named as Loops names them (`bt://loops:<run>/weights/<name>`,
  * `.../sampler_weights/<name>`), `<run>` being the server's run, else the `run_id` the
@@ -16,6 +17,7 @@ import { type BackendError, type Datum, LossFn } from "../../../contract/Contrac
 import { decode } from "../../../util/Decode.ts"
 import type { TrainerShape } from "../../../services/Trainer.ts"
 import * as Alignment from "../../http/wire/Alignment.ts"
+import * as WireDatums from "../../http/server/WireDatums.ts"
 import { adamParamsFromWire } from "../../http/wire/Wire.ts"
 import * as DataWire from "../DataWire.ts"
 
@@ -38,18 +40,18 @@ const lossFnOf = (name: string | undefined): Effect.Effect<LossFn, Refusal> => {
   return Result.isSuccess(r) ? Effect.succeed(r.success) : Effect.fail(refuse(r.failure))
 }
 
-/** The wire's datums in gyre's convention, or a 422 naming the first bad one. */
-const dataOf = (req: DataWire.ForwardRequest, lossFn: LossFn): Effect.Effect<ReadonlyArray<Datum>, Refusal> =>
-  Effect.gen(function* () {
-    if (req.data.length === 0) return yield* refuse("body.data is empty: send at least one datum")
-    const out: Array<Datum> = []
-    for (const [i, w] of req.data.entries()) {
-      const d = Alignment.datumFromWire(w, lossFn, `body.data[${i}]`)
-      if (Result.isFailure(d)) return yield* refuse(d.failure)
-      out.push(d.success)
-    }
-    return out
-  })
+/**
+ * The body's datums in gyre's convention, checked as the Tinker wire checks them (the one
+ * Datum validator, float32 range included), or a 422 naming the first bad one.
+ */
+const dataOf = (raw: unknown, lossFn: LossFn, limits: WireDatums.Limits): Effect.Effect<ReadonlyArray<Datum>, Refusal> =>
+  WireDatums.checkedDatums("body", raw, lossFn, limits).pipe(Effect.mapError((r) => refuse(r.message)))
+
+/** The body with its `data` left out (decoded on its own, datum by datum), and that data as sent. */
+const splitData = (body: unknown): { readonly envelope: unknown; readonly data: unknown } =>
+  typeof body === "object" && body !== null && Array.isArray((body as { data?: unknown }).data)
+    ? { envelope: { ...body, data: [] }, data: (body as { data: unknown }).data }
+    : { envelope: body, data: undefined }
 
 /** A forward result as the wire's: the mean `loss`, per-datum outputs shifted back, the metrics. */
 const forwardResult = (r: { readonly lossFnOutputs: ReadonlyArray<Parameters<typeof Alignment.outputToWire>[0]>; readonly metrics: Readonly<Record<string, number>> }) => {
@@ -62,13 +64,14 @@ const forwardResult = (r: { readonly lossFnOutputs: ReadonlyArray<Parameters<typ
 type Saved = Map<string, string>
 
 /** The trainer's operations, by route. @since 0.1.0 @category constructors */
-export const make = (trainer: TrainerShape, runId: string | undefined): Record<DataWire.Operation, Route> => {
+export const make = (trainer: TrainerShape, runId: string | undefined, limits: WireDatums.Limits): Record<DataWire.Operation, Route> => {
   const saved: Saved = new Map()
   const pass = (backward: boolean): Route => (body) =>
     Effect.gen(function* () {
-      const req = yield* strict(DataWire.ForwardRequest, body)
+      const { envelope, data: raw } = splitData(body)
+      const req = yield* strict(DataWire.ForwardRequest, envelope)
       const lossFn = yield* lossFnOf(req.loss_fn)
-      const data = yield* dataOf(req, lossFn)
+      const data = yield* dataOf(raw, lossFn, limits)
       const options = {
         ...(req.loss_fn_config !== undefined && req.loss_fn_config !== null ? { lossFnConfig: req.loss_fn_config } : {}),
         ...(req.top_k_logprobs !== undefined && req.top_k_logprobs > 0 ? { topKLogprobs: req.top_k_logprobs } : {}),
