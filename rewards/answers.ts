@@ -1,8 +1,9 @@
 /**
- * Answer rewards: numeric answer extraction and equivalence, and exact match of text
- * answers. Reading numbers is `answers/Numbers.ts`, the numeric answer reward
- * `answers/NumericAnswer.ts`, exact match `answers/ExactMatch.ts`; this module gathers
- * them.
+ * Answer rewards: numeric answer extraction and equivalence, math answers graded as
+ * Math-Verify grades them, and exact match of text answers. Reading numbers is
+ * `answers/Numbers.ts`, the numeric answer reward `answers/NumericAnswer.ts`, the math
+ * answer reward `answers/MathAnswer.ts` (reading and comparing in `answers/math/`), exact
+ * match `answers/ExactMatch.ts`; this module gathers them.
  *
  * Numbers are read in the forms models write them: integers, negatives (`-5`, `−5`),
  * decimals (`3.25`, `.5`), fractions (`3/4`, `\frac{3}{4}`), thousands separators
@@ -13,4 +14,13 @@
  */
 export { extractNumbers, numbersEqual, parseNumber } from "./answers/Numbers.ts"
 export { type AnswerMode, extractAnswer, numericAnswer, type NumericAnswerOptions } from "./answers/NumericAnswer.ts"
+export {
+  afterThinking,
+  mathAnswer,
+  type MathAnswerOptions,
+  mathGoldReadable,
+  type ThinkingMarkers,
+  unreadableGolds,
+} from "./answers/MathAnswer.ts"
+export type { VerifyOptions as MathVerifyOptions } from "./answers/math/Verify.ts"
 export { exactMatch, type ExactMatchOptions, type Normalization, normalizeText } from "./answers/ExactMatch.ts"

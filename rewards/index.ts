@@ -1,7 +1,8 @@
 /**
  * gyre/rewards: ready-made rewards for `Env.make({ reward })`.
  *
- * - `answers`: numeric answers (`numericAnswer`) and exact text answers (`exactMatch`);
+ * - `answers`: numeric answers (`numericAnswer`), math answers graded as Math-Verify grades
+ *   them (`mathAnswer`), and exact text answers (`exactMatch`);
  * - `format`: regular expressions, tags, tag sequences, JSON objects (1 or 0, never fail);
  * - `length`: hard limits, a soft length penalty, not cut off;
  * - `judge`: a language model asked a templated question (the `Judge` service);
@@ -10,7 +11,7 @@
  *
  * @since 0.1.0
  */
-/** Numeric and exact-match answer rewards, and the number parsing they use. */
+/** Numeric, math and exact-match answer rewards, and the number parsing they use. */
 export * as answers from "./answers.ts"
 /** Format rewards: patterns, tags, tag sequences, JSON objects. */
 export * as format from "./format.ts"
@@ -23,6 +24,14 @@ export {
   numericAnswer,
   /** Scores 1 when the completion's answer equals the problem's text (after normalization). */
   exactMatch,
+  /** Scores 1 when the completion's final answer equals the problem's math answer, as Math-Verify decides. */
+  mathAnswer,
+  /** Scores 1 when the problem's math answer can be read (add with weight 0 to count those that cannot). */
+  mathGoldReadable,
+  /** The golds `mathAnswer` cannot read as math, to check a data set before a run. */
+  unreadableGolds,
+  /** The text after a completion's last thinking block. */
+  afterThinking,
 } from "./answers.ts"
 export {
   /** Scores 1 when the completion matches a regular expression. */
