@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Result, Schema } from "effect"
+import { Config, Context, Effect, Result, Schema } from "effect"
 import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { randomBytes } from "node:crypto"
 import { decode } from "../util/Decode.ts"
@@ -116,12 +116,30 @@ const route = (state: State, req: HttpServerRequest.HttpServerRequest, path: str
   return completion(state, req, path === "/v1/chat/completions")
 }
 
+/** Where the endpoint listens, and the largest request body it reads. @since 0.1.0 @category models */
+export interface ListenOptions {
+  readonly port?: number
+  readonly host?: string
+  /** bytes a request body may hold (default `GYRE_AGENT_MAX_BODY_MB`, 8 MiB): a larger one gets 413 */
+  readonly maxBodyBytes?: number
+}
+
+/** The endpoint's body limit in MiB, a setting: far above any prompt a context holds, far below what stalls the run's thread. @since 0.1.0 @category config */
+export const maxBodyMbConfig = Config.Int("GYRE_AGENT_MAX_BODY_MB").pipe(Config.withDefault(8))
+
+/** A body over the limit as OpenAI's error shape, naming the limit and the setting that raises it. */
+const bodyLimitOf = (maxBytes: number): PlatformHttpServer.BodyLimit => ({
+  maxBytes,
+  raiseWith: "the GYRE_AGENT_MAX_BODY_MB setting (MiB)",
+  answer: (message) => ({ error: { message, type: "invalid_request_error", code: "body_too_large", param: null } }),
+})
+
 /**
  * Starts the endpoint on the run's `Sampler` and `Tokenizer` for the length of the scope
  * (loopback, a free port unless one is given).
  * @since 0.1.0 @category constructors
  */
-export const make = Effect.fn("Agent.Endpoint.make")(function* (options: { readonly port?: number; readonly host?: string } = {}) {
+export const make = Effect.fn("Agent.Endpoint.make")(function* (options: ListenOptions = {}) {
   const tokenizer = yield* Tokenizer
   const state: State = {
     served: { model: MODEL, tokenizer, sampler: yield* Sampler, format: forTokenizer(tokenizer) },
@@ -141,7 +159,8 @@ export const make = Effect.fn("Agent.Endpoint.make")(function* (options: { reado
     )
   })
   const host = options.host ?? "127.0.0.1"
-  const server = yield* PlatformHttpServer.make({ port: options.port ?? 0, host, gracefulShutdown: "1 second" })
+  const maxBodyBytes = options.maxBodyBytes ?? (yield* maxBodyMbConfig) * 2 ** 20
+  const server = yield* PlatformHttpServer.make({ port: options.port ?? 0, host, gracefulShutdown: "1 second", bodyLimit: bodyLimitOf(maxBodyBytes) })
   yield* server.serve(app)
   const port = server.address._tag === "UnixPathAddress" ? 0 : server.address.port
   const baseURL = `http://${host}:${port}/v1`
