@@ -132,7 +132,7 @@ export interface RunOptions {
   readonly otlp?: string | undefined
   /** also write the run as TensorBoard events in `<run folder>/tensorboard` */
   readonly tensorboard?: boolean | undefined
-  /** DPO on the env's preference pairs (`Env.make({ preference })`) against the base model, instead of RL */
+  /** DPO on the env's preference pairs (`Env.make({ preference })`) against the policy the run starts from, instead of RL */
   readonly dpo?: boolean | undefined
   /** DPO's beta (default 0.1) */
   readonly dpoBeta?: number | undefined

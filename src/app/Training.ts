@@ -13,6 +13,7 @@ import * as Report from "./Report.ts"
 import * as Runner from "../Runner.ts"
 import * as Players from "./Players.ts"
 import * as Teacher from "./Teacher.ts"
+import * as DpoReference from "./DpoReference.ts"
 import * as OtlpExport from "../observe/OtlpExport.ts"
 import * as TensorBoard from "../observe/TensorBoard.ts"
 import { combine, RunObserver } from "../run/Observer.ts"
@@ -144,8 +145,12 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   // a teacher (--teacher) stands in for the reference of the KL penalty; a remote service's is its backend's Reference
   const teacher = settings.teacher
   const withTeacher = teacher === undefined || teacher.served === true ? layer : Layer.provideMerge(Teacher.layer(teacher, Path.join(RunLog.paths(settings.outDir).state, "teacher")), layer)
+  // DPO's reference is the policy it starts from: --init-from's weights, frozen
+  const withReference = settings.dpo !== undefined && settings.initFrom !== undefined
+    ? Layer.provideMerge(DpoReference.layer(settings.initFrom, Path.join(RunLog.paths(settings.outDir).state, "dpo-reference"), backend), withTeacher)
+    : withTeacher
   // a game's frozen players (Game.frozen), started once for the run
-  const withPlayers = Players.needed(source) ? Layer.provideMerge(Players.layer(source, RunLog.paths(settings.outDir).state), withTeacher) : withTeacher
+  const withPlayers = Players.needed(source) ? Layer.provideMerge(Players.layer(source, RunLog.paths(settings.outDir).state), withReference) : withReference
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
     Effect.provide(Layer.fresh(withPlayers)),
     // a Loops run that could not be deactivated fails the command, naming the command that stops it

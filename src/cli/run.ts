@@ -154,7 +154,7 @@ const flags = {
     Flag.optional,
   ),
   dpo: Flag.Boolean("dpo").pipe(
-    Flag.withDescription("DPO instead of RL: each step's problems become the env's preference pairs (Env.make({ preference })), trained against the base model; held-out evaluations add test/dpo/accuracy"),
+    Flag.withDescription("DPO instead of RL: each step's problems become the env's preference pairs (Env.make({ preference })), trained against the policy the run starts from (the base model, or the weights of --init-from, frozen); held-out evaluations add test/dpo/accuracy, the fraction of pairs whose implicit reward margin is above 0"),
     Flag.optional,
   ),
   dpoBeta: num("dpo-beta", "DPO's beta, the inverse temperature of the implicit reward (default 0.1)"),

@@ -211,7 +211,7 @@ export const RunSettings = Schema.Struct({
   overlong: Schema.optional(Overlong),
   /** on-policy distillation from a teacher (`--teacher`); absent = off */
   teacher: Schema.optional(Teacher),
-  /** DPO on the env's preference pairs instead of RL (`--dpo`, `beta` its temperature); absent = off */
+  /** DPO on the env's preference pairs instead of RL (`--dpo`, `beta` its temperature), against the policy the run starts from; absent = off */
   dpo: Schema.optional(Schema.Struct({ beta: Schema.Finite.check(Schema.isGreaterThan(0)) })),
 })
 export type RunSettings = typeof RunSettings.Type

@@ -1,9 +1,12 @@
 /**
  * DPO steps (`--dpo`): each step's problems become preference pairs (the env's
  * `preference(problem)`: chosen, then rejected, each after the problem's prompt), trained
- * with `CustomLoss.dpo` against the reference policy (the base model, as for the KL
- * penalty). Held-out evaluations add `test/dpo/accuracy`: the fraction of held-out
- * problems whose chosen completion the policy gives the higher log-prob.
+ * with `CustomLoss.dpo` against the reference policy: the policy the run starts from (the
+ * base model, or the weights of `--init-from`, frozen: Rafailov et al. take the SFT model
+ * as the reference), so step 1's loss is log 2. Held-out evaluations add
+ * `test/dpo/accuracy`, DPO's reward accuracy: the fraction of held-out pairs whose implicit
+ * reward margin `beta·[(log pi(y_w) - log pi_ref(y_w)) - (log pi(y_l) - log pi_ref(y_l))]`
+ * is above 0.
  *
  * @since 0.1.0
  */
@@ -47,28 +50,48 @@ const completionSums = (data: ReadonlyArray<DatumT>, logprobs: ReadonlyArray<Rea
   })
 
 /**
- * The fraction of `groups`' pairs whose chosen completion the policy (the trainer's
- * current weights) gives the higher log-prob.
+ * A margin at or below this counts as no preference: the policy and the reference compute
+ * the same weights' log-probs on two paths, which agree only to float32 rounding.
+ */
+const MARGIN_EPSILON = 1e-5
+
+/**
+ * Each pair's implicit reward margin, `beta·[(c - c_ref) - (r - r_ref)]` with `c`, `r` the
+ * summed completion log-probs of the chosen and rejected completions.
  * @since 0.1.0 @category evaluation
  */
-export const accuracy = Effect.fnUntraced(function* (groups: ReadonlyArray<Group>, step: number) {
+export const margins = (beta: number, policy: ReadonlyArray<number>, reference: ReadonlyArray<number>): Array<number> => {
+  const out: Array<number> = []
+  for (let p = 0; p + 1 < policy.length; p += 2) out.push(beta * ((policy[p]! - reference[p]!) - (policy[p + 1]! - reference[p + 1]!)))
+  return out
+}
+
+/**
+ * DPO's reward accuracy on `groups`' pairs: the fraction whose implicit reward margin
+ * (the policy, the trainer's current weights, against the reference) is above 0.
+ * @since 0.1.0 @category evaluation
+ */
+export const accuracy = Effect.fnUntraced(function* (groups: ReadonlyArray<Group>, step: number, beta: number) {
   const data = yield* pairDatums(groups, step)
   if (data.length === 0) return 0
   const out = yield* (yield* Trainer).forward(data, "cross_entropy").pipe(Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `forward (${e.reason}): ${e.message}` })))
-  const sums = completionSums(data, out.lossFnOutputs.map((o) => o.logprobs))
-  let preferred = 0
-  for (let p = 0; p + 1 < sums.length; p += 2) if (sums[p]! > sums[p + 1]!) preferred++
-  return preferred / (sums.length / 2)
+  const reference = yield* referenceOf(data, step)
+  const z = margins(beta, completionSums(data, out.lossFnOutputs.map((o) => o.logprobs)), completionSums(data, reference))
+  return z.filter((m) => m > MARGIN_EPSILON * beta).length / z.length
 })
+
+/** The reference policy's log-probs of `data`. */
+const referenceOf = (data: ReadonlyArray<DatumT>, step: number) =>
+  Effect.flatMap(Reference.current, (r) => r.logprobs(data.map((d) => d.modelInput))).pipe(
+    Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `--dpo needs the reference policy's log-probs (${e.reason}): ${e.message}` })),
+  )
 
 /**
  * One DPO step's gradient: the pairs' reference log-probs, then `CustomLoss.dpo`.
  * @since 0.1.0 @category training
  */
 export const backward = Effect.fnUntraced(function* (data: ReadonlyArray<DatumT>, beta: number, step: number, microBatch: number) {
-  const reference = yield* (yield* Reference.current).logprobs(data.map((d) => d.modelInput)).pipe(
-    Effect.mapError((e) => new RunError({ reason: "Backend", step, message: `--dpo needs the reference policy's log-probs (${e.reason}): ${e.message}` })),
-  )
+  const reference = yield* referenceOf(data, step)
   return yield* CustomLoss.forwardBackward(data, CustomLoss.dpo(beta, reference), { chunk: microBatch }).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step, message: e.message })),
   )

@@ -72,7 +72,7 @@ export const evaluateGroups = Effect.fn("Evaluate.evaluateGroups")(function* (
   }
   const metrics = { ...scoreMetrics(groups, "test"), ...counts }
   // --dpo: how often the policy prefers the chosen completion of a held-out pair
-  if (settings.dpo !== undefined && split === "eval") metrics[K.DPO_ACCURACY] = yield* Dpo.accuracy(groups, step)
+  if (settings.dpo !== undefined && split === "eval") metrics[K.DPO_ACCURACY] = yield* Dpo.accuracy(groups, step, settings.dpo.beta)
   metrics[K.Time.eval] = (performance.now() - start) / 1000
   return { metrics, groups }
 })

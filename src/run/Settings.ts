@@ -169,7 +169,7 @@ export const check = Effect.fn("Settings.check")(function* (settings: RunSetting
     )
   }
   if (settings.dpo !== undefined && (settings.sft || settings.teacher !== undefined || (settings.klCoef ?? 0) > 0)) {
-    return yield* settingsError(`--dpo trains on the env's preference pairs against the base model; it goes with none of ${settings.sft ? "--sft" : settings.teacher !== undefined ? "--teacher" : "--kl-coef"}: use one or the other`)
+    return yield* settingsError(`--dpo trains on the env's preference pairs against the policy it starts from; it goes with none of ${settings.sft ? "--sft" : settings.teacher !== undefined ? "--teacher" : "--kl-coef"}: use one or the other`)
   }
   if (settings.sft && settings.dynamicSampling !== undefined) {
     return yield* settingsError("--dynamic-sampling drops groups whose rewards are all equal, but --sft trains on reference answers without rewards: use one or the other")

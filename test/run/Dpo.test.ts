@@ -17,6 +17,7 @@ import * as DatumM from "../../src/vocabulary/Datum.ts"
 import { Reference } from "../../src/services/Reference.ts"
 import { Trainer } from "../../src/services/Trainer.ts"
 import { train } from "../../src/app/Training.ts"
+import * as Dpo from "../../src/run/Dpo.ts"
 import { tinyConfig, tinyLora } from "../backends/local/helpers.ts"
 
 /** The DPO loss, written from the paper: mean over pairs of -log sigmoid(beta * ((c - cr) - (r - rr))), sums over completion positions. */
@@ -93,10 +94,30 @@ describe("--dpo", () => {
       assert.strictEqual(resumed.metrics.at(-1)!["dpo/pairs"], 4)
     }))
 
+  it.live("from an SFT run (--init-from) its reference is that policy: step 1's loss is log 2 and no held-out pair is preferred yet", () =>
+    Effect.gen(function* () {
+      const sft = yield* train({ env: "math", sft: true, steps: 4, groups: 4, lr: 0.02, evalEvery: 0, saveEvery: 0, out: out() })
+      const run = yield* train({ env: "math", dpo: true, dpoBeta: 0.5, initFrom: sft.outDir, steps: 1, groups: 4, groupSize: 2, evalEvery: 1, evalSize: 20, saveEvery: 0, out: out() })
+      // the policy is its reference at step 1: every margin is 0, sigma(0) = 1/2
+      assert.closeTo(run.metrics[0]!["train/loss"]!, Math.log(2), 1e-5)
+      assert.isBelow(Math.abs(run.metrics[0]!["dpo/margin"]!), 1e-5)
+      // the starting policy's row: its implicit rewards are all 0, so no pair counts as preferred
+      const rows = Fs.readFileSync(Path.join(run.outDir, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as Record<string, number>)
+      assert.strictEqual(rows.find((r) => r["step"] === 0)!["test/dpo/accuracy"], 0)
+    }))
+
+  it("accuracy is DPO's reward accuracy: the implicit reward margin beta·[(c - c_ref) - (r - r_ref)], not the policy's summed log-probs", () => {
+    // pair 0: the chosen answer is longer, so its summed log-prob is lower, but the policy raised it over the reference
+    const policy = [-9, -4, -3, -5]
+    const reference = [-10, -4, -3, -4]
+    assert.deepStrictEqual(Dpo.margins(0.5, policy, reference), [0.5 * ((-9 + 10) - (-4 + 4)), 0.5 * ((-3 + 3) - (-5 + 4))])
+    assert.deepStrictEqual(Dpo.margins(0.5, policy, reference).map((z) => z > 0), [true, true])
+  })
+
   it.effect("needs the env's preference pairs, and goes with no --sft, --teacher or --kl-coef", () =>
     Effect.gen(function* () {
       const e = yield* Effect.flip(train({ env: "calculator", dpo: true, steps: 1, evalEvery: 0, out: out() }))
       assert.include(e.message, "--dpo needs env calculator to define preference(problem)")
-      assert.include((yield* Effect.flip(train({ env: "math", dpo: true, sft: true, steps: 1, out: out() }))).message, "--dpo trains on the env's preference pairs against the base model; it goes with none of --sft")
+      assert.include((yield* Effect.flip(train({ env: "math", dpo: true, sft: true, steps: 1, out: out() }))).message, "--dpo trains on the env's preference pairs against the policy it starts from; it goes with none of --sft")
     }))
 })
