@@ -53,7 +53,6 @@ export const defaults = (env: string, overrides: Partial<RunSettings> = {}): Run
     saveEvery: 500,
     sft: false,
     async: false,
-    maxLag: 1,
     staleGroups: "requeue",
     logRolloutsEvery: 10,
     lrSchedule: { kind: "constant", warmupSteps: 0 },
