@@ -145,22 +145,35 @@ const toLeaf = (ce: ComputeEngine, latex: string, expr: BoxedExpression): Leaf =
   return { latex, json: JSON.stringify(expr.json), symbols, number: numberKind(latex), at }
 }
 
-const make = (ce: ComputeEngine): Cas => ({
-  parse: (latex) => {
-    const prepared = uprightSymbols(latex).replace(/(?<!\\)%/g, "\\%")
-    ce.pushScope()
-    try {
-      const expr = ce.parse(prepared)
-      const json = JSON.stringify(expr.json)
-      if (json.includes('"Error"') || json.includes("'Error'")) return undefined
-      return toLeaf(ce, latex, expr)
-    } catch {
-      return undefined
-    } finally {
-      ce.popScope()
-    }
-  },
-})
+const MAX_CACHED = 20_000
+
+const make = (ce: ComputeEngine): Cas => {
+  // leaves never change: the same LaTeX (a gold, a common answer) is parsed once
+  const cache = new Map<string, Leaf | undefined>()
+  const parse = (latex: string): Leaf | undefined => {
+    if (cache.has(latex)) return cache.get(latex)
+    if (cache.size >= MAX_CACHED) cache.clear()
+    const leaf = parseFresh(ce, latex)
+    cache.set(latex, leaf)
+    return leaf
+  }
+  return { parse }
+}
+
+const parseFresh = (ce: ComputeEngine, latex: string): Leaf | undefined => {
+  const prepared = uprightSymbols(latex).replace(/(?<!\\)%/g, "\\%")
+  ce.pushScope()
+  try {
+    const expr = ce.parse(prepared)
+    const json = JSON.stringify(expr.json)
+    if (json.includes('"Error"') || json.includes("'Error'")) return undefined
+    return toLeaf(ce, latex, expr)
+  } catch {
+    return undefined
+  } finally {
+    ce.popScope()
+  }
+}
 
 let loading: Promise<Cas> | undefined
 

@@ -141,6 +141,12 @@ const element = (cas: Cas, latex: string): Array<Answer> | undefined => {
     const read = both.map((t) => expr(cas, t))
     return read.every((r) => r !== undefined) ? (read as Array<Answer>) : undefined
   }
+  if (/\\[pm][mp](?![a-zA-Z])/.test(latex)) {
+    // a \pm inside an expression (`x = \frac{-1 \pm \sqrt{13}}{4}`): both signs
+    const signs = (s: string, m: string) => latex.replace(/\\pm(?![a-zA-Z])/g, s).replace(/\\mp(?![a-zA-Z])/g, m)
+    const read = [signs("+", "-"), signs("-", "+")].map((t) => element(cas, t))
+    return read.every((r) => r !== undefined) ? (read as Array<Array<Answer>>).flat() : undefined
+  }
   const { parts, seps } = splitTop(latex, Object.keys(RELATIONS))
   const one = parts.length > 1 ? relation(cas, parts, seps) : setOrExpr(cas, latex)
   return one === undefined ? undefined : [one]
