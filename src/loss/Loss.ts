@@ -13,8 +13,8 @@
  * |---|---|---|
  * | cross_entropy | `-w·lp` | target != -100 and w > 0 |
  * | importance_sampling | `-rho·A`; `-sg(min(rho, cap)/rho)·rho·A` with `tis_cap`; 0 where rho leaves [`mis_low`, `mis_high`] | A != 0 |
- * | ppo | `-min(rho·A, clip(rho, lo, hi)·A)` | A != 0 |
- * | cispo | `-sg(clip(rho, lo, hi))·A·lp` | A != 0 |
+ * | ppo | `-min(rho·A, clip(rho, lo, hi)·A)`; `-sg(min(rho, cap))·min(r·A, clip(r, lo, hi)·A)`, `r = exp(lp - sg(lp))`, with `tis_cap` | A != 0 |
+ * | cispo | `-sg(clip(rho, lo, hi))·A·lp`; `-sg(min(rho, cap))·sg(clip(r, lo, hi))·A·lp` with `tis_cap` | A != 0 |
  * | dro | `-(lp·A - beta/2·(lp - q)^2)` | A != 0 |
  * | dppo | `-rho·A` unless masked: A>0 and p-mu > delta_high, or A<0 and p-mu < -delta_low (p = exp(lp), mu = exp(q)) | A != 0 |
  * | gspo | `-min(s·A, clip(s, lo, hi)·A)` at each active position of a datum, `s = exp(mean(lp - q))` over them | A != 0 |
@@ -27,6 +27,17 @@
  * and `token_mean` weights each sequence by its length. That holds for one advantage per
  * datum, as the runner writes them; with advantages that vary by position, the gradient
  * at a position is `-s·A` there (the paper's GSPO-token), not the derivative of the sum.
+ *
+ * Off-policy corrections (`importance_sampling`, `ppo`, `cispo`; all off by default): a
+ * token whose `rho` leaves [`mis_low`, `mis_high`], or any token of a datum whose sequence
+ * ratio `exp(sum(lp - q))` over its active positions leaves [`mis_seq_low`, `mis_seq_high`]
+ * (verl's `rollout_rs: sequence`), trains nothing. `tis_cap` truncates the importance weight.
+ * Under ppo and cispo it takes verl's decoupled form (`tis_imp_ratio_cap`): the ratio in the
+ * clip is against the trainer's own log-prob at the call, `pi_old` (verl recomputes it before
+ * the update), and the loss is multiplied by `sg(min(pi_old / pi_sampler, cap))`. gyre makes
+ * one optimizer step per batch, so the gradient is taken at `pi = pi_old`: `r = 1`, the clip
+ * cannot act, and the gradient is `-min(rho, cap)·A` per token, importance_sampling's with
+ * the same cap; the sampler's drift is corrected by the truncated weight, not clipped.
  *
  * The reported `loss` is the sum over active positions of the whole call divided by
  * their count (pooled token mean); `loss:sum` and `active_tokens` are reported too.
@@ -44,21 +55,28 @@ export interface ConfigKeySpec {
   readonly doc: string
 }
 
+// the off-policy corrections of importance_sampling, ppo and cispo (see the module doc)
+const OFF_POLICY = {
+  tis_cap: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "truncated importance sampling: a token's weight is min(rho, tis_cap), its gradient kept (off by default)" },
+  mis_low: { default: 0, min: 0, max: 1, doc: "masked importance sampling: a token whose rho is below it trains nothing (off by default)" },
+  mis_high: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "masked importance sampling: a token whose rho is above it trains nothing (off by default)" },
+  mis_seq_low: { default: 0, min: 0, max: 1, doc: "sequence-level masked importance sampling: a datum whose ratio exp(sum(lp - q)) is below it trains nothing (off by default)" },
+  mis_seq_high: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "sequence-level masked importance sampling: a datum whose ratio exp(sum(lp - q)) is above it trains nothing (off by default)" },
+} satisfies Record<string, ConfigKeySpec>
+
 // each loss's keys, typed per loss so that a default reads without a lookup that could miss
 const CONFIG_SPECS = {
   cross_entropy: {},
-  importance_sampling: {
-    tis_cap: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "truncated importance sampling: a token's weight is min(rho, tis_cap), its gradient kept (off by default)" },
-    mis_low: { default: 0, min: 0, max: 1, doc: "masked importance sampling: a token whose rho is below it trains nothing (off by default)" },
-    mis_high: { default: Number.MAX_VALUE, min: 1, max: Number.MAX_VALUE, doc: "masked importance sampling: a token whose rho is above it trains nothing (off by default)" },
-  },
+  importance_sampling: OFF_POLICY,
   ppo: {
     clip_low_threshold: { default: 0.8, min: 0, max: 1, doc: "lower bound of the ratio clip" },
     clip_high_threshold: { default: 1.2, min: 1, max: Number.MAX_VALUE, doc: "upper bound of the ratio clip" },
+    ...OFF_POLICY,
   },
   cispo: {
     clip_low_threshold: { default: 0.0, min: 0, max: 1, doc: "lower bound of the detached ratio" },
     clip_high_threshold: { default: 4.0, min: 1, max: Number.MAX_VALUE, doc: "upper bound of the detached ratio" },
+    ...OFF_POLICY,
   },
   dro: {
     beta: { default: 0.05, min: 0, max: Number.MAX_VALUE, doc: "weight of the quadratic off-policy penalty" },
@@ -176,10 +194,20 @@ const param = (r: ResolvedLoss, key: string): number => {
  */
 export interface Sequence {
   readonly meanLogRatio: number
+  /** the sum of `lp - q` over the active positions: the log of the sequence's ratio */
+  readonly sumLogRatio?: number | undefined
 }
 
 /** Whether a loss reads its datum's `Sequence` (gspo). @since 0.1.0 @category combinators */
 export const isSequenceLoss = (lossFn: LossFn): boolean => lossFn === "gspo"
+
+/**
+ * Whether a loss as configured reads its datum's `Sequence`: gspo, and a sequence-level
+ * mask (`mis_seq_low`, `mis_seq_high`).
+ * @since 0.1.0 @category combinators
+ */
+export const needsSequence = (r: ResolvedLoss): boolean =>
+  isSequenceLoss(r.lossFn) || (r.config["mis_seq_low"] ?? 0) > 0 || (r.config["mis_seq_high"] ?? Number.MAX_VALUE) < Number.MAX_VALUE
 
 /**
  * The `Sequence` of one datum: `lps` the learner log-probs, `q` the sampler's, `active`
@@ -194,7 +222,7 @@ export const sequenceOf = (lps: ArrayLike<number>, q: ArrayLike<number> | undefi
     sum += lps[i]! - (q ? q[i]! : 0)
     n++
   }
-  return { meanLogRatio: n === 0 ? 0 : sum / n }
+  return { meanLogRatio: n === 0 ? 0 : sum / n, sumLogRatio: sum }
 }
 
 /**
@@ -209,19 +237,25 @@ export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: 
       return { loss: -w * lp, dlp: -w }
     case "importance_sampling": {
       const rho = Math.exp(lp - q)
-      if (rho < param(r, "mis_low") || rho > param(r, "mis_high")) return { loss: 0, dlp: 0 }
+      if (isMasked(r, rho, sequence)) return { loss: 0, dlp: 0 }
       // truncated: the weight min(rho, cap) is a constant times rho, so the gradient keeps its direction
       const weight = Math.min(rho, param(r, "tis_cap"))
       return { loss: -weight * A, dlp: -weight * A }
     }
     case "ppo": {
       const rho = Math.exp(lp - q)
+      if (isMasked(r, rho, sequence)) return { loss: 0, dlp: 0 }
+      // decoupled (tis_cap): the ratio to pi_old = sg(lp) is 1 here, inside any clip
+      if (truncates(r)) return { loss: -Math.min(rho, param(r, "tis_cap")) * A, dlp: -Math.min(rho, param(r, "tis_cap")) * A }
       const unclipped = rho * A
       const clipped = clamp(rho, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
       return unclipped <= clipped ? { loss: -unclipped, dlp: -unclipped } : { loss: -clipped, dlp: 0 }
     }
     case "cispo": {
-      const coef = clamp(Math.exp(lp - q), param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
+      const rho = Math.exp(lp - q)
+      if (isMasked(r, rho, sequence)) return { loss: 0, dlp: 0 }
+      // decoupled (tis_cap): the detached ratio to pi_old is clip(1) = 1, times the truncated weight
+      const coef = (truncates(r) ? Math.min(rho, param(r, "tis_cap")) : clamp(rho, param(r, "clip_low_threshold"), param(r, "clip_high_threshold"))) * A
       return { loss: -coef * lp, dlp: -coef }
     }
     case "dro": {
@@ -246,6 +280,23 @@ export const tokenLoss = (r: ResolvedLoss, lp: number, q: number, A: number, w: 
   }
 }
 
+/** Whether `tis_cap` is given (below its default): ppo and cispo then take verl's decoupled form. */
+const truncates = (r: ResolvedLoss): boolean => (r.config["tis_cap"] ?? Number.MAX_VALUE) < Number.MAX_VALUE
+
+/**
+ * Whether an off-policy mask drops a token: its ratio `rho` outside [`mis_low`, `mis_high`],
+ * or its datum's sequence ratio outside [`mis_seq_low`, `mis_seq_high`] (compared in log
+ * space: `exp` of a long sequence's sum overflows).
+ */
+const isMasked = (r: ResolvedLoss, rho: number, sequence: Sequence | undefined): boolean => {
+  if (rho < param(r, "mis_low") || rho > param(r, "mis_high")) return true
+  const low = param(r, "mis_seq_low")
+  const high = param(r, "mis_seq_high")
+  if (low <= 0 && high >= Number.MAX_VALUE) return false
+  if (sequence?.sumLogRatio === undefined) throw new Error(`${r.lossFn} with mis_seq_low or mis_seq_high reads its datum's sequence ratio: pass sequenceOf(...) to tokenLoss`)
+  return sequence.sumLogRatio < Math.log(low) || sequence.sumLogRatio > Math.log(high)
+}
+
 /**
  * Whether a position counts (adds to the loss and to its denominator). Position 0
  * never does: nothing predicts the first token.
@@ -263,7 +314,7 @@ export const isActive = (lossFn: LossFn, position: number, target: number, weigh
  */
 export const canClip = (r: ResolvedLoss): boolean =>
   r.lossFn === "ppo" || r.lossFn === "cispo" || r.lossFn === "dppo" || r.lossFn === "gspo" ||
-  (r.lossFn === "importance_sampling" && (param(r, "tis_cap") < Number.MAX_VALUE || param(r, "mis_low") > 0 || param(r, "mis_high") < Number.MAX_VALUE))
+  (r.lossFn === "importance_sampling" && (truncates(r) || param(r, "mis_low") > 0 || param(r, "mis_high") < Number.MAX_VALUE || needsSequence(r)))
 
 /**
  * Whether the clip (ppo, cispo), the trust-region mask (dppo), or the truncation or mask
@@ -278,14 +329,18 @@ export const isClipped = (r: ResolvedLoss, lp: number, q: number, A: number, seq
     }
     case "importance_sampling": {
       const rho = Math.exp(lp - q)
-      return rho > param(r, "tis_cap") || rho < param(r, "mis_low") || rho > param(r, "mis_high")
+      return rho > param(r, "tis_cap") || isMasked(r, rho, sequence)
     }
     case "ppo": {
       const rho = Math.exp(lp - q)
+      if (isMasked(r, rho, sequence)) return true
+      if (truncates(r)) return rho > param(r, "tis_cap")
       return rho * A > clamp(rho, param(r, "clip_low_threshold"), param(r, "clip_high_threshold")) * A
     }
     case "cispo": {
       const rho = Math.exp(lp - q)
+      if (isMasked(r, rho, sequence)) return true
+      if (truncates(r)) return rho > param(r, "tis_cap")
       return rho < param(r, "clip_low_threshold") || rho > param(r, "clip_high_threshold")
     }
     case "dppo": {

@@ -9,7 +9,7 @@
  */
 import type { Datum, LossFnOutput, TopK } from "../../contract/Contract.ts"
 import { modelInputTokens } from "../../contract/Contract.ts"
-import { isActive, isClipped, isSequenceLoss, type ResolvedLoss, sequenceOf, tokenLoss } from "../../loss/Loss.ts"
+import { isActive, isClipped, needsSequence, type ResolvedLoss, sequenceOf, tokenLoss } from "../../loss/Loss.ts"
 import { NonFiniteError } from "./Errors.ts"
 import { rowLse } from "./LogSoftmax.ts"
 
@@ -113,8 +113,8 @@ export const evaluateChunk = (
       lps[i] = logits[off + tgt]! - lses[i]!
     }
     const active = (i: number) => isActive(loss.lossFn, i, c.target[i]!, c.weight ? c.weight[i]! : 1, c.adv ? c.adv[i]! : 0)
-    // a sequence loss (gspo) reads the whole datum's ratio before any of its positions
-    const sequence = isSequenceLoss(loss.lossFn) ? sequenceOf(lps, c.q, active) : undefined
+    // a sequence loss (gspo) or mask (mis_seq_*) reads the whole datum's ratio before any of its positions
+    const sequence = needsSequence(loss) ? sequenceOf(lps, c.q, active) : undefined
     for (let i = 1; i < Lb; i++) {
       if (!active(i)) continue
       const tgt = c.target[i]!

@@ -124,12 +124,13 @@ describe("Loss (pure)", () => {
 
 describe("Loss config", () => {
   it("defaults and validation messages", () => {
-    assert.deepStrictEqual(resolved("ppo").config, { clip_low_threshold: 0.8, clip_high_threshold: 1.2 })
-    assert.deepStrictEqual(resolved("cispo").config, { clip_low_threshold: 0, clip_high_threshold: 4 })
+    // the off-policy corrections (importance_sampling, ppo, cispo) are off unless asked for
+    const off = { tis_cap: Number.MAX_VALUE, mis_low: 0, mis_high: Number.MAX_VALUE, mis_seq_low: 0, mis_seq_high: Number.MAX_VALUE }
+    assert.deepStrictEqual(resolved("ppo").config, { clip_low_threshold: 0.8, clip_high_threshold: 1.2, ...off })
+    assert.deepStrictEqual(resolved("cispo").config, { clip_low_threshold: 0, clip_high_threshold: 4, ...off })
     assert.deepStrictEqual(resolved("dro").config, { beta: 0.05 })
     assert.deepStrictEqual(resolved("dppo").config, { delta_low: 0.2, delta_high: 0.2 })
-    // the off-policy correction is off unless asked for
-    assert.deepStrictEqual(resolved("importance_sampling").config, { tis_cap: Number.MAX_VALUE, mis_low: 0, mis_high: Number.MAX_VALUE })
+    assert.deepStrictEqual(resolved("importance_sampling").config, off)
     const bad = (name: string, config: Record<string, unknown>) => {
       const r = resolveLoss(name, config)
       assert.isFalse(r.ok)
