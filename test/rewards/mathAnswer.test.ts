@@ -166,3 +166,24 @@ describe("mathAnswer laws", () => {
       )
     ))
 })
+
+describe("mathAnswer is strict", () => {
+  it.effect("does not accept what is equal only for some values of the variables, or a different infinity", () =>
+    Effect.gen(function* () {
+      const r = byGold()
+      assert.strictEqual(yield* value(r, "|x|", "\\boxed{x}"), 0)
+      assert.strictEqual(yield* value(r, "x", "\\boxed{\\sqrt{x^2}}"), 0)
+      assert.strictEqual(yield* value(r, "\\frac{1}{3\\sqrt[3]{x}^2}", "\\boxed{\\frac{1}{3x^{2/3}}}"), 1)
+      assert.strictEqual(yield* value(r, "(1, \\infty)", "\\boxed{(1, +\\infty)}"), 1)
+      assert.strictEqual(yield* value(r, "(1, \\infty)", "\\boxed{(1, -\\infty)}"), 0)
+      assert.strictEqual(yield* value(r, "5", "\\boxed{x}"), 0)
+      assert.strictEqual(yield* value(r, "5", "\\boxed{5 or 6}"), 0)
+      assert.strictEqual(yield* value(r, "5", "\\boxed{4}, \\boxed{5}, \\boxed{6}"), 0)
+      assert.strictEqual(yield* value(r, "0.0000001", "\\boxed{0.0000004}"), 0, "tiny decimals that both round to 0 differ")
+    }))
+
+  it.effect("reads GSM8K's #### before a later number", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* value(byGold(), 42, "6 * 7 = 42\n#### 42\nDone in 3 steps."), 1)
+    }))
+})

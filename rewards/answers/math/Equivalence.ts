@@ -24,8 +24,8 @@ export interface EquivalenceOptions {
 
 type Relation = Extract<Answer, { kind: "relation" }>
 
-// sample points: irrational-looking values in (0.3, 2.5), the same every run
-const POINTS = [0.5772156649, 1.3247179572, 0.8346268417, 2.2360679775, 1.6180339887, 0.3678794412, 1.9021130326]
+// sample points: irrational-looking values of both signs (|x| and x differ), the same every run
+const POINTS = [0.5772156649, -1.3247179572, 0.8346268417, -2.2360679775, 1.6180339887, -0.3678794412, 1.9021130326, 2.7182818285]
 
 const close = (a: Value, b: Value, tol: number): boolean => {
   const scale = Math.max(1, Math.hypot(a.re, a.im), Math.hypot(b.re, b.im))
@@ -53,7 +53,9 @@ const samples = (g: Leaf, p: Leaf, strict: boolean): Array<[Value, Value]> => {
     const pPoint = Object.fromEntries(p.symbols.map((s) => [s, point[rename[s] ?? s]!]))
     const a = g.at(point)
     const b = p.at(pPoint)
-    if (a !== undefined && b !== undefined) out.push([a, b])
+    // with variables, a point where either side is not real (x^{2/3} at x < 0) says nothing
+    const real = vars.length === 0 || (a !== undefined && b !== undefined && Math.abs(a.im) < 1e-12 && Math.abs(b.im) < 1e-12)
+    if (a !== undefined && b !== undefined && real) out.push([a, b])
     if (vars.length === 0) break
   }
   return out
@@ -67,8 +69,12 @@ const samples = (g: Leaf, p: Leaf, strict: boolean): Array<[Value, Value]> => {
  */
 export const leavesEqual = (g: Leaf, p: Leaf, o: EquivalenceOptions): boolean => {
   const undefinedConstant = (l: Leaf) => l.symbols.length === 0 && l.at({}) === undefined
-  // 12:00 and 1:00 both divide by zero: only the same text is the same
-  if (undefinedConstant(g) || undefinedConstant(p)) return g.latex.replace(/\s/g, "") === p.latex.replace(/\s/g, "")
+  if (undefinedConstant(g) || undefinedConstant(p)) {
+    const infinity = (l: Leaf) => l.json === '"PositiveInfinity"' || l.json === '"NegativeInfinity"'
+    if (infinity(g) && infinity(p)) return g.json === p.json
+    // 12:00 and 1:00 both divide by zero: only the same text is the same
+    return g.latex.replace(/\s/g, "") === p.latex.replace(/\s/g, "")
+  }
   if (g.json === p.json && (o.strict || g.symbols.length === 0)) return true
   const pairs = samples(g, p, o.strict)
   const vars = g.symbols.length + p.symbols.length

@@ -81,6 +81,8 @@ export const exprPatterns = (): Array<Pattern> => {
   return [
     { priority: 0, source: `${FINAL_ANSWER_IS}:?\\s*${either}\\.?\\s?I hope` },
     { priority: 50, source: `${FINAL_ANSWER}.{0,100}?\\s+is:?${either}` },
+    // GSM8K's `#### 42`
+    { priority: 60, source: `####\\s*${either}` },
     { priority: 100, source: `${ANSWER}:(?:.{0,100}=\\s*|.{0,50}?)${either}(?!\\s*=)` },
     { priority: 200, source: `${ANSWER}(?:.{0,100}=\\s*|.{0,50}?)${either}(?!\\s*=)` },
     { priority: 300, source: exprAnchored },
