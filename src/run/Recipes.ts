@@ -72,10 +72,11 @@ export const RECIPES: Record<RecipeName, Recipe> = {
 /** The settings a recipe sets, as the flags that would set them. @since 0.1.0 @category combinators */
 export const recipeFlags = (name: RecipeName): string => {
   const s = RECIPES[name].settings
-  const config = Object.entries(s.lossConfig ?? {}).map(([k, v]) => `${k}=${v}`).join(",")
+  // --loss-config takes one key=value each time it is given
+  const config = Object.entries(s.lossConfig ?? {}).map(([k, v]) => `--loss-config ${k}=${v}`).join(" ")
   return [
     `--loss ${s.loss}`,
-    config !== "" ? `--loss-config ${config}` : "",
+    config,
     `--advantage ${s.advantage}`,
     `--loss-aggregation ${s.lossAggregation?.kind}`,
     s.lossAggregation?.denominator !== undefined ? `--loss-denominator ${s.lossAggregation.denominator}` : "",

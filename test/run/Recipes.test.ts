@@ -10,6 +10,7 @@ import { settingsFrom } from "../../src/app/RunOptions.ts"
 import { sampleGroup } from "../../src/run/Collect.ts"
 import { ContextLength } from "../../src/run/Rollout.ts"
 import { defaults } from "../../src/run/Settings.ts"
+import { recipeFlags } from "../../src/run/Recipes.ts"
 import { episodeOverlongPenalty, overlongPenalty } from "../../src/run/Overlong.ts"
 import { Sampler } from "../../src/services/Sampler.ts"
 import { Tokenizer } from "../../src/services/Tokenizer.ts"
@@ -68,6 +69,14 @@ describe("--recipe", () => {
       const t = yield* settingsOf({ recipe: "grpo", lossDenominator: "trained", klLossCoef: 0 })
       assert.deepStrictEqual([s.klLossCoef, t.lossAggregation, t.klLossCoef], [0.04, { kind: "sequence_mean", denominator: "trained" }, 0])
     }))
+
+  it("prints each recipe as flags the CLI takes: one --loss-config per key", () => {
+    assert.strictEqual(
+      recipeFlags("grpo"),
+      "--loss ppo --loss-config clip_low_threshold=0.8 --loss-config clip_high_threshold=1.2 --advantage group_sample_std --loss-aggregation sequence_mean --loss-denominator batch --kl-coef 0 --kl-loss-coef 0.04",
+    )
+    assert.strictEqual(recipeFlags("cispo"), "--loss cispo --advantage group_std --loss-aggregation token_mean --loss-denominator batch --kl-coef 0 --kl-loss-coef 0")
+  })
 
   it.effect("a resumed run keeps its recipe, and refuses another", () =>
     Effect.gen(function* () {
