@@ -187,3 +187,20 @@ describe("mathAnswer is strict", () => {
       assert.strictEqual(yield* value(byGold(), 42, "6 * 7 = 42\n#### 42\nDone in 3 steps."), 1)
     }))
 })
+
+describe("mathAnswer is strict off the real line", () => {
+  it.effect("does not accept an identity that holds only for positive variables", () =>
+    Effect.gen(function* () {
+      assert.strictEqual(yield* value(byGold(), "\\ln(xy)", "\\boxed{\\ln x+\\ln y}"), 0)
+      assert.strictEqual(yield* value(byGold(), "\\ln(xy)", "\\boxed{\\ln(yx)}"), 1)
+    }))
+})
+
+describe("mathAnswer and hedges", () => {
+  it.effect("gives no credit for two answers", () =>
+    Effect.gen(function* () {
+      for (const hedge of ["The answer is 3 or 4", "The answer is $3$ or $4$", "\\boxed{3} or \\boxed{4}", "\\boxed{3 \\text{ or } 4}"]) {
+        assert.notStrictEqual(yield* value(byGold(), "3", hedge), 1, hedge)
+      }
+    }))
+})

@@ -7,7 +7,7 @@
  */
 import type { Leaf } from "./Cas.ts"
 
-/** A relation operator, as written between two terms. */
+/** A relation operator, as written between two terms. @since 0.1.0 @category models */
 export type RelationOp = "=" | "<" | "<=" | ">" | ">=" | "!="
 
 /**
@@ -25,10 +25,10 @@ export type Answer =
   | { readonly kind: "matrix"; readonly rows: ReadonlyArray<ReadonlyArray<Leaf>> }
   | { readonly kind: "text"; readonly text: string }
 
-/** Every operator in the chain is `=`. */
+/** Every operator in the chain is `=`. @since 0.1.0 @category utils */
 export const isEquation = (a: Answer): a is Extract<Answer, { kind: "relation" }> => a.kind === "relation" && a.ops.every((op) => op === "=")
 
-/** An expression made of variables only, no numbers (`x`, `AB`, `f(x)`, `\frac{NO}{BO}`). */
+/** An expression made of variables only, no numbers (`x`, `AB`, `f(x)`, `(p, q)`). @since 0.1.0 @category utils */
 export const onlySymbols = (a: Answer): boolean => {
   if (a.kind === "word") return /^[a-zA-Z]+$/.test(a.word)
   if (a.kind === "tuple" || a.kind === "set") return a.items.length > 0 && a.items.every(onlySymbols)
@@ -39,9 +39,9 @@ export const onlySymbols = (a: Answer): boolean => {
   return walk(JSON.parse(a.leaf.json))
 }
 
-/** `x = ...` (an equation whose left side is only variables): an assignment, compared by its value. */
+/** `x = ...` (an equation whose left side is only variables): an assignment, compared by its value. @since 0.1.0 @category utils */
 export const isAssignment = (a: Answer): a is Extract<Answer, { kind: "relation" }> =>
   isEquation(a) && onlySymbols(a.terms[0]!)
 
-/** The right side of the last relation in a chain. */
+/** The right side of the last relation in a chain. @since 0.1.0 @category utils */
 export const lastTerm = (a: Extract<Answer, { kind: "relation" }>): Answer => a.terms.at(-1)!

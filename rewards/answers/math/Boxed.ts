@@ -63,18 +63,3 @@ export const boxedAnswer = (text: string, mode: "last" | "all"): string => {
   }
   return results.length === 0 ? text : results.reverse().join(",")
 }
-
-/**
- * Every closed box of a text, in order (`\boxed{}` and `\fbox{}`, braces balanced).
- * @since 0.1.0 @category utils
- */
-export const allBoxes = (text: string): Array<string> => {
-  const out: Array<string> = []
-  const re = /\\(?:boxed|fbox)\s*\{/g
-  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
-    const open = m.index + m[0].length - 1
-    const close = closingBrace(text, open, text.length)
-    if (close !== undefined) out.push(text.slice(open + 1, close))
-  }
-  return out
-}

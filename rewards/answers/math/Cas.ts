@@ -17,13 +17,13 @@ import type { ComputeEngine } from "@cortex-js/compute-engine"
 
 type BoxedExpression = ReturnType<ComputeEngine["parse"]>
 
-/** A complex value; `im` is 0 for reals. */
+/** A complex value; `im` is 0 for reals. @since 0.1.0 @category models */
 export interface Value {
   readonly re: number
   readonly im: number
 }
 
-/** One expression read by the engine. */
+/** One expression read by the engine. @since 0.1.0 @category models */
 export interface Leaf {
   /** the LaTeX the engine parsed */
   readonly latex: string
@@ -37,7 +37,7 @@ export interface Leaf {
   readonly at: (point: Readonly<Record<string, number>>) => Value | undefined
 }
 
-/** The engine, ready: a LaTeX expression to a `Leaf`, or undefined when it cannot read it. */
+/** The engine, ready: a LaTeX expression to a `Leaf`, or undefined when it cannot read it. @since 0.1.0 @category models */
 export interface Cas {
   readonly parse: (latex: string) => Leaf | undefined
 }
@@ -61,6 +61,7 @@ const groupAt = (s: string, i: number): [string, number] => {
  * Every Latin letter as an upright symbol (`x` → `\mathrm{x}`), and a letter with a
  * subscript as one symbol (`x_{1}` → `\mathrm{x_1}`), so the engine reads them as plain
  * variables. Command names and their verbatim arguments are kept.
+ * @since 0.1.0 @category utils
  */
 export const uprightSymbols = (latex: string): string => {
   let out = ""

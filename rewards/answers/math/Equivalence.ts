@@ -53,9 +53,8 @@ const samples = (g: Leaf, p: Leaf, strict: boolean): Array<[Value, Value]> => {
     const pPoint = Object.fromEntries(p.symbols.map((s) => [s, point[rename[s] ?? s]!]))
     const a = g.at(point)
     const b = p.at(pPoint)
-    // with variables, a point where either side is not real (x^{2/3} at x < 0) says nothing
-    const real = vars.length === 0 || (a !== undefined && b !== undefined && Math.abs(a.im) < 1e-12 && Math.abs(b.im) < 1e-12)
-    if (a !== undefined && b !== undefined && real) out.push([a, b])
+    // a point where a side is undefined (x^{2/3} at x < 0) says nothing; complex values must agree too
+    if (a !== undefined && b !== undefined) out.push([a, b])
     if (vars.length === 0) break
   }
   return out
@@ -63,8 +62,8 @@ const samples = (g: Leaf, p: Leaf, strict: boolean): Array<[Value, Value]> => {
 
 /**
  * Two expressions are equal: the same text; or numbers (a decimal on either side rounds);
- * or the same values at every sample point where both are defined (at least 3 points when
- * they have variables).
+ * or the same values, real or complex, at every sample point where both are defined (at
+ * least 3 points when they have variables: `\ln(xy)` is not `\ln x + \ln y` at x, y < 0).
  * @since 0.1.0 @category utils
  */
 export const leavesEqual = (g: Leaf, p: Leaf, o: EquivalenceOptions): boolean => {

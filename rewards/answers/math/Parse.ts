@@ -36,6 +36,8 @@ const patternsFor = (o: ParseOptions): Array<Pattern> => {
   return patterns
 }
 
+const HEDGE = /^\s*,?\s*(?:or|and\/or)\s+[-−]?\$?\d/i
+
 const EQUALS = /(?<!\\|<|!|>)=/
 
 /** Reads normalized LaTeX; when it does not read, the part after the last `=` of a chain. */
@@ -106,6 +108,8 @@ export const parseAnswers = (cas: Cas, text: string, options: ParseOptions = {})
         ? fromExpr(cas, groups)
         : [{ kind: "word" as const, word: groups["letter"]!.toLowerCase() }, groups["letter"]!]
       if (raw !== "" && fallback === undefined) fallback = raw
+      // "the answer is 3 or 4" hedges: no answer, rather than the first of the two
+      if (answer !== undefined && kind === "expr" && HEDGE.test(text.slice(match.index + match[0].length))) return []
       if (answer !== undefined) return fallback === undefined ? [answer] : [answer, { kind: "text", text: fallback }]
     }
   }

@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 
-/** One pattern: what it reads and its priority (lower is tried first). */
+/** One pattern: what it reads and its priority (lower is tried first). @since 0.1.0 @category models */
 export interface Pattern {
   readonly kind: "latex" | "expr" | "letter"
   readonly re: RegExp
@@ -48,7 +48,7 @@ const latexEnvs = (boxed: boolean): string => {
   return `(?:${latexEnv("first_", boxed)}${next})`
 }
 
-/** The LaTeX patterns; `boxedPriority` < 0 leaves boxes to the plain patterns. */
+/** The LaTeX patterns; `boxedPriority` < 0 leaves boxes to the plain patterns. @since 0.1.0 @category constructors */
 export const latexPatterns = (boxedPriority: number): Array<Pattern> => {
   const envs = latexEnvs(false)
   const out: Array<Pattern> = [
@@ -71,7 +71,7 @@ const EXPR_CHARS = `[\\d\\.\\s${OPERATORS}]`
 const EXPR = `(?<expr>-?\\(?-?\\d${EXPR_CHARS}*[${OPERATORS}]${EXPR_CHARS}+\\)?)`
 const CURRENCY = "[$€£¥₹₽₪₩₫฿₡₢₣₤₥₦₧₨₭₮₯₰₱₲₳₴₵₶₷₸₺₻₼₾₿]"
 
-/** The plain number and expression patterns (`1,234.5`, `28%`, `1/2`, `$100`). */
+/** The plain number and expression patterns (`1,234.5`, `28%`, `1/2`, `$100`, `#### 42`). @since 0.1.0 @category constructors */
 export const exprPatterns = (): Array<Pattern> => {
   const prefix = "(?:^|\\s|=)(?:\\*\\*)?"
   const suffix = "(?:\\*\\*)?(?:\\.|,|:|\\s|\\)|\\$|$)"
@@ -92,7 +92,7 @@ export const exprPatterns = (): Array<Pattern> => {
 
 const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
-/** The answer-letter patterns for the given choices (`A`..`D` by default). */
+/** The answer-letter patterns for the given choices. @since 0.1.0 @category constructors */
 export const letterPatterns = (choices: ReadonlyArray<string>): Array<Pattern> => {
   const keys = `(?<letter>${choices.map(escape).join("|")})`
   const suffix = "(?:\\*\\*)?(?:\\.|,|:|\\s|$)"

@@ -8,7 +8,7 @@
 import type { Answer, RelationOp } from "./Answer.ts"
 import type { Leaf } from "./Cas.ts"
 
-/** A membership test and the points where it may change. */
+/** A membership test and the points where it may change. @since 0.1.0 @category models */
 export interface NumberSet {
   readonly has: (x: number) => boolean
   readonly ends: ReadonlyArray<number>
