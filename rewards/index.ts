@@ -24,11 +24,11 @@ export {
   numericAnswer,
   /** Scores 1 when the completion's answer equals the problem's text (after normalization). */
   exactMatch,
-  /** Scores 1 when the completion's final answer equals the problem's math answer, as Math-Verify decides. */
+  /** Scores 1 when the completion's final answer equals the problem's math answer (as Math-Verify decides). */
   mathAnswer,
   /** Scores 1 when the problem's math answer can be read (add with weight 0 to count those that cannot). */
   mathGoldReadable,
-  /** The golds `mathAnswer` cannot read as math, to check a data set before a run. */
+  /** The golds `mathAnswer` cannot read as math: check a data set before a run. */
   unreadableGolds,
   /** The text after a completion's last thinking block. */
   afterThinking,
