@@ -54,7 +54,7 @@ export default Env.make({
   prompt,
   reference: line,
   reward: Reward.weighted({
-    correct: [passesTests(tests, { name: "correct", program: (body) => `(x=>${body}\n)`, limits: { time: "250 millis" } }), 1],
+    correct: [passesTests(tests, { name: "correct", program: (body) => `(x=>${body}\n)`, limits: { work: 500 } }), 1],
     brief: [maxLength(20), 0],
   }),
   services: Sandbox.layer({ concurrency: 2 }),

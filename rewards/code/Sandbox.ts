@@ -2,14 +2,17 @@
  * A sandbox for model-written JavaScript: QuickJS compiled to WebAssembly, run in Node
  * worker threads.
  *
- * Each evaluation gets a fresh QuickJS runtime and context (nothing a program does,
- * prototype pollution included, reaches the next one), with:
+ * Each test of an evaluation runs in a fresh QuickJS runtime and context (nothing a program
+ * does, prototype pollution or a counter included, reaches the next test or evaluation), with:
  * - no file system, network, process, timers, module loader or host objects: a program
  *   sees the ECMAScript built-ins and `print` / `console.log`, nothing else;
  * - a memory limit (`memoryMb`, default 32) and a stack limit (`stackKb`, default 256);
- * - a time limit (`time`, default 1 second), enforced twice: QuickJS' interrupt handler
- *   stops the program at its deadline, and if a long native call keeps it from checking,
- *   the worker itself is terminated a grace period later (and replaced);
+ * - a work budget (`work`, default 2,000 interrupt checks, about a second of one core for
+ *   a tight loop), counted by QuickJS' interrupt handler: a count, not a clock, so the
+ *   verdict of a program is the same however loaded the machine is;
+ * - a wall-clock backstop (`backstop`, default 30 seconds), only for a worker that stops
+ *   answering (one long call inside QuickJS' own C code, which never reaches the
+ *   interrupt handler): the worker is terminated and replaced;
  * - an output cap (`outputChars`) on what it prints, and a cap (`resultChars`) on each
  *   result's JSON;
  * - bounded concurrency: at most `concurrency` evaluations at once (one worker each), the
@@ -26,29 +29,13 @@
 import { createRequire } from "node:module"
 import { Worker } from "node:worker_threads"
 import { Context, Duration, Effect, Layer, Schema, Semaphore } from "effect"
+import { backstopOf, defaultLimits, type Limits, limitsOf } from "./Limits.ts"
 import { type WorkerRequest, workerSource } from "./worker.ts"
+
+export { checkLimits, defaultLimits, type Limits } from "./Limits.ts"
 
 // ===== Models =====
 
-/**
- * The limits of one evaluation.
- * @since 0.1.0 @category models
- */
-export interface Limits {
-  /** wall-clock time of the whole evaluation, in its worker (default 1 second) */
-  readonly time: Duration.Input
-  /** QuickJS heap limit in MiB (default 32) */
-  readonly memoryMb: number
-  /** QuickJS stack limit in KiB (default 256, at most 1,024) */
-  readonly stackKb: number
-  /** characters a program may print (default 65,536); more ends it */
-  readonly outputChars: number
-  /** characters of each result's JSON (default 65,536); more ends it */
-  readonly resultChars: number
-}
-
-/** @since 0.1.0 @category models */
-export const defaultLimits: Limits = { time: "1 second", memoryMb: 32, stackKb: 256, outputChars: 65_536, resultChars: 65_536 }
 
 /**
  * One evaluation: a script, and optionally calls of the function it evaluates to.
@@ -65,7 +52,7 @@ export interface Request {
 
 /**
  * What an evaluation gave: the script's value (without `calls`) or each call's result, as
- * JSON values (`undefined` for one that has no JSON: a function, `undefined`, a symbol).
+ * JSON values (`undefined` for one that has no JSON: a function, `undefined`).
  * @since 0.1.0 @category models
  */
 export interface Evaluation {
@@ -73,7 +60,9 @@ export interface Evaluation {
   readonly results: ReadonlyArray<Schema.Json | undefined>
   /** what the program printed, at most `outputChars` */
   readonly output: string
-  /** time the evaluation took in its worker */
+  /** the work it spent, in interrupt checks: the same on every run, whatever the machine's load */
+  readonly work: number
+  /** wall-clock time the evaluation took in its worker (for information only: it depends on the load) */
   readonly millis: number
 }
 
@@ -86,10 +75,12 @@ export interface Evaluation {
 export const ProgramFailure = Schema.Literals(["Timeout", "OutOfMemory", "StackOverflow", "OutputLimit", "Threw", "NotAFunction", "Crashed", "ResultNotSerializable", "NeverSettled"])
 
 /**
- * The program failed: it ran out of time, memory or stack, printed or returned too much,
- * threw, is not a function when it was called, returned what JSON cannot read
- * (`ResultNotSerializable`: a `toJSON` or getter that throws), or returned a promise that
- * never settled (`NeverSettled`; a promise that rejects `Threw`).
+ * The program failed: it ran past its work budget or its worker's backstop (`Timeout`),
+ * out of memory or stack, printed or returned too much, threw, is not a function when it
+ * was called, returned what JSON cannot read (`ResultNotSerializable`: a BigInt, a Symbol,
+ * a `toJSON` or getter that throws), or returned a promise that never settled
+ * (`NeverSettled`; a promise that rejects `Threw`). The reason comes from the engine's own
+ * signals (the budget spent, QuickJS' own error), never from the text of what was thrown.
  * @since 0.1.0 @category errors
  */
 export class ProgramError extends Schema.TaggedError<ProgramError>()("ProgramError", {
@@ -112,7 +103,7 @@ export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxErr
 
 /** @since 0.1.0 @category models */
 export interface SandboxShape {
-  /** Evaluates one program in a fresh context. */
+  /** Evaluates one program, each test in a fresh context. */
   readonly run: (request: Request) => Effect.Effect<Evaluation, ProgramError | SandboxError>
 }
 
@@ -124,8 +115,6 @@ export interface Options {
   readonly limits?: Partial<Limits>
   /** how long a worker may take to start (default 10 seconds) */
   readonly startTimeout?: Duration.Input
-  /** how much past its time limit an evaluation's worker is terminated (default 1 second) */
-  readonly grace?: Duration.Input
 }
 
 // ===== Workers =====
@@ -137,6 +126,7 @@ const Reply = Schema.Union([
     value: Schema.optional(Schema.String),
     results: Schema.Array(Schema.UndefinedOr(Schema.String)),
     output: Schema.String,
+    work: Schema.Number,
     millis: Schema.Number,
     broken: Schema.Boolean,
   }),
@@ -228,42 +218,14 @@ const wellFormed = (s: string): string => s.replace(/[\ud800-\udbff](?![\udc00-\
 
 const parseJson = (text: string | undefined): Schema.Json | undefined => (text === undefined ? undefined : (JSON.parse(text) as Schema.Json))
 
-/** QuickJS' stack lives in the WebAssembly build's own stack, which holds about 1 MiB more. */
-const MAX_STACK_KB = 1024
-
-const atMost = (name: string, n: number, max: number) => {
-  if (n > max) throw new RangeError(`Sandbox: limits.${name} must be at most ${max}, got ${n}`)
-  return n
-}
-
-const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
-  const positive = (name: string, n: number) => {
-    if (!(Number.isFinite(n) && n > 0)) throw new RangeError(`Sandbox: limits.${name} must be a positive number, got ${n}`)
-    return n
-  }
-  return {
-    timeMillis: positive("time", Duration.toMillis(Duration.fromInputUnsafe(limits.time))),
-    memoryBytes: Math.round(positive("memoryMb", limits.memoryMb) * 1024 * 1024),
-    stackBytes: Math.round(atMost("stackKb", positive("stackKb", limits.stackKb), MAX_STACK_KB) * 1024),
-    outputChars: positive("outputChars", limits.outputChars),
-    resultChars: positive("resultChars", limits.resultChars),
-  }
-}
-
-/**
- * Checks limits (over the defaults); throws a RangeError naming an invalid one.
- * @since 0.1.0 @category constructors
- */
-export const checkLimits = (limits: Partial<Limits>): void => void limitsOf({ ...defaultLimits, ...limits })
-
 /** The options with their defaults; throws a RangeError naming an invalid one. */
 const checkOptions = (options: Options) => {
   const concurrency = options.concurrency ?? 2
   if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`Sandbox: concurrency must be a positive integer, got ${concurrency}`)
   const base = { ...defaultLimits, ...options.limits }
   limitsOf(base)
-  const grace = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? "1 second"))
-  return { concurrency, base, grace, startTimeout: options.startTimeout ?? "10 seconds" }
+  backstopOf(base)
+  return { concurrency, base, startTimeout: options.startTimeout ?? "10 seconds" }
 }
 
 /**
@@ -272,18 +234,19 @@ const checkOptions = (options: Options) => {
  * @since 0.1.0 @category constructors
  */
 export const make = Effect.fnUntraced(function* (options: Options = {}) {
-  const { concurrency, base, grace, startTimeout } = checkOptions(options)
+  const { concurrency, base, startTimeout } = checkOptions(options)
   const permits = yield* Semaphore.make(concurrency)
   const idle: Array<Worker> = []
   let nextId = 0
   yield* Effect.addFinalizer(() => Effect.sync(() => idle.splice(0).forEach((w) => void w.terminate())))
 
-  const evaluate = (worker: Worker, request: WorkerRequest): Effect.Effect<Answer, SandboxError> =>
+  const evaluate = (worker: Worker, request: WorkerRequest, backstop: number): Effect.Effect<Answer, SandboxError> =>
     ask(worker, request).pipe(
-      Effect.timeoutOption(request.limits.timeMillis + grace),
+      Effect.timeoutOption(backstop),
       Effect.flatMap((outcome): Effect.Effect<Answer, SandboxError> => {
         if (outcome._tag === "None") {
-          return Effect.succeed({ reply: undefined, died: `ran past its time limit of ${request.limits.timeMillis} ms and its worker was stopped`, reason: "Timeout" as const })
+          const died = `did not come back within the backstop of ${backstop} ms (a long call inside QuickJS' own code, which the work budget does not see) and its worker was stopped`
+          return Effect.succeed({ reply: undefined, died, reason: "Timeout" as const })
         }
         const o = outcome.value
         if (o._tag === "Died") return Effect.succeed({ reply: undefined, died: `crashed its worker: ${o.message}`, reason: "Crashed" as const })
@@ -300,13 +263,16 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
 
   const run = (request: Request): Effect.Effect<Evaluation, ProgramError | SandboxError> =>
     Effect.gen(function* () {
-      const limits = yield* Effect.try({
-        try: () => limitsOf({ ...base, ...request.limits }),
+      const { limits, backstop } = yield* Effect.try({
+        try: () => {
+          const all = { ...base, ...request.limits }
+          return { limits: limitsOf(all), backstop: backstopOf(all) }
+        },
         catch: (e) => new SandboxError({ reason: "Protocol", message: e instanceof Error ? e.message : String(e) }),
       })
       const worker = idle.pop() ?? (yield* startWorker(startTimeout))
       const message: WorkerRequest = { id: nextId++, source: request.source, calls: request.calls, limits }
-      const answer = yield* evaluate(worker, message).pipe(
+      const answer = yield* evaluate(worker, message, backstop).pipe(
         // A worker whose evaluation was cut short is in an unknown state: it is never reused.
         Effect.onExit((exit) =>
           Effect.sync(() => {
@@ -319,7 +285,7 @@ export const make = Effect.fnUntraced(function* (options: Options = {}) {
       if (answer.reply === undefined) return yield* new ProgramError({ reason: answer.reason, message: answer.died, output: "" })
       const reply = answer.reply
       if (!reply.ok) return yield* new ProgramError({ reason: reply.reason, message: printable(reply.message), output: wellFormed(reply.output) })
-      return { value: parseJson(reply.value), results: reply.results.map(parseJson), output: wellFormed(reply.output), millis: reply.millis }
+      return { value: parseJson(reply.value), results: reply.results.map(parseJson), output: wellFormed(reply.output), work: reply.work, millis: reply.millis }
     }).pipe(Semaphore.withPermits(permits, 1))
 
   return Sandbox.of({ run })

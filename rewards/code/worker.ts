@@ -1,26 +1,35 @@
 /**
  * The sandbox's worker: a Node worker thread that loads QuickJS (compiled to
- * WebAssembly) once and evaluates each program it is sent in a fresh QuickJS runtime and
- * context, under a memory limit, a stack limit, an interrupt deadline and an output cap.
+ * WebAssembly) once and evaluates each program it is sent under a work budget, a memory
+ * limit, a stack limit and an output cap.
  *
  * The worker's source is a plain CommonJS string, started with `eval: true`, so it needs
  * no build step and runs the same from source (tsx, vitest) and from the compiled package.
  * It reaches QuickJS by the resolved paths of its packages, passed as `workerData`.
  *
+ * Each test of an evaluation runs in a fresh QuickJS runtime and context: the program is
+ * loaded again and called once, so nothing one test does (a counter, a closure over earlier
+ * inputs, a replaced built-in) reaches the next.
+ *
+ * The work budget is a count, not a clock: QuickJS calls its interrupt handler about once
+ * per 10,000 jumps back and function calls, and each call spends one unit of the budget,
+ * for the whole evaluation (every test's loading, call, promise jobs and result reading).
+ * The same program on the same tests spends the same work however loaded the machine is,
+ * so its verdict never depends on the load. Work done inside one long call into QuickJS'
+ * own C code is not counted; the host's wall-clock backstop (see `Sandbox.ts`) ends that.
+ *
  * What a program sees: the ECMAScript built-ins of QuickJS and `print` / `console.log`
  * (output, capped). Nothing of the host is passed in: no `process`, `require`, file
  * system, network, timers or module loader. Arguments are built in the sandbox value by
- * value from JSON; results come out the same way, with `JSON.stringify` semantics only:
- * the context's own `JSON.stringify`, taken before the program ran (so a program that
- * replaces `JSON` changes nothing), and nothing else. A result that JSON cannot read (a
- * `toJSON` or a getter that throws) fails with `ResultNotSerializable`, one whose reading
- * overflows the stack with `StackOverflow`, never read another way. A returned Promise
- * (an `async` function's) is awaited: the jobs the program queued run under the same
- * deadline, and a promise still pending when they are done fails with `NeverSettled`.
- * Jobs still queued after the last call run under the deadline too (a job flood times out).
+ * value from JSON; results come out the same way, with `JSON.stringify` semantics only
+ * (see `quickjsValues.ts`). A returned Promise (an `async` function's) is awaited: the jobs
+ * the program queued run under the same budget, and a promise still pending when they are
+ * done fails with `NeverSettled`. Jobs still queued after a test run under the budget too
+ * (a job flood runs out of it).
  *
  * @since 0.1.0
  */
+import { quickjsValuesSource } from "./quickjsValues.ts"
 
 /** What the main thread asks the worker: one evaluation. @internal */
 export interface WorkerRequest {
@@ -29,7 +38,7 @@ export interface WorkerRequest {
   /** each call's arguments; absent: the program's own value is the result */
   readonly calls: ReadonlyArray<ReadonlyArray<unknown>> | undefined
   readonly limits: {
-    readonly timeMillis: number
+    readonly work: number
     readonly memoryBytes: number
     readonly stackBytes: number
     readonly outputChars: number
@@ -37,146 +46,34 @@ export interface WorkerRequest {
   }
 }
 
-/** What the worker answers. `broken`: the worker must not be used again. @internal */
+/** What the worker answers. `work`: interrupt checks spent; `broken`: the worker must not be used again. @internal */
 export type WorkerReply =
-  | { readonly id: number; readonly ok: true; readonly value: string | undefined; readonly results: ReadonlyArray<string | undefined>; readonly output: string; readonly millis: number; readonly broken: boolean }
+  | { readonly id: number; readonly ok: true; readonly value: string | undefined; readonly results: ReadonlyArray<string | undefined>; readonly output: string; readonly work: number; readonly millis: number; readonly broken: boolean }
   | { readonly id: number; readonly ok: false; readonly reason: string; readonly message: string; readonly output: string; readonly millis: number; readonly broken: boolean }
 
-/** The worker's source (CommonJS, run with `eval: true`). @internal */
-export const workerSource = String.raw`
-"use strict"
-const { parentPort, workerData } = require("node:worker_threads")
-const core = require(workerData.core)
-const variantModule = require(workerData.variant)
-
-const clip = (s, n) => (s.length > n ? s.slice(0, n) : s)
-
-// A JSON value as a QuickJS value, built by the host (never by the program's own JSON).
-function toHandle(vm, v) {
-  if (v === null) return vm.null
-  switch (typeof v) {
-    case "number": return vm.newNumber(v)
-    case "string": return vm.newString(v)
-    case "boolean": return v ? vm.true : vm.false
-    case "undefined": return vm.undefined
-  }
-  const target = Array.isArray(v) ? vm.newArray() : vm.newObject()
-  for (const [k, x] of Object.entries(v)) {
-    const h = toHandle(vm, x)
-    vm.setProp(target, Array.isArray(v) ? Number(k) : k, h)
-    h.dispose()
-  }
-  return target
-}
-
-// A result JSON cannot read: what reading it threw.
-class NotSerializable extends Error {
-  constructor(error) { super(error.message); this.error = error }
-}
-
-// The JSON text of a QuickJS object or boolean, by the context's own JSON.stringify taken
-// before the program ran, and by nothing else (undefined when JSON has no text for it).
-function stringifyStrict(state, h) {
-  const vm = state.vm
-  const out = vm.callFunction(state.stringify, vm.undefined, h)
-  if (out.error) {
-    const error = describe(state, out.error)
-    out.error.dispose()
-    throw new NotSerializable(error)
-  }
-  return out.value.consume((x) => {
-    if (vm.typeof(x) !== "string") return undefined
-    const n = stringLength(vm, x)
-    if (n > state.limits.resultChars) throw new ResultTooLong(n)
-    return vm.getString(x)
-  })
-}
-
-// A QuickJS string as a host string, through the context's own JSON.stringify taken before
-// the program ran (so NUL and lone surrogates survive the crossing as escapes); plain
-// getString when that call fails (after the deadline every call is interrupted).
-function readString(state, h) {
-  const vm = state.vm
-  const out = vm.callFunction(state.stringify, vm.undefined, h)
-  if (out.error) {
-    out.error.dispose()
-    return vm.getString(h)
-  }
-  const text = out.value.consume((x) => (vm.typeof(x) === "string" ? vm.getString(x) : undefined))
-  try { return JSON.parse(text) } catch (e) { return vm.getString(h) }
-}
-
-// The length of a QuickJS string (its own property: no code of the program runs).
-const stringLength = (vm, h) => vm.getProp(h, "length").consume((n) => vm.getNumber(n))
-
-// A QuickJS value as JSON text (undefined when it has none: a function, a symbol, undefined).
-function readJson(state, h) {
-  const vm = state.vm
-  const type = vm.typeof(h)
-  let text
-  if (type === "string") {
-    const n = stringLength(vm, h)
-    if (n > state.limits.resultChars) throw new ResultTooLong(n)
-    text = JSON.stringify(readString(state, h))
-  }
-  else if (type === "number") text = JSON.stringify(vm.getNumber(h))
-  else if (type === "boolean" || type === "object") text = stringifyStrict(state, h)
-  if (text !== undefined && text.length > state.limits.resultChars) throw new ResultTooLong(text.length)
-  return text
-}
-
-class ResultTooLong extends Error {
-  constructor(n) { super("a result of " + n + " characters") ; this.chars = n }
-}
-
-// Any QuickJS value as short text, for messages and output.
-function show(state, h) {
-  const vm = state.vm
-  const t = vm.typeof(h)
-  try {
-    if (t === "string") return readString(state, h)
-    if (t === "number") return String(vm.getNumber(h))
-    if (t === "object" || t === "boolean") return String(stringifyStrict(state, h))
-  } catch (e) {}
-  return "[" + t + "]"
-}
-
-// How a QuickJS error reads: its name and message, as text the host can trust.
-function describe(state, h) {
-  const vm = state.vm
-  try {
-    const field = (key) => vm.getProp(h, key).consume((x) => (vm.typeof(x) === "string" ? readString(state, x) : ""))
-    const name = vm.typeof(h) === "object" ? field("name") : ""
-    const message = vm.typeof(h) === "object" ? field("message") : ""
-    if (name === "" && message === "") return { name: "", message: clip(show(state, h), 500) }
-    return { name: clip(name, 100), message: clip(message, 500) }
-  } catch (e) {
-    return { name: "", message: "an error that could not be read" }
-  }
-}
-
-// How a result that cannot be read fails: its stack overflow or deadline as such, else ResultNotSerializable.
-function unreadable(state, error) {
-  const f = faultOf(state, error)
-  if (f.reason !== "Threw") return f
-  return { reason: "ResultNotSerializable", message: "returned a result JSON cannot read (" + f.message + ")" }
-}
-
+const evaluationSource = String.raw`
 // Runs the jobs the program queued (promise callbacks), in batches, until none is left or
-// the deadline passes; the fault of one that failed, or a Timeout with jobs still queued.
-function drainJobs(state, rt) {
+// the budget is spent; the fault of one that failed, or a Timeout with jobs still queued.
+function drainJobs(state) {
+  const rt = state.rt
   while (rt.hasPendingJob()) {
-    if (Date.now() > state.deadline || state.outputExceeded) {
+    if (state.exhausted || state.outputExceeded) {
       // a runtime stopped with jobs queued cannot be freed cleanly: its worker is retired instead
       state.abandoned = true
-      return faultOf(state, { name: "InternalError", message: "interrupted" })
+      return faultOf(state, state.vm.undefined)
     }
     const done = rt.executePendingJobs(256)
     if (done.error) {
       state.abandoned = true
-      const f = faultOf(state, describe(state, done.error))
+      const f = faultOf(state, done.error)
       done.error.dispose()
       return f
+    }
+    // a promise reaction takes in the interrupt that ended its job: the budget is checked
+    // here, and the runtime (left with half-run jobs) is not freed
+    if (state.exhausted || state.outputExceeded) {
+      state.abandoned = true
+      return faultOf(state, state.vm.undefined)
     }
   }
   return undefined
@@ -184,14 +81,14 @@ function drainJobs(state, rt) {
 
 // A returned value once its jobs have run: a promise's outcome (awaited), else the value itself.
 // { handle, owned } to read (dispose it when owned), or { fault }.
-function settle(state, rt, h) {
-  const jobs = drainJobs(state, rt)
+function settle(state, h) {
+  const jobs = drainJobs(state)
   if (jobs !== undefined) return { fault: jobs }
   const p = state.vm.getPromiseState(h)
   if (p.type === "fulfilled" && p.notAPromise) return { handle: h, owned: false }
   if (p.type === "fulfilled") return { handle: p.value, owned: true }
   if (p.type === "rejected") {
-    const f = faultOf(state, describe(state, p.error))
+    const f = faultOf(state, p.error)
     p.error.dispose()
     return { fault: { reason: f.reason, message: f.reason === "Threw" ? "returned a promise that rejected: " + f.message.replace(/^threw /, "") : f.message } }
   }
@@ -199,24 +96,23 @@ function settle(state, rt, h) {
 }
 
 // Reads a returned value as JSON (a promise awaited first); { text } or { fault }.
-function readResult(state, rt, h) {
-  const settled = settle(state, rt, h)
+function readResult(state, h) {
+  if (state.outputExceeded) return { fault: faultOf(state, h) }
+  const settled = settle(state, h)
   if (settled.fault !== undefined) return settled
   try { return { text: readJson(state, settled.handle) } }
   catch (e) {
-    if (e instanceof NotSerializable) return { fault: unreadable(state, e.error) }
+    if (e instanceof NotSerializable) return { fault: unreadable(e.fault) }
+    if (e instanceof ResultTooLong) return { fault: { reason: "OutputLimit", message: "returned " + e.message + ", over the limit of " + state.limits.resultChars } }
     throw e
   }
   finally { if (settled.owned) settled.handle.dispose() }
 }
 
-function faultOf(state, error) {
-  if (state.outputExceeded) return { reason: "OutputLimit", message: "printed more than " + state.limits.outputChars + " characters" }
-  const { name, message } = error
-  if (name === "InternalError" && message === "interrupted") return { reason: "Timeout", message: "ran past its time limit of " + state.limits.timeMillis + " ms" }
-  if (message === "out of memory") return { reason: "OutOfMemory", message: "ran out of memory (" + Math.round(state.limits.memoryBytes / 1048576) + " MB)" }
-  if (message === "stack overflow") return { reason: "StackOverflow", message: "overflowed its stack (" + Math.round(state.limits.stackBytes / 1024) + " KB)" }
-  return { reason: "Threw", message: name === "" ? "threw " + message : "threw " + name + ": " + message }
+const consumeFault = (state, h) => {
+  const f = faultOf(state, h)
+  h.dispose()
+  return f
 }
 
 // What is taken away from the global object before a program runs: shared memory, and
@@ -229,10 +125,29 @@ const REMOVED = ["SharedArrayBuffer", "Atomics", "ArrayBuffer", "DataView", "Int
 const PRELUDE = REMOVED.map((name) => "delete globalThis." + name + ";").join("") +
   "{ let s = 0x2545f491; Math.random = function random() { s ^= s << 13; s ^= s >>> 17; s ^= s << 5; return (s >>> 0) / 4294967296 } }"
 
+// The reader of QuickJS' own errors: the message of an InternalError, "" for anything else.
+// InternalError is QuickJS' own (not in the standard): its constructor is taken away from
+// the program, so an object with its prototype is one the engine raised (out of memory,
+// stack overflow), never one the program made, however it is named.
+const ENGINE_ERROR = [
+  "(() => {",
+  "  const proto = InternalError.prototype, prototypeOf = Object.getPrototypeOf, descriptor = Object.getOwnPropertyDescriptor",
+  "  const apply = Reflect.apply, hasOwn = Object.prototype.hasOwnProperty",
+  "  delete globalThis.InternalError",
+  "  delete proto.constructor",
+  "  return (e) => {",
+  "    if (typeof e !== 'object' || e === null || prototypeOf(e) !== proto) return ''",
+  "    const m = descriptor(e, 'message')",
+  "    return m !== undefined && apply(hasOwn, m, ['value']) && typeof m.value === 'string' ? m.value : ''",
+  "  }",
+  "})()",
+].join("\n")
+
 function prepare(state) {
   const vm = state.vm
   vm.unwrapResult(vm.evalCode(PRELUDE, "prelude.js")).dispose()
   state.stringify = vm.getProp(vm.global, "JSON").consume((json) => vm.getProp(json, "stringify"))
+  state.engineError = vm.unwrapResult(vm.evalCode(ENGINE_ERROR, "prelude.js"))
   installOutput(state)
 }
 
@@ -259,66 +174,95 @@ function installOutput(state) {
   print.dispose()
 }
 
-// Runs one program in a fresh runtime and context; disposes both whatever happens.
-function evaluate(mod, request) {
-  const state = { limits: request.limits, output: "", outputExceeded: false, deadline: Date.now() + request.limits.timeMillis, vm: undefined, stringify: undefined, abandoned: false }
-  const rt = mod.newRuntime()
-  rt.setMemoryLimit(request.limits.memoryBytes)
-  rt.setMaxStackSize(request.limits.stackBytes)
-  rt.setInterruptHandler(() => state.outputExceeded || Date.now() > state.deadline)
-  const vm = (state.vm = rt.newContext())
-  const fault = (f) => ({ ok: false, reason: f.reason, message: f.message, output: state.output })
-  const fail = (h, prefix) => {
-    const f = faultOf(state, describe(state, h))
-    h.dispose()
-    return fault({ reason: f.reason, message: prefix + f.message })
-  }
-  try {
-    prepare(state)
-    const loaded = vm.evalCode(request.source, "program.js")
-    if (loaded.error) return fail(loaded.error, "")
-    const program = loaded.value
-    try {
-      if (state.outputExceeded) return fault(faultOf(state, {}))
-      if (request.calls === undefined) {
-        const read = readResult(state, rt, program)
-        return read.fault !== undefined ? fault(read.fault) : { ok: true, value: read.text, results: [], output: state.output }
-      }
-      if (vm.typeof(program) !== "function") return fault({ reason: "NotAFunction", message: "is not a function (its value is of type " + vm.typeof(program) + ")" })
-      const results = []
-      for (let i = 0; i < request.calls.length; i++) {
-        const args = request.calls[i].map((a) => toHandle(vm, a))
-        const called = vm.callFunction(program, vm.undefined, ...args)
-        for (const a of args) a.dispose()
-        if (called.error) return fail(called.error, "test " + (i + 1) + ": ")
-        try {
-          if (state.outputExceeded) return fault(faultOf(state, {}))
-          const read = readResult(state, rt, called.value)
-          if (read.fault !== undefined) return fault({ reason: read.fault.reason, message: "test " + (i + 1) + ": " + read.fault.message })
-          results.push(read.text)
-        } finally { called.value.dispose() }
-      }
-      // jobs still queued run under the deadline too, and one passed inside QuickJS' own code (a toJSON that never returns) ends here
-      const jobs = drainJobs(state, rt)
-      if (jobs !== undefined) return fault(jobs)
-      if (Date.now() > state.deadline) return fault(faultOf(state, { name: "InternalError", message: "interrupted" }))
-      return { ok: true, value: undefined, results, output: state.output }
-    } finally { program.dispose() }
-  } catch (e) {
-    if (e instanceof ResultTooLong) return fault({ reason: "OutputLimit", message: "returned " + e.message + ", over the limit of " + request.limits.resultChars })
-    throw e
-  } finally {
-    if (!state.abandoned) {
-      if (state.stringify !== undefined) state.stringify.dispose()
-      vm.dispose()
-      rt.dispose()
-    }
-    lastAbandoned = state.abandoned
-  }
+// The interrupt handler: each call is one unit of work; past the budget (or the output
+// cap) it stops the program, and no catch can hold that.
+function spend(state) {
+  if (state.outputExceeded || state.exhausted) return true
+  state.work++
+  if (state.work > state.limits.work) state.exhausted = true
+  return state.exhausted
 }
 
-// whether the last evaluation left its runtime unfreed (its worker must be retired)
-let lastAbandoned = false
+// Loads the program in a fresh runtime and context and hands its value to use; frees both
+// whatever happens (unless jobs were left queued: see drainJobs). { text } or { fault }.
+function inFreshContext(mod, state, use) {
+  const rt = (state.rt = mod.newRuntime())
+  rt.setMemoryLimit(state.limits.memoryBytes)
+  rt.setMaxStackSize(state.limits.stackBytes)
+  rt.setInterruptHandler(() => spend(state))
+  state.vm = rt.newContext()
+  let read
+  try { read = loadAndUse(state, use) }
+  finally { free(state) }
+  if (state.unfreeable && read.fault === undefined) {
+    return { fault: { reason: "Crashed", message: "crashed the sandbox: QuickJS could not free the runtime it ran in (its promise jobs failed inside QuickJS' own code, e.g. out of memory)" } }
+  }
+  return read
+}
+
+function loadAndUse(state, use) {
+  prepare(state)
+  const loaded = state.vm.evalCode(state.source, "program.js")
+  if (loaded.error) return { fault: consumeFault(state, loaded.error) }
+  try {
+    return state.outputExceeded ? { fault: faultOf(state, loaded.value) } : use(loaded.value)
+  } finally { loaded.value.dispose() }
+}
+
+// Frees the test's context and runtime. An engine error a promise reaction took in can leave
+// objects QuickJS cannot free, and freeing aborts the module: the worker is retired then.
+function free(state) {
+  if (!state.abandoned) {
+    try {
+      if (state.stringify !== undefined) state.stringify.dispose()
+      if (state.engineError !== undefined) state.engineError.dispose()
+      state.vm.dispose()
+      state.rt.dispose()
+    } catch (e) {
+      state.abandoned = state.unfreeable = true
+    }
+  }
+  state.stringify = state.engineError = undefined
+}
+
+// One test: the program's value called with the test's arguments, its result read, and
+// the jobs it left queued run; { text } or { fault } (its message names the test).
+function callOnce(state, program, args, index) {
+  const vm = state.vm
+  const fail = (f) => ({ fault: { reason: f.reason, message: "test " + (index + 1) + ": " + f.message } })
+  if (vm.typeof(program) !== "function") return { fault: { reason: "NotAFunction", message: "is not a function (its value is of type " + vm.typeof(program) + ")" } }
+  const handles = args.map((a) => toHandle(vm, a))
+  const called = vm.callFunction(program, vm.undefined, ...handles)
+  for (const h of handles) h.dispose()
+  if (called.error) return fail(consumeFault(state, called.error))
+  const read = called.value.consume((v) => readResult(state, v))
+  if (read.fault !== undefined) return fail(read.fault)
+  // jobs still queued run under the budget too; a budget spent where nothing could throw (inside QuickJS' own code) ends here
+  const jobs = drainJobs(state)
+  if (jobs !== undefined) return fail(jobs)
+  if (state.exhausted) return fail(faultOf(state, vm.undefined))
+  return read
+}
+
+// One evaluation: without calls, the program's value; with calls, each test in a fresh
+// runtime and context, all under one work budget. The reply, and whether a runtime was left unfreed.
+function evaluate(mod, request) {
+  const state = { source: request.source, limits: request.limits, output: "", outputExceeded: false, work: 0, exhausted: false, abandoned: false, unfreeable: false,
+    rt: undefined, vm: undefined, stringify: undefined, engineError: undefined }
+  const failed = (f) => ({ ok: false, reason: f.reason, message: f.message, output: state.output })
+  const results = []
+  if (request.calls === undefined) {
+    const read = inFreshContext(mod, state, (program) => readResult(state, program))
+    if (read.fault !== undefined) return { reply: failed(read.fault), abandoned: state.abandoned }
+    return { reply: { ok: true, value: read.text, results, output: state.output, work: state.work }, abandoned: state.abandoned }
+  }
+  for (let i = 0; i < request.calls.length; i++) {
+    const read = inFreshContext(mod, state, (program) => callOnce(state, program, request.calls[i], i))
+    if (read.fault !== undefined) return { reply: failed(read.fault), abandoned: state.abandoned }
+    results.push(read.text)
+  }
+  return { reply: { ok: true, value: undefined, results, output: state.output, work: state.work }, abandoned: state.abandoned }
+}
 
 core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).then(
   (mod) => {
@@ -326,9 +270,9 @@ core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).the
       const started = Date.now()
       let reply
       try {
-        const result = evaluate(mod, request)
+        const { reply: result, abandoned } = evaluate(mod, request)
         // a worker whose memory grew past the limit by more than QuickJS' own overhead is retired
-        reply = { ...result, broken: lastAbandoned || mod.getWasmMemory().buffer.byteLength > request.limits.memoryBytes + 64 * 1048576 }
+        reply = { ...result, broken: abandoned || mod.getWasmMemory().buffer.byteLength > request.limits.memoryBytes + 64 * 1048576 }
       } catch (e) {
         // The host's own stack ran out under deep recursion in QuickJS, or the module failed:
         // its memory is in an unknown state, so this worker is retired.
@@ -344,3 +288,13 @@ core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).the
   (e) => parentPort.postMessage({ ready: false, message: String(e && e.message) }),
 )
 `
+
+/** The worker's source (CommonJS, run with `eval: true`). @internal */
+export const workerSource = [
+  `"use strict"`,
+  `const { parentPort, workerData } = require("node:worker_threads")`,
+  `const core = require(workerData.core)`,
+  `const variantModule = require(workerData.variant)`,
+  quickjsValuesSource,
+  evaluationSource,
+].join("\n")

@@ -69,6 +69,7 @@ describe("passesTests", () => {
   it("refuses an invalid penalty or limit where it is defined", () => {
     assert.throws(() => passesTests(tests, { penalty: Number.NaN }), /penalty must be a finite number/)
     assert.throws(() => passesTests(tests, { limits: { stackKb: 0 } }), /limits.stackKb must be a positive number/)
+    assert.throws(() => passesTests(tests, { limits: { work: -1 } }), /limits.work must be a positive integer/)
   })
 
   it("a problem with no tests is not applicable", async () => {
@@ -83,6 +84,19 @@ describe("passesTests", () => {
     assert.isFalse(sameJson({ a: 1 }, { a: 1, b: undefined as never }))
     assert.isFalse(sameJson("7", 7))
     assert.isFalse(sameJson(undefined, null))
+  })
+
+  it("scores each test in a fresh context: a counter passes only the tests a fresh counter passes", async () => {
+    // f(x) = x + 1 at x = 0, 1, 2: a counter returns 1 every time, which only f(0) expects
+    const succ = passesTests<null>(() => [0, 1, 2].map((x) => ({ args: [x], expected: x + 1 })))
+    const s = await Effect.runPromise(provide(score(succ, null, "(()=>{let n=0;return x=>++n})()")))
+    assert.strictEqual(s.value, 1 / 3)
+  })
+
+  it("a result JSON has no value for (a BigInt) scores the penalty with its reason", async () => {
+    const s = await Effect.runPromise(provide(score(reward, { a: 1, b: 0 }, "x=>BigInt(x)")))
+    assert.strictEqual(s.value, 0)
+    assert.match(s.notes?.["tests"]?.[0] ?? "", /^ResultNotSerializable: the program test 1: returned a BigInt/)
   })
 
   it("compares structured results", async () => {
