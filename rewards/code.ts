@@ -4,14 +4,17 @@
  *
  * A test is a call and its expected result, both JSON values: `{ args: [2], expected: 7 }`.
  * The completion is made into a program (by default it must be a function expression,
- * `x=>3*x+1`, which is wrapped in parentheses), the program is evaluated in a fresh
- * context, and its value is called once per test with arguments built by the host. The
- * results are compared with the expected values on the host, as JSON, so a program can
- * change nothing but its own answers: replacing `JSON`, `Object.prototype` or anything
- * else inside the sandbox does not change how it is scored.
+ * `x=>3*x+1`, which is wrapped in parentheses), and for each test the program is evaluated
+ * in a fresh context and its value called once with arguments built by the host, so no
+ * test sees what an earlier one did. The results are compared with the expected values on
+ * the host, as JSON, so a program can change nothing but its own answers: replacing
+ * `JSON`, `Object.prototype` or anything else inside the sandbox does not change how it is
+ * scored.
  *
- * A program that runs out of time, memory or stack, prints or returns too much, throws
- * (while loading or in any test), or is not a function, scores `penalty` (0) as a
+ * A program that runs out of its work budget (a count of QuickJS' interrupt checks, not a
+ * clock: the verdict does not depend on the machine's load), memory or stack, prints or
+ * returns too much (or what JSON cannot read), throws (while loading or in any test), or
+ * is not a function, scores `penalty` (0) as a
  * `ModelFault` whose message says why; the message is also noted with the rollout (the
  * `notes` of its row in `rollouts.jsonl`). A sandbox that cannot start is an `InfraFault`:
  * retried when the leaf asks for it, then the sample is masked.
@@ -104,7 +107,7 @@ export interface PassesTestsOptions<P> extends Reward.LeafOptions {
 
 /**
  * The fraction of `tests(problem)` the completion's program passes, run in the `Sandbox`.
- * A program that cannot run to the end (time, memory, stack, output, a throw, not a
+ * A program that cannot run to the end (work budget, memory, stack, output, a throw, not a
  * function) scores `penalty` with the reason in its `ModelFault`; a sandbox failure is an
  * `InfraFault`; a problem with no tests is `NotApplicable`.
  *

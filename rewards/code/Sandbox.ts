@@ -17,9 +17,10 @@
  *   result's JSON;
  * - bounded concurrency: at most `concurrency` evaluations at once (one worker each), the
  *   others wait in line. Evaluations run off the main thread, so a hostile program stalls
- *   neither the runner nor other rewards, only its own worker, for at most its time limit.
+ *   neither the runner nor other rewards, only its own worker, until its budget or the
+ *   backstop ends it.
  *
- * A program's own failure (time, memory, stack, output, a throw, a value that is not a
+ * A program's own failure (work, memory, stack, output, a throw, a value that is not a
  * function) is a `ProgramError` with its `reason`; a sandbox that cannot start or stops
  * answering is a `SandboxError`. `Sandbox` is a service: provide `Sandbox.layer()` (or
  * your own implementation) through the env's `services`.
