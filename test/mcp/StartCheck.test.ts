@@ -63,7 +63,7 @@ describe("a toolset the bracket syntax cannot carry", () => {
       assert.notInclude(error.message, "problem")
       assert.strictEqual(samples, 0, "nothing was sampled")
       assert.strictEqual(steps, 0, "no step ran")
-    }), 60_000)
+    }))
 
   it.live("with one server for the run: refused at the run's start, naming McpToolset.episode and McpToolset.layer", () =>
     Effect.gen(function* () {
@@ -73,7 +73,7 @@ describe("a toolset the bracket syntax cannot carry", () => {
       assert.include(error.message, "Use McpToolset.episode({ syntax: Tool.hermes })")
       assert.include(error.message, 'McpToolset.layer(server, { include: ["read_graph", "search_nodes"] })')
       assert.strictEqual(samples, 0)
-    }), 60_000)
+    }))
 
   it.live("in the hermes syntax: the run starts", () =>
     Effect.gen(function* () {
@@ -87,5 +87,5 @@ describe("a toolset the bracket syntax cannot carry", () => {
         quiet,
       )
       assert.strictEqual(rows.length, 1)
-    }), 60_000)
+    }))
 })
