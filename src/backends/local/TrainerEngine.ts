@@ -52,9 +52,19 @@ export interface TrainerEngineOptions {
   readonly mode?: "lora" | "full"
   readonly lora?: LoraConfig
   readonly seed?: number
-  /** most padded tokens (rows x longest row) per forward pass; longer calls are split */
+  /** most padded tokens (rows x longest row) per forward pass; longer calls are split (default `batchTokensFor` the vocabulary) */
   readonly maxBatchTokens?: number
 }
+
+/** Logits one forward pass may hold: a pass keeps several copies of them (logits, dloss/dlogits, their product). */
+const LOGITS_PER_PASS = 2 ** 24
+
+/**
+ * Padded tokens per forward pass for a vocabulary: 8,192 for the char models, fewer for a
+ * real tokenizer's (110 for Qwen3's 151,669 ids), so the logits fit WebAssembly's memory.
+ * @since 0.1.0 @category combinators
+ */
+export const batchTokensFor = (vocabSize: number): number => Math.max(1, Math.min(8192, Math.floor(LOGITS_PER_PASS / vocabSize)))
 
 export class LocalTrainerEngine {
   readonly mode: "lora" | "full"
@@ -76,7 +86,7 @@ export class LocalTrainerEngine {
     options: TrainerEngineOptions = {},
   ) {
     this.mode = options.mode ?? "lora"
-    this.maxBatchTokens = options.maxBatchTokens ?? 8192
+    this.maxBatchTokens = options.maxBatchTokens ?? batchTokensFor(model.config.vocabSize)
     if (this.mode === "lora") {
       const lora = options.lora
       if (!lora) throw new Error("lora mode needs a LoraConfig")
