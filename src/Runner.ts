@@ -49,6 +49,7 @@ import { ContextLength } from "./run/Rollout.ts"
 import { buildServices } from "./run/Services.ts"
 import { checkEpisodes } from "./run/EpisodeChecks.ts"
 import { prepare } from "./run/Start.ts"
+import { applyTemplateArgs } from "./tokenizers/TemplateArgs.ts"
 import * as MaskedWatch from "./run/MaskedWatch.ts"
 import { checkpoint, type Ledger, type RunContext, runSteps } from "./run/Steps.ts"
 
@@ -93,7 +94,8 @@ export const run = Effect.fn("Runner.run")(function* (
   const history: Array<Metrics.MetricRecord> = []
   yield* runSteps(ctx, ledger, pipeline, history).pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : keepWork(ctx, ledger, Cause.hasInterruptsOnly(exit.cause) ? "interrupted" : "stopped by an error"))))
   return history
-}, Effect.scoped)
+  // every prompt of the run is rendered with its chat-template arguments
+}, Effect.scoped, (effect, settings) => applyTemplateArgs(settings.templateArgs)(effect))
 
 
 /**

@@ -25,6 +25,8 @@ import { checkTokenizerFits } from "../run/Start.ts"
 import { Tokenizer } from "../services/Tokenizer.ts"
 import { Trainer } from "../services/Trainer.ts"
 import { backendLayer } from "./Backend.ts"
+import { templateArgsOf } from "./RunOptions.ts"
+import { applyTemplateArgs } from "../tokenizers/TemplateArgs.ts"
 import * as Players from "./Players.ts"
 import { at } from "../util/Lookup.ts"
 import { availableEnvs } from "./LoadEnv.ts"
@@ -65,6 +67,8 @@ export interface EvalOptions {
   readonly tokenizer?: string | undefined
   /** sample requests in flight (default 8) */
   readonly sampleConcurrency?: number | undefined
+  /** extra variables of the model's chat template (`--template-arg`), over the run's or env's */
+  readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
 }
 
 /** A component's mean over the scored rollouts, with a 95% interval. */
@@ -220,8 +224,10 @@ const evalSettings = (options: EvalOptions, source: Env.AnyEnv | Env.Mixture, sa
       return yield* new RunError({ reason: "Settings", message: `--temperature must be 0 or more, got ${options.temperature}` })
     }
     const base = saved ?? defaults(source.name)
+    const templateArgs = yield* templateArgsOf(options, source, saved)
     return {
       ...base,
+      ...templateArgs,
       env: source.name,
       ...(options.seed !== undefined ? { seed: options.seed } : {}),
       evalSize: options.size ?? (saved === undefined ? suggested?.size : undefined) ?? base.evalSize,
@@ -314,6 +320,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     return out
   }).pipe(
     Effect.scoped,
+    applyTemplateArgs(settings.templateArgs),
     // a game's frozen players (Game.frozen), started for the evaluation
     Effect.provide(Layer.fresh(Players.needed(source) ? Layer.provideMerge(Players.layer(source, Os.tmpdir()), layer) : layer)),
   )

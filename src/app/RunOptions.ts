@@ -13,6 +13,7 @@ import * as Env from "../vocabulary/Env.ts"
 import * as Runner from "../Runner.ts"
 import * as Teacher from "./Teacher.ts"
 import type { LoopsFlags } from "./Backend.ts"
+import { templateArgsProblem } from "../tokenizers/TemplateArgs.ts"
 
 /**
  * Everything `gyre run` takes, as an object: each field is the flag of the same name
@@ -140,6 +141,8 @@ export interface RunOptions {
   readonly teacher?: string | undefined
   /** the weight of the teacher's per-token reverse KL in the advantages (default 1) */
   readonly teacherCoef?: number | undefined
+  /** extra variables of the model's chat template (`--template-arg enable_thinking=false`), over the env's `chat.templateArgs` */
+  readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
   /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
   readonly print?: boolean | undefined
 }
@@ -332,6 +335,34 @@ const teacherOf = (p: RunOptions, saved: Runner.RunSettings | undefined) =>
   })
 
 /**
+ * The chat-template arguments in force: a new run's env's (every member of a mixture's,
+ * which must agree) or a resumed run's, under `--template-arg`; nothing when none is set.
+ */
+export const templateArgsOf = (p: Pick<RunOptions, "templateArgs">, source: Env.AnyEnv | Env.Mixture, saved: Runner.RunSettings | undefined) =>
+  Effect.gen(function* () {
+    const settingsError = (message: string) => new Runner.RunError({ reason: "Settings", message })
+    const flagProblem = p.templateArgs === undefined ? undefined : templateArgsProblem("--template-arg", p.templateArgs)
+    if (flagProblem !== undefined) return yield* settingsError(flagProblem)
+    const fromEnv: Record<string, unknown> = {}
+    const setBy: Record<string, string> = {}
+    for (const [env] of saved === undefined ? Env.members(source) : []) {
+      for (const [key, value] of Object.entries(env.chat?.templateArgs ?? {})) {
+        // a flag that sets the argument settles the disagreement
+        if (key in fromEnv && JSON.stringify(fromEnv[key]) !== JSON.stringify(value) && !(key in (p.templateArgs ?? {}))) {
+          return yield* settingsError(
+            `the envs of mixture ${source.name} disagree on chat template argument ${key}: ${setBy[key]} sets ${JSON.stringify(fromEnv[key])}, ${env.name} ${JSON.stringify(value)}; set it for the run with --template-arg ${key}=<value>`,
+          )
+        }
+        fromEnv[key] = value
+        setBy[key] = env.name
+      }
+    }
+    // JSON values: the env's are checked by Env.make, the flag's above
+    const args = { ...(saved?.templateArgs ?? fromEnv), ...p.templateArgs } as Schema.JsonObject
+    return Object.keys(args).length > 0 ? { templateArgs: args } : {}
+  })
+
+/**
  * Settings from defaults, the env, a resumed run's config and the options, in that order;
  * fails naming each flag (or settings field) whose value does not fit.
  * @since 0.1.0 @category settings
@@ -354,7 +385,8 @@ export const settingsFrom = (
       })
     }
     const teacher = yield* teacherOf(p, saved)
-    const candidate = { ...candidateOf(p, source, envSpec, saved, resumeDir), ...(teacher !== undefined ? { teacher } : {}) }
+    const templateArgs = yield* templateArgsOf(p, source, saved)
+    const candidate = { ...candidateOf(p, source, envSpec, saved, resumeDir), ...(teacher !== undefined ? { teacher } : {}), ...templateArgs }
     return yield* Schema.decodeUnknownEffect(Runner.RunSettings)(candidate).pipe(
       Effect.mapError((e) => new Runner.RunError({ reason: "Settings", message: `invalid settings: ${describeIssues(e.issue, candidate, flagOf)}` })),
     )

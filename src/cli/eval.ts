@@ -8,7 +8,8 @@ import { Console, Effect, Option } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { evaluateModel } from "../app/Evaluation.ts"
 import { availableEnvs } from "../app/LoadEnv.ts"
-import { failure, verboseFlag } from "./run.ts"
+import { parseTemplateArgs } from "../tokenizers/TemplateArgs.ts"
+import { failure, templateArgFlag, verboseFlag } from "./run.ts"
 
 const opt = Flag.optional
 /** The `eval` command. */
@@ -30,6 +31,7 @@ export const evalCommand = Command.make("eval", {
   model: Flag.String("model").pipe(Flag.withDescription("embedded: folder of the base model, or the name of one shipped with gyre (base, base-256, calculator, functions; default: the env's, else base)"), opt),
   loraRank: Flag.Int("lora-rank").pipe(Flag.withDescription("LoRA rank of the checkpoint (default 8)"), opt),
   tokenizer: Flag.String("tokenizer").pipe(Flag.withDescription("http: folder with the remote model's tokenizer files"), opt),
+  templateArg: templateArgFlag,
   verbose: verboseFlag,
 }, (p) =>
   evaluateModel({
@@ -47,6 +49,7 @@ export const evalCommand = Command.make("eval", {
     model: Option.getOrUndefined(p.model),
     loraRank: Option.getOrUndefined(p.loraRank),
     tokenizer: Option.getOrUndefined(p.tokenizer),
+    templateArgs: Option.match(p.templateArg, { onNone: () => undefined, onSome: parseTemplateArgs }),
   }, true).pipe(
     Effect.asVoid,
     Effect.catch((e) =>

@@ -8,6 +8,15 @@ import * as Advantage from "../vocabulary/Advantage.ts"
 import { LossFn } from "../contract/Contract.ts"
 import { availableEnvs } from "../app/LoadEnv.ts"
 import { type RunOptions, train } from "../app/Training.ts"
+import { parseTemplateArgs } from "../tokenizers/TemplateArgs.ts"
+
+/** `--template-arg key=value` (repeatable): an extra variable of the model's chat template, its value read as JSON, else as text. */
+export const templateArgFlag = Flag.KeyValuePair("template-arg").pipe(
+  Flag.withDescription(
+    "an extra variable of the model's chat template as key=value, repeatable, the value read as JSON else as text (e.g. --template-arg enable_thinking=false); overrides the env's chat.templateArgs; recorded in config.json",
+  ),
+  Flag.optional,
+)
 
 /** `--verbose`: print a failure with its stack and cause, not only its one-line message. */
 export const verboseFlag = Flag.Boolean("verbose").pipe(Flag.withDescription("on failure, print the error's stack and cause too"), Flag.withDefault(false))
@@ -174,6 +183,7 @@ const flags = {
     "kl-loss-coef",
     "KL to the base model as a term of the loss, DeepSeekMath's GRPO: beta·(pi_ref/pi - log(pi_ref/pi) - 1) at every sampled token, aggregated as the loss is (trains through a custom loss: one more forward per step); 0 = off (default; --recipe grpo sets 0.04)",
   ),
+  templateArg: templateArgFlag,
   verbose: verboseFlag,
 }
 
@@ -242,6 +252,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   model: get(p.model),
   loraRank: get(p.loraRank),
   tokenizer: get(p.tokenizer),
+  templateArgs: Option.match(p.templateArg, { onNone: () => undefined, onSome: parseTemplateArgs }),
   loops: { url: get(p.loopsUrl), keepRun: p.keepRun, newRun: p.loopsNewRun, readyTimeoutSeconds: get(p.loopsReadyTimeout) },
   logRolloutsEvery: get(p.logRolloutsEvery),
   hackWatchEvery: get(p.hackWatchEvery),

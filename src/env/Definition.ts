@@ -15,6 +15,7 @@ import { isReward, type Reward } from "../reward/Model.ts"
 import type { Sampler } from "../services/Sampler.ts"
 import type { Prompt, Tokenizer } from "../services/Tokenizer.ts"
 import type { Source } from "./Sources.ts"
+import { type TemplateArgs, templateArgsProblem } from "../tokenizers/TemplateArgs.ts"
 
 // ===== Errors =====
 
@@ -77,6 +78,18 @@ export interface EnvFields<P, R = never> {
   readonly baseModel?: string
   /** run settings this env suggests instead of the runner's defaults; flags override them */
   readonly defaults?: RunDefaults
+  /** how the model's chat template renders this env's prompts (models with one; see `ChatOptions`) */
+  readonly chat?: ChatOptions
+}
+
+/** How the model's chat template renders an env's prompts (`Env.make({ chat })`). @since 0.1.0 @category models */
+export interface ChatOptions {
+  /**
+   * extra variables of the chat template, as `apply_chat_template(..., **kwargs)` takes
+   * them: `{ enable_thinking: false }` makes Qwen3 answer without thinking. Values are
+   * JSON; `--template-arg key=value` overrides them, and config.json records them
+   */
+  readonly templateArgs?: TemplateArgs
 }
 
 /** Run settings an env may suggest (`Env.make({ defaults })`). @since 0.1.0 @category models */
@@ -181,6 +194,8 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
       : fail(`defaults.${key} is not a run setting; use steps, groups, groupSize, learningRate, evalEvery or saveEvery`)
     if (!ok) fail(`defaults.${key} must be ${key === "learningRate" ? "a positive number" : key.endsWith("Every") ? "an integer >= 0" : "an integer >= 1"}, got ${String(value)}`)
   }
+  const argsProblem = spec.chat?.templateArgs === undefined ? undefined : templateArgsProblem("chat.templateArgs", spec.chat.templateArgs)
+  if (argsProblem !== undefined) fail(argsProblem)
   // The requirements are met by `services`, which the runner provides: from outside, the env needs nothing.
   return { ...spec, "~gyre/Env": "~gyre/Env" } as unknown as Env<P>
 }

@@ -135,6 +135,11 @@ export const RunSettings = Schema.Struct({
     topP: SamplingParams.fields.topP,
     topK: SamplingParams.fields.topK,
   })),
+  /**
+   * extra variables of the model's chat template (`{ enable_thinking: false }`): the env's
+   * `chat.templateArgs` under `--template-arg`; absent = none
+   */
+  templateArgs: Schema.optional(Schema.JsonObject),
   /** how the env was named on the command line (a name in envs/ or an absolute path), for --resume */
   envSpec: Schema.optional(Schema.String),
   seed: Schema.Int,

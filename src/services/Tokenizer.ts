@@ -32,11 +32,17 @@ export interface TokenizerShape {
   /**
    * the chat template itself, on OpenAI-style messages (tool calls, tool results) and
    * tools: what the agent endpoint renders requests with; absent for models without a
-   * template (gyre's char models, which the endpoint writes in their own layout)
+   * template (gyre's char models, which the endpoint writes in their own layout).
+   * `templateArgs` are extra variables of the template (`enable_thinking`), as
+   * `apply_chat_template(..., **kwargs)` passes them in transformers.
    */
   readonly renderChat?: ((
     messages: ReadonlyArray<Readonly<Record<string, unknown>>>,
-    options: { readonly tools?: ReadonlyArray<unknown>; readonly addGenerationPrompt: boolean },
+    options: {
+      readonly tools?: ReadonlyArray<unknown>
+      readonly addGenerationPrompt: boolean
+      readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
+    },
   ) => Effect.Effect<string, TokenizeError>) | undefined
 }
 

@@ -159,7 +159,11 @@ interface ChatRendering {
 const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering) =>
 (
   messages: ReadonlyArray<Readonly<Record<string, unknown>>>,
-  options: { readonly tools?: ReadonlyArray<unknown>; readonly addGenerationPrompt: boolean } = { addGenerationPrompt: true },
+  options: {
+    readonly tools?: ReadonlyArray<unknown>
+    readonly addGenerationPrompt: boolean
+    readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
+  } = { addGenerationPrompt: true },
 ) =>
   Effect.gen(function* () {
     if (template === undefined) {
@@ -167,7 +171,15 @@ const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering
     }
     const tools = options.tools !== undefined && options.tools.length > 0 ? { tools: options.tools } : {}
     const text = yield* Effect.try({
-      try: () => template.render({ messages: messages as Array<Record<string, unknown>>, add_generation_prompt: options.addGenerationPrompt, ...tools, ...specials }),
+      // extra variables come last and may replace a special token's text, as in transformers
+      try: () =>
+        template.render({
+          messages: messages as Array<Record<string, unknown>>,
+          add_generation_prompt: options.addGenerationPrompt,
+          ...tools,
+          ...specials,
+          ...options.templateArgs,
+        }),
       catch: (e) => new TokenizeError({ message: `the chat template failed: ${errorText(e)}` }),
     })
     // encodePrompt prepends the BOS id itself

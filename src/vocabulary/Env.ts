@@ -16,7 +16,7 @@
  * @since 0.1.0
  */
 export { EnvError, isEnv, make } from "../env/Definition.ts"
-export type { AnyEnv, CheckServices, Env, EnvFields, EnvInput, EnvSpec, EvalSpec, RunDefaults, RunServices, ServicesNotProvided } from "../env/Definition.ts"
+export type { AnyEnv, ChatOptions, CheckServices, Env, EnvFields, EnvInput, EnvSpec, EvalSpec, RunDefaults, RunServices, ServicesNotProvided } from "../env/Definition.ts"
 export { distinctTasks, evalSet, evalSetInfo } from "../env/EvalSet.ts"
 export type { DistinctSet, EvalSetInfo } from "../env/EvalSet.ts"
 export { isMixture, members, mixture, taskAt } from "../env/Mixture.ts"
