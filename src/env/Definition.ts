@@ -22,7 +22,7 @@ import { type TemplateArgs, templateArgsProblem } from "../tokenizers/TemplateAr
 /** A bad environment definition, row or generator. @since 0.1.0 @category errors */
 export class EnvError extends Schema.TaggedError<EnvError>()("EnvError", {
   env: Schema.String,
-  reason: Schema.Literals(["InvalidDefinition", "InvalidRow", "GeneratorFailed", "ProblemSpaceTooSmall", "NotFound"]),
+  reason: Schema.Literals(["InvalidDefinition", "InvalidRow", "GeneratorFailed", "ProblemSpaceTooSmall", "NotFound", "SourceUnavailable"]),
   message: Schema.String,
 }) {}
 
@@ -173,8 +173,8 @@ const makeEnv = <P, R>(spec: EnvSpec<P, R>): Env<P> => {
   }
   if (typeof spec.name !== "string" || !/^[A-Za-z0-9_.-]+$/.test(spec.name)) fail("name must be letters, digits, '_', '-' or '.'")
   if (!Schema.isSchema(spec.problem)) fail("problem must be a Schema")
-  if (spec.source === undefined || (spec.source._tag !== "Seeded" && spec.source._tag !== "Rows")) {
-    fail("source must be Env.seeded(...), Env.rows([...]) or Env.jsonl(path)")
+  if (spec.source === undefined || !["Seeded", "Rows", "Table"].includes(spec.source._tag)) {
+    fail("source must be Env.seeded(...), Env.rows([...]), Env.jsonl(path), Env.csv(path), Env.parquet(path) or Env.huggingface(repo)")
   }
   if (typeof spec.prompt !== "function") fail("prompt must be a function from a problem to text or chat messages")
   if (!isReward(spec.reward)) fail("reward must be a Reward (Reward.make, Reward.weighted, ...)")

@@ -8,7 +8,8 @@
  */
 import { Effect } from "effect"
 import type { Env } from "./Definition.ts"
-import { heldOutFraction, problemAt, shuffledRows, type Split, splitRows, type Task } from "./Tasks.ts"
+import { rowIndex } from "./RowIndex.ts"
+import { heldOutFraction, problemAt, type Split, splitRows, type Task } from "./Tasks.ts"
 
 /**
  * A seeded source is taken to have run out of new problems once this many draws in
@@ -72,10 +73,11 @@ export const distinctTasks = Effect.fnUntraced(function* <P, R>(
       stale = add(task) ? 0 : stale + 1
     }
   } else {
-    const rows = shuffledRows(env, split, seed, 0, (yield* splitRows(env, split)) as Array<P>)
-    for (const [index, problem] of rows.entries()) {
-      if (tasks.length >= requested) break
-      add({ key: `${env.name}/${split}/${seed}/${index}`, env: env.name, problem })
+    const rows = yield* rowIndex(env)
+    const pool = yield* splitRows(env, rows, split)
+    const order = rows.order(split, seed, 0)
+    for (let index = 0; index < order.length && tasks.length < requested; index++) {
+      add({ key: `${env.name}/${split}/${seed}/${index}`, env: env.name, problem: yield* rows.row(pool[order[index]!]!) })
     }
   }
   const out: DistinctSet<P> = { tasks, requested, exhausted: tasks.length < requested }

@@ -1,15 +1,21 @@
 /**
  * Where an env's problems come from: a seeded generator (with the small deterministic
- * PRNG it is handed) or rows (an array, a JSONL file). Separate from the env definition
+ * PRNG it is handed), rows in memory, or a table of rows read from a file or the Hub
+ * (JSONL, CSV, Parquet, a Hugging Face dataset). Separate from the env definition
  * because sources are plain data a definition holds; how problems are drawn from them
- * into splits is `Tasks.ts`.
+ * into splits is `Tasks.ts` and `RowIndex.ts`. The readers of each format are loaded on
+ * first use, so importing gyre loads none of them.
  *
  * @since 0.1.0
  */
-import * as Fs from "node:fs"
-import type { Effect } from "effect"
+import { Effect } from "effect"
 
 import type { Random } from "../util/Random.ts"
+import type { Options as CsvOptions } from "./sources/Csv.ts"
+import type { Options as HuggingFaceOptions } from "./sources/HuggingFace.ts"
+import type { RowTable, SourceError } from "./sources/RowTable.ts"
+
+export type { CsvOptions, HuggingFaceOptions }
 
 // ===== Sources =====
 
@@ -30,6 +36,13 @@ export type Source<P> =
     /** where row i came from, for error messages (default `<origin>[i]`) */
     readonly locate?: (index: number) => string
   }
+  | {
+    readonly _tag: "Table"
+    /** the file, URL or dataset, for messages */
+    readonly origin: string
+    /** opens the table (reads nothing yet): its rows are scanned once, then read by number */
+    readonly open: Effect.Effect<RowTable, SourceError>
+  }
 
 /**
  * A seeded generator: problem i of seed s is always the same.
@@ -44,33 +57,49 @@ export const rows = <P = unknown>(items: ReadonlyArray<unknown>): Source<P> => (
   origin: "rows",
 })
 
+/** A table whose reader module is imported on first use. */
+const lazyTable = <P>(origin: string, open: () => Promise<Effect.Effect<RowTable, SourceError>>): Source<P> => ({
+  _tag: "Table",
+  origin,
+  open: Effect.flatten(Effect.promise(open)),
+})
+
 /**
  * Problems from a JSONL file (one JSON object per line; blank lines skipped), decoded
- * with the env's problem Schema. Errors name the file and the line.
+ * with the env's problem Schema. The file is read as a stream, never whole; errors name
+ * the file and the line.
  * @since 0.1.0 @category constructors
  */
-export const jsonl = <P = unknown>(path: string): Source<P> => {
-  // the file line of each row, since blank lines are skipped
-  const lines: Array<number> = []
-  return {
-    _tag: "Rows",
-    origin: path,
-    locate: (index) => `${path}:${lines[index] ?? "?"}`,
-    load: () => {
-      // sync: `Source.load` is a plain function (`() => Array<unknown>`), part of the public `Source` type that envs and users implement
-      const text = Fs.readFileSync(path, "utf8")
-      const out: Array<unknown> = []
-      lines.length = 0
-      text.split("\n").forEach((line, i) => {
-        if (line.trim() === "") return
-        try {
-          out.push(JSON.parse(line))
-          lines.push(i + 1)
-        } catch (e) {
-          throw new Error(`${path}:${i + 1}: not valid JSON (${(e as Error).message})`)
-        }
-      })
-      return out
-    },
-  }
-}
+export const jsonl = <P = unknown>(path: string): Source<P> =>
+  lazyTable(path, () => import("./sources/Jsonl.ts").then((m) => Effect.succeed(m.table(path))))
+
+/**
+ * Problems from a CSV file or an http(s) URL: each record is an object keyed by the
+ * header row (or `columns`), every value a string (decode numbers with the problem
+ * Schema, e.g. `Schema.NumberFromString`). Read as a stream.
+ * @since 0.1.0 @category constructors
+ */
+export const csv = <P = unknown>(pathOrUrl: string, options: CsvOptions = {}): Source<P> =>
+  lazyTable(pathOrUrl, () => import("./sources/Csv.ts").then((m) => Effect.succeed(m.table(pathOrUrl, options))))
+
+/**
+ * Problems from a Parquet file or an http(s) URL: each row an object keyed by column
+ * name (64-bit integers as numbers, dates as ISO text). Read one row group at a time.
+ * @since 0.1.0 @category constructors
+ */
+export const parquet = <P = unknown>(pathOrUrl: string): Source<P> =>
+  lazyTable(pathOrUrl, () => import("./sources/Parquet.ts").then((m) => Effect.succeed(m.table(pathOrUrl))))
+
+/**
+ * Problems from a dataset on the Hugging Face Hub: the Parquet files of one config and
+ * split are downloaded once into gyre's cache (`GYRE_CACHE`, default
+ * `~/.cache/gyre/hub`), then read like {@link parquet}. Honours `HF_TOKEN`,
+ * `HF_ENDPOINT` and `HF_HUB_OFFLINE=1` (cache, else `fixture`).
+ *
+ * @example
+ * source: Env.huggingface("openai/gsm8k", { config: "main", split: "train", fixture: "envs/fixtures/gsm8k.jsonl" })
+ * @since 0.1.0 @category constructors
+ */
+export const huggingface = <P = unknown>(repo: string, options: HuggingFaceOptions = {}): Source<P> =>
+  lazyTable(`hf://datasets/${repo}/${options.config ?? "default"}/${options.split ?? "train"}`, () =>
+    import("./sources/HuggingFace.ts").then((m) => m.open(repo, options)))

@@ -9,10 +9,11 @@
 import { Effect, Schema } from "effect"
 import { formatIssue } from "../util/Decode.ts"
 import { type Env, EnvError } from "./Definition.ts"
-import { hash32, random } from "../util/Random.ts"
+import { random } from "../util/Random.ts"
+import { heldOutFraction, type Split, splitOf } from "./Split.ts"
 
-/** @since 0.1.0 @category models */
-export type Split = "train" | "eval"
+export { heldOutFraction, type Split, splitOf } from "./Split.ts"
+import { type RowIndex, rowIndex } from "./RowIndex.ts"
 
 /** A problem with its stable key. @since 0.1.0 @category models */
 export interface Task<P> {
@@ -21,53 +22,12 @@ export interface Task<P> {
   readonly problem: P
 }
 
-/** `eval.heldOut`, default 0.1 */
-export const heldOutFraction = (env: Env<any, any>) => env.eval?.heldOut ?? 0.1
-
-/**
- * Which split a (decoded) problem belongs to: a hash of the env's name and the problem's
- * JSON, compared with `eval.heldOut`. The same problem is always in the same split, in
- * every run and every seed. With `heldOut: 0` every problem is in both.
- * @since 0.1.0 @category accessors
- */
-export const splitOf = (env: Env<any, any>, problem: unknown): Split =>
-  (hash32(`${env.name}:${JSON.stringify(problem)}`) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
-
 const MAX_REJECTIONS = 1000
-
-const decodedRows = new WeakMap<Env<any, any>, Array<unknown>>()
-const loadRows = (env: Env<any, any>) =>
-  Effect.gen(function* () {
-    const cached = decodedRows.get(env)
-    if (cached) return cached
-    if (env.source._tag !== "Rows") return []
-    const source = env.source
-    const raw = yield* Effect.try({
-      try: () => source.load(),
-      catch: (e) => new EnvError({ env: env.name, reason: "InvalidRow", message: (e as Error).message }),
-    })
-    const decode = Schema.decodeUnknownEffect(env.problem)
-    const out: Array<unknown> = []
-    for (let i = 0; i < raw.length; i++) {
-      const row = yield* decode(raw[i]).pipe(
-        Effect.mapError((e) =>
-          new EnvError({
-            env: env.name,
-            reason: "InvalidRow",
-            message: `${source.locate?.(i) ?? `${source.origin}[${i}]`}: ${formatIssue(e.issue, "", { value: raw[i] })}`,
-          })
-        ),
-      )
-      out.push(row)
-    }
-    if (out.length === 0) return yield* new EnvError({ env: env.name, reason: "InvalidRow", message: `${source.origin} has no rows` })
-    decodedRows.set(env, out)
-    return out
-  })
 
 /**
  * Problem `index` of `seed` in `split`. Seeded envs draw until the problem falls in the
- * split; row envs walk a seeded permutation of the split's rows (a new one per epoch).
+ * split; row envs walk a seeded permutation of the split's rows (a new one per epoch),
+ * computed once and kept (`RowIndex.ts`), so a draw costs the same at any data size.
  * @since 0.1.0 @category accessors
  */
 export const problemAt = Effect.fnUntraced(function* <P, R>(
@@ -102,32 +62,18 @@ export const problemAt = Effect.fnUntraced(function* <P, R>(
       message: `no ${split} problem found in ${MAX_REJECTIONS} draws at difficulty ${difficulty}; lower eval.heldOut or widen the generator`,
     })
   }
-  const pool = yield* splitRows(env, split)
-  const epoch = Math.floor(index / pool.length)
-  const rows = shuffledRows(env, split, seed, epoch, pool)
-  // index % length is below the length (splitRows refuses an empty split)
-  return { key, env: env.name, problem: rows[index % rows.length]! as P } satisfies Task<P>
+  const rows = yield* rowIndex(env)
+  const pool = yield* splitRows(env, rows, split)
+  const order = rows.order(split, seed, Math.floor(index / pool.length))
+  // index % length is below the length, and so is every position of the order
+  const problem = yield* rows.row(pool[order[index % pool.length]!]!)
+  return { key, env: env.name, problem } satisfies Task<P>
 })
 
-/** The decoded rows of a split (all rows when nothing is held out). */
-export const splitRows = (env: Env<any, any>, split: Split) =>
-  Effect.gen(function* () {
-    const all = yield* loadRows(env)
-    const pool = heldOutFraction(env) === 0 ? all : all.filter((p) => splitOf(env, p) === split)
-    if (pool.length === 0) {
-      return yield* new EnvError({ env: env.name, reason: "ProblemSpaceTooSmall", message: `the ${split} split has no rows; change eval.heldOut` })
-    }
-    return pool
-  })
-
-/** A split's rows in their seeded order of one epoch (a Fisher-Yates shuffle of a copy). */
-export const shuffledRows = <A>(env: Env<any, any>, split: Split, seed: number, epoch: number, rows: ReadonlyArray<A>): Array<A> => {
-  const rng = random(`${env.name}/${split}/${seed}/epoch${epoch}`)
-  const order = [...rows]
-  for (let i = order.length - 1; i > 0; i--) {
-    // j <= i < order.length
-    const j = Math.floor(rng.next() * (i + 1))
-    ;[order[i], order[j]] = [order[j]!, order[i]!]
-  }
-  return order
+/** The row numbers of a split; an empty split is an error that says what to change. */
+export const splitRows = <P>(env: Env<P, any>, rows: RowIndex<P>, split: Split) => {
+  const pool = rows.split(split)
+  return pool.length > 0
+    ? Effect.succeed(pool)
+    : Effect.fail(new EnvError({ env: env.name, reason: "ProblemSpaceTooSmall", message: `the ${split} split has no rows; change eval.heldOut` }))
 }

@@ -41,7 +41,7 @@ const PINNED = {
 }
 
 describe("draws stay what they were", () => {
-  for (const [name, make] of [["pinned-rows", () => Env.rows(items)], ["pinned-jsonl", () => Env.jsonl(jsonlPath)]] as const) {
+  for (const [name, make] of [["pinned-rows", () => Env.rows<Problem>(items)], ["pinned-jsonl", () => Env.jsonl<Problem>(jsonlPath)]] as const) {
     it.effect(`${name}: the first 50 train and eval problems of seeds 0 and 1, and the eval set`, () =>
       Effect.gen(function*() {
         // both envs share a name so that their splits and orders are comparable

@@ -1,0 +1,25 @@
+/**
+ * The train/eval split of a problem: a hash of the env's name and the decoded problem,
+ * compared with `eval.heldOut`. Separate from `Tasks.ts` because both the draws and the
+ * row index behind them (`RowIndex.ts`) decide splits with it.
+ *
+ * @since 0.1.0
+ */
+import type { Env } from "./Definition.ts"
+import { hash32 } from "../util/Random.ts"
+
+/** @since 0.1.0 @category models */
+export type Split = "train" | "eval"
+
+/** `eval.heldOut`, default 0.1 */
+export const heldOutFraction = (env: Env<any, any>) => env.eval?.heldOut ?? 0.1
+
+/**
+ * Which split a (decoded) problem belongs to: a hash of the env's name and the problem's
+ * JSON, compared with `eval.heldOut`. The same problem is always in the same split, in
+ * every run and every seed. With `heldOut: 0` every problem is in both.
+ * @since 0.1.0 @category accessors
+ */
+export const splitOf = (env: Env<any, any>, problem: unknown): Split =>
+  (hash32(`${env.name}:${JSON.stringify(problem)}`) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
+

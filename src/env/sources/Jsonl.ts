@@ -1,0 +1,80 @@
+/**
+ * A JSONL file as a row table: read as a stream (never whole), each row's byte range
+ * recorded as the scan passes it, any row read back by its range afterwards. Blank lines
+ * are skipped; messages name the file and the line.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import { Effect, Stream } from "effect"
+import { Offsets, readRange, type RowTable, SourceError } from "./RowTable.ts"
+
+const NEWLINE = 0x0a
+const CHUNK_BYTES = 1 << 20
+
+/** @since 0.1.0 @category constructors */
+export const table = (path: string): RowTable => {
+  const starts = new Offsets()
+  const ends = new Offsets()
+  const lines = new Offsets()
+  let fd: number | undefined
+  const failure = (reason: "NotFound" | "Unreadable" | "InvalidRow", message: string) => new SourceError({ origin: path, reason, message })
+  const notFound = (e: unknown) =>
+    (e as NodeJS.ErrnoException).code === "ENOENT"
+      ? failure("NotFound", `${path}: no such file; check the path given to Env.jsonl`)
+      : failure("Unreadable", `${path}: ${(e as Error).message}`)
+
+  const scan = Stream.unwrap(Effect.sync(() => {
+    starts.length = ends.length = lines.length = 0
+    let carry: Buffer | undefined
+    let offset = 0 // file offset of carry's first byte
+    let line = 1
+    const rowsOf = (data: Buffer, last: boolean): Array<unknown> => {
+      const out: Array<unknown> = []
+      let at = 0
+      for (;;) {
+        const nl = data.indexOf(NEWLINE, at)
+        if (nl < 0 && !last) break
+        const stop = nl < 0 ? data.length : nl
+        const text = data.toString("utf8", at, stop)
+        if (text.trim() !== "") {
+          let row: unknown
+          try {
+            row = JSON.parse(text)
+          } catch (e) {
+            throw failure("InvalidRow", `${path}:${line}: not valid JSON (${(e as Error).message})`)
+          }
+          starts.push(offset + at)
+          ends.push(offset + stop)
+          lines.push(line)
+          out.push(row)
+        }
+        line++
+        at = stop + 1
+        if (nl < 0) break
+      }
+      carry = at < data.length ? data.subarray(at) : undefined
+      offset += at
+      return out
+    }
+    const chunks = Stream.fromAsyncIterable(
+      Fs.createReadStream(path, { highWaterMark: CHUNK_BYTES }) as AsyncIterable<Buffer>,
+      notFound,
+    )
+    return chunks.pipe(
+      Stream.mapEffect((chunk) => Effect.try({ try: () => rowsOf(carry ? Buffer.concat([carry, chunk]) : chunk, false), catch: (e) => e as SourceError })),
+      Stream.concat(Stream.fromEffect(Effect.try({ try: () => (carry ? rowsOf(carry, true) : []), catch: (e) => e as SourceError }))),
+      Stream.filter((rows) => rows.length > 0),
+    )
+  }))
+
+  return {
+    scan,
+    read: (index) =>
+      Effect.try({
+        try: () => JSON.parse(readRange((fd ??= Fs.openSync(path, "r")), starts.at(index), ends.at(index))) as unknown,
+        catch: (e) => failure("Unreadable", `${path}:${lines.at(index)}: could not read the row again (${(e as Error).message}); was the file changed during the run?`),
+      }),
+    locate: (index) => `${path}:${index < lines.length ? lines.at(index) : "?"}`,
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * A table of rows read from a file or a download, row by row: one pass over every row in
+ * order (to split and index them once), then any row by its number. Separate from the
+ * formats (JSONL, CSV, Parquet, the Hub) that implement it, and from the index built on
+ * it (`RowIndex.ts`), so that a draw never depends on how big or where the data is.
+ *
+ * @since 0.1.0
+ */
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { Effect, Schema, Stream } from "effect"
+
+// ===== Models =====
+
+/** Why a data source could not be read. @since 0.1.0 @category errors */
+export class SourceError extends Schema.TaggedError<SourceError>()("SourceError", {
+  origin: Schema.String,
+  reason: Schema.Literals(["NotFound", "Unreadable", "InvalidRow", "Download", "Offline"]),
+  message: Schema.String,
+}) {}
+
+/** @since 0.1.0 @category models */
+export interface RowTable {
+  /** every row in order, once, in chunks: row numbers count from 0 across chunks */
+  readonly scan: Stream.Stream<ReadonlyArray<unknown>, SourceError>
+  /** row `index` (after `scan` has passed it) */
+  readonly read: (index: number) => Effect.Effect<unknown, SourceError>
+  /** where row `index` is, for messages: `file:line`, `file row n` */
+  readonly locate: (index: number) => string
+}
+
+// ===== Offsets =====
+
+/** A growable list of byte offsets (doubles: files may pass 4 GiB). */
+export class Offsets {
+  private data = new Float64Array(1024)
+  length = 0
+  push(value: number) {
+    if (this.length === this.data.length) {
+      const next = new Float64Array(this.data.length * 2)
+      next.set(this.data)
+      this.data = next
+    }
+    this.data[this.length++] = value
+  }
+  at(index: number): number {
+    return this.data[index]!
+  }
+}
+
+/** Bytes `[start, end)` of an open file, as text. */
+export const readRange = (fd: number, start: number, end: number): string => {
+  const buffer = Buffer.allocUnsafe(end - start)
+  let done = 0
+  while (done < buffer.length) {
+    const n = Fs.readSync(fd, buffer, done, buffer.length - done, start + done)
+    if (n === 0) break
+    done += n
+  }
+  return buffer.toString("utf8", 0, done)
+}
+
+// ===== Spool =====
+
+/**
+ * A table over rows that arrive decoded (CSV records, Parquet row groups): each row is
+ * written once as a JSON line to a temporary file as the scan passes it, and read back by
+ * its byte offset, so memory holds offsets, not rows. The file is removed when the process exits.
+ * @since 0.1.0 @category constructors
+ */
+export const spooled = (
+  origin: string,
+  rows: Stream.Stream<ReadonlyArray<unknown>, SourceError>,
+  locate: (index: number) => string,
+): RowTable => {
+  const offsets = new Offsets()
+  let fd: number | undefined
+  let end = 0
+  const open = () => {
+    if (fd !== undefined) return fd
+    const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-rows-"))
+    const file = Path.join(dir, "rows.jsonl")
+    fd = Fs.openSync(file, "w+")
+    // the spool is a cache of this process's draws: nothing reads it after exit
+    process.once("exit", () => Fs.rmSync(dir, { recursive: true, force: true }))
+    return fd
+  }
+  const write = (chunk: ReadonlyArray<unknown>) =>
+    Effect.try({
+      try: () => {
+        const file = open()
+        const parts: Array<string> = []
+        for (const row of chunk) {
+          const line = JSON.stringify(row) + "\n"
+          offsets.push(end)
+          end += Buffer.byteLength(line)
+          parts.push(line)
+        }
+        Fs.writeSync(file, parts.join(""))
+      },
+      catch: (e) => new SourceError({ origin, reason: "Unreadable", message: `${origin}: could not write the row spool in ${Os.tmpdir()} (${(e as Error).message}); free disk space or set TMPDIR` }),
+    })
+  return {
+    scan: Stream.tap(rows, write),
+    read: (index) =>
+      Effect.try({
+        try: () => JSON.parse(readRange(open(), offsets.at(index), index + 1 < offsets.length ? offsets.at(index + 1) : end)) as unknown,
+        catch: (e) => new SourceError({ origin, reason: "Unreadable", message: `${locate(index)}: could not read the row back (${(e as Error).message})` }),
+      }),
+    locate,
+  }
+}
