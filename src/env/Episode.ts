@@ -173,12 +173,19 @@ export type StepServices<Out> = 0 extends (1 & Out) ? never : Out extends Effect
  * @since 0.1.0 @category constructors
  */
 export const make = <P, S, R = never, RO = never, Out extends Effect.Effect<Next<S>, EpisodeError, any> = Effect.Effect<Next<S>, EpisodeError, R>, RC = never>(spec: {
+  /** the state at the start of an episode (give this or `open`) */
   readonly initial?: (problem: P) => S
+  /** the state at the start, made by an Effect in the episode's scope (a server per episode, say); give this or `initial` */
   readonly open?: (problem: P) => Effect.Effect<S, EpisodeError, RO>
+  /** after each sampled turn: the next observation and state, or the end of the episode */
   readonly step: (turn: Turn<S>, problem: P) => Out
+  /** strings that end a sampled turn (e.g. the `]` that closes a bracket tool call) */
   readonly stop?: ReadonlyArray<string>
+  /** the stop strings for the run's tool-call format, instead of `stop` */
   readonly stopFor?: (format: ToolCallFormat) => ReadonlyArray<string>
+  /** limits on turns, tokens, tool calls and time (`Limits`; defaults 4, no limit, 4, 5 minutes) */
   readonly limits?: Partial<Limits>
+  /** run once when the run starts, with its tool-call format: fail here to stop the run before any sample */
   readonly check?: (start: CheckContext<P>) => Effect.Effect<void, EpisodeError, RC>
 }): Episode<P, S, R | StepServices<Out> | Exclude<RO, Scope.Scope> | Exclude<RC, Scope.Scope>> => {
   const limits = { ...DEFAULT_LIMITS, ...spec.limits }

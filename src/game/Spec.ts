@@ -24,7 +24,9 @@ export type MoveResult<S> = { readonly state: S } | { readonly illegal: string }
 
 /** The rules of a turn-based game and who plays it. @since 0.1.0 @category models */
 export interface Game<P, S> {
+  /** the roles' names, in the order they first move (e.g. ["first", "second"]) */
   readonly roles: ReadonlyArray<string>
+  /** the state at the start of a game of a problem */
   readonly start: (problem: P) => S
   /** the role to move now */
   readonly toMove: (state: S) => string

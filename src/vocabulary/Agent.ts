@@ -46,7 +46,9 @@ export type { Agent, AgentContext, Limits } from "../agent/Spec.ts"
 export type AgentEnvInput<P, RR, ROut> = Omit<EnvInput<P, RR, never, ROut>, "prompt" | "episode"> & {
   /** plays one episode; what it returns (text, or a value written as JSON) is the completion the reward scores */
   readonly run: (context: AgentContext<P>) => unknown
+  /** completions per episode and its wall-clock budget (defaults 8 and 5 minutes) */
   readonly limits?: Partial<Limits>
+  /** shown in `rollouts.jsonl` (default: the problem as JSON) */
   readonly prompt?: (problem: P) => Prompt
 }
 
