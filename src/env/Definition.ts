@@ -40,15 +40,21 @@ export interface EvalSpec {
 
 /** The fields an env definition and an env share. @since 0.1.0 @category models */
 export interface EnvFields<P, R = never> {
+  /** the env's name: the run folder's prefix and the label of its metrics */
   readonly name: string
+  /** the Schema of one problem: rows and generated problems are checked against it */
   readonly problem: Schema.Codec<P, unknown>
+  /** where problems come from: `Env.seeded`, `Env.rows`, `Env.jsonl`, ... (see docs/environments.md) */
   readonly source: Source<P>
+  /** the prompt of a problem: a text, or chat messages */
   readonly prompt: (problem: P) => Prompt
+  /** scores a rollout (`Reward.make`, `Reward.weighted`, `gyre/rewards`) */
   readonly reward: Reward<P, R>
   /** a reference completion, for SFT and for pretraining the embedded base model */
   readonly reference?: (problem: P) => string
   /** a preferred and a dispreferred completion of a problem, for `--dpo` */
   readonly preference?: (problem: P) => { readonly chosen: string; readonly rejected: string }
+  /** sampling settings of the env's completions: `maxTokens`, `temperature`, `topP`, `topK`, `stop` (flags override them) */
   readonly sampling?: Partial<SamplingParams>
   /**
    * the answer a completion gives, for majority vote (`gyre eval`'s maj@k): completions
@@ -58,6 +64,7 @@ export interface EnvFields<P, R = never> {
   readonly answer?: (completion: string, problem: P) => string
   /** default difficulty passed to the generator (default 1) */
   readonly difficulty?: number
+  /** the held-out split and the eval set (`EvalSpec`) */
   readonly eval?: EvalSpec
   /**
    * a multi-turn episode (`Episode.make`, or `Tool.episode` for tools); without one the
@@ -94,11 +101,17 @@ export interface ChatOptions {
 
 /** Run settings an env may suggest (`Env.make({ defaults })`). @since 0.1.0 @category models */
 export interface RunDefaults {
+  /** RL steps (`--steps`; the runner's default 2000) */
   readonly steps?: number
+  /** problems per step (`--groups`; default 8) */
   readonly groups?: number
+  /** completions per problem (`--group-size`; default 8) */
   readonly groupSize?: number
+  /** Adam's learning rate (`--lr`; default 1e-3) */
   readonly learningRate?: number
+  /** steps between held-out evaluations (`--eval-every`; default 500; 0 = never) */
   readonly evalEvery?: number
+  /** steps between checkpoints (`--save-every`; default 500) */
   readonly saveEvery?: number
 }
 
