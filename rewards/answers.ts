@@ -14,13 +14,7 @@
  */
 export { extractNumbers, numbersEqual, parseNumber } from "./answers/Numbers.ts"
 export { type AnswerMode, extractAnswer, numericAnswer, type NumericAnswerOptions } from "./answers/NumericAnswer.ts"
-export {
-  afterThinking,
-  mathAnswer,
-  type MathAnswerOptions,
-  mathGoldReadable,
-  type ThinkingMarkers,
-  unreadableGolds,
-} from "./answers/MathAnswer.ts"
+export { mathAnswer, type MathAnswerOptions, mathGoldReadable, unreadableGolds } from "./answers/MathAnswer.ts"
+export { afterThinking, type Thinking, type ThinkingMarkers } from "./answers/Thinking.ts"
 export type { VerifyOptions as MathVerifyOptions } from "./answers/math/Verify.ts"
 export { exactMatch, type ExactMatchOptions, type Normalization, normalizeText } from "./answers/ExactMatch.ts"

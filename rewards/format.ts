@@ -9,6 +9,13 @@
  */
 import { Exit, Schema } from "effect"
 import { Reward } from "gyre"
+import { type Thinking, thinkingReader } from "./answers/Thinking.ts"
+
+/** 1 when the completion's final part (see `thinking`) passes the check; 0 when it fails or never ends its thinking. */
+const scoreFinal = (finalPart: (completion: string) => string | undefined, completion: string, check: (text: string) => boolean): number => {
+  const text = finalPart(completion)
+  return text !== undefined && check(text) ? 1 : 0
+}
 
 const escapeRegExp = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
 
@@ -46,6 +53,12 @@ export const lastTagContent = (text: string, tag: string): string | undefined =>
 export interface FormatOptions {
   /** component name */
   readonly name?: string
+  /**
+   * check only the final answer, after the last thinking block: true for
+   * `<think>...</think>`, or markers (see `Thinking`); a completion that never ends its
+   * thinking block scores 0
+   */
+  readonly thinking?: Thinking
 }
 
 /**
@@ -61,7 +74,8 @@ export const matches = <P = unknown>(pattern: RegExp | string, options: FormatOp
   const source = typeof pattern === "string" ? pattern : pattern.source
   const flags = typeof pattern === "string" ? "" : pattern.flags.replace(/[gy]/g, "")
   const regex = new RegExp(source, flags)
-  return Reward.make<P>(options.name ?? "format", (r) => (regex.test(r.completion) ? 1 : 0))
+  const finalPart = thinkingReader("matches", options.thinking)
+  return Reward.make<P>(options.name ?? "format", (r) => scoreFinal(finalPart, r.completion, (text) => regex.test(text)))
 }
 
 /** Options of `hasTag`. @since 0.1.0 @category models */
@@ -83,11 +97,13 @@ export interface HasTagOptions extends FormatOptions {
 export const hasTag = <P = unknown>(tag: string, options: HasTagOptions = {}): Reward.Reward<P> => {
   checkTagName("hasTag", tag)
   const nonEmpty = options.nonEmpty ?? true
-  return Reward.make<P>(options.name ?? `has_${tag}`, (r) => {
-    const blocks = tagContents(r.completion, tag)
-    if (blocks.length === 0 || (options.once === true && blocks.length !== 1)) return 0
-    return !nonEmpty || blocks.some((b) => b.trim() !== "") ? 1 : 0
-  })
+  const finalPart = thinkingReader("hasTag", options.thinking)
+  return Reward.make<P>(options.name ?? `has_${tag}`, (r) =>
+    scoreFinal(finalPart, r.completion, (text) => {
+      const blocks = tagContents(text, tag)
+      if (blocks.length === 0 || (options.once === true && blocks.length !== 1)) return false
+      return !nonEmpty || blocks.some((b) => b.trim() !== "")
+    }))
 }
 
 /** Options of `tagSequence`. @since 0.1.0 @category models */
@@ -122,7 +138,8 @@ export const tagSequence = <P = unknown>(tags: ReadonlyArray<string>, options: T
   const inside = (t: string) => (mustHold(t) ? `\\s*(?!</${escapeRegExp(t)}\\s*>)\\S[\\s\\S]*?` : "[\\s\\S]*?")
   const blocks = tags.map((t) => `<${escapeRegExp(t)}(?:\\s[^>]*)?>${inside(t)}</${escapeRegExp(t)}\\s*>`)
   const regex = new RegExp(`^${gap}${blocks.join(gap)}${gap}$`, "i")
-  return Reward.make<P>(options.name ?? "format", (r) => (regex.test(r.completion) ? 1 : 0))
+  const finalPart = thinkingReader("tagSequence", options.thinking)
+  return Reward.make<P>(options.name ?? "format", (r) => scoreFinal(finalPart, r.completion, (text) => regex.test(text)))
 }
 
 /** Options of `jsonObject`. @since 0.1.0 @category models */
@@ -193,10 +210,10 @@ export const jsonObject = <P = unknown, A = unknown>(
   options: JsonObjectOptions = {},
 ): Reward.Reward<P> => {
   const decode = schema === undefined ? undefined : Schema.decodeUnknownExit(schema)
-  return Reward.make<P>(options.name ?? "json", (r) => {
-    const value = findJsonObject(r.completion, options.find ?? "anywhere")
-    if (value === undefined) return 0
-    if (decode === undefined) return 1
-    return Exit.isSuccess(decode(value)) ? 1 : 0
-  })
+  const finalPart = thinkingReader("jsonObject", options.thinking)
+  return Reward.make<P>(options.name ?? "json", (r) =>
+    scoreFinal(finalPart, r.completion, (text) => {
+      const value = findJsonObject(text, options.find ?? "anywhere")
+      return value !== undefined && (decode === undefined || Exit.isSuccess(decode(value)))
+    }))
 }

@@ -8,6 +8,7 @@
 import { Effect } from "effect"
 import { Reward } from "gyre"
 import { lastTagContent, tagContents } from "../format.ts"
+import { type Thinking, thinkingReader, UNFINISHED_THINKING } from "./Thinking.ts"
 
 /**
  * What `normalizeText` ignores; each flag set to true ignores that difference.
@@ -55,6 +56,8 @@ export interface ExactMatchOptions {
   readonly tag?: string
   /** the score of a completion that gives no answer (default 0) */
   readonly noAnswerPenalty?: number
+  /** read only the final answer, after the last thinking block: true for `<think>...</think>`, or markers (see `Thinking`) */
+  readonly thinking?: Thinking
 }
 
 /**
@@ -64,11 +67,14 @@ export interface ExactMatchOptions {
  * `gold` returning `undefined` means the reward does not apply (`NotApplicable`). A
  * completion with no answer (empty after normalization, or without the tag when one
  * is asked for), or with several tagged answers that differ (a hedge), is the model's
- * fault and scores `noAnswerPenalty`.
+ * fault and scores `noAnswerPenalty`. With `thinking`, only what follows the last
+ * thinking block is compared, and a completion that never ends its thinking block gives
+ * no answer.
  *
  * @example
  * exactMatch((p: { capital: string }) => p.capital) // 1 for " paris. " when the gold is "Paris"
  * exactMatch((p: { aliases: Array<string> }) => p.aliases, { tag: "answer" })
+ * exactMatch((p: { capital: string }) => p.capital, { thinking: true }) // reads what follows </think>
  * @since 0.1.0 @category constructors
  */
 export const exactMatch = <P>(
@@ -78,15 +84,18 @@ export const exactMatch = <P>(
   const normalize = options.normalize ?? true
   const penalty = options.noAnswerPenalty ?? 0
   if (!Number.isFinite(penalty)) throw new TypeError(`exactMatch: noAnswerPenalty must be finite, got ${penalty}`)
+  const finalPart = thinkingReader("exactMatch", options.thinking)
   return Reward.make<P>(options.name ?? "exact", (r) => {
     const raw = gold(r.problem)
     if (raw === undefined) return Effect.fail(new Reward.NotApplicable({ message: "the problem has no gold text" }))
     const accepted = (typeof raw === "string" ? [raw] : raw).map((g) => normalizeText(g, normalize))
+    const completion = finalPart(r.completion)
+    if (completion === undefined) return Effect.fail(new Reward.ModelFault({ penalty, message: UNFINISHED_THINKING }))
     if (options.tag !== undefined) {
-      const given = new Set(tagContents(r.completion, options.tag).map((b) => normalizeText(b, normalize)).filter((b) => b.trim() !== ""))
+      const given = new Set(tagContents(completion, options.tag).map((b) => normalizeText(b, normalize)).filter((b) => b.trim() !== ""))
       if (given.size > 1) return Effect.fail(new Reward.ModelFault({ penalty, message: `several different <${options.tag}> answers` }))
     }
-    const text = options.tag === undefined ? r.completion : lastTagContent(r.completion, options.tag)
+    const text = options.tag === undefined ? completion : lastTagContent(completion, options.tag)
     const answer = text === undefined ? "" : normalizeText(text, normalize)
     if (answer.trim() === "") {
       return Effect.fail(new Reward.ModelFault({ penalty, message: options.tag === undefined ? "empty answer" : `no <${options.tag}> block` }))

@@ -13,38 +13,16 @@ import type { Answer } from "./math/Answer.ts"
 import { type Cas, loadCas } from "./math/Cas.ts"
 import { parseAnswers } from "./math/Parse.ts"
 import { anyEqual, goldAnswers, readable, type VerifyOptions } from "./math/Verify.ts"
-
-/** Where a thinking block ends (and starts): only what follows it is read. @since 0.1.0 @category models */
-export interface ThinkingMarkers {
-  /** the texts that end a thinking block (default ["</think>"]) */
-  readonly end: ReadonlyArray<string>
-  /** the texts that start one: a completion that starts one and never ends it gives no answer (default ["<think>"]) */
-  readonly start?: ReadonlyArray<string>
-}
+import { type Thinking, thinkingReader, UNFINISHED_THINKING } from "./Thinking.ts"
 
 /** Options of `mathAnswer`. @since 0.1.0 @category models */
 export interface MathAnswerOptions extends VerifyOptions {
   /** component name (default "correct") */
   readonly name?: string
-  /** read only what follows the last thinking block: true for `<think>...</think>`, or the env's markers */
-  readonly thinking?: boolean | ThinkingMarkers
+  /** read only the final answer, after the last thinking block: true for `<think>...</think>`, or markers (see `Thinking`) */
+  readonly thinking?: Thinking
   /** the score of a completion that gives no answer at all (default 0) */
   readonly noAnswerPenalty?: number
-}
-
-/**
- * The part of a completion after its last thinking block; undefined when it opens one and
- * never closes it (all of it was thinking).
- * @since 0.1.0 @category utils
- */
-export const afterThinking = (completion: string, markers: ThinkingMarkers = { end: ["</think>"] }): string | undefined => {
-  const ends = markers.end.map((m) => [completion.lastIndexOf(m), m.length] as const).filter(([i]) => i >= 0)
-  if (ends.length > 0) {
-    const [i, len] = ends.reduce((a, b) => (b[0] > a[0] ? b : a))
-    return completion.slice(i + len)
-  }
-  const starts = markers.start ?? (markers.end.length === 1 && markers.end[0] === "</think>" ? ["<think>"] : [])
-  return starts.some((s) => completion.includes(s)) ? undefined : completion
 }
 
 const checkOptions = (name: string, o: MathAnswerOptions): void => {
@@ -55,10 +33,6 @@ const checkOptions = (name: string, o: MathAnswerOptions): void => {
   if (!Number.isFinite(o.noAnswerPenalty ?? 0)) throw new TypeError(`${name}: noAnswerPenalty must be finite, got ${o.noAnswerPenalty}`)
   if (o.choices !== undefined && (o.choices.length === 0 || o.choices.some((c) => c.trim() === ""))) {
     throw new TypeError(`${name}: choices must be non-empty letters or words, got ${JSON.stringify(o.choices)}`)
-  }
-  const t = o.thinking
-  if (typeof t === "object" && (t.end.length === 0 || t.end.some((m) => m === ""))) {
-    throw new TypeError(`${name}: thinking.end must list non-empty markers, got ${JSON.stringify(t.end)}`)
   }
 }
 
@@ -103,7 +77,7 @@ export const mathAnswer = <P>(gold: (problem: P) => number | string | undefined,
   const name = options.name ?? "correct"
   checkOptions(`mathAnswer ${name}`, options)
   const penalty = options.noAnswerPenalty ?? 0
-  const markers = options.thinking === true ? { end: ["</think>"] } : options.thinking === false ? undefined : options.thinking
+  const finalPart = thinkingReader(`mathAnswer ${name}`, options.thinking)
   const golds = goldCache(options)
   const warned = new Set<string>()
   return Reward.make<P>(name, (r) =>
@@ -116,8 +90,8 @@ export const mathAnswer = <P>(gold: (problem: P) => number | string | undefined,
         warned.add(String(raw))
         yield* Effect.logWarning(`${name}: the gold answer ${JSON.stringify(raw)} cannot be read as math; it is compared as text`)
       }
-      const text = markers === undefined ? r.completion : afterThinking(r.completion, markers)
-      if (text === undefined) return yield* new Reward.ModelFault({ penalty, message: "the completion never ends its thinking block" })
+      const text = finalPart(r.completion)
+      if (text === undefined) return yield* new Reward.ModelFault({ penalty, message: UNFINISHED_THINKING })
       const got = parseAnswers(cas, text, options)
       if (got.length === 0) return yield* new Reward.ModelFault({ penalty, message: "no answer in the completion" })
       return anyEqual(cas, want, got, options) ? 1 : 0

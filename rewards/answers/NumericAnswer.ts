@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import { Reward } from "gyre"
 import { tagContents } from "../format.ts"
 import { endNumber, extractNumbers, numbersEqual, parseNumber } from "./Numbers.ts"
+import { type Thinking, thinkingReader, UNFINISHED_THINKING } from "./Thinking.ts"
 
 /** The contents of every closed `\boxed{...}` (or `\fbox{...}`), braces balanced. */
 const boxedContents = (text: string): Array<string> => {
@@ -132,13 +133,16 @@ export interface NumericAnswerOptions {
   readonly tolerance?: number
   /** the score of a completion that gives no answer at all (default 0) */
   readonly noAnswerPenalty?: number
+  /** read only the final answer, after the last thinking block: true for `<think>...</think>`, or markers (see `Thinking`) */
+  readonly thinking?: Thinking
 }
 
 /**
  * 1 when the completion's answer equals the gold number, else 0. Verbatim copies of the
  * prompt in the completion are skipped (numbers quoted from the question do not answer
  * it); hedges (`12 or 56`, several different boxed answers) are no answer; see
- * `AnswerMode`.
+ * `AnswerMode`. With `thinking`, only what follows the last thinking block is read, and
+ * a completion that never ends its thinking block gives no answer.
  *
  * `gold` returns the answer as a number or as text (`"1,234"`, `"3/4"`); `undefined`
  * means the problem has no numeric answer, and the reward does not apply
@@ -149,6 +153,7 @@ export interface NumericAnswerOptions {
  * @example
  * numericAnswer((p: { a: number; b: number }) => p.a + p.b)
  * numericAnswer((p: { answer: string }) => p.answer, { mode: "tagged", noAnswerPenalty: -0.5 })
+ * numericAnswer((p: { answer: number }) => p.answer, { mode: "boxed", thinking: true })
  * @since 0.1.0 @category constructors
  */
 export const numericAnswer = <P>(
@@ -162,13 +167,16 @@ export const numericAnswer = <P>(
   const penalty = options.noAnswerPenalty ?? 0
   if (!(tolerance >= 0 && Number.isFinite(tolerance))) throw new TypeError(`numericAnswer: tolerance must be a finite number >= 0, got ${tolerance}`)
   if (!Number.isFinite(penalty)) throw new TypeError(`numericAnswer: noAnswerPenalty must be finite, got ${penalty}`)
+  const finalPart = thinkingReader("numericAnswer", options.thinking)
   const noAnswer = mode === "tagged" ? `no <${tag}> block holding one number` : mode === "boxed" ? "no \\boxed{} holding one number" : "no number in the completion"
   return Reward.make<P>(name, (r) => {
     const raw = gold(r.problem)
     if (raw === undefined) return Effect.fail(new Reward.NotApplicable({ message: "the problem has no numeric answer" }))
     const want = typeof raw === "number" ? raw : parseNumber(raw)
     if (want === undefined || !Number.isFinite(want)) throw new TypeError(`the gold answer ${JSON.stringify(raw)} is not a finite number`)
-    const answer = extractAnswer(withoutPrompt(r.completion, r.prompt), mode, tag)
+    const text = finalPart(r.completion)
+    if (text === undefined) return Effect.fail(new Reward.ModelFault({ penalty, message: UNFINISHED_THINKING }))
+    const answer = extractAnswer(withoutPrompt(text, r.prompt), mode, tag)
     if (answer === undefined) return Effect.fail(new Reward.ModelFault({ penalty, message: noAnswer }))
     return numbersEqual(answer, want, tolerance) ? 1 : 0
   })
