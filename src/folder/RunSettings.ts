@@ -81,7 +81,9 @@ export type Overlong = typeof Overlong.Type
 /**
  * On-policy distillation (`--teacher`): the teacher whose log-probs of every sampled token
  * stand in for the reference of the KL penalty (`coef` its coefficient, `--teacher-coef`),
- * so each token's advantage gains `coef · (teacher − student log-prob − the step's mean)`.
+ * so each token's advantage gains `coef · (teacher − student log-prob)` (`--teacher-centred`,
+ * recorded as `centred: true`: less the step's mean of that difference, as the RL recipe's KL
+ * penalty is; runs recorded without `centred` were centred).
  * `model` is the teacher's base model folder, `state` the adapter of a run's checkpoint;
  * with `served`, the run's own remote service scores with `model` (a sampler path or base
  * model it serves, or on Loops `loops:<run id>`).
@@ -94,6 +96,7 @@ export const Teacher = Schema.Struct({
   state: Schema.optional(Schema.String),
   loraRank: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
   coef: Schema.Finite.check(Schema.isGreaterThan(0)),
+  centred: Schema.optional(Schema.Boolean),
 })
 export type Teacher = typeof Teacher.Type
 
@@ -112,6 +115,13 @@ export type GameRecord = typeof GameRecord.Type
 
 /** The KL coefficient in force: the teacher's when there is one, else `--kl-coef`. @since 0.1.0 @category training */
 export const klCoefOf = (settings: { readonly klCoef?: number | undefined; readonly teacher?: Teacher | undefined }): number => settings.teacher?.coef ?? settings.klCoef ?? 0
+
+/**
+ * Whether the KL term in force is centred on the step's mean: `--kl-coef`'s always is (the RL
+ * recipe's); a teacher's only with `--teacher-centred` (or when recorded before `centred` was).
+ * @since 0.1.0 @category training
+ */
+export const klCentredOf = (settings: { readonly teacher?: Teacher | undefined }): boolean => settings.teacher === undefined || settings.teacher.centred !== false
 
 /** Everything a run is configured with; written to `config.json`. @since 0.1.0 @category models */
 export const RunSettings = Schema.Struct({

@@ -49,6 +49,13 @@ export interface KlPenaltyInput {
    * penalize the samples of zero-advantage groups too, as tinker-cookbook does.
    */
   readonly masks?: ReadonlyArray<ReadonlyArray<number>> | undefined
+  /**
+   * true (default): `coef · (mean_batch(d) − d_t)`, the RL recipe's penalty, which leaves the
+   * advantages' mean where it was; false: `−coef · d_t`, the term of tinker-cookbook's
+   * on-policy distillation (`distillation/train_on_policy.py`), the per-token reverse KL
+   * with no baseline.
+   */
+  readonly centred?: boolean | undefined
 }
 
 /** @since 0.1.0 @category models */
@@ -84,7 +91,7 @@ export const checkCoef = (coef: unknown, name = "--kl-coef"): string | undefined
  * @since 0.1.0 @category combinators
  */
 export const apply = (input: KlPenaltyInput): Result.Result<KlPenaltyResult, string> => {
-  const { data, reference, coef, masks } = input
+  const { data, reference, coef, masks, centred = true } = input
   const bad = checkCoef(coef, "coef")
   if (bad) return Result.fail(bad)
   if (reference.length !== data.length) return Result.fail(`reference log-probs are given for ${reference.length} Datums, but the step has ${data.length}`)
@@ -122,10 +129,11 @@ export const apply = (input: KlPenaltyInput): Result.Result<KlPenaltyResult, str
   }
   if (n === 0) return Result.succeed({ data: [...data], metrics: {} })
   const mean = sum / n
+  const baseline = centred ? mean : 0
   const out = rows.map(({ datum, advantages, diff, on }) => {
     if (coef === 0) return datum
     // diff and on have one entry per advantage (L, checked above)
-    const next = advantages.map((v, t) => (on[t] === 1 ? v + coef * (mean - diff[t]!) : v))
+    const next = advantages.map((v, t) => (on[t] === 1 ? v + coef * (baseline - diff[t]!) : v))
     return { ...datum, lossFnInputs: { ...datum.lossFnInputs, advantages: float32(next) } }
   })
   return Result.succeed({ data: out, metrics: { [METRICS.v1]: mean, [METRICS.k3]: k3 / n, [METRICS.tokens]: n } })

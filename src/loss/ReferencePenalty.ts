@@ -47,14 +47,14 @@ export const ensure = Effect.fn("Reference.ensure")(function* (coef: number, fla
 export const penalize = Effect.fn("Reference.penalize")(function* (
   data: ReadonlyArray<Datum>,
   coef: number,
-  options: { readonly masks?: ReadonlyArray<ReadonlyArray<number>> | undefined } = {},
+  options: { readonly masks?: ReadonlyArray<ReadonlyArray<number>> | undefined; readonly centred?: boolean | undefined } = {},
 ) {
   const bad = KlPenalty.checkCoef(coef, "coef")
   if (bad) return yield* new BackendError({ reason: "InvalidInput", operation: "Reference.penalize", message: bad })
   if (coef === 0 || data.length === 0) return { data: [...data], metrics: {} } satisfies KlPenalty.KlPenaltyResult
   const reference = yield* current
   const logprobs = yield* reference.logprobs(data.map((d) => d.modelInput))
-  const out = KlPenalty.apply({ data, reference: logprobs, coef, masks: options.masks })
+  const out = KlPenalty.apply({ data, reference: logprobs, coef, masks: options.masks, centred: options.centred })
   if (Result.isFailure(out)) return yield* new BackendError({ reason: "Internal", operation: "Reference.penalize", message: out.failure })
   return out.success
 })

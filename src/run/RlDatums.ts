@@ -15,7 +15,7 @@ import type * as Metrics from "../metrics/Metrics.ts"
 import * as Reference from "../services/Reference.ts"
 import { at } from "../util/Lookup.ts"
 import { type Batch, scoreOf } from "./Collect.ts"
-import { klCoefOf, RunError, type RunSettings } from "./Settings.ts"
+import { klCentredOf, klCoefOf, RunError, type RunSettings } from "./Settings.ts"
 
 /** The sample a datum was cut from: its group's index in the batch and its index in the group. @since 0.1.0 @category models */
 export interface Origin {
@@ -91,7 +91,7 @@ export const rlDatums = Effect.fnUntraced(function* (settings: RunSettings, batc
     return { data, origins, klMetrics: {}, batch: totals, klLoss: { coef: klLossCoef, masks, reference } } satisfies Datums
   }
   if (klCoef === 0 || data.length === 0) return { data, origins, klMetrics: {}, batch: totals } satisfies Datums
-  const penalized = yield* ReferencePenalty.penalize(data, klCoef, { masks }).pipe(
+  const penalized = yield* ReferencePenalty.penalize(data, klCoef, { masks, centred: klCentredOf(settings) }).pipe(
     Effect.mapError((e) => new RunError({ reason: "Backend", step: batch.step, message: `reference log-probs for the KL penalty (${e.reason}): ${e.message}` })),
   )
   const keep = penalized.data.map((d) => advantagesOf(d).some((x) => x !== 0))

@@ -11,7 +11,7 @@ import * as Loss from "../loss/Loss.ts"
 import * as Reward from "../vocabulary/Reward.ts"
 import type { Aggregation } from "../loss/MicroBatch.ts"
 
-export { DynamicSampling, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, RunSettings, Teacher } from "../folder/RunSettings.ts"
+export { DynamicSampling, klCentredOf, klCoefOf, LossAggregation, LrSchedule, Overlong, RecipeName, RunSettings, Teacher } from "../folder/RunSettings.ts"
 import { type GameRecord, klCoefOf, type RunSettings } from "../folder/RunSettings.ts"
 import type { Game, Player } from "../game/Spec.ts"
 

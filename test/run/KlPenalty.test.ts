@@ -50,6 +50,15 @@ describe("KlPenalty.apply", () => {
     assert.deepStrictEqual(data[0]!.modelInput, d1.modelInput)
   })
 
+  it("uncentred (tinker-cookbook's on-policy distillation): -coef * d_t, no batch mean", () => {
+    const { data, metrics } = Result.getOrThrow(KlPenalty.apply({ data: [d1, d2], reference: [ref1, ref2], coef: 2, centred: false }))
+    // d1 -> [0.5, -1]: 0.5 - 2(0.5) = -0.5 ; 0.5 - 2(-1) = 2.5 ; d2 -> [0, -1]: -1 - 0 = -1 ; -1 + 2 = 1
+    close(advOf(data[0]!), [0, 0, -0.5, 2.5])
+    close(advOf(data[1]!), [0, -1, 1])
+    // the estimates are the same whichever way the advantages are shaped
+    assert.approximately(metrics[KlPenalty.METRICS.v1]!, -0.375, 1e-12)
+  })
+
   it("penalizes tokens of zero-advantage samples when masks name them", () => {
     const d3 = datum([8, 9, 10], [0, -2, -2], [0, 0, 0])
     const ref3 = [0, -1, -3] // d = [-1, 1]
