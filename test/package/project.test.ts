@@ -171,7 +171,7 @@ describe("a user project that depends on gyre", () => {
       assert.strictEqual(vitest.code, 0, vitest.out)
       assert.match(vitest.out, /2 passed/)
 
-      const props = sh("node", ["--import", "tsx", "--test", "test/reversed.test.ts"], dir)
+      const props = sh("node", ["--import", "tsx", "--test", "--test-reporter=tap", "test/reversed.test.ts"], dir)
       assert.strictEqual(props.code, 0, props.out)
       assert.match(props.out, /# pass 2/)
 
