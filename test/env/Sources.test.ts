@@ -83,7 +83,7 @@ describe("errors name the file and the row", () => {
     Effect.gen(function*() {
       const Typed = Schema.Struct({ question: Schema.String, answer: Schema.FiniteFromString })
       const path = file("bad.csv", 'question,answer\n"two\nlines",2\nthree,x\n')
-      const env = Env.make({ name: "badcsv", problem: Typed, source: Env.csv(path), prompt: (p) => p.question, reward: Reward.make("one", () => 1) })
+      const env = Env.make({ name: "badcsv", problem: Typed, source: Env.csv<typeof Typed.Type>(path), prompt: (p) => p.question, reward: Reward.make("one", () => 1) })
       const error = yield* Effect.flip(Env.problemAt(env, { seed: 0, index: 0, split: "train" }))
       assert.strictEqual(error.reason, "InvalidRow")
       assert.include(error.message, `${path}:4: answer`)
@@ -92,7 +92,8 @@ describe("errors name the file and the row", () => {
   it.effect("a parquet row that does not decode: the file and the row number", () =>
     Effect.gen(function*() {
       const path = file("bad.parquet", writeParquet([{ name: "question", type: "string" }, { name: "answer", type: "double" }], [{ question: "a", answer: 1 }, { question: "b", answer: 2.5 }]))
-      const env = Env.make({ name: "badpq", problem: Schema.Struct({ question: Schema.String, answer: Schema.Int }), source: Env.parquet(path), prompt: (p) => p.question, reward: Reward.make("one", () => 1) })
+      const Typed = Schema.Struct({ question: Schema.String, answer: Schema.Int })
+      const env = Env.make({ name: "badpq", problem: Typed, source: Env.parquet<typeof Typed.Type>(path), prompt: (p) => p.question, reward: Reward.make("one", () => 1) })
       const error = yield* Effect.flip(Env.problemAt(env, { seed: 0, index: 0, split: "train" }))
       assert.include(error.message, `${path} row 1: answer`)
     }))
