@@ -14,6 +14,7 @@ import type { SamplerShape } from "../services/Sampler.ts"
 import type { TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"
 import { type ChatRequest, type CompletionRequest, type FunctionTool, unhonouredSampling } from "./Protocol.ts"
+import type { Pieces } from "./SegmentedEncoding.ts"
 import { type Completion, inputFor } from "./Transcript.ts"
 
 /** A request the endpoint refuses: the status, the OpenAI error `code` and a message that says what to do. @since 0.1.0 @category errors */
@@ -39,6 +40,8 @@ export interface Session {
   rewritten: number
   /** the first request of the episode the endpoint refused, if any: why an episode with no completion has none */
   refused?: { readonly code: string; readonly message: string }
+  /** the tokens of the conversation's pieces encoded so far (`SegmentedEncoding.ts`) */
+  pieces?: Pieces
 }
 
 /** What a request needs besides its session. @since 0.1.0 @category models */
@@ -112,7 +115,7 @@ const tokenLogprobs = (served: Served, t: Sampled) =>
  */
 export const chat = Effect.fnUntraced(function* (served: Served, session: Session, request: ChatRequest, id: string) {
   const tools: ReadonlyArray<FunctionTool> = request.tool_choice === "none" ? [] : request.tools ?? []
-  const input = yield* inputFor(served.format, served.tokenizer, session.completions, request.messages, tools).pipe(
+  const input = yield* inputFor(served.format, served.tokenizer, session.completions, request.messages, tools, (session.pieces ??= new Map())).pipe(
     Effect.mapError((e) => new Refusal({ status: 400, code: "invalid_messages", message: `the messages cannot be rendered for the model: ${e.message}` })),
   )
   if (input.rewritten !== undefined) session.rewritten++

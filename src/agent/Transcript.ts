@@ -13,7 +13,8 @@
  *
  * What re-tokenizing the whole text would have given is still computed, and the tokens
  * it would have changed are counted (`diverged`), so a run shows how far its agent's
- * messages drift from what the policy wrote.
+ * messages drift from what the policy wrote. The text between special tokens is encoded
+ * once per episode (`SegmentedEncoding.ts`): a request encodes only its new messages.
  *
  * @since 0.1.0
  */
@@ -21,6 +22,7 @@ import { Effect } from "effect"
 import type { TokenizeError, TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"
 import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"
+import { encodePieces, type Pieces } from "./SegmentedEncoding.ts"
 
 /** One sampled completion of an episode. @since 0.1.0 @category models */
 export interface Completion {
@@ -129,9 +131,11 @@ export const inputFor = Effect.fnUntraced(function* (
   completions: ReadonlyArray<Completion>,
   messages: ReadonlyArray<ChatMessage>,
   tools: ReadonlyArray<FunctionTool>,
+  pieces: Pieces = new Map(),
 ) {
   const bos = tokenizer.bos === undefined ? [] : [tokenizer.bos]
-  const whole: ReadonlyArray<number> = [...bos, ...(yield* tokenizer.encode(yield* format.render(messages, tools)))]
+  const encoded = yield* encodePieces(tokenizer, pieces, yield* format.render(messages, tools))
+  const whole: ReadonlyArray<number> = bos.length === 0 ? encoded : [...bos, ...encoded]
   const { anchor, rewritten } = matchOf(completions, messages)
   if (anchor === undefined) {
     // what the policy is given in place of what it wrote: the changed reply and what follows it
@@ -141,7 +145,7 @@ export const inputFor = Effect.fnUntraced(function* (
   const marked = yield* format.render([...messages.slice(0, anchor.at), { role: "assistant", content: MARK }, ...messages.slice(anchor.at + 1)], tools)
   const cut = marked.indexOf(MARK)
   if (cut < 0) return { tokens: whole, diverged: 0, rewritten: undefined } satisfies Input
-  let after = yield* tokenizer.encode(marked.slice(cut + MARK.length))
+  let after = yield* encodePieces(tokenizer, pieces, marked.slice(cut + MARK.length))
   const { completion } = anchor
   // the template closes the turn with the end-of-sequence token the sample already ends with
   if (completion.sampled.at(-1) === tokenizer.eos && after[0] === tokenizer.eos) after = after.slice(1)
@@ -153,4 +157,5 @@ export const inputFor = Effect.fnUntraced(function* (
   completions: ReadonlyArray<Completion>,
   messages: ReadonlyArray<ChatMessage>,
   tools: ReadonlyArray<FunctionTool>,
+  pieces?: Pieces,
 ) => Effect.Effect<Input, TokenizeError>

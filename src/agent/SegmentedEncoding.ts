@@ -1,0 +1,70 @@
+/**
+ * Encoding a conversation's text piece by piece, each piece once per episode.
+ *
+ * A tokenizer matches its special tokens (`<|im_start|>`, `<|im_end|>`, ...) before it
+ * splits or merges anything else, so the text between two of them encodes the same
+ * alone as inside the whole: a rendered conversation's tokens are its pieces' tokens,
+ * joined by the special tokens' ids. Each request of an agent episode re-renders the
+ * conversation so far; with the pieces' tokens kept for the episode, only the pieces
+ * that are new are encoded.
+ *
+ * A piece boundary is a `<|...|>` text that the tokenizer encodes as one token which
+ * decoding drops (a special token) and that leaves the text on either side of it
+ * untouched (no whitespace stripped into it); each candidate is checked once per
+ * tokenizer. Text with no such token is encoded whole, as before.
+ *
+ * @since 0.1.0
+ */
+import { Effect } from "effect"
+import type { TokenizeError, TokenizerShape } from "../services/Tokenizer.ts"
+
+/** The tokens of the pieces of an episode's text, by piece. @since 0.1.0 @category models */
+export type Pieces = Map<string, ReadonlyArray<number>>
+
+const CANDIDATE = /<\|[^|<>\s]{1,40}\|>/g
+
+/** Per tokenizer: each candidate text's token id when it is a clean boundary, else undefined. */
+const boundaries = new WeakMap<TokenizerShape, Map<string, number | undefined>>()
+
+const same = (a: ReadonlyArray<number>, b: ReadonlyArray<number>) => a.length === b.length && a.every((x, i) => x === b[i])
+
+const boundaryId = Effect.fnUntraced(function* (tokenizer: TokenizerShape, text: string) {
+  let known = boundaries.get(tokenizer)
+  if (known === undefined) boundaries.set(tokenizer, (known = new Map()))
+  if (known.has(text)) return known.get(text)
+  const ids = yield* tokenizer.encode(text)
+  let id: number | undefined
+  if (ids.length === 1 && tokenizer.decode(ids) === "") {
+    // whitespace on either side stays its own text (no lstrip / rstrip into the token)
+    const before = yield* tokenizer.encode("a \n")
+    const after = yield* tokenizer.encode("\n b")
+    if (same(yield* tokenizer.encode(`a \n${text}\n b`), [...before, ids[0]!, ...after])) id = ids[0]
+  }
+  known.set(text, id)
+  return id
+})
+
+/**
+ * `tokenizer.encode(text)`, with the pieces between special tokens taken from `pieces`
+ * when they were encoded before (and kept there when they were not).
+ * @since 0.1.0 @category combinators
+ */
+export const encodePieces = Effect.fnUntraced(function* (tokenizer: TokenizerShape, pieces: Pieces, text: string) {
+  const out: Array<number> = []
+  const piece = Effect.fnUntraced(function* (part: string) {
+    if (part === "") return
+    let ids = pieces.get(part)
+    if (ids === undefined) pieces.set(part, (ids = yield* tokenizer.encode(part)))
+    for (const id of ids) out.push(id)
+  })
+  let from = 0
+  for (const m of text.matchAll(CANDIDATE)) {
+    const id = yield* boundaryId(tokenizer, m[0])
+    if (id === undefined) continue
+    yield* piece(text.slice(from, m.index))
+    out.push(id)
+    from = m.index + m[0].length
+  }
+  yield* piece(text.slice(from))
+  return out
+}) as (tokenizer: TokenizerShape, pieces: Pieces, text: string) => Effect.Effect<Array<number>, TokenizeError>
