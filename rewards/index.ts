@@ -7,7 +7,8 @@
  * - `length`: hard limits, a soft length penalty, not cut off;
  * - `judge`: a language model asked a templated question (the `Judge` service);
  * - `preference`: a group ranked by the judge (RULER-style) or compared pair by pair (Bradley-Terry);
- * - `code`: model-written JavaScript run against tests in a QuickJS sandbox (the `Sandbox` service).
+ * - `code`: model-written JavaScript run against tests in a QuickJS sandbox (the `Sandbox` service);
+ * - `python`: model-written Python run against tests in Pyodide or Sandbox Fusion (the `PythonSandbox` service).
  *
  * @since 0.1.0
  */
@@ -19,6 +20,8 @@ export * as format from "./format.ts"
 export * as length from "./length.ts"
 /** Code rewards: programs run against tests in a QuickJS sandbox. */
 export * as code from "./code.ts"
+/** Python rewards: programs run against tests in Pyodide or Sandbox Fusion. */
+export * as python from "./python.ts"
 export {
   /** Scores 1 when the answer read from the completion equals the problem's number. */
   numericAnswer,
@@ -81,3 +84,19 @@ export {
   /** A sandbox that could not start or answer. */
   SandboxError,
 } from "./code.ts"
+export {
+  /** The fraction of a problem's tests (function calls or stdin/stdout cases) the completion's Python program passes. */
+  pythonTests,
+  /** Runs a Python program against tests in the `PythonSandbox`, reporting what passed. */
+  runPythonTests,
+  /** The sandbox Python rewards run programs in (Pyodide in worker threads, or Sandbox Fusion; provide `PythonSandbox.layer()`). */
+  PythonSandbox,
+  /** A Python program that could not run to the end, with its `reason`. */
+  PythonProgramError,
+  /** A Python sandbox or service that could not start or answer. */
+  PythonSandboxError,
+  /** The program in a completion: the last ```python block, else the whole text. */
+  pythonProgram,
+  /** The test of an MBPP-style `assert f(args) == expected`, read as JSON values. */
+  testOfAssert,
+} from "./python.ts"
