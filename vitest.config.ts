@@ -21,6 +21,7 @@ const E2E = [
   "test/mcp/Inventory.test.ts",
   "test/platform/Runtime.test.ts",
   "test/observe/TensorBoard.test.ts",
+  "test/docs/Commands.test.ts",
 ]
 
 export default defineConfig({
