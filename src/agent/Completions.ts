@@ -40,8 +40,6 @@ export interface Session {
   rewritten: number
   /** the first request of the episode the endpoint refused, if any: why an episode with no completion has none */
   refused?: { readonly code: string; readonly message: string }
-  /** the tokens of the conversation's pieces encoded so far (`SegmentedEncoding.ts`) */
-  pieces?: Pieces
 }
 
 /** What a request needs besides its session. @since 0.1.0 @category models */
@@ -50,6 +48,8 @@ export interface Served {
   readonly tokenizer: TokenizerShape
   readonly sampler: SamplerShape
   readonly format: ChatFormat
+  /** the tokens of the conversations' pieces encoded lately, shared by the episodes (`SegmentedEncoding.ts`) */
+  readonly pieces?: Pieces | undefined
 }
 
 /** A sampled turn: its tokens and log-probs, the decoded text and the policy version. */
@@ -115,7 +115,7 @@ const tokenLogprobs = (served: Served, t: Sampled) =>
  */
 export const chat = Effect.fnUntraced(function* (served: Served, session: Session, request: ChatRequest, id: string) {
   const tools: ReadonlyArray<FunctionTool> = request.tool_choice === "none" ? [] : request.tools ?? []
-  const input = yield* inputFor(served.format, served.tokenizer, session.completions, request.messages, tools, (session.pieces ??= new Map())).pipe(
+  const input = yield* inputFor(served.format, served.tokenizer, session.completions, request.messages, tools, served.pieces).pipe(
     Effect.mapError((e) => new Refusal({ status: 400, code: "invalid_messages", message: `the messages cannot be rendered for the model: ${e.message}` })),
   )
   if (input.rewritten !== undefined) session.rewritten++

@@ -21,6 +21,7 @@ import { Tokenizer } from "../services/Tokenizer.ts"
 import { forTokenizer } from "./ChatFormat.ts"
 import * as Completions from "./Completions.ts"
 import { ChatRequest, CompletionRequest, refusedField } from "./Protocol.ts"
+import { Pieces } from "./SegmentedEncoding.ts"
 
 /** The model name the endpoint serves (what `GET /v1/models` lists). @since 0.1.0 @category constants */
 export const MODEL = "gyre-policy"
@@ -142,7 +143,7 @@ const bodyLimitOf = (maxBytes: number): PlatformHttpServer.BodyLimit => ({
 export const make = Effect.fn("Agent.Endpoint.make")(function* (options: ListenOptions = {}) {
   const tokenizer = yield* Tokenizer
   const state: State = {
-    served: { model: MODEL, tokenizer, sampler: yield* Sampler, format: forTokenizer(tokenizer) },
+    served: { model: MODEL, tokenizer, sampler: yield* Sampler, format: forTokenizer(tokenizer), pieces: new Pieces() },
     sessions: new Map(),
     retired: new Set(),
     answered: 0,

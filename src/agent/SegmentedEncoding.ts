@@ -5,8 +5,9 @@
  * splits or merges anything else, so the text between two of them encodes the same
  * alone as inside the whole: a rendered conversation's tokens are its pieces' tokens,
  * joined by the special tokens' ids. Each request of an agent episode re-renders the
- * conversation so far; with the pieces' tokens kept for the episode, only the pieces
- * that are new are encoded.
+ * conversation so far, and the episodes of a group share their prompt; with the pieces'
+ * tokens kept (the most recently used `capacity` of them), only the pieces that are new
+ * are encoded.
  *
  * A piece boundary is a `<|...|>` text that the tokenizer encodes as one token which
  * decoding drops (a special token) and that leaves the text on either side of it
@@ -18,8 +19,27 @@
 import { Effect } from "effect"
 import type { TokenizeError, TokenizerShape } from "../services/Tokenizer.ts"
 
-/** The tokens of the pieces of an episode's text, by piece. @since 0.1.0 @category models */
-export type Pieces = Map<string, ReadonlyArray<number>>
+/** The tokens of the pieces encoded lately, by piece: the `capacity` most recently used. @since 0.1.0 @category models */
+export class Pieces {
+  readonly #tokens = new Map<string, ReadonlyArray<number>>()
+  constructor(readonly capacity = 4096) {}
+  get size(): number {
+    return this.#tokens.size
+  }
+  get(piece: string): ReadonlyArray<number> | undefined {
+    const tokens = this.#tokens.get(piece)
+    if (tokens !== undefined) {
+      // the most recently used last: the first in the map goes when it is full
+      this.#tokens.delete(piece)
+      this.#tokens.set(piece, tokens)
+    }
+    return tokens
+  }
+  set(piece: string, tokens: ReadonlyArray<number>): void {
+    this.#tokens.set(piece, tokens)
+    if (this.#tokens.size > this.capacity) this.#tokens.delete(this.#tokens.keys().next().value!)
+  }
+}
 
 const CANDIDATE = /<\|[^|<>\s]{1,40}\|>/g
 

@@ -14,7 +14,7 @@
  * What re-tokenizing the whole text would have given is still computed, and the tokens
  * it would have changed are counted (`diverged`), so a run shows how far its agent's
  * messages drift from what the policy wrote. The text between special tokens is encoded
- * once per episode (`SegmentedEncoding.ts`): a request encodes only its new messages.
+ * once per run (`SegmentedEncoding.ts`): a request encodes only its new messages.
  *
  * @since 0.1.0
  */
@@ -22,7 +22,7 @@ import { Effect } from "effect"
 import type { TokenizeError, TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"
 import { type ChatMessage, type FunctionTool, textOf } from "./Protocol.ts"
-import { encodePieces, type Pieces } from "./SegmentedEncoding.ts"
+import { encodePieces, Pieces } from "./SegmentedEncoding.ts"
 
 /** One sampled completion of an episode. @since 0.1.0 @category models */
 export interface Completion {
@@ -131,7 +131,7 @@ export const inputFor = Effect.fnUntraced(function* (
   completions: ReadonlyArray<Completion>,
   messages: ReadonlyArray<ChatMessage>,
   tools: ReadonlyArray<FunctionTool>,
-  pieces: Pieces = new Map(),
+  pieces: Pieces = new Pieces(),
 ) {
   const bos = tokenizer.bos === undefined ? [] : [tokenizer.bos]
   const encoded = yield* encodePieces(tokenizer, pieces, yield* format.render(messages, tools))

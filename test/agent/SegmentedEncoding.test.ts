@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fc from "fast-check"
-import { encodePieces, type Pieces } from "../../src/agent/SegmentedEncoding.ts"
+import { encodePieces, Pieces } from "../../src/agent/SegmentedEncoding.ts"
 import * as CharTokenizer from "../../src/backends/local/CharTokenizer.ts"
 import { Tokenizer, type TokenizerShape } from "../../src/services/Tokenizer.ts"
 import * as Tokenizers from "../../src/tokenizers/index.ts"
@@ -25,7 +25,7 @@ describe("SegmentedEncoding.encodePieces", () => {
   it.effect("equals encoding the whole text, for any text of words and special tokens (Qwen3)", () =>
     Effect.gen(function* () {
       const tokenizer = yield* Tokenizer
-      const pieces: Pieces = new Map()
+      const pieces = new Pieces()
       const texts = fc.sample(fc.array(word, { maxLength: 30 }).map((ws) => ws.join("")), { numRuns: 200, seed: 11 })
       for (const text of texts) assert.deepStrictEqual(yield* encodePieces(tokenizer, pieces, text), yield* tokenizer.encode(text), JSON.stringify(text))
     }).pipe(Effect.provide(Tokenizers.layer(QWEN3_DIR))))
@@ -34,7 +34,7 @@ describe("SegmentedEncoding.encodePieces", () => {
     Effect.gen(function* () {
       const base = yield* Tokenizer
       const { asked, tokenizer } = counting(base)
-      const pieces: Pieces = new Map()
+      const pieces = new Pieces()
       const messages: Array<{ role: "user" | "assistant"; content: string }> = [{ role: "user", content: "What is 2 + 2? Think it through first." }]
       for (let turn = 0; turn < 4; turn++) {
         const text = yield* base.renderPrompt(messages)
@@ -46,11 +46,22 @@ describe("SegmentedEncoding.encodePieces", () => {
       }
     }).pipe(Effect.provide(Tokenizers.layer(QWEN3_DIR))))
 
+  it("keeps the most recently used pieces, up to its capacity", () => {
+    const pieces = new Pieces(2)
+    pieces.set("a", [1])
+    pieces.set("b", [2])
+    assert.deepStrictEqual(pieces.get("a"), [1])
+    pieces.set("c", [3])
+    assert.strictEqual(pieces.size, 2)
+    assert.isUndefined(pieces.get("b"))
+    assert.deepStrictEqual([pieces.get("a"), pieces.get("c")], [[1], [3]])
+  })
+
   it.effect("a tokenizer without special tokens encodes the text whole", () =>
     Effect.gen(function* () {
       const { asked, tokenizer } = counting(CharTokenizer.make())
       const text = "ab<|x|>cd"
-      const ids = yield* encodePieces(tokenizer, new Map(), text).pipe(Effect.orElseSucceed(() => [] as Array<number>))
+      const ids = yield* encodePieces(tokenizer, new Pieces(), text).pipe(Effect.orElseSucceed(() => [] as Array<number>))
       const whole = yield* CharTokenizer.make().encode(text).pipe(Effect.orElseSucceed(() => [] as Array<number>))
       assert.deepStrictEqual(ids, whole)
       assert.include(asked, text)
