@@ -7,31 +7,33 @@
  *   `/api/datasets/{repo}/parquet/{config}/{split}/{n}.parquet`, which redirects (302) to
  *   the file on the `refs/convert/parquet` branch
  * - `GET /api/datasets/{repo}/tree/{revision}/{path}`: `[{ type, oid, size, path }, ...]`
- * - `GET /datasets/{repo}/resolve/{revision}/{path}`: the file's bytes
+ * - `GET` (or `HEAD`) `/datasets/{repo}/resolve/{revision}/{path}`: the file's bytes, with
+ *   its ETag (a hash of its content)
  *
  * A gated dataset answers 401 without `Authorization: Bearer {token}`; unknown routes 404.
- * It records every request's path and Authorization header.
+ * It records every request's method, path and Authorization header.
  */
+import { createHash } from "node:crypto"
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 
 /** Files of a repo by revision, then path (`{config}/{split}/{name}.parquet`). */
 export interface FakeDataset {
-  readonly files: Record<string, Record<string, Buffer>>
+  files: Record<string, Record<string, Buffer>>
   /** the token a gated dataset wants */
   readonly token?: string
 }
 
 export interface FakeHub {
   readonly endpoint: string
-  readonly requests: Array<{ readonly path: string; readonly authorization: string | undefined }>
+  readonly requests: Array<{ readonly method: string; readonly path: string; readonly authorization: string | undefined }>
   readonly close: () => Promise<void>
 }
 
 const CONVERTED = "refs/convert/parquet"
 
 export const startFakeHub = async (datasets: Record<string, FakeDataset>): Promise<FakeHub> => {
-  const requests: Array<{ path: string; authorization: string | undefined }> = []
+  const requests: Array<{ method: string; path: string; authorization: string | undefined }> = []
   let endpoint = ""
   const json = (res: Http.ServerResponse, body: unknown, status = 200) => {
     res.writeHead(status, { "content-type": "application/json" })
@@ -40,7 +42,7 @@ export const startFakeHub = async (datasets: Record<string, FakeDataset>): Promi
   const server = Http.createServer((req, res) => {
     // matched before decoding: a revision may hold an encoded "/" (refs%2Fconvert%2Fparquet)
     const path = new URL(req.url ?? "/", "http://hub").pathname
-    requests.push({ path: decodeURIComponent(path), authorization: req.headers.authorization })
+    requests.push({ method: req.method ?? "GET", path: decodeURIComponent(path), authorization: req.headers.authorization })
     const match = path.match(/^\/(api\/)?datasets\/([^/]+\/[^/]+)\/(.*)$/)
     const dataset = match ? datasets[match[2]!] : undefined
     if (!match || !dataset) return json(res, { error: "Repository not found" }, 404)
@@ -76,8 +78,8 @@ export const startFakeHub = async (datasets: Record<string, FakeDataset>): Promi
     const resolve = !api ? rest.match(/^resolve\/([^/]+)\/(.*)$/) : null
     const data = resolve ? dataset.files[decodeURIComponent(resolve[1]!)]?.[decodeURIComponent(resolve[2]!)] : undefined
     if (data === undefined) return json(res, { error: "Entry not found" }, 404)
-    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(data.length) })
-    res.end(data)
+    res.writeHead(200, { "content-type": "application/octet-stream", "content-length": String(data.length), etag: `"${createHash("sha256").update(data).digest("hex")}"` })
+    res.end(req.method === "HEAD" ? undefined : data)
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   endpoint = `http://127.0.0.1:${(server.address() as AddressInfo).port}`

@@ -12,7 +12,7 @@ import * as Path from "node:path"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Logger, References, Schema } from "effect"
 import { Env, Reward } from "gyre"
-import { type FakeHub, startFakeHub } from "./FakeHub.ts"
+import { type FakeDataset, type FakeHub, startFakeHub } from "./FakeHub.ts"
 import { writeParquet } from "./ParquetWriter.ts"
 
 const Problem = Schema.Struct({ question: Schema.String, answer: Schema.Number })
@@ -25,10 +25,11 @@ const shards = [rowsOf(0, 50), rowsOf(50, 40)]
 const all = shards.flat()
 const TOKEN = "hf_secret_token_123"
 let hub: FakeHub
+let datasets: Record<string, FakeDataset>
 const tmp = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-hub-"))
 beforeAll(async () => {
   const converted = { "main/train/0000.parquet": parquetOf(shards[0]!), "main/train/0001.parquet": parquetOf(shards[1]!), "main/test/0000.parquet": parquetOf(rowsOf(500, 10)) }
-  hub = await startFakeHub({
+  hub = await startFakeHub(datasets = {
     "openai/gsm8k": { files: { "refs/convert/parquet": converted, "abc123": { "main/train/0000.parquet": parquetOf(rowsOf(900, 12)) } } },
     "someone/gated": { token: TOKEN, files: { "refs/convert/parquet": { "default/train/0000.parquet": parquetOf(rowsOf(0, 30)) } } },
   })
@@ -56,7 +57,7 @@ const withHub = <A, E>(settings: Record<string, string>, effect: Effect.Effect<A
 }
 const first = (env: Env.AnyEnv, n = 30) =>
   Effect.forEach(Array.from({ length: n }, (_, index) => index), (index) => Env.problemAt(env, { seed: 4, index, split: "train" }).pipe(Effect.map((t) => t.problem)))
-const fileRequests = () => hub.requests.filter((r) => r.path.includes("/resolve/")).length
+const fileRequests = () => hub.requests.filter((r) => r.method === "GET" && r.path.includes("/resolve/")).length
 
 describe("Env.huggingface", () => {
   const cache = Path.join(tmp, "cache")
@@ -75,6 +76,15 @@ describe("Env.huggingface", () => {
       const again = yield* withHub({ GYRE_CACHE: cache }, first(envOf(Env.huggingface("openai/gsm8k", { config: "main" }))))
       assert.deepStrictEqual(again.a, expected)
       assert.strictEqual(fileRequests(), 2)
+      // a new conversion (same URLs, new content): the changed file is downloaded again, the other kept
+      const files = datasets["openai/gsm8k"]!.files["refs/convert/parquet"]!
+      const original = files["main/train/0001.parquet"]!
+      files["main/train/0001.parquet"] = parquetOf(rowsOf(50, 41))
+      const updated = yield* withHub({ GYRE_CACHE: cache }, first(envOf(Env.huggingface("openai/gsm8k", { config: "main" }))))
+      files["main/train/0001.parquet"] = original
+      assert.strictEqual(fileRequests(), 3)
+      assert.deepStrictEqual(updated.a, yield* first(envOf(Env.rows([...shards[0]!, ...rowsOf(50, 41)]))))
+      yield* withHub({ GYRE_CACHE: cache }, first(envOf(Env.huggingface("openai/gsm8k", { config: "main" }))))
     }))
 
   it.effect("offline: reads the cache without a request; else the fixture; else says what is missing", () =>

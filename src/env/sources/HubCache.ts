@@ -44,7 +44,7 @@ export const Manifest = Schema.Struct({
   config: Schema.String,
   split: Schema.String,
   revision: Schema.String,
-  files: Schema.Array(Schema.Struct({ name: Schema.String, url: Schema.String, size: Schema.Number })),
+  files: Schema.Array(Schema.Struct({ name: Schema.String, url: Schema.String, size: Schema.Number, etag: Schema.optional(Schema.String) })),
 })
 /** @since 0.1.0 @category models */
 export type Manifest = typeof Manifest.Type

@@ -97,7 +97,14 @@ const listFiles = (settings: HubSettings, wanted: Wanted) => {
   )
 }
 
-/** Downloads what the cache lacks; the split's manifest once all files are present. */
+/** The ETag of a file's current version (a HEAD request, redirects followed); none when the Hub gives none. */
+const currentEtag = (url: string, headers: Record<string, string>) =>
+  Effect.tryPromise(() => globalThis.fetch(url, { method: "HEAD", headers, redirect: "follow" })).pipe(
+    Effect.map((response) => (response.ok ? response.headers.get("x-linked-etag") ?? response.headers.get("etag") ?? undefined : undefined)),
+    Effect.orElseSucceed(() => undefined),
+  )
+
+/** Downloads what the cache lacks or holds an older version of; the split's manifest once all files are present. */
 const fetchSplit = (settings: HubSettings, wanted: Wanted, folder: string) =>
   Effect.gen(function*() {
     const urls = yield* listFiles(settings, wanted)
@@ -106,13 +113,15 @@ const fetchSplit = (settings: HubSettings, wanted: Wanted, folder: string) =>
     const files: Array<Manifest["files"][number]> = []
     for (const [i, url] of urls.entries()) {
       const name = `${String(i).padStart(4, "0")}.parquet`
-      const kept = Option.flatMap(previous, (m) => Option.fromUndefinedOr(m.files.find((f) => f.name === name && f.url === url)))
+      // the file's current version: a new conversion keeps the URL and changes the ETag
+      const etag = yield* currentEtag(url, headersOf(settings))
+      const kept = Option.flatMap(previous, (m) => Option.fromUndefinedOr(m.files.find((f) => f.name === name && f.url === url && f.etag === etag)))
       if (Option.isSome(kept)) {
         files.push(kept.value)
         continue
       }
       const size = yield* download({ url, to: Path.join(folder, name), headers: headersOf(settings), what: `${wanted.repo} ${wanted.config}/${wanted.split} file ${i + 1} of ${urls.length}`, origin: wanted.origin })
-      files.push({ name, url, size })
+      files.push({ name, url, size, ...(etag !== undefined ? { etag } : {}) })
     }
     const manifest: Manifest = { repo: wanted.repo, config: wanted.config, split: wanted.split, revision: wanted.revision, files }
     yield* writeManifest(folder, manifest)

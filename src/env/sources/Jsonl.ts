@@ -11,6 +11,7 @@ import { Offsets, readRange, type RowTable, SourceError } from "./RowTable.ts"
 
 const NEWLINE = 0x0a
 const CHUNK_BYTES = 1 << 20
+const BLANK = Symbol("blank")
 
 /** @since 0.1.0 @category constructors */
 export const table = (path: string): RowTable => {
@@ -19,6 +20,7 @@ export const table = (path: string): RowTable => {
   const lines = new Offsets()
   let fd: number | undefined
   const failure = (reason: "NotFound" | "Unreadable" | "InvalidRow", message: string) => new SourceError({ origin: path, reason, message })
+  const asSourceError = (e: unknown) => e instanceof SourceError ? e : failure("Unreadable", `${path}: ${String(e)}`)
   const notFound = (e: unknown) =>
     (e as NodeJS.ErrnoException).code === "ENOENT"
       ? failure("NotFound", `${path}: no such file; check the path given to Env.jsonl`)
@@ -37,13 +39,14 @@ export const table = (path: string): RowTable => {
         if (nl < 0 && !last) break
         const stop = nl < 0 ? data.length : nl
         const text = data.toString("utf8", at, stop)
-        if (text.trim() !== "") {
-          let row: unknown
-          try {
-            row = JSON.parse(text)
-          } catch (e) {
-            throw failure("InvalidRow", `${path}:${line}: not valid JSON (${(e as Error).message})`)
-          }
+        let row: unknown = BLANK
+        try {
+          row = JSON.parse(text)
+        } catch (e) {
+          // a blank line is skipped; trimmed only here, since most lines parse
+          if (text.trim() !== "") throw failure("InvalidRow", `${path}:${line}: not valid JSON (${(e as Error).message})`)
+        }
+        if (row !== BLANK) {
           starts.push(offset + at)
           ends.push(offset + stop)
           lines.push(line)
@@ -62,8 +65,8 @@ export const table = (path: string): RowTable => {
       notFound,
     )
     return chunks.pipe(
-      Stream.mapEffect((chunk) => Effect.try({ try: () => rowsOf(carry ? Buffer.concat([carry, chunk]) : chunk, false), catch: (e) => e as SourceError })),
-      Stream.concat(Stream.fromEffect(Effect.try({ try: () => (carry ? rowsOf(carry, true) : []), catch: (e) => e as SourceError }))),
+      Stream.mapEffect((chunk) => Effect.try({ try: () => rowsOf(carry ? Buffer.concat([carry, chunk]) : chunk, false), catch: asSourceError })),
+      Stream.concat(Stream.fromEffect(Effect.try({ try: () => (carry ? rowsOf(carry, true) : []), catch: asSourceError }))),
       Stream.filter((rows) => rows.length > 0),
     )
   }))

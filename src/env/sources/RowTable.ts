@@ -63,6 +63,12 @@ export const readRange = (fd: number, start: number, end: number): string => {
 
 // ===== Spool =====
 
+/** spool folders of this process, removed at its exit (one listener for all of them) */
+const spools = new Set<string>()
+const removeSpools = () => {
+  for (const dir of spools) Fs.rmSync(dir, { recursive: true, force: true })
+}
+
 /**
  * A table over rows that arrive decoded (CSV records, Parquet row groups): each row is
  * written once as a JSON line to a temporary file as the scan passes it, and read back by
@@ -83,7 +89,8 @@ export const spooled = (
     const file = Path.join(dir, "rows.jsonl")
     fd = Fs.openSync(file, "w+")
     // the spool is a cache of this process's draws: nothing reads it after exit
-    process.once("exit", () => Fs.rmSync(dir, { recursive: true, force: true }))
+    if (spools.size === 0) process.once("exit", removeSpools)
+    spools.add(dir)
     return fd
   }
   const write = (chunk: ReadonlyArray<unknown>) =>
