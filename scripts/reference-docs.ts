@@ -12,6 +12,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Option } from "effect"
 import { Command, GlobalFlag, type HelpDoc } from "effect/cli"
+import { availableEnvs } from "../src/app/LoadEnv.ts"
 import { gyreCommand } from "../src/cli/commands.ts"
 
 const ROOT = Path.resolve(import.meta.dirname, "..")
@@ -23,7 +24,8 @@ interface CommandNode {
   readonly subcommands: ReadonlyArray<{ readonly commands: ReadonlyArray<CommandNode & { readonly name: string }> }>
 }
 
-const cell = (text: string) => text.replace(/\|/g, "\\|").replace(/\s*\n\s*/g, " ")
+// the shipped envs change as envs/ does: the page names where they are, not the list of the day
+const cell = (text: string) => text.replace(availableEnvs().join(", "), "`gyre run --help` lists them").replace(/\|/g, "\\|").replace(/\s*\n\s*/g, " ")
 const flagName = (f: HelpDoc.FlagDoc) => [`--${f.name}`, ...f.aliases].join(", ")
 const flagValue = (f: HelpDoc.FlagDoc) => (f.type === "boolean" ? "" : f.type.startsWith("<") ? ` ${f.type}` : ` <${f.type}>`)
 
