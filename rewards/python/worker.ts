@@ -76,6 +76,8 @@ function lockDown() {
     Object.defineProperty(Object.getPrototypeOf(f), "constructor", { value: stub, writable: false, configurable: false })
   }
   Object.defineProperty(globalThis, "eval", { value: stub, writable: false, configurable: false })
+  // the interpreter's own reports of a fatal error would reach the host's console: the reply carries them instead
+  for (const key of ["log", "error", "warn", "info", "debug", "trace"]) console[key] = () => {}
 }
 
 // Writes go only under /tmp and the home directory, and count against the memory limit.
@@ -163,7 +165,8 @@ function evaluate(py, H, state, resetFiles, request) {
     else if (state.outputExceeded) answer = { ok: false, reason: "OutputLimit", message: answer.message.replace(/threw [\s\S]*$/, "") + "printed more than " + request.limits.outputChars + " characters" }
     else if (answer.reason === "Timeout") answer = { ...answer, message: answer.message + "ran past its work budget of " + request.limits.work + " jumps and calls" }
   }
-  const broken = memoryRefused
+  // an interpreter that ran out of memory is kept: the memory is free again, and the cap holds for the next program
+  const broken = false
   return { reply: answer.ok ? { ...answer, output: state.output } : { ...answer, output: state.output }, broken }
 }
 
