@@ -126,6 +126,18 @@ describe("Env.huggingface", () => {
       assert.isTrue(hub.requests.some((r) => r.path === "/api/datasets/openai/gsm8k/tree/abc123/main/train"))
     }))
 
+  it.effect("Env.parquet and Env.csv read an http(s) URL too", () =>
+    Effect.gen(function*() {
+      const url = `${hub.endpoint}/datasets/openai/gsm8k/resolve/${encodeURIComponent("refs/convert/parquet")}/main/train/0000.parquet`
+      assert.deepStrictEqual(yield* first(envOf(Env.parquet(url)), 10), yield* first(envOf(Env.rows(shards[0]!)), 10))
+      datasets["openai/gsm8k"]!.files["csv"] = { "rows.csv": Buffer.from(["question,answer", ...shards[1]!.map((r) => `${r.question},${r.answer}`)].join("\n")) }
+      const Csv = Schema.Struct({ question: Schema.String, answer: Schema.FiniteFromString })
+      const csvEnv = Env.make({ name: "hub", problem: Csv, source: Env.csv<typeof Csv.Type>(`${hub.endpoint}/datasets/openai/gsm8k/resolve/csv/rows.csv`), prompt: (p) => p.question, reward: Reward.make("one", () => 1), eval: { heldOut: 0.2 } })
+      assert.deepStrictEqual(yield* first(csvEnv, 10), yield* first(envOf(Env.rows(shards[1]!)), 10))
+      const missing = yield* Effect.flip(first(envOf(Env.csv(`${hub.endpoint}/datasets/openai/gsm8k/resolve/csv/none.csv`))))
+      assert.include(missing.message, "none.csv: could not download (HTTP 404)")
+    }))
+
   it.effect("a missing config or split: NotFound, with the configs and splits the dataset has", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(withHub({ GYRE_CACHE: cache }, first(envOf(Env.huggingface("openai/gsm8k", { config: "main", split: "validation" })))))
