@@ -175,8 +175,8 @@ ${recent.map((r) => `<tr><td>${esc(String(r.step ?? ""))}</td><td>${problemCell(
 </table>`
 }
 
-const STYLE = `<style>body{font:14px system-ui,sans-serif;margin:24px;color:#111}h1{font-size:20px}.grid{display:flex;flex-wrap:wrap;gap:12px}
-.chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:6px}.empty{color:#6b7280;width:440px}
+const STYLE = `<style>body{font:14px system-ui,sans-serif;margin:24px;color:#111}h1{font-size:20px}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(420px,1fr));gap:12px}
+.chart{margin:0;border:1px solid #e5e7eb;border-radius:6px;padding:6px;min-width:0}.chart svg{display:block;height:auto}.empty{color:#6b7280}
 table{border-collapse:collapse;font-size:12px;margin-top:12px}td,th{border:1px solid #e5e7eb;padding:3px 6px;text-align:left;vertical-align:top}
 code{white-space:pre-wrap}details{margin:8px 0}.obs{background:#eef2ff;color:#3730a3;border-radius:3px;padding:0 2px;font-family:monospace;white-space:pre-wrap}.stop{color:#6b7280}</style>`
 

@@ -40,7 +40,31 @@ export interface Series {
   readonly smooth?: number
 }
 
-/** An SVG line chart of several series over `step`. @since 0.1.0 @category rendering */
+/**
+ * Round tick values (1, 2 or 5 times a power of ten apart, at least `minGap`) from `lo` to
+ * `hi`, about `count` of them. @since 0.1.0 @category rendering
+ */
+export const niceTicks = (lo: number, hi: number, count = 5, minGap = 0): Array<number> => {
+  const raw = Math.max((hi - lo) / Math.max(1, count), minGap)
+  const power = 10 ** Math.floor(Math.log10(Math.max(raw, 1e-12)))
+  const gap = [1, 2, 5, 10].map((m) => Number((m * power).toPrecision(12))).find((g) => g >= raw) ?? 10 * power
+  const out: Array<number> = []
+  // each tick from its index, so no rounding error adds up along the axis
+  for (let k = Math.ceil(lo / gap); k * gap <= hi + gap * 1e-9; k++) out.push(Number((k * gap).toPrecision(12)))
+  return out
+}
+
+/**
+ * A series measured only now and then (held-out scores, every N steps): its points are
+ * apart by more than a step and a half on average, so it is drawn as dots joined by a
+ * dashed line, which does not claim values between the measurements.
+ */
+const isSparse = (pts: ReadonlyArray<Point>) => pts.length >= 2 && (pts.at(-1)![0] - pts[0]![0]) / (pts.length - 1) > 1.5
+
+/**
+ * An SVG line chart of several series over `step`, as wide as its column, with round step
+ * ticks on the x axis. @since 0.1.0 @category rendering
+ */
 export const chart = (
   title: string,
   rows: ReadonlyArray<RunFolder.MetricsRow>,
@@ -78,17 +102,20 @@ export const chart = (
   const fmt = (v: number) => (Math.abs(v) >= 100 || v === 0 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(2) : v.toPrecision(2))
   const lines = series.map((s, i) => {
     const d = s.pts.map((p, j) => `${j === 0 ? "M" : "L"}${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join("")
-    const dots = s.pts.length <= 30 ? s.pts.map((p) => `<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.5" fill="${COLORS[i % COLORS.length]}"/>`).join("") : ""
-    return `<path d="${d}" fill="none" stroke="${COLORS[i % COLORS.length]}" stroke-width="1.6"/>${dots}`
+    const sparse = isSparse(s.pts)
+    const dots = sparse || s.pts.length <= 30 ? s.pts.map((p) => `<circle cx="${sx(p[0]).toFixed(1)}" cy="${sy(p[1]).toFixed(1)}" r="2.5" fill="${COLORS[i % COLORS.length]}"/>`).join("") : ""
+    return `<path d="${d}" fill="none" stroke="${COLORS[i % COLORS.length]}" stroke-width="1.6"${sparse ? ` stroke-dasharray="4 3"` : ""}/>${dots}`
   })
+  const xTicks = niceTicks(x0, x1, 5, 1)
   const legend = series
     .map((s, i) => `<tspan fill="${COLORS[i % COLORS.length]}">■ ${esc(s.label)}</tspan>`)
     .join("  ")
-  return `<figure class="chart"><svg viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="${esc(title)}">
+  return `<figure class="chart"><svg viewBox="0 0 ${W} ${H}" width="100%" preserveAspectRatio="xMidYMid meet" role="img" aria-label="${esc(title)}">
 <text x="${pad.l}" y="16" font-size="12" font-weight="600">${esc(title)}</text>
 <text x="${pad.l}" y="32" font-size="10">${legend}</text>
 ${ticks.map((t) => `<line x1="${pad.l}" x2="${W - pad.r}" y1="${sy(t)}" y2="${sy(t)}" stroke="#e5e7eb"/><text x="${pad.l - 4}" y="${sy(t) + 3}" font-size="10" text-anchor="end">${fmt(t)}</text>`).join("")}
-<text x="${pad.l}" y="${H - 8}" font-size="10">step ${x0}</text><text x="${W - pad.r}" y="${H - 8}" font-size="10" text-anchor="end">${x1}</text>
+${xTicks.map((t) => `<line x1="${sx(t).toFixed(1)}" x2="${sx(t).toFixed(1)}" y1="${pad.t}" y2="${H - pad.b}" stroke="#f3f4f6"/><text x="${sx(t).toFixed(1)}" y="${H - 12}" font-size="10" text-anchor="middle">${fmt(t)}</text>`).join("")}
+<text x="${W - pad.r}" y="${H - 1}" font-size="9" text-anchor="end" fill="#6b7280">step</text>
 ${lines.join("\n")}
 </svg></figure>`
 }
