@@ -74,16 +74,25 @@ const step = (groups: number, first: number, draw: (index: number) => Promise<un
   })()
 
 const newDraw = (index: number) => Effect.runPromise(Env.problemAt(env, { seed: 0, index, split: "train" }))
+// CPU time beside wall time: on a shared machine the wall time of the one pass depends on the load
+const cpu = (start: NodeJS.CpuUsage) => {
+  const used = process.cpuUsage(start)
+  return (used.user + used.system) / 1e6
+}
 let t0 = performance.now()
+let c0 = process.cpuUsage()
 const firstNew = await newDraw(0)
 const newFirst = seconds(t0)
+const newFirstCpu = cpu(c0)
 const new2 = await step(2, 1000, newDraw)
 const new64 = await step(64, 2000, newDraw)
 const heapMb = (process.memoryUsage().heapUsed / 1024 / 1024).toFixed(0)
 
 t0 = performance.now()
+c0 = process.cpuUsage()
 const firstOld = oldProblemAt(0, 0, "train")
 const oldFirst = seconds(t0)
+const oldFirstCpu = cpu(c0)
 const oldDraw = (index: number) => Promise.resolve(oldProblemAt(0, index, "train"))
 const old2 = await step(2, 1000, oldDraw)
 const oldSome = await step(OLD_GROUPS, 2000, oldDraw)
@@ -95,7 +104,8 @@ for (const index of [1, 1000, 2001, 130_000]) {
   if (JSON.stringify(a) !== JSON.stringify(oldProblemAt(0, index, "train"))) throw new Error(`problem ${index} differs between the old and the new draws`)
 }
 console.log(`same problems drawn both ways (checked indexes 0, 1, 1000, 2001, 130000)`)
-console.log(`                      first problem   2-group step   64-group step`)
-console.log(`before (old draws)    ${oldFirst.toFixed(2).padStart(10)} s   ${old2.toFixed(2).padStart(10)} s   ${old64.toFixed(1).padStart(11)} s (${OLD_GROUPS} draws timed, x${64 / OLD_GROUPS})`)
-console.log(`now (row index)       ${newFirst.toFixed(2).padStart(10)} s   ${(new2 * 1000).toFixed(2).padStart(9)} ms   ${(new64 * 1000).toFixed(2).padStart(10)} ms`)
+console.log(`                      first problem (CPU)    2-group step   64-group step`)
+console.log(`before (old draws)    ${oldFirst.toFixed(2).padStart(7)} s (${oldFirstCpu.toFixed(2)} s)   ${old2.toFixed(2).padStart(10)} s   ${old64.toFixed(1).padStart(11)} s (${OLD_GROUPS} draws timed, x${64 / OLD_GROUPS})`)
+console.log(`now (row index)       ${newFirst.toFixed(2).padStart(7)} s (${newFirstCpu.toFixed(2)} s)   ${(new2 * 1000).toFixed(2).padStart(9)} ms   ${(new64 * 1000).toFixed(2).padStart(10)} ms`)
+console.log(`load average: ${Os.loadavg().map((l) => l.toFixed(1)).join(", ")} on ${Os.availableParallelism()} cores`)
 console.log(`heap after the index and the draws: ${heapMb} MB`)
