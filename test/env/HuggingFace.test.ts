@@ -126,6 +126,13 @@ describe("Env.huggingface", () => {
       assert.isTrue(hub.requests.some((r) => r.path === "/api/datasets/openai/gsm8k/tree/abc123/main/train"))
     }))
 
+  it.effect("without GYRE_CACHE the cache is HF_HOME/gyre", () =>
+    Effect.gen(function*() {
+      const home = Path.join(tmp, "hf-home")
+      yield* withHub({ HF_HOME: home }, first(envOf(Env.huggingface("openai/gsm8k", { config: "main", split: "test" })), 2))
+      assert.isTrue(Fs.existsSync(Path.join(home, "gyre", "hub", "datasets", "openai", "gsm8k", "main", "main", "test", "manifest.json")))
+    }))
+
   it.effect("Env.parquet and Env.csv read an http(s) URL too", () =>
     Effect.gen(function*() {
       const url = `${hub.endpoint}/datasets/openai/gsm8k/resolve/${encodeURIComponent("refs/convert/parquet")}/main/train/0000.parquet`
