@@ -27,8 +27,8 @@ export interface Download {
  * Downloads `url` to `to`; the bytes written.
  * @since 0.1.0 @category constructors
  */
-export const download = (d: Download): Effect.Effect<number, SourceError> =>
-  Effect.gen(function*() {
+export const download: (d: Download) => Effect.Effect<number, SourceError> = Effect.fn("Env.huggingface.download")(
+  function*(d: Download) {
     const fail = (message: string) => new SourceError({ origin: d.origin, reason: "Download", message })
     const response = yield* Effect.tryPromise({
       try: () => globalThis.fetch(d.url, { headers: d.headers, redirect: "follow" }),
@@ -65,4 +65,5 @@ export const download = (d: Download): Effect.Effect<number, SourceError> =>
       Effect.tapError(() => Effect.sync(() => Fs.rmSync(part, { force: true }))),
       Effect.onInterrupt(() => Effect.sync(() => Fs.rmSync(part, { force: true }))),
     )
-  })
+  },
+)

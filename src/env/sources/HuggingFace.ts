@@ -143,8 +143,8 @@ const fixtureTable = (path: string, origin: string): Effect.Effect<RowTable, Sou
  * The table of a Hub dataset's split.
  * @since 0.1.0 @category constructors
  */
-export const open = (repo: string, options: Options): Effect.Effect<RowTable, SourceError> =>
-  Effect.gen(function*() {
+export const open: (repo: string, options: Options) => Effect.Effect<RowTable, SourceError> = Effect.fn("Env.huggingface")(
+  function*(repo: string, options: Options) {
     const wanted: Wanted = {
       repo,
       config: options.config ?? "default",
@@ -172,4 +172,5 @@ export const open = (repo: string, options: Options): Effect.Effect<RowTable, So
       reason: "Offline",
       message: `${repo} (config ${wanted.config}, split ${wanted.split}, revision ${wanted.revision}) is not in the cache (${folder}) and HF_HUB_OFFLINE is set: run once online to download it, or give Env.huggingface a fixture file`,
     })
-  })
+  },
+)
