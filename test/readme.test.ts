@@ -67,8 +67,8 @@ afterAll(() => Fs.rmSync(dir, { recursive: true, force: true }))
 const slug = (heading: string) => heading.trim().toLowerCase().replace(/[^\w\- ]/g, "").replaceAll(" ", "-")
 
 describe("README and docs", () => {
-  it("every skipped block says why", () => {
-    const skipped = tsBlocks.filter((b) => b.notRun !== undefined)
+  const skipped = tsBlocks.filter((b) => b.notRun !== undefined)
+  it(`${blocks.length} TypeScript blocks run, ${skipped.length} skipped, each skip with its reason`, () => {
     for (const b of skipped) assert.isAbove(b.notRun!.length, 3, `${b.page}:${b.line}: <!-- not run: --> without a reason`)
     // the count a reader of the test output sees: blocks checked and skipped
     assert.isAtLeast(blocks.length, 8, `${blocks.length} TypeScript blocks run, ${skipped.length} skipped`)
