@@ -3,6 +3,7 @@
  * of tests, program extraction, MBPP assertions, the work budget, fresh state, limits.
  */
 import { afterAll, assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
 import { Effect, Exit, Scope } from "effect"
 import { score } from "gyre/testing"
 import { normalizeOutput, PythonSandbox, pythonLiteral, pythonProgram, pythonTests, runPythonTests, testOfAssert, type PythonTests } from "../../rewards/python.ts"
@@ -114,6 +115,25 @@ describe("program extraction and assertions", () => {
     assert.isUndefined(testOfAssert("assert set(f(1)) == set([1])"))
     assert.isUndefined(testOfAssert("assert math.isclose(f(1), 2.0)"))
     assert.strictEqual(pythonLiteral("'it\\'s'"), "it's")
+  })
+
+  it("law: a JSON value written as a Python literal (tuples for some arrays) reads back as itself", () => {
+    const pyRepr = (v: unknown, tuple: boolean): string => {
+      if (v === null) return "None"
+      if (v === true) return "True"
+      if (v === false) return "False"
+      if (typeof v === "number") return String(v)
+      if (typeof v === "string") return JSON.stringify(v)
+      if (Array.isArray(v)) return tuple ? `(${v.map((x) => pyRepr(x, !tuple)).join(", ")}${v.length === 1 ? "," : ""})` : `[${v.map((x) => pyRepr(x, !tuple)).join(", ")}]`
+      return `{${Object.entries(v as object).map(([k, x]) => `${JSON.stringify(k)}: ${pyRepr(x, tuple)}`).join(", ")}}`
+    }
+    const json = fc.letrec((tie) => ({
+      value: fc.oneof({ depthSize: "small" }, fc.constant(null), fc.boolean(), fc.integer({ min: -1e9, max: 1e9 }), fc.double({ noNaN: true, noDefaultInfinity: true }).filter((x) => !Object.is(x, -0) && !(Number.isInteger(x) && !Number.isSafeInteger(x))), fc.string(), fc.array(tie("value"), { maxLength: 4 }), fc.dictionary(fc.string(), tie("value"), { maxKeys: 3 })),
+    })).value
+    fc.assert(fc.property(json, fc.boolean(), (v, tuple) => {
+      assert.deepStrictEqual(pythonLiteral(pyRepr(v, tuple)), v)
+      assert.deepStrictEqual(testOfAssert(`assert f(${pyRepr(v, tuple)}, 1) == ${pyRepr(v, !tuple)}`), { entry: "f", args: [v as never, 1], expected: v as never })
+    }), { numRuns: 300 })
   })
 
   it("normalizes output: trailing spaces and blank lines", () => {
