@@ -188,6 +188,16 @@ describe("a user project that depends on gyre", () => {
       assert.strictEqual(agent.code, 0, agent.out)
       assert.match(agent.out, /step 1\/1/)
 
+      // gyre init scaffolds an env and its reward's test that pass and run in the user's project
+      const init = sh("npx", ["gyre", "init", "sums"], dir)
+      assert.strictEqual(init.code, 0, init.out)
+      assert.include(init.out, "npx gyre run ./envs/sums.ts")
+      const scaffoldTest = sh("npx", ["vitest", "run", "test/sums.test.ts"], dir)
+      assert.strictEqual(scaffoldTest.code, 0, scaffoldTest.out)
+      const scaffoldRun = sh("npx", ["gyre", "run", "./envs/sums.ts", "--steps", "1", "--groups", "1", "--group-size", "2", "--eval-every", "0", "--name", "sums"], dir)
+      assert.strictEqual(scaffoldRun.code, 0, scaffoldRun.out)
+      assert.match(scaffoldRun.out, /step 1\/1/)
+
       // env files in a CommonJS folder load with the same gyre and effect, .js and .ts alike
       for (const env of ["./cjs/echo.js", "./cjs/echo-ts.ts"]) {
         const cjs = sh("npx", ["gyre", "run", env, "--steps", "1", "--groups", "1", "--group-size", "2", "--eval-every", "0", "--name", Path.basename(env).replace(/\W/g, "-")], dir)
