@@ -24,6 +24,7 @@ const E2E = [
   "test/docs/Commands.test.ts",
   // in process, but tens of seconds of CPU: a random model of Qwen3's 151,669-token vocabulary
   "test/serve/RandomInit.test.ts",
+  "test/cli/serveRandomInit.test.ts",
 ]
 
 export default defineConfig({

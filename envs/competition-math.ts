@@ -18,10 +18,10 @@
  *
  * On Tinker: `gyre run competition-math --backend tinker --model Qwen/Qwen3-8B` (see docs/real-models.md).
  */
-import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { Env, Reward } from "gyre"
 import { mathAnswer, matches } from "gyre/rewards"
+import { fixture } from "./data/fixtures.ts"
 
 const Problem = Schema.Struct({
   problem: Schema.String,
@@ -33,7 +33,7 @@ const Problem = Schema.Struct({
 type Problem = typeof Problem.Type
 
 /** The fixture read offline: MATH's row format, problems written for gyre. */
-export const FIXTURE = fileURLToPath(new URL("./data/competition-math.jsonl", import.meta.url))
+export const FIXTURE = fixture("competition-math.jsonl")
 
 /** As tinker-cookbook's MATH recipe asks. */
 export const SUFFIX = " Write your answer in \\boxed{} format."

@@ -17,16 +17,16 @@
  * On Tinker: `gyre run gsm8k --backend tinker --model Qwen/Qwen3-8B` (see docs/real-models.md).
  * Offline, with a random model of Qwen3's vocabulary: `gyre serve --random-init --tokenizer <dir>`.
  */
-import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { Env, Reward } from "gyre"
 import { mathAnswer, matches } from "gyre/rewards"
+import { fixture } from "./data/fixtures.ts"
 
 const Problem = Schema.Struct({ question: Schema.String, answer: Schema.String })
 type Problem = typeof Problem.Type
 
 /** The fixture read offline: GSM8K's row format, problems written for gyre. */
-export const FIXTURE = fileURLToPath(new URL("./data/gsm8k.jsonl", import.meta.url))
+export const FIXTURE = fixture("gsm8k.jsonl")
 
 /** As tinker-cookbook's GSM8K recipe asks, so the answer is where the grader reads it. */
 export const SUFFIX = " Provide a numerical answer without units, written inside \\boxed{}."

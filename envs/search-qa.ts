@@ -19,18 +19,18 @@
  * and `envs/data/search-qa-corpus.jsonl` (39 questions over 24 passages written for gyre);
  * `GYRE_FIXTURES=1` always reads the fixtures.
  */
-import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { Env, Reward, Tool } from "gyre"
 import { answers, hasTag } from "gyre/rewards"
+import { fixture } from "./data/fixtures.ts"
 import { cachedIndex, searchTool } from "./search/Corpus.ts"
 
 const Gold = Schema.Union([Schema.String, Schema.Array(Schema.String)])
 const Problem = Schema.Struct({ question: Schema.String, answer: Gold })
 type Problem = typeof Problem.Type
 
-export const FIXTURE = fileURLToPath(new URL("./data/search-qa.jsonl", import.meta.url))
-export const CORPUS_FIXTURE = fileURLToPath(new URL("./data/search-qa-corpus.jsonl", import.meta.url))
+export const FIXTURE = fixture("search-qa.jsonl")
+export const CORPUS_FIXTURE = fixture("search-qa-corpus.jsonl")
 
 const REPO = "rag-datasets/rag-mini-wikipedia"
 const fixturesOnly = process.env["GYRE_FIXTURES"] === "1"
