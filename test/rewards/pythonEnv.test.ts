@@ -4,16 +4,13 @@
  * format), a wrong one 0.1, and the prompt shows only the first assertion.
  */
 import { readFileSync } from "node:fs"
-import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Schema, Scope } from "effect"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
 import { score } from "gyre/testing"
 import { PythonSandbox } from "../../rewards/python.ts"
-import { makeEmbedded } from "../../rewards/python/Embedded.ts"
+import { sandbox } from "./pythonSandbox.ts"
 import pythonCode, { FIXTURE, prompt, tests } from "../../envs/python-code.ts"
 
-const scope = Scope.makeUnsafe()
-const sandbox = await Effect.runPromise(Scope.provide(makeEmbedded({ concurrency: 1 }), scope))
-afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 
 const lines = readFileSync(FIXTURE, "utf8").split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l) as { code: string })
 const rows = lines.map((r) => Schema.decodeUnknownSync(pythonCode.problem)(r))

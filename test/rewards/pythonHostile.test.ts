@@ -8,15 +8,11 @@ import { existsSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Scope } from "effect"
+import { Effect } from "effect"
 import { score } from "gyre/testing"
-import { type PythonLimits, type PythonProgramError, PythonSandbox, pythonTests, runPythonTests, type PythonTests } from "../../rewards/python.ts"
-import { makeEmbedded } from "../../rewards/python/Embedded.ts"
+import { type PythonLimits, type PythonProgramError, pythonTests, runPythonTests, type PythonTests } from "../../rewards/python.ts"
+import { withSandbox } from "./pythonSandbox.ts"
 
-const scope = Scope.makeUnsafe()
-const sandbox = await Effect.runPromise(Scope.provide(makeEmbedded({ concurrency: 1 }), scope))
-afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
-const withSandbox = <A, E>(effect: Effect.Effect<A, E, PythonSandbox>) => Effect.runPromise(Effect.provideService(effect, PythonSandbox, sandbox))
 
 // f(x) = 3x + 1
 const tests: PythonTests = { entry: "f", calls: [{ args: [2], expected: 7 }, { args: [3], expected: 10 }, { args: [0], expected: 1 }, { args: [-4], expected: -11 }] }

@@ -7,19 +7,14 @@
  */
 import { createServer } from "node:net"
 import { afterAll, assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Exit, Layer, Scope } from "effect"
+import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { score } from "gyre/testing"
 import { PythonSandbox, pythonTests, type PythonTests } from "../../rewards/python.ts"
-import { makeEmbedded } from "../../rewards/python/Embedded.ts"
+import { sandbox } from "./pythonSandbox.ts"
 import { startSandboxFusionFake } from "../fakes/SandboxFusionFake.ts"
 
-const scope = Scope.makeUnsafe()
-const embedded = await Effect.runPromise(Scope.provide(makeEmbedded({ concurrency: 1 }), scope))
-const fake = await startSandboxFusionFake(embedded)
-afterAll(async () => {
-  await fake.close()
-  await Effect.runPromise(Scope.close(scope, Exit.void))
-})
+const fake = await startSandboxFusionFake(sandbox)
+afterAll(() => fake.close())
 
 const linear: PythonTests = { entry: "f", calls: [{ args: [2], expected: 7 }, { args: [3], expected: 10 }, { args: [0], expected: 1 }, { args: [-4], expected: -11 }] }
 const reward = pythonTests<null>(() => linear, { backoff: { base: "10 millis", max: "20 millis" } })
