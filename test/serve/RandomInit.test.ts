@@ -73,9 +73,22 @@ describe("a random model of Qwen3's vocabulary behind serve, with Qwen3's tokeni
       Effect.gen(function* () {
         const qwen = yield* HfTokenizer.fromDirectory(qwenDir)
         const dir = tmp()
-        const backend = yield* served(qwen, dir)
+        // a test double of `Sampler` that records what it is asked, then asks the random model
+        const prompts: Array<ReadonlyArray<number>> = []
+        const record = (real: SamplerShape): SamplerShape => ({
+          ...real,
+          sample: (prompt, params, options) => Effect.suspend(() => (prompts.push(modelInputTokens(prompt)), real.sample(prompt, params, options))),
+        })
+        const backend = yield* served(qwen, dir, record)
         const rows = yield* Runner.run(settings(env.name, dir), env).pipe(Effect.provide(backend), quiet)
         assert.strictEqual(rows.length, 2)
+        // every prompt is Qwen3's chat layout: <|im_start|>user ... <|im_start|>assistant\n
+        const [imStart] = yield* qwen.encode("<|im_start|>")
+        assert.isAbove(prompts.length, 0)
+        for (const p of prompts) {
+          assert.strictEqual(p[0], imStart)
+          assert.isTrue(qwen.decode(p).endsWith("assistant\n"), qwen.decode(p))
+        }
         const rollouts = rolloutsOf(dir)
         assert.strictEqual(rollouts.length, 4)
         for (const r of rollouts) assert.isString(r.completion)
