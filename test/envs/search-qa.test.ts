@@ -10,7 +10,7 @@ import { answers } from "gyre/rewards"
 import { score } from "gyre/testing"
 import { Tool } from "gyre"
 import searchQa, { answerF1, CORPUS_FIXTURE, FIXTURE, taggedAnswer } from "../../envs/search-qa.ts"
-import { buildIndex, formatHits, searchTool } from "../../envs/search/Corpus.ts"
+import { buildIndex, cachedIndex, formatHits, searchTool } from "../../envs/search/Corpus.ts"
 import { Env } from "gyre"
 import { fixtureRows } from "./realModels.ts"
 
@@ -60,5 +60,16 @@ describe("envs/search-qa.ts", () => {
       assert.strictEqual(yield* tool.run({ query: "qwertyuiop" }), "No passage matches \"qwertyuiop\".")
       // the bracket syntax of the char models: [search words]
       assert.deepStrictEqual(Tool.brackets.find("[search Lake Baikal]", [tool]), { _tag: "Call", tool: "search", args: { query: "Lake Baikal" } })
+    }))
+
+  it.effect("a corpus that cannot be read is the infrastructure's fault (the episode is masked), and the next search tries again", () =>
+    Effect.gen(function* () {
+      const missing = cachedIndex(Env.jsonl("tmp/no-such-corpus.jsonl"))
+      const first = yield* Effect.flip(missing)
+      assert.strictEqual(first._tag, "InfraFault")
+      assert.include(first.message, "the search corpus tmp/no-such-corpus.jsonl cannot be read")
+      assert.strictEqual((yield* Effect.flip(missing))._tag, "InfraFault")
+      const rows = yield* cachedIndex(Env.rows([{ passage: "one two", id: 1 }, { passage: 3, id: 2 }])).pipe(Effect.flip)
+      assert.include(rows.message, "rows row 1: not a passage")
     }))
 })
