@@ -20,7 +20,8 @@ import type { WorkerRequest } from "./worker.ts"
 export interface PythonLimits {
   /**
    * the work budget of the whole evaluation (every test), in jumps and Python function
-   * starts (default 2,000,000: about 1 second of one core for a tight loop)
+   * starts, each exception raised counting 100 (default 2,000,000: one to two seconds of
+   * one core for a tight loop)
    */
   readonly work: number
   /** wall-clock time after which a stuck embedded worker is terminated (default 30 seconds) */

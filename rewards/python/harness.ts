@@ -3,7 +3,8 @@
  * Pyodide loads, it defines the functions the worker calls for every evaluation.
  *
  * - the work budget: `sys.monitoring` (PEP 669) counts every jump and every start of a
- *   Python function, as QuickJS counts jumps back and calls; past the budget, or when
+ *   Python function, as QuickJS counts jumps back and calls, and 100 for each exception
+ *   raised; past the budget, or when
  *   the host asked it to stop (output cap, memory cap), each event raises `_Stop`, which
  *   no `except` can hold for long: the next jump raises again. `sys.monitoring` is then
  *   removed from `sys`, so a program cannot switch the count off through it;
@@ -31,7 +32,8 @@ def _build():
     M = sys.monitoring
     TOOL = 5
     M.use_tool_id(TOOL, "gyre-budget")
-    EVENTS = M.events.JUMP | M.events.PY_START
+    EVENTS = M.events.JUMP | M.events.PY_START | M.events.RAISE
+    RAISE_WORK = 100
     set_events = M.set_events
     # state: [work spent, budget, stop reason or None]; FLAG[0] is set by the host (1: output cap, 2: memory cap)
     st = [0, 0, None]
@@ -52,8 +54,16 @@ def _build():
             st[2] = "Timeout"
             raise _Stop()
 
+    def raised(code, offset, exc):
+        # an exception costs RAISE_WORK: a program that recovers from RecursionError by
+        # recursing again does little counted work per exception, and would otherwise run
+        # for minutes within its budget
+        st[0] += RAISE_WORK
+        tick(code, offset)
+
     M.register_callback(TOOL, M.events.JUMP, tick)
     M.register_callback(TOOL, M.events.PY_START, tick)
+    M.register_callback(TOOL, M.events.RAISE, raised)
 
     # --- what is refused ---
     BLOCKED = ("js", "pyodide", "pyodide_js", "_pyodide", "_pyodide_core", "ctypes", "_ctypes", "gc", "micropip", "_testcapi", "_testinternalcapi", "pyodide_http")

@@ -163,7 +163,7 @@ function evaluate(py, H, state, resetFiles, request) {
   if (!answer.ok) {
     if (memoryRefused || state.filesFull) answer = { ok: false, reason: "OutOfMemory", message: answer.message.replace(/threw [\s\S]*$/, "") + "ran out of memory (" + Math.round(request.limits.memoryBytes / 1048576) + " MB)" }
     else if (state.outputExceeded) answer = { ok: false, reason: "OutputLimit", message: answer.message.replace(/threw [\s\S]*$/, "") + "printed more than " + request.limits.outputChars + " characters" }
-    else if (answer.reason === "Timeout") answer = { ...answer, message: answer.message + "ran past its work budget of " + request.limits.work + " jumps and calls" }
+    else if (answer.reason === "Timeout") answer = { ...answer, message: answer.message + "ran past its work budget of " + request.limits.work + " jumps and calls (an exception counts 100)" }
   }
   // an interpreter that ran out of memory is kept: the memory is free again, and the cap holds for the next program
   const broken = false
