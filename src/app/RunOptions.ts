@@ -141,8 +141,8 @@ export interface RunOptions {
   readonly teacher?: string | undefined
   /** the weight of the teacher's per-token reverse KL in the advantages (default 1) */
   readonly teacherCoef?: number | undefined
-  /** centre the teacher's KL on the step's mean (`--teacher-centred`); default: not, as tinker-cookbook's distillation */
-  readonly teacherCentred?: boolean | undefined
+  /** the teacher's KL not centred on the step's mean, as tinker-cookbook's distillation recipe (`--teacher-uncentred`); default: centred */
+  readonly teacherUncentred?: boolean | undefined
   /** extra variables of the model's chat template (`--template-arg enable_thinking=false`), over the env's `chat.templateArgs` */
   readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
   /** print the header, a line per step and the closing line on stdout (the CLI does; default false: log only) */
@@ -324,18 +324,18 @@ const teacherOf = (p: RunOptions, saved: Runner.RunSettings | undefined) =>
   Effect.gen(function* () {
     const settingsError = (message: string) => new Runner.RunError({ reason: "Settings", message })
     if (saved !== undefined) {
-      if (p.teacher !== undefined || p.teacherCoef !== undefined || p.teacherCentred === true) return yield* settingsError("--teacher, --teacher-coef and --teacher-centred: a resumed run keeps the teacher it started with (config.json); start a new run for another")
+      if (p.teacher !== undefined || p.teacherCoef !== undefined || p.teacherUncentred === true) return yield* settingsError("--teacher, --teacher-coef and --teacher-uncentred: a resumed run keeps the teacher it started with (config.json); start a new run for another")
       return saved.teacher
     }
     if (p.teacher === undefined) {
       if (p.teacherCoef !== undefined) return yield* settingsError(`--teacher-coef ${p.teacherCoef} weighs a teacher's KL: add --teacher <model or run>`)
-      if (p.teacherCentred === true) return yield* settingsError("--teacher-centred centres a teacher's KL on the step's mean: add --teacher <model or run>")
+      if (p.teacherUncentred === true) return yield* settingsError("--teacher-uncentred shapes a teacher's KL: add --teacher <model or run>")
       return undefined
     }
     const coef = p.teacherCoef ?? 1
     if (!(coef > 0) || !Number.isFinite(coef)) return yield* settingsError(`--teacher-coef must be a number above 0, got ${coef}`)
     const teacher = yield* Teacher.resolve(p.teacher, coef, "--teacher", p.backend ?? "embedded")
-    return { ...teacher, centred: p.teacherCentred === true }
+    return { ...teacher, centred: p.teacherUncentred !== true }
   })
 
 /**

@@ -169,13 +169,13 @@ const flags = {
   dpoBeta: num("dpo-beta", "DPO's beta, the inverse temperature of the implicit reward (default 0.1)"),
   teacher: Flag.String("teacher").pipe(
     Flag.withDescription(
-      "on-policy distillation: a teacher that scores every token the policy samples, its per-token reverse KL folded into the advantages (not centred, as tinker-cookbook's on-policy distillation; --teacher-centred centres it as --kl-coef's is): a model shipped with gyre (calculator), a model folder, or a run (runs/<name>, runs/<name>/step-N); its tokenizer must be the student's. On a remote --backend the service scores: a sampler path (tinker://...) or a base model it serves; on loops also loops:<run id>, a run left up with --keep-run",
+      "on-policy distillation: a teacher that scores every token the policy samples, its per-token reverse KL folded into the advantages as --kl-coef's is (centred on the step's mean; --teacher-uncentred as tinker-cookbook's distillation recipe): a model shipped with gyre (calculator), a model folder, or a run (runs/<name>, runs/<name>/step-N); its tokenizer must be the student's. On a remote --backend the service scores: a sampler path (tinker://...) or a base model it serves; on loops also loops:<run id>, a run left up with --keep-run",
     ),
     Flag.optional,
   ),
   teacherCoef: num("teacher-coef", "the weight of the teacher's KL in the advantages (default 1); the env's reward still adds its own advantage"),
-  teacherCentred: Flag.Boolean("teacher-centred").pipe(
-    Flag.withDescription("centre the teacher's per-token KL on the step's mean, as --kl-coef's penalty is (default: not centred, as tinker-cookbook's on-policy distillation)"),
+  teacherUncentred: Flag.Boolean("teacher-uncentred").pipe(
+    Flag.withDescription("fold the teacher's per-token KL in as -coef * (student - teacher log-prob), not centred on the step's mean, as tinker-cookbook's on-policy distillation recipe does (default: centred, as --kl-coef's penalty; it learned faster in gyre's measurements, docs/distillation-and-preferences.md)"),
     Flag.withDefault(false),
   ),
   overlongBuffer: num("overlong-buffer", "DAPO overlong shaping: over the last fraction f of --max-tokens a sample's reward is lowered linearly, to -1 at --max-tokens (e.g. 0.2; off by default)"),
@@ -234,7 +234,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   dpoBeta: get(p.dpoBeta),
   teacher: get(p.teacher),
   teacherCoef: get(p.teacherCoef),
-  teacherCentred: p.teacherCentred,
+  teacherUncentred: p.teacherUncentred,
   overlongBuffer: get(p.overlongBuffer),
   initFrom: get(p.initFrom),
   evalEvery: get(p.evalEvery),

@@ -81,9 +81,9 @@ export type Overlong = typeof Overlong.Type
 /**
  * On-policy distillation (`--teacher`): the teacher whose log-probs of every sampled token
  * stand in for the reference of the KL penalty (`coef` its coefficient, `--teacher-coef`),
- * so each token's advantage gains `coef · (teacher − student log-prob)` (`--teacher-centred`,
- * recorded as `centred: true`: less the step's mean of that difference, as the RL recipe's KL
- * penalty is; runs recorded without `centred` were centred).
+ * so each token's advantage gains `coef · (teacher − student log-prob)`, less the step's mean
+ * of that difference (`centred`, the default and what runs recorded without the field did),
+ * or not (`--teacher-uncentred`, `centred: false`: tinker-cookbook's distillation recipe).
  * `model` is the teacher's base model folder, `state` the adapter of a run's checkpoint;
  * with `served`, the run's own remote service scores with `model` (a sampler path or base
  * model it serves, or on Loops `loops:<run id>`).
@@ -118,7 +118,7 @@ export const klCoefOf = (settings: { readonly klCoef?: number | undefined; reado
 
 /**
  * Whether the KL term in force is centred on the step's mean: `--kl-coef`'s always is (the RL
- * recipe's); a teacher's only with `--teacher-centred` (or when recorded before `centred` was).
+ * recipe's); a teacher's unless `--teacher-uncentred` recorded `centred: false`.
  * @since 0.1.0 @category training
  */
 export const klCentredOf = (settings: { readonly teacher?: Teacher | undefined }): boolean => settings.teacher === undefined || settings.teacher.centred !== false

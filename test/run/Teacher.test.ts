@@ -68,14 +68,14 @@ describe("--teacher", () => {
       assert.include((yield* Effect.flip(run({ teacher: "calculator", klCoef: 0.1, out }))).message, "--teacher and --kl-coef 0.1 both fold a KL")
       assert.include((yield* Effect.flip(run({ teacher: "calculator", sft: true, out }))).message, "--teacher distills on the policy's own samples")
       assert.include((yield* Effect.flip(run({ teacherCoef: 2, out }))).message, "--teacher-coef 2 weighs a teacher's KL: add --teacher")
-      assert.include((yield* Effect.flip(run({ teacherCentred: true, out }))).message, "--teacher-centred centres a teacher's KL on the step's mean: add --teacher")
+      assert.include((yield* Effect.flip(run({ teacherUncentred: true, out }))).message, "--teacher-uncentred shapes a teacher's KL: add --teacher")
     }))
 
-  it.live("--teacher-centred centres the teacher's KL on the step's mean, and config.json says so", () =>
+  it.live("--teacher-uncentred folds the teacher's KL in as tinker-cookbook's distillation recipe does, and config.json says so", () =>
     Effect.gen(function* () {
-      const centred = yield* run({ teacher: "calculator", teacherCentred: true, steps: 1, out: tmp(), name: "centred" })
-      assert.strictEqual(JSON.parse(Fs.readFileSync(Path.join(centred.outDir, "config.json"), "utf8")).teacher.centred, true)
-      assert.isAbove(centred.metrics.at(-1)!["kl/policy_ref_tokens"]!, 0)
+      const plain = yield* run({ teacher: "calculator", teacherUncentred: true, steps: 1, out: tmp(), name: "uncentred" })
+      assert.strictEqual(JSON.parse(Fs.readFileSync(Path.join(plain.outDir, "config.json"), "utf8")).teacher.centred, false)
+      assert.isAbove(plain.metrics.at(-1)!["kl/policy_ref_tokens"]!, 0)
     }))
 
   it.live("needs no groups: a group of one sample, refused without a teacher, distills with one", () =>
@@ -98,7 +98,7 @@ describe("--teacher", () => {
       const recorded = JSON.parse(Fs.readFileSync(Path.join(student.outDir, "config.json"), "utf8")).teacher
       assert.deepStrictEqual(
         [recorded.model, recorded.state, recorded.coef, recorded.centred],
-        [Path.resolve(shippedModel("calculator")), Path.join(teacherRun.outDir, "state", "step-1.ckpt"), 0.5, false],
+        [Path.resolve(shippedModel("calculator")), Path.join(teacherRun.outDir, "state", "step-1.ckpt"), 0.5, true],
       )
       for (const row of student.metrics) assert.isAbove(row["kl/policy_ref_tokens"]!, 0)
       const resumed = yield* train({ resume: student.outDir, steps: 3 })
