@@ -23,12 +23,16 @@
  *
  * @since 0.1.0
  */
+import { serializerSource } from "./serializer.ts"
+
 
 /** The harness (Python source). It defines `H_begin`, `H_flag`, `H_reset`, `H_calls`, `H_stdio`, `H_work`. @internal */
-export const harnessSource = String.raw`
-import sys, builtins, os, posix, json.encoder, math, io
+export const harnessSource = serializerSource + String.raw`
+import sys, builtins, os, posix, io
+from functools import partial
 
-def _build():
+def _budget():
+    """The work count: (begin, on, off, stop reason, flag, work spent)."""
     M = sys.monitoring
     TOOL = 5
     M.use_tool_id(TOOL, "gyre-budget")
@@ -65,7 +69,15 @@ def _build():
     M.register_callback(TOOL, M.events.PY_START, tick)
     M.register_callback(TOOL, M.events.RAISE, raised)
 
-    # --- what is refused ---
+    def begin(budget):
+        st[0], st[1], st[2] = 0, budget, None
+        FLAG[0] = 0
+
+    # on and off are C callables (partials of set_events): calling them starts no Python function, so no event
+    return begin, partial(set_events, TOOL, EVENTS), partial(set_events, TOOL, 0), lambda: st[2], FLAG, lambda: st[0]
+
+def _refuse():
+    """Takes the bridges to the host out of reach; returns the hidden modules."""
     BLOCKED = ("js", "pyodide", "pyodide_js", "_pyodide", "_pyodide_core", "ctypes", "_ctypes", "gc", "micropip", "_testcapi", "_testinternalcapi", "pyodide_http")
     def blocked(name):
         top = name.split(".")[0]
@@ -81,47 +93,42 @@ def _build():
         def invalidate_caches():
             pass
 
-    modules = sys.modules
     hidden = {}
-    for name in list(modules):
+    for name in list(sys.modules):
         if blocked(name):
-            hidden[name] = modules.pop(name)
+            hidden[name] = sys.modules.pop(name)
     sys.meta_path.insert(0, Refuse)
     for mod in (os, posix):
         for fn in ("system", "popen", "fork", "forkpty", "execv", "execve", "spawnv", "spawnve", "posix_spawn", "posix_spawnp", "kill", "killpg", "_exit"):
             if fn in mod.__dict__:
                 del mod.__dict__[fn]
     del sys.monitoring
+    return hidden
 
-    # --- the baseline every evaluation starts from ---
+def _baseline(hidden, off):
+    """The state every evaluation starts from: (reset, the current stdout)."""
+    modules = sys.modules
     HOME = os.getcwd()
     base_modules = dict(modules)
     snapshots = [(m.__dict__, dict(m.__dict__)) for m in base_modules.values() if type(getattr(m, "__dict__", None)) is dict]
     lists = [(sys.path, list(sys.path)), (sys.meta_path, list(sys.meta_path)), (sys.path_hooks, list(sys.path_hooks))]
-    environ = dict(os.environ)
-    limit = sys.getrecursionlimit()
-    digits = sys.get_int_max_str_digits()
-    text_io, bytes_io, file_io = io.TextIOWrapper, io.BytesIO, io.FileIO
-    sys_dict = sys.__dict__
-    sys_snap = next(snap for d, snap in snapshots if d is sys_dict)
-    std = [None, None]
+    environ, environ_obj = dict(os.environ), os.environ
+    limit, digits = sys.getrecursionlimit(), sys.get_int_max_str_digits()
+    text_io, file_io, _list, _len, _dict = io.TextIOWrapper, io.FileIO, list, len, dict
+    sys_snap = next(snap for d, snap in snapshots if d is sys.__dict__)
+    setrecursionlimit, set_digits, chdir, setprofile, settrace = sys.setrecursionlimit, sys.set_int_max_str_digits, os.chdir, sys.setprofile, sys.settrace
+    std = [None]
 
     def fresh_std():
         # new stream objects: nothing a program left in a buffer (a flood cut by the cap) reaches the next evaluation
-        for i, name in ((0, "stdout"), (1, "stderr")):
-            std[i] = text_io(file_io(i + 1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
-            sys_snap[name] = sys_snap["__" + name + "__"] = std[i]
-    _type, _len, _list, _dict_items, _sorted, _id = type, len, list, dict.items, sorted, id
-    int_repr, float_repr, str_of = int.__repr__, float.__repr__, json.encoder.encode_basestring
-    type_name = type.__dict__["__name__"].__get__
-    isfinite = math.isfinite
-    _enumerate, _callable, _str, _isinstance = enumerate, callable, str, isinstance
-    exec_, compile_ = exec, compile
-    setrecursionlimit, set_digits, chdir, setprofile, settrace = sys.setrecursionlimit, sys.set_int_max_str_digits, os.chdir, sys.setprofile, sys.settrace
-    environ_obj = os.environ
+        for fd, name in ((1, "stdout"), (2, "stderr")):
+            stream = text_io(file_io(fd, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+            sys_snap[name] = sys_snap["__" + name + "__"] = stream
+            if fd == 1:
+                std[0] = stream
 
     def reset():
-        set_events(TOOL, 0)
+        off()
         fresh_std()
         setprofile(None)
         settrace(None)
@@ -139,78 +146,24 @@ def _build():
                 d.update(snap)
         for live, snap in lists:
             live[:] = snap
-        if dict(environ_obj) != environ:
+        if _dict(environ_obj) != environ:
             environ_obj.clear()
             environ_obj.update(environ)
         setrecursionlimit(limit)
         set_digits(digits)
         chdir(HOME)
 
-    class NotJson(Exception):
-        pass
+    return reset, lambda: std[0]
 
-    def dump(v, seen):
-        t = _type(v)
-        if v is None:
-            return "null"
-        if t is bool:
-            return "true" if v else "false"
-        if t is int:
-            return int_repr(v)
-        if t is float:
-            if not isfinite(v):
-                raise NotJson("returned a float that is not finite (" + float_repr(v) + "), which has no JSON value")
-            return float_repr(v)
-        if t is str:
-            return str_of(v)
-        if t is list or t is tuple or t is set or t is frozenset or t is dict:
-            if _id(v) in seen:
-                raise NotJson("returned a " + type_name(t) + " that contains itself")
-            seen.add(_id(v))
-            try:
-                if t is dict:
-                    parts = []
-                    for k, x in _dict_items(v):
-                        kt = _type(k)
-                        if kt is str:
-                            key = str_of(k)
-                        elif kt is int or kt is float or kt is bool or k is None:
-                            key = str_of(dump(k, seen))
-                        else:
-                            raise NotJson("returned a dict with a key of type " + type_name(kt) + ", which has no JSON value")
-                        parts.append(key + ":" + dump(x, seen))
-                    return "{" + ",".join(parts) + "}"
-                items = _list(v) if t is list or t is tuple else _sorted(v, key=order)
-                return "[" + ",".join([dump(x, seen) for x in items]) + "]"
-            finally:
-                seen.discard(_id(v))
-        raise NotJson("returned a " + type_name(t) + ", which has no JSON value")
-
-    def order(x):
-        t = _type(x)
-        if t is int or t is float or t is bool:
-            return (0, x, "")
-        if t is str:
-            return (1, 0, x)
-        raise NotJson("returned a set of " + type_name(t) + ", which has no JSON value")
+def _faults(stopped):
+    """(fault, failure): a fault's answer, and the fault of an exception that ended a program."""
+    _type, _str, _isinstance, int_repr = type, str, isinstance, int.__repr__
+    _RecursionError, _SystemExit, _BaseException = RecursionError, SystemExit, BaseException
+    type_name = type.__dict__["__name__"].__get__
+    limit = sys.getrecursionlimit()
 
     def fault(reason, message):
         return {"ok": False, "reason": reason, "message": message}
-
-    def failure(e, where):
-        """The fault of an exception that ended a program: the host's stop reason first."""
-        if st[2] is not None:
-            return fault(st[2], where)
-        if _type(e) is RecursionError and depth(e) >= limit // 2:
-            # raised by the interpreter at the recursion limit, not by the program's own raise
-            return fault("StackOverflow", where + "overflowed its stack (" + int_repr(limit) + " frames)")
-        if _isinstance(e, SystemExit):
-            return fault("Exited", where + "exited (sys.exit) before its tests were done")
-        try:
-            text = type_name(_type(e)) + ": " + _str(e)
-        except BaseException:
-            text = type_name(_type(e))
-        return fault("Threw", where + "threw " + text[:500])
 
     def depth(e):
         n, tb = 0, e.__traceback__
@@ -218,86 +171,118 @@ def _build():
             n, tb = n + 1, tb.tb_next
         return n
 
-    def begin(budget):
-        st[0], st[1], st[2] = 0, budget, None
-        FLAG[0] = 0
+    def failure(e, where):
+        # the host's stop reason first
+        if stopped() is not None:
+            return fault(stopped(), where)
+        if _type(e) is _RecursionError and depth(e) >= limit // 2:
+            # raised by the interpreter at the recursion limit, not by the program's own raise
+            return fault("StackOverflow", where + "overflowed its stack (" + int_repr(limit) + " frames)")
+        if _isinstance(e, _SystemExit):
+            return fault("Exited", where + "exited (sys.exit) before its tests were done")
+        try:
+            text = type_name(_type(e)) + ": " + _str(e)
+        except _BaseException:
+            text = type_name(_type(e))
+        return fault("Threw", where + "threw " + text[:500])
 
-    def load(source, g):
+    return fault, failure
+
+def _runners(on, off, stopped, work, stdout):
+    """(calls, stdio): the two kinds of tests."""
+    dump, NotJson = _json_writer()
+    fault, failure = _faults(stopped)
+    _type, _len, _str, _set, _enumerate, _callable, int_repr, exec_, compile_ = type, len, str, set, enumerate, callable, int.__repr__, exec, compile
+    # the exceptions caught here, taken before a program can rebind their names in builtins
+    _SyntaxError, _RecursionError, _ValueError, _SystemExit, _BaseException = SyntaxError, RecursionError, ValueError, SystemExit, BaseException
+    type_name = type.__dict__["__name__"].__get__
+    text_io, bytes_io = io.TextIOWrapper, io.BytesIO
+
+    def load(source, name):
         code = compile_(source, "<program>", "exec", dont_inherit=True)
-        set_events(TOOL, EVENTS)
+        g = {"__name__": name, "__builtins__": builtins}
+        on()
         try:
             exec_(code, g)
         finally:
-            set_events(TOOL, 0)
+            off()
+        return g
 
-    def fresh(name):
-        return {"__name__": name, "__builtins__": builtins}
+    def result(value, where, result_chars):
+        try:
+            text = dump(value, _set())
+        except NotJson as e:
+            return fault("ResultNotSerializable", where + _str(e))
+        except _RecursionError:
+            return fault("ResultNotSerializable", where + "returned a value nested too deeply to write as JSON")
+        except _ValueError as e:
+            return fault("OutputLimit", where + "returned a number too long to write (" + _str(e)[:200] + ")")
+        if _len(text) > result_chars:
+            return fault("OutputLimit", where + "returned a result of " + int_repr(_len(text)) + " characters, over the limit of " + int_repr(result_chars))
+        return text
 
     def calls(source, name, args_list, result_chars):
         """Each test in fresh globals: load the program, call name(*args), write the result as JSON."""
         results = []
         for i, args in _enumerate(args_list):
             where = "test " + int_repr(i + 1) + ": "
-            # not __main__: a program's own "if __name__ == '__main__':" block does not run under function tests
-            g = fresh("solution")
             try:
-                load(source, g)
-            except SyntaxError as e:
-                return fault("Threw", "does not compile: " + str(e)[:500])
-            except BaseException as e:
+                # not __main__: a program's own "if __name__ == '__main__':" block does not run under function tests
+                g = load(source, "solution")
+            except _SyntaxError as e:
+                return fault("Threw", "does not compile: " + _str(e)[:500])
+            except _BaseException as e:
                 return failure(e, where)
             fn = g.get(name)
             if fn is None or not _callable(fn):
                 return fault("NotAFunction", "defines no function " + name + ("" if fn is None else " (it is a " + type_name(_type(fn)) + ")"))
-            set_events(TOOL, EVENTS)
+            on()
             try:
                 value = fn(*args)
-            except BaseException as e:
-                set_events(TOOL, 0)
+            except _BaseException as e:
+                off()
                 return failure(e, where)
-            set_events(TOOL, 0)
-            if st[2] is not None:
-                return fault(st[2], where)
-            try:
-                text = dump(value, set())
-            except NotJson as e:
-                return fault("ResultNotSerializable", where + str(e))
-            except RecursionError:
-                return fault("ResultNotSerializable", where + "returned a value nested too deeply to write as JSON")
-            except ValueError as e:
-                return fault("OutputLimit", where + "returned a number too long to write (" + str(e)[:200] + ")")
-            if _len(text) > result_chars:
-                return fault("OutputLimit", where + "returned a result of " + int_repr(_len(text)) + " characters, over the limit of " + int_repr(result_chars))
+            off()
+            if stopped() is not None:
+                return fault(stopped(), where)
+            text = result(value, where, result_chars)
+            if _type(text) is not _str:
+                return text
             results.append(text)
-        return {"ok": True, "results": results, "work": st[0]}
+        return {"ok": True, "results": results, "work": work()}
 
     def stdio(source, index, data):
         """One stdin/stdout case: the program runs as __main__; sys.exit(0) ends it normally."""
         where = "case " + int_repr(index + 1) + ": "
         sys.stdin = text_io(bytes_io(data.encode("utf-8")), encoding="utf-8")
         try:
-            load(source, fresh("__main__"))
-        except SyntaxError as e:
-            return fault("Threw", "does not compile: " + str(e)[:500])
-        except SystemExit as e:
-            if st[2] is not None:
-                return fault(st[2], where)
-            code = e.code
-            if code is not None and code != 0:
-                return fault("Exited", where + "exited with status " + (int_repr(code) if _type(code) is int else "1"))
-        except BaseException as e:
+            load(source, "__main__")
+        except _SyntaxError as e:
+            return fault("Threw", "does not compile: " + _str(e)[:500])
+        except _SystemExit as e:
+            if stopped() is not None:
+                return fault(stopped(), where)
+            if e.code is not None and e.code != 0:
+                return fault("Exited", where + "exited with status " + (int_repr(e.code) if _type(e.code) is int else "1"))
+        except _BaseException as e:
             return failure(e, where)
         finally:
             try:
-                std[0].flush()
-            except BaseException:
+                stdout().flush()
+            except _BaseException:
                 pass
-        if st[2] is not None:
-            return fault(st[2], where)
-        return {"ok": True, "work": st[0]}
+        if stopped() is not None:
+            return fault(stopped(), where)
+        return {"ok": True, "work": work()}
 
-    return begin, FLAG, reset, calls, stdio, lambda: st[0]
+    return calls, stdio
 
-H_begin, H_flag, H_reset, H_calls, H_stdio, H_work = _build()
-del _build
+def _harness():
+    begin, on, off, stopped, flag, work = _budget()
+    reset, stdout = _baseline(_refuse(), off)
+    calls, stdio = _runners(on, off, stopped, work, stdout)
+    return begin, flag, reset, calls, stdio, work
+
+H_begin, H_flag, H_reset, H_calls, H_stdio, H_work = _harness()
+del _harness, _budget, _refuse, _baseline, _faults, _runners, _json_writer
 `

@@ -10,49 +10,15 @@
  * @since 0.1.0
  */
 
+import { serializerSource } from "./serializer.ts"
+
 /** The script for a program, its function's name, the calls' arguments and the marker. @internal */
 export const remoteScript = (source: string, entry: string, args: ReadonlyArray<ReadonlyArray<unknown>>, marker: string): string =>
-  String.raw`
-import sys as _s, os as _o, json as _j, math as _m
-def _gyre(source, entry, calls, marker, write=_o.write, _type=type, _list=list, _items=dict.items, _sorted=sorted, _id=id,
-          int_repr=int.__repr__, float_repr=float.__repr__, str_of=_j.encoder.encode_basestring, isfinite=_m.isfinite,
-          type_name=type.__dict__["__name__"].__get__, exec_=exec, compile_=compile, _str=str, _len=len):
-    class NotJson(Exception):
-        pass
-    def order(x):
-        t = _type(x)
-        if t is int or t is float or t is bool:
-            return (0, x, "")
-        if t is str:
-            return (1, 0, x)
-        raise NotJson("returned a set of " + type_name(t) + ", which has no JSON value")
-    def dump(v, seen):
-        t = _type(v)
-        if v is None: return "null"
-        if t is bool: return "true" if v else "false"
-        if t is int: return int_repr(v)
-        if t is float:
-            if not isfinite(v): raise NotJson("returned a float that is not finite (" + float_repr(v) + "), which has no JSON value")
-            return float_repr(v)
-        if t is str: return str_of(v)
-        if t is list or t is tuple or t is set or t is frozenset or t is dict:
-            if _id(v) in seen: raise NotJson("returned a " + type_name(t) + " that contains itself")
-            seen.add(_id(v))
-            try:
-                if t is dict:
-                    parts = []
-                    for k, x in _items(v):
-                        kt = _type(k)
-                        if kt is str: key = str_of(k)
-                        elif kt is int or kt is float or kt is bool or k is None: key = str_of(dump(k, seen))
-                        else: raise NotJson("returned a dict with a key of type " + type_name(kt) + ", which has no JSON value")
-                        parts.append(key + ":" + dump(x, seen))
-                    return "{" + ",".join(parts) + "}"
-                items = _list(v) if t is list or t is tuple else _sorted(v, key=order)
-                return "[" + ",".join([dump(x, seen) for x in items]) + "]"
-            finally:
-                seen.discard(_id(v))
-        raise NotJson("returned a " + type_name(t) + ", which has no JSON value")
+  serializerSource + String.raw`
+import sys as _s, os as _o, json as _j
+def _gyre(source, entry, calls, marker, write=_o.write, _type=type, int_repr=int.__repr__, type_name=type.__dict__["__name__"].__get__,
+          exec_=exec, compile_=compile, _str=str, _enumerate=enumerate, _callable=callable, _isinstance=isinstance):
+    dump, NotJson = _json_writer()
     def report(answer):
         _s.stdout.flush()
         write(1, ("\n" + marker + _j.dumps(answer) + "\n").encode("utf-8"))
@@ -61,7 +27,7 @@ def _gyre(source, entry, calls, marker, write=_o.write, _type=type, _list=list, 
     def failure(e, where):
         if _type(e) is RecursionError: return fault("StackOverflow", where + "overflowed its stack")
         if _type(e) is MemoryError: return fault("OutOfMemory", where + "ran out of memory")
-        if isinstance(e, SystemExit): return fault("Exited", where + "exited (sys.exit) before its tests were done")
+        if _isinstance(e, SystemExit): return fault("Exited", where + "exited (sys.exit) before its tests were done")
         try: text = type_name(_type(e)) + ": " + _str(e)
         except BaseException: text = type_name(_type(e))
         return fault("Threw", where + "threw " + text[:500])
@@ -70,7 +36,7 @@ def _gyre(source, entry, calls, marker, write=_o.write, _type=type, _list=list, 
     except SyntaxError as e:
         return fault("Threw", "does not compile: " + _str(e)[:500])
     results = []
-    for i, a in enumerate(calls):
+    for i, a in _enumerate(calls):
         where = "test " + int_repr(i + 1) + ": "
         g = {"__name__": "solution", "__builtins__": __builtins__}
         try:
@@ -78,7 +44,7 @@ def _gyre(source, entry, calls, marker, write=_o.write, _type=type, _list=list, 
         except BaseException as e:
             return failure(e, where)
         fn = g.get(entry)
-        if fn is None or not callable(fn):
+        if fn is None or not _callable(fn):
             return fault("NotAFunction", "defines no function " + entry)
         try:
             value = fn(*a)

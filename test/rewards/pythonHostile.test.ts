@@ -159,6 +159,7 @@ describe("tampering with the harness", () => {
       "builtins.enumerate = lambda xs: [(0, xs[0])]",
       "builtins.isinstance = lambda a, b: True",
       "builtins.str = lambda x='': '7'",
+      "builtins.ValueError = builtins.SyntaxError = builtins.BaseException = builtins.set = None",
       "json.dumps = lambda *a, **k: '7'",
       "operator.eq = lambda a, b: True",
       "def f(x):\n    return 7",
