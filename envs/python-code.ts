@@ -10,7 +10,7 @@
  * Rows are the Hub's `google-research-datasets/mbpp` (config `full`): `text`, a reference
  * `code`, and `test_list`, three assertions `assert name(args) == expected`. The prompt
  * shows the first assertion (it names the function and its arguments); the reward runs the
- * program (the last ```python block) against all of them as function tests in the
+ * program (the last ```python block after any thinking block) against all of them as function tests in the
  * `PythonSandbox` and scores the fraction passed. The assertions are read as data
  * (`testOfAssert`), never run: results are compared on the host, so an object whose
  * `__eq__` is always true passes nothing. An assertion that is not a call compared with a
@@ -31,7 +31,7 @@
 import { fileURLToPath } from "node:url"
 import { Schema } from "effect"
 import { Env, Reward } from "gyre"
-import { matches, PythonSandbox, pythonTests, testOfAssert } from "gyre/rewards"
+import { afterThinking, matches, PythonSandbox, pythonProgram, pythonTests, testOfAssert } from "gyre/rewards"
 
 const Problem = Schema.Struct({ task_id: Schema.Number, text: Schema.String, test_list: Schema.Array(Schema.String) })
 type Problem = typeof Problem.Type
@@ -57,7 +57,8 @@ export default Env.make({
     : Env.huggingface<Problem>("google-research-datasets/mbpp", { config: "full", split: "train", fixture: FIXTURE }),
   prompt: (p) => [{ role: "user", content: prompt(p) }],
   reward: Reward.weighted({
-    correct: [pythonTests(tests), 1],
+    // the program after a thinking block (a completion still thinking has none: it fails to compile)
+    correct: [pythonTests(tests, { program: (c) => pythonProgram(afterThinking(c) ?? "") }), 1],
     fenced: [matches(/```python\n[\s\S]*?```/, { name: "fenced" }), 0.1],
   }),
   services: PythonSandbox.layer(),

@@ -36,3 +36,14 @@ describe("envs/python-code.ts", () => {
     assert.notInclude(text, rows[0]!.test_list[1]!)
   })
 })
+
+describe("envs/python-code.ts after thinking", () => {
+  it("runs the program after a thinking block, not one inside it", async () => {
+    const row = rows[0]!
+    const inThinking = "<think>\n```python\n" + lines[0]!.code + "\n```\n</think>\n```python\ndef similar_elements(a, b):\n    return ()\n```"
+    const s = await Effect.runPromise(Effect.provideService(score(pythonCode.reward, row, inThinking), PythonSandbox, sandbox))
+    assert.strictEqual(s.components["correct"], 0)
+    const still = await Effect.runPromise(Effect.provideService(score(pythonCode.reward, row, "<think>\n```python\n" + lines[0]!.code + "\n```"), PythonSandbox, sandbox))
+    assert.strictEqual(still.components["correct"], 0)
+  })
+})
