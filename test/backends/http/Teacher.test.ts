@@ -64,7 +64,7 @@ describe("--teacher on a Tinker-protocol service", () => {
       const out = tmp()
       const run = yield* train({ env: "calculator", backend: url, steps: 2, groups: 2, groupSize: 4, evalEvery: 0, saveEvery: 0, teacher: teacher.path, teacherCoef: 2, out, name: "student" })
       const recorded = JSON.parse(Fs.readFileSync(Path.join(run.outDir, "config.json"), "utf8")).teacher
-      assert.deepStrictEqual(recorded, { given: teacher.path, model: teacher.path, served: true, coef: 2 })
+      assert.deepStrictEqual(recorded, { given: teacher.path, model: teacher.path, served: true, coef: 2, centred: true })
       for (const row of run.metrics) {
         assert.isAbove(row["kl/policy_ref_tokens"]!, 0)
         assert.isAbove(Math.abs(row["kl/policy_ref_v1"]!), 1e-4)
