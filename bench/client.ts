@@ -3,7 +3,7 @@
  * once, measured side by side in one run:
  *
  *   npm run bench:client -- [--groups 16] [--group-size 16] [--steps 2] [--warmup 1]
- *                           [--only single,tools,agent] [--rev <git revision>] [--gyre-wait]
+ *                           [--only single,tools,agent] [--rev <git revision>] [--gyre-wait] [--no-batched]
  *
  * The stand-in is `serve`'s server on the instant Trainer + Sampler of the tests
  * (`test/backends/http/InstantService.ts`) in a child process of its own, so its CPU is
@@ -18,7 +18,9 @@
  * diagnostics channels), and the client's RSS after the run. The first `--warmup` steps
  * (JIT, caches, connections) are not counted. Submissions are polled as on Tinker (a
  * future, then `retrieve_future`); `--gyre-wait` lets them wait for their result instead
- * (gyre's `X-Gyre-Wait-Ms` extension, which only gyre's server honours).
+ * (gyre's `X-Gyre-Wait-Ms` extension, which only gyre's server honours). Samples of a
+ * sampling session are retrieved in batches (`retrieve_futures`) where the client
+ * supports it; `--no-batched` turns that off.
  *
  * With `--rev`, the same bench also runs on that revision's client (a `git worktree` in a
  * temporary folder, given this bench and its workloads), each workload alternating
@@ -144,7 +146,7 @@ const client = async (workload: Workload, url: string) => {
   await Effect.runPromise(
     Runner.run(settings, envs[workload]).pipe(
       // Tinker answers a submission with a future to poll: the wait extension is off unless asked for
-      Effect.provide(Client.layer({ baseUrl: new URL(url), submitWait: args.includes("--gyre-wait") ? undefined : 0 })),
+      Effect.provide(Client.layer({ baseUrl: new URL(url), submitWait: args.includes("--gyre-wait") ? undefined : 0, ...(args.includes("--no-batched") ? { batchedRetrieval: false } : {}) })),
       Effect.provide(Tokenizers.layer(QWEN3_DIR)),
       Effect.withTracer(tracer),
       Effect.provideService(References.MinimumLogLevel, "Warn"),
@@ -184,7 +186,7 @@ const measure = async (tree: string, workload: Workload): Promise<Measured> => {
   const service = tsx(ROOT, ["--stand-in", workload])
   try {
     const url = await firstLine(service, "URL ")
-    const passOn = [...["groups", "group-size", "steps", "warmup"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!])), ...(args.includes("--gyre-wait") ? ["--gyre-wait"] : [])]
+    const passOn = [...["groups", "group-size", "steps", "warmup"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!])), ...["--gyre-wait", "--no-batched"].filter((f) => args.includes(f))]
     return JSON.parse(await firstLine(tsx(tree, ["--client", workload, "--url", url, ...passOn]), "RESULT ")) as Measured
   } finally {
     service.kill()

@@ -28,7 +28,9 @@ export const modelInputFromTokens = (tokens: ReadonlyArray<number>): ModelInput 
 })
 
 /** Flattens a ModelInput to its token ids. @since 0.1.0 @category combinators */
-export const modelInputTokens = (input: ModelInput): Array<number> => input.chunks.flatMap((c) => c.tokens)
+export const modelInputTokens = (input: ModelInput): ReadonlyArray<number> =>
+  // one chunk (what gyre builds) is its own token list: no copy on the hot paths that read it
+  input.chunks.length === 1 ? input.chunks[0]!.tokens : input.chunks.flatMap((c) => c.tokens)
 
 /** A dense tensor; `shape` defaults to `[data.length]`. @since 0.1.0 @category models */
 export const TensorData = Schema.Struct({

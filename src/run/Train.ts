@@ -202,7 +202,7 @@ export const submitOptimize = Effect.fn("Train.submitOptimize")(function* (
   const step = options.optimStep === false ? undefined : yield* submitOptimStep(settings, batch.step, lr)
   return Effect.gen(function* () {
     const out = yield* backward.pipe(Effect.mapError((e) => (e._tag === "RunError" ? e : refused(e, batch, datums, lossFn))))
-    const trained = settings.sft || settings.dpo !== undefined ? { sampler: [], learner: [], at: [] } : trainedLogprobs(data, out.lossFnOutputs)
+    const trained = settings.sft || settings.dpo !== undefined ? { sampler: [], learner: [], datum: [], position: [] } : trainedLogprobs(data, out.lossFnOutputs)
     const divergence = trained.sampler.length > 0 ? divergenceOf(tokenizer, batch, datums, trained) : undefined
     const optim = step === undefined ? undefined : yield* step
     const pairs = { sampler: trained.sampler, trainer: trained.learner }
@@ -300,11 +300,13 @@ const refused = (e: BackendError, batch: Batch, datums: Datums, lossFn: LossFn):
 interface TrainedLogprobs {
   readonly sampler: Array<number>
   readonly learner: Array<number>
-  readonly at: Array<readonly [number, number]>
+  /** where each trained token is: its datum and its position in it (two parallel lists, no pair per token) */
+  readonly datum: Array<number>
+  readonly position: Array<number>
 }
 
 const trainedLogprobs = (data: ReadonlyArray<DatumT>, outputs: ForwardBackwardResult["lossFnOutputs"]): TrainedLogprobs => {
-  const result: TrainedLogprobs = { sampler: [], learner: [], at: [] }
+  const result: TrainedLogprobs = { sampler: [], learner: [], datum: [], position: [] }
   outputs.forEach((o, j) => {
     const datum = at(data, j, "datum")
     const adv = lossInput(datum, "advantages")
@@ -314,7 +316,8 @@ const trainedLogprobs = (data: ReadonlyArray<DatumT>, outputs: ForwardBackwardRe
       // a datum's per-token inputs and outputs all have its length
       result.sampler.push(q[t]!)
       result.learner.push(o.logprobs[t]!)
-      result.at.push([j, t])
+      result.datum.push(j)
+      result.position.push(t)
     }
   })
   return result
@@ -325,7 +328,8 @@ const divergenceOf = (tokenizer: TokenizerShape, batch: Batch, datums: Datums, t
   const pair = { sampler: trained.sampler, trainer: trained.learner }
   // worstDivergent gives indices into the trained positions, which index the datums
   const worst = Metrics.worstDivergent(pair, WORST_TOKENS).map((i): DivergentToken => {
-    const [j, t] = at(trained.at, i, "trained position")
+    const j = at(trained.datum, i, "trained datum")
+    const t = at(trained.position, i, "trained position")
     const origin = at(datums.origins, j, "origin of datum")
     const g = at(batch.groups, origin.group, "group")
     const token = at(modelInputTokens(at(datums.data, j, "datum").modelInput), t, `datum ${j}: token`)

@@ -38,7 +38,7 @@ export const prepare = (d: Datum, index: number): Prepared => {
   const target = inputs["target_tokens"] ? inputs["target_tokens"].data.map((x) => x) : tokens.slice()
   const prepared: Prepared = {
     index,
-    tokens,
+    tokens: [...tokens],
     target,
     q: inputs["logprobs"]?.data,
     adv: inputs["advantages"]?.data,

@@ -68,16 +68,16 @@ describe("fields and routes of newer Tinker SDKs", () => {
       assert.include(fb.body.detail, "adam_params.momentum: unknown field")
     }).pipe(Effect.scoped))
 
-  it.live("newer routes answer 404 saying what to use instead; client/config says retrieve_futures is off", () =>
+  it.live("newer routes answer 404 saying what to use instead; client/config offers retrieve_futures", () =>
     Effect.gen(function* () {
       const { base } = yield* start
-      for (const route of ["retrieve_futures", "cancel_future", "copy_weights", "save_weights_external"]) {
+      for (const route of ["cancel_future", "copy_weights", "save_weights_external"]) {
         const r = yield* post(base, route, {})
         assert.strictEqual(r.status, 404, route)
         assert.include(r.body.detail, "not served here", route)
       }
       const config = yield* post(base, "client/config", {})
-      assert.strictEqual(config.body.sample_use_retrieve_futures, false)
+      assert.strictEqual(config.body.sample_use_retrieve_futures, true)
       assert.strictEqual((yield* post(base, "client/dynamic_config", {})).body.sample_cancel_enabled, false)
     }).pipe(Effect.scoped))
 

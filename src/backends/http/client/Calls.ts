@@ -100,6 +100,13 @@ const direct = <S extends Schema.ConstraintDecoder<unknown>>(ctx: Context, metho
     Effect.mapError((f) => toBackendError(operation, f)),
   )
 
+/** One request held up to the poll timeout, not retried (a batched poll: its caller decides what a failure means). */
+const once = <S extends Schema.ConstraintDecoder<unknown>>(ctx: Context, path: string, body: unknown, schema: S, operation: string) =>
+  ctx.transport.send("POST", path, body, {}, ctx.options.pollTimeout).pipe(
+    Effect.flatMap((x) => decodeAnswer(schema, operation)(x.body)),
+    Effect.mapError((f) => toBackendError(operation, f)),
+  )
+
 /** A future's answer (a poll's, or the result a submission carried): done, failed, or not yet. */
 const outcomeOf = (b: unknown, operation: string): Effect.Effect<Outcome, Retry.HttpFailure> => {
   if (isObject(b) && (b["type"] === "try_again" || b["status"] === "complete_metadata")) {
@@ -185,12 +192,16 @@ const awaitFuture = <S extends Schema.ConstraintDecoder<unknown>>(
   first: Submitted,
   type: Wire.RequestType,
   schema: S,
+  notice?: Notice,
 ): Effect.Effect<S["Type"], BackendError> =>
   Effect.gen(function* () {
     const { operation } = s
     let submitted = first
     for (let resubmits = 0; ; resubmits++) {
       const requestId = submitted.requestId
+      // batched retrieval: the first poll waits until the session's poll reports the future
+      // done (a resubmission may get the same id back, whose completion was reported already)
+      if (resubmits === 0 && Option.isNone(submitted.early) && notice !== undefined) yield* notice(requestId)
       const outcome = Option.isSome(submitted.early)
         ? submitted.early
         : yield* pollUntilDone(ctx, requestId, type, operation).pipe(
@@ -210,6 +221,9 @@ const awaitFuture = <S extends Schema.ConstraintDecoder<unknown>>(
     }
   })
 
+/** Waits until a future is known to be done (`FuturesPoller`), so that one poll fetches it. @since 0.1.0 @category models */
+export type Notice = (requestId: string) => Effect.Effect<void>
+
 /** A future-returning call that is not ordered (sampling, create_model). */
 const futureCall = <S extends Schema.ConstraintDecoder<unknown>>(
   ctx: Context,
@@ -219,11 +233,12 @@ const futureCall = <S extends Schema.ConstraintDecoder<unknown>>(
   schema: S,
   operation: string,
   extraHeaders: Record<string, string>,
+  notice?: Notice,
 ) =>
   Effect.gen(function* () {
     const s: Submission = { path, body, key: newKey(), extraHeaders, operation }
     const submitted = yield* submit(ctx, s)
-    return yield* awaitFuture(ctx, s, submitted, type, schema)
+    return yield* awaitFuture(ctx, s, submitted, type, schema, notice)
   })
 
 /**
@@ -281,6 +296,10 @@ export const make = (transport: Transport, options: Options) =>
     return {
       direct: <S extends Schema.ConstraintDecoder<unknown>>(method: "GET" | "POST", path: string, body: unknown, schema: S, operation: string) =>
         direct(ctx, method, path, body, schema, operation),
+      /** one POST held up to the poll timeout, not retried */
+      once: <S extends Schema.ConstraintDecoder<unknown>>(path: string, body: unknown, schema: S, operation: string) => once(ctx, path, body, schema, operation),
+      /** how long one poll may be held */
+      pollTimeout: options.pollTimeout,
       futureCall: <S extends Schema.ConstraintDecoder<unknown>>(
         path: string,
         body: unknown,
@@ -288,7 +307,8 @@ export const make = (transport: Transport, options: Options) =>
         schema: S,
         operation: string,
         extraHeaders: Record<string, string> = {},
-      ) => futureCall(ctx, path, body, type, schema, operation, extraHeaders),
+        notice?: Notice,
+      ) => futureCall(ctx, path, body, type, schema, operation, extraHeaders, notice),
       /** an ordered training call, awaited */
       trainingCall: <S extends Schema.ConstraintDecoder<unknown>>(path: string, makeBody: (seq: number) => unknown, type: Wire.RequestType, schema: S, operation: string) =>
         Effect.flatten(trainingSubmit(ctx, path, makeBody, type, schema, operation, true)),

@@ -39,6 +39,7 @@ import * as Calls from "./Calls.ts"
 import * as ClientReference from "./ClientReference.ts"
 import * as ClientSampler from "./ClientSampler.ts"
 import * as ClientTrainer from "./ClientTrainer.ts"
+import * as FuturesPoller from "./FuturesPoller.ts"
 import * as Retry from "./Retry.ts"
 import * as Transport from "./Transport.ts"
 import * as Wire from "../wire/Wire.ts"
@@ -78,6 +79,12 @@ export interface Options {
    * ignore it). Default 20 s; 0 turns it off.
    */
   readonly submitWait?: Duration.Input | undefined
+  /**
+   * batched retrieval of sample futures (`retrieve_futures`, one long poll per sampling
+   * session) where the server's client config offers it (`sample_use_retrieve_futures`);
+   * default true. false: every sample polls its own future
+   */
+  readonly batchedRetrieval?: boolean | undefined
   /** how long a sample pinned to a policy version waits for it (default 1 hour, as Loops' ready timeout) */
   readonly readyTimeout?: Duration.Input | undefined
   /** tags sent with `create_session` */
@@ -233,6 +240,25 @@ const createModel = (ctx: Context, sessionId: string) =>
   })
 
 /**
+ * Batched retrieval (`FuturesPoller.ts`), used once the sampler's server says in its
+ * client config that it serves `retrieve_futures` (asked once, at the first sample that
+ * could use it); until then, and on a server that does not, samples poll their own futures.
+ */
+const batchedRetrieval = (calls: Calls.Calls) =>
+  Effect.gen(function* () {
+    // the server holds a poll at most half the client's poll timeout, and at most 20 s (the SDK's)
+    const holdSeconds = Math.min(20, Duration.toMillis(Duration.fromInputUnsafe(calls.pollTimeout)) / 2000)
+    const poller = FuturesPoller.make((body) => calls.once("/retrieve_futures", body, Wire.RetrieveFuturesResponse, "retrieve_futures"), yield* Effect.scope, { holdSeconds })
+    const offered = yield* Effect.cached(
+      calls.direct("POST", "/client/config", { sdk_version: Transport.CLIENT_VERSION }, ClientTrainer.ClientConfig, "client_config").pipe(
+        Effect.map((c) => c.sample_use_retrieve_futures === true),
+        Effect.orElseSucceed(() => false),
+      ),
+    )
+    return (samplingSessionId: string, requestId: string) => Effect.flatMap(offered, (on) => (on ? poller.finished(samplingSessionId, requestId) : Effect.void))
+  })
+
+/**
  * Connects to a server and returns the two services. Needs an `HttpClient` and a
  * `Scope` (the session's heartbeat runs until the scope closes).
  * @since 0.1.0 @category constructors
@@ -242,7 +268,8 @@ export const make = Effect.fn("Http.make")(function* (options: Options = {}) {
   const sessionId = yield* openSession(ctx)
   const state = yield* createModel(ctx, sessionId)
   const trainer = ClientTrainer.make(ctx.calls, state, { wire: options.wire ?? "auto" })
-  const sampler = ClientSampler.make(ctx.samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT })
+  const finished = options.batchedRetrieval === false ? undefined : yield* batchedRetrieval(ctx.samplerCalls)
+  const sampler = ClientSampler.make(ctx.samplerCalls, state, { readyTimeout: options.readyTimeout ?? DEFAULT_READY_TIMEOUT, finished })
   const reference = yield* ClientReference.make(ctx.samplerCalls, state, sessionId, options.reference)
   yield* Effect.logDebug(`connected to ${ctx.transport.where}: session ${sessionId}, model ${state.modelId} (${state.baseModel})`)
   return { trainer, sampler, reference, sessionId, modelId: state.modelId, baseModel: state.baseModel }

@@ -61,6 +61,8 @@ interface Context {
   readonly state: State
   /** how long a call pinned to a policy version waits for it */
   readonly readyTimeout: Duration.Input
+  /** batched retrieval, where the server offers it: waits until a sampling session's future is reported done */
+  readonly finished: ((samplingSessionId: string, requestId: string) => Effect.Effect<void>) | undefined
 }
 
 /** The policy version the sampler serves. */
@@ -127,11 +129,14 @@ const asample = (ctx: Context, req: SampleRequest) =>
       headers[Wire.Headers.affinityKey] = affinityKey
     }
     const versionUsed = state.published?.version
+    const target = sampleTarget(state)
+    const session = "sampling_session_id" in target ? target.sampling_session_id : undefined
+    const finished = ctx.finished
     const body = {
       num_samples: req.numSamples,
       prompt: { chunks: [{ type: "encoded_text", tokens: modelInputTokens(req.prompt) }] },
       sampling_params: req.params,
-      ...sampleTarget(state),
+      ...target,
       ...(req.promptLogprobs ? { prompt_logprobs: true } : {}),
       type: "sample",
     }
@@ -139,7 +144,7 @@ const asample = (ctx: Context, req: SampleRequest) =>
       ctx,
       operation,
       minPolicyVersion,
-      ctx.calls.futureCall("/asample", body, "Sample", Schema.Unknown, operation, headers).pipe(
+      ctx.calls.futureCall("/asample", body, "Sample", Schema.Unknown, operation, headers, session === undefined || finished === undefined ? undefined : (id) => finished(session, id)).pipe(
         Effect.flatMap((raw) => sampleResult(raw, operation)),
         Effect.map((r) => ({ response: r, version: r.policy_version ?? versionUsed ?? state.trainerVersion })),
       ),
@@ -195,7 +200,11 @@ const computeLogprobs = (ctx: Context) =>
   })
 
 /** @since 0.1.0 @category constructors */
-export const make = (calls: Calls, state: State, options: { readonly readyTimeout: Duration.Input }): SamplerShape => {
-  const ctx: Context = { calls, state, readyTimeout: options.readyTimeout }
+export const make = (
+  calls: Calls,
+  state: State,
+  options: { readonly readyTimeout: Duration.Input; readonly finished?: ((samplingSessionId: string, requestId: string) => Effect.Effect<void>) | undefined },
+): SamplerShape => {
+  const ctx: Context = { calls, state, readyTimeout: options.readyTimeout, finished: options.finished }
   return { sample: sample(ctx), computeLogprobs: computeLogprobs(ctx), version: servedVersion(ctx) }
 }

@@ -42,6 +42,7 @@ export const ClientConfig = Schema.Struct({
   proto_write_fwdbwd: Schema.optional(Schema.Boolean),
   fwd_via_fwdbwd: Schema.optional(Schema.Boolean),
   proto_compress_fwdbwd: Schema.optional(Schema.Boolean),
+  sample_use_retrieve_futures: Schema.optional(Schema.Boolean),
 })
 
 /**

@@ -169,7 +169,8 @@ const postRoute = (ctx: Context, req: HttpServerRequest.HttpServerRequest, name:
       const reply = yield* run
       return ProtoRoutes.acceptsProto(req.headers["accept"]) ? yield* ProtoRoutes.encodeResult(reply) : reply
     }
-    const reply = name === "session_heartbeat" ? yield* run : yield* ctx.idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
+    // a heartbeat or a batched poll changes nothing: no idempotency record
+    const reply = name === "session_heartbeat" || name === "retrieve_futures" ? yield* run : yield* ctx.idempotency.run(req.headers[Wire.Headers.idempotencyKey], body.success.text, run)
     return yield* withResult(ctx, reply, waitMillis)
   })
 

@@ -25,7 +25,7 @@ interface Entry {
 /** @since 0.1.0 @category models */
 export interface FutureTable {
   /** starts `work` as a future and returns its id; 429 when `maxPending` futures are running */
-  readonly start: (type: Wire.RequestType, work: Effect.Effect<unknown, BackendError>, touch?: Effect.Effect<void>) => Effect.Effect<string, Reject>
+  readonly start: (type: Wire.RequestType, work: Effect.Effect<unknown, BackendError>, touch?: Effect.Effect<void>, onDone?: (id: string) => Effect.Effect<void>) => Effect.Effect<string, Reject>
   /** the future's answer within `wait`, if it is done by then; 410 for an unknown id */
   readonly await: (id: string, wait: Duration.Input) => Effect.Effect<Option.Option<Reply>, Reject>
   /** futures whose work has not finished */
@@ -55,7 +55,7 @@ export const make = (options: {
   let running = 0
   let started = 0
 
-  const start = (type: Wire.RequestType, work: Effect.Effect<unknown, BackendError>, touch?: Effect.Effect<void>) =>
+  const start = (type: Wire.RequestType, work: Effect.Effect<unknown, BackendError>, touch?: Effect.Effect<void>, onDone?: (id: string) => Effect.Effect<void>) =>
     Effect.gen(function* () {
       if (running >= options.maxPending) {
         return yield* new Reject({
@@ -81,7 +81,7 @@ export const make = (options: {
           Effect.flatMap(options.now, (t) =>
             Effect.sync(() => {
               entry.doneAt = t
-            }).pipe(Effect.andThen(Deferred.succeed(result, reply))),
+            }).pipe(Effect.andThen(Deferred.succeed(result, reply)), Effect.andThen(onDone === undefined ? Effect.void : onDone(id))),
           ),
         ),
         Effect.ensuring(Effect.sync(() => running--)),

@@ -35,7 +35,6 @@ export const FIELDS: Readonly<Record<string, Readonly<Record<string, string>>>> 
 
 /** Newer routes, with what to use instead. @since 0.1.0 @category constants */
 export const ROUTES: Readonly<Record<string, string>> = {
-  retrieve_futures: "batched retrieve_futures is not served here (client/config says sample_use_retrieve_futures: false); poll each future with retrieve_future",
   cancel_future: "cancel_future is not served here: a future runs to its end; its result is kept until retrieved",
   copy_weights: "copy_weights is not served here: save_weights then load_weights copies a model's weights",
   save_weights_external: "save_weights_external is not served here: save_weights writes under the server's --state-dir and the archive route hands the files out",

@@ -25,6 +25,7 @@ import { type Duration, Effect, Result, SubscriptionRef } from "effect"
 import { awaitVersion } from "../../../services/Sampler.ts"
 import * as Alignment from "../wire/Alignment.ts"
 import type { FutureTable } from "./Futures.ts"
+import * as SessionFutures from "./SessionFutures.ts"
 import type { Model, Registry, SamplerTarget } from "./Models.ts"
 import { bad, decodeOr400, decodeRequestOr400, notFound, Reject, samplingParamsFromWire } from "./Requests.ts"
 import type { Handler } from "./TrainingRoutes.ts"
@@ -41,6 +42,8 @@ export interface Published {
 export interface Context {
   readonly registry: Registry
   readonly futures: FutureTable
+  /** the completions `retrieve_futures` reports, by sampling session */
+  readonly sessionFutures: SessionFutures.SessionFutures
   readonly base: SamplerTarget
   readonly modelName: string
   readonly vocabSize: number | undefined
@@ -208,7 +211,15 @@ const asample =
         })),
         Effect.tap((r) => simulatedLatency(ctx, r.sequences)),
       )
-      const id = yield* ctx.futures.start("Sample", model === undefined ? work : ctx.registry.tracked(model, work), model === undefined ? undefined : ctx.registry.touch(model))
+      // a sampling session's completions are reported to its retrieve_futures polls too
+      const session = req.sampling_session_id ?? undefined
+      const stream = session === undefined ? undefined : SessionFutures.streamOf(session, Math.floor((req.seq_id ?? 0) / 1e9))
+      const id = yield* ctx.futures.start(
+        "Sample",
+        model === undefined ? work : ctx.registry.tracked(model, work),
+        model === undefined ? undefined : ctx.registry.touch(model),
+        stream === undefined ? undefined : (done) => ctx.sessionFutures.record(stream, done),
+      )
       // newer SDKs (0.32) require one sequence id per sample on the promise
       return { request_id: id, sample_sequence_ids: Array.from({ length: numSamples }, (_, i) => `${id}:${i}`) }
     })

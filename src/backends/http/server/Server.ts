@@ -43,6 +43,7 @@ import * as RestRoutes from "./RestRoutes.ts"
 import * as ServiceRoutes from "./ServiceRoutes.ts"
 import { decodeRequestOr400, Reject } from "./Requests.ts"
 import * as SamplingRoutes from "./SamplingRoutes.ts"
+import * as SessionFutures from "./SessionFutures.ts"
 import {
   bodyLimitOf,
   DEFAULT_MAX_BODY_BYTES,
@@ -98,6 +99,8 @@ interface Parts {
   readonly scope: Scope.Scope
   readonly now: Effect.Effect<number>
   readonly futures: Futures.FutureTable
+  /** the sample futures each sampling session finished, for `retrieve_futures` */
+  readonly sessionFutures: SessionFutures.SessionFutures
   readonly idempotency: Idempotency.IdempotencyCache
   /** the base model's sampler */
   readonly base: Models.SamplerTarget
@@ -149,7 +152,8 @@ const makeParts = (options: Options, settings: Settings, trainer: TrainerShape, 
     const replicaRequests = replicas.map(() => 0)
     const cycleMillis = options.simulate?.cycleMillis ?? 0
     const clock = cycleMillis > 0 ? yield* ClockCycle.make({ cycleMillis, scope }) : undefined
-    return { options, settings, replicas, scope, now, futures, idempotency, base, registry, gather, samplingSessions, samplerPaths, replicaRequests, checkpoints, restoredSamplers, archives, clock } satisfies Parts
+    const sessionFutures = SessionFutures.make()
+    return { options, settings, replicas, scope, now, futures, sessionFutures, idempotency, base, registry, gather, samplingSessions, samplerPaths, replicaRequests, checkpoints, restoredSamplers, archives, clock } satisfies Parts
   })
 
 const trainingRoutes = (p: Parts) =>
@@ -176,6 +180,7 @@ const samplingRoutes = (p: Parts) =>
   SamplingRoutes.make({
     registry: p.registry,
     futures: p.futures,
+    sessionFutures: p.sessionFutures,
     base: p.base,
     modelName: p.settings.modelName,
     vocabSize: p.options.vocabSize,
@@ -206,6 +211,18 @@ const retrieveFuture =
       return Option.isSome(reply) ? reply.value.body : { type: "try_again", request_id: req.request_id, queue_state: "active" }
     })
 
+/** `retrieve_futures`: a sampling session's finished sample futures after the poll's cursor, held up to `pollWait` (or the poll's own `timeout`). */
+const retrieveFutures =
+  (p: Parts): TrainingRoutes.Handler =>
+  (body) =>
+    Effect.gen(function* () {
+      const req = yield* decodeRequestOr400(Wire.RetrieveFuturesRequest, "retrieve_futures")(body)
+      const session = req.target.sampling_session_id
+      if (!p.samplingSessions.has(session)) return yield* new Reject({ status: 404, message: `target.sampling_session_id ${JSON.stringify(session.slice(0, 100))} is unknown` })
+      const hold = Math.min(Duration.toMillis(Duration.fromInputUnsafe(p.settings.pollWait)), req.timeout == null ? Number.POSITIVE_INFINITY : req.timeout * 1000)
+      return yield* p.sessionFutures.poll(SessionFutures.streamOf(session, req.target.cloned_sampler_id ?? 0), req.prev_cursor ?? 0, hold)
+    })
+
 /** Every route the dispatch knows: the POST handlers, the fixed GETs, the REST reads and `GET samplers/{id}`. */
 const routeTables = (p: Parts) => {
   const training = trainingRoutes(p)
@@ -217,6 +234,7 @@ const routeTables = (p: Parts) => {
     ...training,
     ...sampling.post,
     retrieve_future: retrieveFuture(p),
+    retrieve_futures: retrieveFutures(p),
   }
   const get: Record<string, () => Effect.Effect<unknown, Reject>> = {
     healthz: () => Effect.succeed({ status: "ok" }),

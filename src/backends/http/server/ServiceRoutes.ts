@@ -45,8 +45,8 @@ export const make = (options: Options): Record<string, Handler> => {
         fwdbwd_max_chunk_len: options.maxDatums,
         use_pyqwest_transport: false,
         create_model_via_load_weights: false,
-        // newer SDKs: batched retrieve_futures is not served (see NewerFields.ts)
-        sample_use_retrieve_futures: false,
+        // newer SDKs: a sampling session's completions come from one retrieve_futures poll (SessionFutures.ts)
+        sample_use_retrieve_futures: true,
       }),
     // newer SDKs: cancel_future is not served (NewerFields.ts)
     "client/dynamic_config": () => Effect.succeed({ refresh_interval_sec: 300, sample_cancel_enabled: false }),

@@ -149,6 +149,27 @@ export const RetrieveFutureRequest = Schema.Struct({
   allow_metadata_only: Schema.optional(Schema.Boolean),
 })
 
+/**
+ * `retrieve_futures` (SDK 0.39): the sample futures of one sampling session that finished
+ * after `prev_cursor`; `timeout` bounds the hold in seconds.
+ * @since 0.1.0 @category requests
+ */
+export const RetrieveFuturesRequest = Schema.Struct({
+  target: Schema.Struct({
+    type: Schema.optional(Schema.Literal("sampling_session")),
+    sampling_session_id: Schema.String,
+    cloned_sampler_id: Schema.optional(NonNegativeInt),
+  }),
+  prev_cursor: Schema.optional(NonNegativeInt),
+  timeout: Schema.optional(Schema.NullOr(Schema.Finite.check(Schema.isGreaterThanOrEqualTo(0)))),
+})
+
+/** The answer to `retrieve_futures`: the completions, and the cursor to send next. @since 0.1.0 @category responses */
+export const RetrieveFuturesResponse = Schema.Struct({
+  completions: Schema.Array(Schema.Struct({ state: Schema.optional(Schema.String), request_id: Schema.String })),
+  cursor: Schema.Int,
+})
+
 /** The `X-Gyre-Wait-Ms` header of a submission, in milliseconds. @since 0.1.0 @category requests */
 export const WaitHeader = Schema.Struct({
   [Headers.waitMillis]: Schema.optional(Schema.NumberFromString.check(Schema.isInt(), Schema.isBetween({ minimum: 0, maximum: 3_600_000 }))),

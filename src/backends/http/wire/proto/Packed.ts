@@ -18,6 +18,10 @@ const INT32_MAX = 2147483647
 
 const viewOf = (bytes: Uint8Array) => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 
+const TWO_32 = 2 ** 32
+/** The largest high word of a value within ±2^53. */
+const HIGH_LIMIT = 2 ** 21
+
 /**
  * Packs numbers as little-endian `element`s; fails naming the first value that does
  * not fit (a fraction or out of range for an integer type, anything for bfloat16,
@@ -39,7 +43,9 @@ export const pack = (values: ReadonlyArray<number>, element: Element, what: stri
         break
       case "int64":
         if (!Number.isSafeInteger(v)) return Result.fail(`${what}[${i}] is ${v}; it must be an integer within ±2^53`)
-        view.setBigInt64(i * 8, BigInt(v), true)
+        // two's complement in two words, no BigInt per value: the low word is v mod 2^32
+        view.setUint32(i * 8, v >>> 0, true)
+        view.setInt32(i * 8 + 4, Math.floor(v / TWO_32), true)
         break
       case "bfloat16":
         return Result.fail(`${what}: bfloat16 is read, never written`)
@@ -69,9 +75,11 @@ export const unpack = (bytes: Uint8Array, element: Element, what: string): Resul
       break
     case "int64":
       for (let i = 0; i < n; i++) {
-        const v = view.getBigInt64(i * 8, true)
-        if (v > BigInt(Number.MAX_SAFE_INTEGER) || v < BigInt(Number.MIN_SAFE_INTEGER)) return Result.fail(`${what}[${i}] is ${v}, beyond ±2^53`)
-        out[i] = Number(v)
+        const high = view.getInt32(i * 8 + 4, true)
+        // within ±2^21 for the high word the sum is exact; the bound is checked on it
+        const v = high * TWO_32 + view.getUint32(i * 8, true)
+        if (high > HIGH_LIMIT || high < -HIGH_LIMIT || !Number.isSafeInteger(v)) return Result.fail(`${what}[${i}] is ${view.getBigInt64(i * 8, true)}, beyond ±2^53`)
+        out[i] = v
       }
       break
     case "bfloat16": {
