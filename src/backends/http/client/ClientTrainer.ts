@@ -20,7 +20,7 @@ import { awaitingEach, type TrainerInfo, type TrainerShape } from "../../../serv
 import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import * as Proto from "../wire/Proto.ts"
-import { Binary, CLIENT_VERSION, decodeResult } from "./Transport.ts"
+import { Binary, CLIENT_VERSION, decodeTypedResult } from "./Transport.ts"
 import * as Wire from "../wire/Wire.ts"
 
 /** How `forward_backward` and `forward` travel. @since 0.1.0 @category models */
@@ -166,7 +166,7 @@ const submitForward = (ctx: Context, kind: Kind, wait: boolean) =>
           wait,
         )
     return Effect.gen(function* () {
-      const out = yield* decodeResult(yield* raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
+      const out = yield* decodeTypedResult(yield* raw, (b) => Proto.decodeForwardBackwardOutput(b.bytes), Wire.ForwardBackwardOutput, kind)
       return yield* resultOf(kind, out, data.length)
     })
   })

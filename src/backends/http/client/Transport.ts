@@ -68,6 +68,22 @@ export const decodeResult = <S extends Schema.ConstraintDecoder<unknown>>(
     return decoded.success
   })
 
+/**
+ * `decodeResult` for an answer whose protobuf decoder builds the typed result itself (a
+ * `forward_backward` output): protobuf answers skip the Schema check, whose cost grows with
+ * every log-prob of the batch; JSON answers are checked as before.
+ * @since 0.1.0 @category combinators
+ */
+export const decodeTypedResult = <A>(
+  value: unknown,
+  fromProto: (body: Binary) => Effect.Effect<A, ProtoError>,
+  schema: Schema.ConstraintDecoder<unknown> & { readonly Type: A },
+  operation: string,
+): Effect.Effect<A, BackendError> =>
+  value instanceof Binary
+    ? fromProto(value).pipe(Effect.mapError((e) => new BackendError({ reason: "Internal", operation, message: `the protobuf answer to ${operation} is not valid: ${e.message}` })))
+    : decodeResult(value, () => Effect.die("a JSON answer has no protobuf body"), schema, operation)
+
 /** A 2xx answer with its body: parsed JSON, or a `Binary` for protobuf. @since 0.1.0 @category models */
 export interface Exchange {
   readonly status: number
