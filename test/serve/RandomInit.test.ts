@@ -1,7 +1,7 @@
 /**
  * A random model of Qwen3's vocabulary behind the Tinker wire (what `serve --random-init
  * --tokenizer <qwen3>` builds: `randomConfigFor`), with Qwen3's tokenizer on the client:
- * gsm8k, competition-math, search-qa and calculator-agent each run 2 steps end to end
+ * gsm8k, competition-math, python-code, search-qa and calculator-agent each run 2 steps end to end
  * over loopback, their prompts rendered by Qwen3's chat template, read from the envs'
  * fixtures (HF_HUB_OFFLINE=1 and an empty cache: the network is never touched).
  *
@@ -31,6 +31,7 @@ import * as HfTokenizer from "../../src/tokenizers/HfTokenizer.ts"
 import calculatorAgent from "../../envs/calculator-agent.ts"
 import competitionMath from "../../envs/competition-math.ts"
 import gsm8k from "../../envs/gsm8k.ts"
+import pythonCode from "../../envs/python-code.ts"
 import searchQa, { FIXTURE as SEARCH_FIXTURE } from "../../envs/search-qa.ts"
 import { quiet } from "../envs/vowels.ts"
 import { fixtureRows, qwenDir } from "../envs/realModels.ts"
@@ -68,7 +69,7 @@ describe("a random model of Qwen3's vocabulary behind serve, with Qwen3's tokeni
       assert.isBelow((yield* qwen.encode(text)).length, config.contextLength)
     }))
 
-  for (const env of [gsm8k, competitionMath, calculatorAgent]) {
+  for (const env of [gsm8k, competitionMath, pythonCode, calculatorAgent]) {
     it.live(`${env.name}: 2 steps, prompts rendered by Qwen3's chat template`, () =>
       Effect.gen(function* () {
         const qwen = yield* HfTokenizer.fromDirectory(qwenDir)
