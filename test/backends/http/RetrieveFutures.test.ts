@@ -14,6 +14,7 @@ import * as Client from "../../../src/backends/http/client/Client.ts"
 import * as FuturesPoller from "../../../src/backends/http/client/FuturesPoller.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
 import * as Server from "../../../src/backends/http/server/Server.ts"
+import * as SessionFutures from "../../../src/backends/http/server/SessionFutures.ts"
 import { BackendError, modelInputFromTokens } from "../../../src/contract/Contract.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
 import { Trainer } from "../../../src/services/Trainer.ts"
@@ -111,6 +112,14 @@ describe("retrieve_futures", () => {
       assert.strictEqual(batched.paths["retrieve_future"], 12 + 2, JSON.stringify(batched.paths))
       assert.isUndefined(each.paths["retrieve_futures"])
       assert.isAtLeast(each.paths["retrieve_future"] ?? 0, 12)
+    }))
+
+  it.effect("serve keeps the completions of the sessions used last only", () =>
+    Effect.gen(function* () {
+      const log = SessionFutures.make()
+      for (let i = 0; i <= SessionFutures.MAX_SESSIONS; i++) yield* log.record(`s${i}`, `r${i}`)
+      assert.deepStrictEqual((yield* log.poll("s0", 0, 0)).completions, [])
+      assert.deepStrictEqual((yield* log.poll(`s${SessionFutures.MAX_SESSIONS}`, 0, 0)).completions, [{ state: "finished", request_id: `r${SessionFutures.MAX_SESSIONS}` }])
     }))
 
   it.effect("the poller hands a sample back to per-future polling when the batched poll fails or stays silent, and keeps completions heard early", () =>

@@ -6,7 +6,9 @@
  * ends. The payload itself is still fetched with `retrieve_future`, which answers at once.
  *
  * A session that is never polled keeps at most `MAX_KEPT` completions (the oldest go
- * first); a client that misses one still gets its result with `retrieve_future`.
+ * first), and only the `MAX_SESSIONS` sessions used last keep theirs (a run publishes a new
+ * sampling session per step); a client that misses one still gets its result with
+ * `retrieve_future`.
  *
  * @since 0.1.0
  */
@@ -14,6 +16,9 @@ import { Deferred, Duration, Effect } from "effect"
 
 /** Completions a session keeps unacknowledged. @since 0.1.0 @category constants */
 export const MAX_KEPT = 65_536
+
+/** Sessions whose completions are kept, the ones recorded or polled last. @since 0.1.0 @category constants */
+export const MAX_SESSIONS = 256
 
 /** One completion as `retrieve_futures` reports it. @since 0.1.0 @category models */
 export interface Completion {
@@ -42,8 +47,11 @@ export const streamOf = (samplingSessionId: string, clonedSamplerId: number): st
 export const make = (): SessionFutures => {
   const logs = new Map<string, Log>()
   const logOf = (stream: string): Log => {
-    let log = logs.get(stream)
-    if (log === undefined) logs.set(stream, (log = { entries: [], next: 1, waiters: [] }))
+    const log = logs.get(stream) ?? { entries: [], next: 1, waiters: [] }
+    // the one used last goes last; the first goes when there are too many
+    logs.delete(stream)
+    logs.set(stream, log)
+    if (logs.size > MAX_SESSIONS) logs.delete(logs.keys().next().value!)
     return log
   }
   const record = (stream: string, requestId: string) =>
