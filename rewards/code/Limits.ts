@@ -7,7 +7,8 @@
  *
  * @since 0.1.0
  */
-import { Duration } from "effect"
+import type { Duration } from "effect"
+import { backstopMillis, positiveLimit, workBudget } from "./limitChecks.ts"
 import type { WorkerRequest } from "./worker.ts"
 
 /**
@@ -58,13 +59,9 @@ const refuseTime = (limits: object) => {
 /** The limits as the worker takes them; throws a RangeError naming an invalid one. */
 export const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
   refuseTime(limits)
-  const positive = (name: string, n: number) => {
-    if (!(Number.isFinite(n) && n > 0)) throw new RangeError(`Sandbox: limits.${name} must be a positive number, got ${n}`)
-    return n
-  }
-  if (!Number.isSafeInteger(limits.work) || limits.work < 1) throw new RangeError(`Sandbox: limits.work must be a positive integer (interrupt checks), got ${limits.work}`)
+  const positive = (name: string, n: number) => positiveLimit("Sandbox", name, n)
   return {
-    work: limits.work,
+    work: workBudget("Sandbox", limits.work, "interrupt checks"),
     memoryBytes: Math.round(positive("memoryMb", limits.memoryMb) * 1024 * 1024),
     stackBytes: Math.round(atMost("stackKb", positive("stackKb", limits.stackKb), MAX_STACK_KB) * 1024),
     outputChars: positive("outputChars", limits.outputChars),
@@ -73,11 +70,7 @@ export const limitsOf = (limits: Limits): WorkerRequest["limits"] => {
 }
 
 /** The backstop in milliseconds; throws a RangeError when it is not positive. */
-export const backstopOf = (limits: Limits): number => {
-  const millis = Duration.toMillis(Duration.fromInputUnsafe(limits.backstop))
-  if (!(millis > 0)) throw new RangeError(`Sandbox: limits.backstop must be a positive duration, got ${String(limits.backstop)}`)
-  return millis
-}
+export const backstopOf = (limits: Limits): number => backstopMillis("Sandbox", limits.backstop)
 
 /**
  * Checks limits (over the defaults); throws a RangeError naming an invalid one.

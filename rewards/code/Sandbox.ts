@@ -28,10 +28,10 @@
  * @since 0.1.0
  */
 import { createRequire } from "node:module"
-import { Worker } from "node:worker_threads"
-import { Context, Duration, Effect, Layer, Schema, Semaphore } from "effect"
+import { Context, type Duration, Effect, Layer, Schema } from "effect"
 import { backstopOf, defaultLimits, type Limits, limitsOf } from "./Limits.ts"
-import { type WorkerRequest, workerSource } from "./worker.ts"
+import { workerSource } from "./worker.ts"
+import { makeWorkerPool } from "./WorkerPool.ts"
 
 export { checkLimits, defaultLimits, type Limits } from "./Limits.ts"
 
@@ -143,11 +143,6 @@ const Reply = Schema.Union([
 ])
 const decodeReply = Schema.decodeUnknownEffect(Reply)
 
-/** How one evaluation in a worker ended: a reply, or the worker died or was stopped. */
-type Answer =
-  | { readonly reply: typeof Reply.Type; readonly died: undefined; readonly reason: undefined }
-  | { readonly reply: undefined; readonly died: string; readonly reason: "Timeout" | "Crashed" }
-
 const packagePaths = Effect.try({
   try: () => {
     const require = createRequire(import.meta.url)
@@ -155,54 +150,6 @@ const packagePaths = Effect.try({
   },
   catch: (e) => new SandboxError({ reason: "Unavailable", message: `QuickJS is not installed: ${e instanceof Error ? e.message : String(e)}` }),
 })
-
-/** Starts one worker and waits until QuickJS is loaded in it. */
-const startWorker = (startTimeout: Duration.Input) =>
-  Effect.flatMap(packagePaths, (paths) =>
-    Effect.callback<Worker, SandboxError>((resume) => {
-      const worker = new Worker(workerSource, { eval: true, workerData: paths, resourceLimits: { maxOldGenerationSizeMb: 128, stackSizeMb: 4 } })
-      worker.unref()
-      const unavailable = (message: string) => {
-        void worker.terminate()
-        resume(Effect.fail(new SandboxError({ reason: "Unavailable", message: `the sandbox could not start: ${message}` })))
-      }
-      const onMessage = (m: { ready?: boolean; message?: string }) => {
-        cleanup()
-        if (m.ready === true) resume(Effect.succeed(worker))
-        else unavailable(m.message ?? "QuickJS did not load")
-      }
-      const onError = (e: Error) => (cleanup(), unavailable(e.message))
-      const onExit = (code: number) => (cleanup(), unavailable(`its worker exited with code ${code}`))
-      const cleanup = () => {
-        worker.off("message", onMessage).off("error", onError).off("exit", onExit)
-      }
-      worker.on("message", onMessage).on("error", onError).on("exit", onExit)
-      return Effect.sync(() => (cleanup(), void worker.terminate()))
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: startTimeout,
-        orElse: () => Effect.fail(new SandboxError({ reason: "Unavailable", message: `the sandbox did not start within ${Duration.format(Duration.fromInputUnsafe(startTimeout))}` })),
-      }),
-    ))
-
-type Outcome = { readonly _tag: "Reply"; readonly reply: unknown } | { readonly _tag: "Died"; readonly message: string }
-
-/** Sends one request and waits for its reply, or for the worker to die. */
-const ask = (worker: Worker, request: WorkerRequest) =>
-  Effect.callback<Outcome>((resume) => {
-    const onMessage = (m: unknown) => {
-      cleanup()
-      resume(Effect.succeed({ _tag: "Reply", reply: m }))
-    }
-    const onError = (e: Error) => (cleanup(), resume(Effect.succeed({ _tag: "Died", message: e.message })))
-    const onExit = (code: number) => (cleanup(), resume(Effect.succeed({ _tag: "Died", message: `its worker exited with code ${code}` })))
-    const cleanup = () => {
-      worker.off("message", onMessage).off("error", onError).off("exit", onExit)
-    }
-    worker.on("message", onMessage).on("error", onError).on("exit", onExit)
-    worker.postMessage(request)
-    return Effect.sync(cleanup)
-  })
 
 /**
  * A program's message as it may be shown and logged: control, zero-width and
@@ -236,58 +183,30 @@ const checkOptions = (options: Options) => {
  */
 export const make = Effect.fnUntraced(function* (options: Options = {}) {
   const { concurrency, base, startTimeout } = checkOptions(options)
-  const permits = yield* Semaphore.make(concurrency)
-  const idle: Array<Worker> = []
-  let nextId = 0
-  yield* Effect.addFinalizer(() => Effect.sync(() => idle.splice(0).forEach((w) => void w.terminate())))
-
-  const evaluate = (worker: Worker, request: WorkerRequest, backstop: number): Effect.Effect<Answer, SandboxError> =>
-    ask(worker, request).pipe(
-      Effect.timeoutOption(backstop),
-      Effect.flatMap((outcome): Effect.Effect<Answer, SandboxError> => {
-        if (outcome._tag === "None") {
-          const died = `did not come back within the backstop of ${backstop} ms (a long call inside QuickJS' own code, which the work budget does not see) and its worker was stopped`
-          return Effect.succeed({ reply: undefined, died, reason: "Timeout" as const })
-        }
-        const o = outcome.value
-        if (o._tag === "Died") return Effect.succeed({ reply: undefined, died: `crashed its worker: ${o.message}`, reason: "Crashed" as const })
-        return decodeReply(o.reply).pipe(
-          Effect.mapError((e) => new SandboxError({ reason: "Protocol", message: `the sandbox's worker sent an answer that does not decode: ${e.message}` })),
-          Effect.filterOrFail(
-            (reply) => reply.id === request.id,
-            (reply) => new SandboxError({ reason: "Protocol", message: `the sandbox's worker answered request ${reply.id} to request ${request.id}` }),
-          ),
-          Effect.map((reply): Answer => ({ reply, died: undefined, reason: undefined })),
-        )
-      }),
-    )
+  const pool = yield* makeWorkerPool({
+    concurrency,
+    source: workerSource,
+    workerData: packagePaths,
+    resourceLimits: { maxOldGenerationSizeMb: 128, stackSizeMb: 4 },
+    startTimeout,
+    name: "the sandbox",
+    engine: "QuickJS",
+    decode: decodeReply,
+    fail: (reason, message) => new SandboxError({ reason, message }),
+    programError: (reason, message) => new ProgramError({ reason, message, output: "" }),
+    uncounted: "QuickJS' own code",
+  })
 
   const run = (request: Request): Effect.Effect<Evaluation, ProgramError | SandboxError> =>
-    Effect.gen(function* () {
-      const { limits, backstop } = yield* Effect.try({
-        try: () => {
-          const all = { ...base, ...request.limits }
-          return { limits: limitsOf(all), backstop: backstopOf(all) }
-        },
-        catch: (e) => new SandboxError({ reason: "Protocol", message: e instanceof Error ? e.message : String(e) }),
-      })
-      const worker = idle.pop() ?? (yield* startWorker(startTimeout))
-      const message: WorkerRequest = { id: nextId++, source: request.source, calls: request.calls, limits }
-      const answer = yield* evaluate(worker, message, backstop).pipe(
-        // A worker whose evaluation was cut short is in an unknown state: it is never reused.
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            const reusable = exit._tag === "Success" && exit.value.reply !== undefined && !exit.value.reply.broken
-            if (reusable) idle.push(worker)
-            else void worker.terminate()
-          })
-        ),
-      )
-      if (answer.reply === undefined) return yield* new ProgramError({ reason: answer.reason, message: answer.died, output: "" })
-      const reply = answer.reply
-      if (!reply.ok) return yield* new ProgramError({ reason: reply.reason, message: printable(reply.message), output: wellFormed(reply.output) })
-      return { value: parseJson(reply.value), results: reply.results.map(parseJson), output: wellFormed(reply.output), work: reply.work, millis: reply.millis }
-    }).pipe(Semaphore.withPermits(permits, 1))
+    pool.evaluate(() => {
+      const all = { ...base, ...request.limits }
+      return { request: { source: request.source, calls: request.calls, limits: limitsOf(all) }, backstop: backstopOf(all) }
+    }).pipe(
+      Effect.flatMap((reply) => {
+        if (!reply.ok) return Effect.fail(new ProgramError({ reason: reply.reason, message: printable(reply.message), output: wellFormed(reply.output) }))
+        return Effect.succeed({ value: parseJson(reply.value), results: reply.results.map(parseJson), output: wellFormed(reply.output), work: reply.work, millis: reply.millis })
+      }),
+    )
 
   return Sandbox.of({ run })
 })

@@ -30,6 +30,7 @@
  * @since 0.1.0
  */
 import { quickjsValuesSource } from "./quickjsValues.ts"
+import { serveSource } from "./WorkerPool.ts"
 
 /** What the main thread asks the worker: one evaluation. @internal */
 export interface WorkerRequest {
@@ -266,24 +267,11 @@ function evaluate(mod, request) {
 
 core.newQuickJSWASMModuleFromVariant(variantModule.default ?? variantModule).then(
   (mod) => {
-    parentPort.on("message", (request) => {
-      const started = Date.now()
-      let reply
-      try {
-        const { reply: result, abandoned } = evaluate(mod, request)
-        // a worker whose memory grew past the limit by more than QuickJS' own overhead is retired
-        reply = { ...result, broken: abandoned || mod.getWasmMemory().buffer.byteLength > request.limits.memoryBytes + 64 * 1048576 }
-      } catch (e) {
-        // The host's own stack ran out under deep recursion in QuickJS, or the module failed:
-        // its memory is in an unknown state, so this worker is retired.
-        const overflow = e instanceof RangeError && /call stack/.test(String(e.message))
-        reply = overflow
-          ? { ok: false, reason: "StackOverflow", message: "overflowed its stack", output: "", broken: true }
-          : { ok: false, reason: "Crashed", message: "crashed the sandbox: " + clip(String(e && e.name) + ": " + String(e && e.message), 300), output: "", broken: true }
-      }
-      parentPort.postMessage({ id: request.id, millis: Date.now() - started, ...reply })
-    })
-    parentPort.postMessage({ ready: true })
+    // a worker whose memory grew past the limit by more than QuickJS' own overhead is retired
+    serve((request) => {
+      const { reply, abandoned } = evaluate(mod, request)
+      return { ...reply, broken: abandoned || mod.getWasmMemory().buffer.byteLength > request.limits.memoryBytes + 64 * 1048576 }
+    }, "overflowed its stack", () => "")
   },
   (e) => parentPort.postMessage({ ready: false, message: String(e && e.message) }),
 )
@@ -296,5 +284,6 @@ export const workerSource = [
   `const core = require(workerData.core)`,
   `const variantModule = require(workerData.variant)`,
   quickjsValuesSource,
+  serveSource,
   evaluationSource,
 ].join("\n")

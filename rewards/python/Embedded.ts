@@ -11,8 +11,11 @@
  *   (`outputChars`, `resultChars`), and a wall-clock `backstop` for a stuck worker only;
  * - a worker that dies under a program, or is stopped at the backstop, is replaced and its
  *   sample is the program's fault (`Crashed`, `Timeout`, `StackOverflow`); a worker that
- *   cannot start is the sandbox's (`Unavailable`: the sample is masked). A worker whose
- *   memory cap was reached is retired after its answer.
+ *   cannot start, or does not begin an evaluation it was sent, is the sandbox's
+ *   (`Unavailable`: the sample is masked). The backstop counts from the moment the worker
+ *   begins the evaluation, and a worker that ended while idle is never handed one: time a
+ *   request waits for a busy, slow or dead thread is not charged to the program (the pool
+ *   is `../code/WorkerPool.ts`, shared with the JavaScript sandbox).
  *
  * @since 0.1.0
  */
@@ -20,8 +23,8 @@ import { createRequire } from "node:module"
 import { availableParallelism } from "node:os"
 import { dirname } from "node:path"
 import { pathToFileURL } from "node:url"
-import { Worker } from "node:worker_threads"
-import { Duration, Effect, Schema, Semaphore } from "effect"
+import { type Duration, Effect, Schema } from "effect"
+import { makeWorkerPool } from "../code/WorkerPool.ts"
 import { backstopOf, defaultLimits, limitsOf, type PythonLimits } from "./Limits.ts"
 import { printable, type PythonEvaluation, PythonFailure, PythonProgramError, type PythonRequest, PythonSandboxError, type PythonSandboxShape } from "./PythonSandbox.ts"
 import { workerData, type WorkerRequest, workerSource } from "./worker.ts"
@@ -62,48 +65,6 @@ const pyodidePaths = Effect.try({
   catch: (e) => new PythonSandboxError({ reason: "Unavailable", message: `Pyodide is not installed (npm install pyodide): ${e instanceof Error ? e.message : String(e)}` }),
 })
 
-/** Starts one worker and waits until Pyodide is loaded in it. */
-const startWorker = (startTimeout: Duration.Input) =>
-  Effect.flatMap(pyodidePaths, (data) =>
-    Effect.callback<Worker, PythonSandboxError>((resume) => {
-      // the interpreter's calls nest on the thread's stack: 16 MB holds its default recursion limit with room
-      const worker = new Worker(workerSource, { eval: true, workerData: data, resourceLimits: { maxOldGenerationSizeMb: 256, stackSizeMb: 16 } })
-      worker.unref()
-      const unavailable = (message: string) => {
-        void worker.terminate()
-        resume(Effect.fail(new PythonSandboxError({ reason: "Unavailable", message: `the Python sandbox could not start: ${message}` })))
-      }
-      const onMessage = (m: { ready?: boolean; message?: string }) => {
-        cleanup()
-        if (m.ready === true) resume(Effect.succeed(worker))
-        else unavailable(m.message ?? "Pyodide did not load")
-      }
-      const onError = (e: Error) => (cleanup(), unavailable(e.message))
-      const onExit = (code: number) => (cleanup(), unavailable(`its worker exited with code ${code}`))
-      const cleanup = () => void worker.off("message", onMessage).off("error", onError).off("exit", onExit)
-      worker.on("message", onMessage).on("error", onError).on("exit", onExit)
-      return Effect.sync(() => (cleanup(), void worker.terminate()))
-    }).pipe(
-      Effect.timeoutOrElse({
-        duration: startTimeout,
-        orElse: () => Effect.fail(new PythonSandboxError({ reason: "Unavailable", message: `the Python sandbox did not start within ${Duration.format(Duration.fromInputUnsafe(startTimeout))}` })),
-      }),
-    ))
-
-type Outcome = { readonly _tag: "Reply"; readonly reply: unknown } | { readonly _tag: "Died"; readonly message: string }
-
-/** Sends one request and waits for its reply, or for the worker to die. */
-const ask = (worker: Worker, request: WorkerRequest) =>
-  Effect.callback<Outcome>((resume) => {
-    const onMessage = (m: unknown) => (cleanup(), resume(Effect.succeed({ _tag: "Reply", reply: m })))
-    const onError = (e: Error) => (cleanup(), resume(Effect.succeed({ _tag: "Died", message: e.message })))
-    const onExit = (code: number) => (cleanup(), resume(Effect.succeed({ _tag: "Died", message: `its worker exited with code ${code}` })))
-    const cleanup = () => void worker.off("message", onMessage).off("error", onError).off("exit", onExit)
-    worker.on("message", onMessage).on("error", onError).on("exit", onExit)
-    worker.postMessage(request)
-    return Effect.sync(cleanup)
-  })
-
 /** The options with their defaults; throws a RangeError naming an invalid one. */
 export const checkEmbeddedOptions = (options: EmbeddedOptions) => {
   const concurrency = options.concurrency ?? defaultConcurrency()
@@ -114,9 +75,8 @@ export const checkEmbeddedOptions = (options: EmbeddedOptions) => {
   return { concurrency, base, startTimeout: options.startTimeout ?? "120 seconds" }
 }
 
-/** The worker's request for a sandbox request; throws a RangeError naming an invalid limit. */
-const workerRequest = (id: number, request: PythonRequest, limits: WorkerRequest["limits"]): WorkerRequest => ({
-  id,
+/** The worker's request for a sandbox request (the pool adds its id). */
+const workerRequest = (request: PythonRequest, limits: WorkerRequest["limits"]): Omit<WorkerRequest, "id"> => ({
   source: request.source,
   entry: request.calls?.entry,
   calls: request.calls?.args,
@@ -143,52 +103,26 @@ const answerOf = (reply: typeof Reply.Type): Effect.Effect<PythonEvaluation, Pyt
  */
 export const makeEmbedded = Effect.fnUntraced(function* (options: EmbeddedOptions = {}) {
   const { concurrency, base, startTimeout } = checkEmbeddedOptions(options)
-  const permits = yield* Semaphore.make(concurrency)
-  const idle: Array<Worker> = []
-  let nextId = 0
-  yield* Effect.addFinalizer(() => Effect.sync(() => idle.splice(0).forEach((w) => void w.terminate())))
-
-  const evaluate = (worker: Worker, request: WorkerRequest, backstop: number) =>
-    ask(worker, request).pipe(
-      Effect.timeoutOption(backstop),
-      Effect.flatMap((outcome): Effect.Effect<typeof Reply.Type, PythonProgramError | PythonSandboxError> => {
-        if (outcome._tag === "None") {
-          const message = `did not come back within the backstop of ${backstop} ms (a long call inside C code, which the work budget does not see) and its worker was stopped`
-          return Effect.fail(new PythonProgramError({ reason: "Timeout", message, output: "" }))
-        }
-        const o = outcome.value
-        if (o._tag === "Died") return Effect.fail(new PythonProgramError({ reason: "Crashed", message: `crashed its worker: ${o.message}`, output: "" }))
-        return decodeReply(o.reply).pipe(
-          Effect.mapError((e) => new PythonSandboxError({ reason: "Protocol", message: `the Python sandbox's worker sent an answer that does not decode: ${e.message}` })),
-          Effect.filterOrFail(
-            (reply) => reply.id === request.id,
-            (reply) => new PythonSandboxError({ reason: "Protocol", message: `the Python sandbox's worker answered request ${reply.id} to request ${request.id}` }),
-          ),
-        )
-      }),
-    )
+  const pool = yield* makeWorkerPool({
+    concurrency,
+    source: workerSource,
+    workerData: pyodidePaths,
+    // the interpreter's calls nest on the thread's stack: 16 MB holds its default recursion limit with room
+    resourceLimits: { maxOldGenerationSizeMb: 256, stackSizeMb: 16 },
+    startTimeout,
+    name: "the Python sandbox",
+    engine: "Pyodide",
+    decode: decodeReply,
+    fail: (reason, message) => new PythonSandboxError({ reason, message }),
+    programError: (reason, message) => new PythonProgramError({ reason, message, output: "" }),
+    uncounted: "C code",
+  })
 
   const run = (request: PythonRequest) =>
-    Effect.gen(function* () {
-      const { limits, backstop } = yield* Effect.try({
-        try: () => {
-          const all = { ...base, ...request.limits }
-          return { limits: limitsOf(all), backstop: backstopOf(all) }
-        },
-        catch: (e) => new PythonSandboxError({ reason: "Protocol", message: e instanceof Error ? e.message : String(e) }),
-      })
-      const worker = idle.pop() ?? (yield* startWorker(startTimeout))
-      const reply = yield* evaluate(worker, workerRequest(nextId++, request, limits), backstop).pipe(
-        // a worker whose evaluation was cut short, or whose memory cap was reached, is never reused
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            if (exit._tag === "Success" && !exit.value.broken) idle.push(worker)
-            else void worker.terminate()
-          })
-        ),
-      )
-      return yield* answerOf(reply)
-    }).pipe(Semaphore.withPermits(permits, 1))
+    pool.evaluate(() => {
+      const all = { ...base, ...request.limits }
+      return { request: workerRequest(request, limitsOf(all)), backstop: backstopOf(all) }
+    }).pipe(Effect.flatMap(answerOf))
 
   return { run } satisfies PythonSandboxShape
 })

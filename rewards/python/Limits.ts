@@ -10,7 +10,8 @@
  *
  * @since 0.1.0
  */
-import { Duration } from "effect"
+import type { Duration } from "effect"
+import { backstopMillis, positiveLimit, workBudget } from "../code/limitChecks.ts"
 import type { WorkerRequest } from "./worker.ts"
 
 /**
@@ -42,18 +43,15 @@ export const defaultLimits: PythonLimits = { work: 2_000_000, backstop: "30 seco
 /** WebAssembly memory (32-bit) ends at 4 GiB, and the interpreter needs some of it. */
 const MAX_MEMORY_MB = 2048
 
-const positive = (name: string, n: number) => {
-  if (!(Number.isFinite(n) && n > 0)) throw new RangeError(`pythonTests: limits.${name} must be a positive number, got ${n}`)
-  return n
-}
+const positive = (name: string, n: number) => positiveLimit("pythonTests", name, n)
 
 /** The limits as the worker takes them; throws a RangeError naming an invalid one. */
 export const limitsOf = (limits: PythonLimits): WorkerRequest["limits"] => {
-  if (!Number.isSafeInteger(limits.work) || limits.work < 1) throw new RangeError(`pythonTests: limits.work must be a positive integer (jumps and calls), got ${limits.work}`)
+  const work = workBudget("pythonTests", limits.work, "jumps and calls")
   if (positive("memoryMb", limits.memoryMb) > MAX_MEMORY_MB) throw new RangeError(`pythonTests: limits.memoryMb must be at most ${MAX_MEMORY_MB}, got ${limits.memoryMb}`)
   positive("serviceTimeout", limits.serviceTimeout)
   return {
-    work: limits.work,
+    work,
     memoryBytes: Math.round(limits.memoryMb * 1024 * 1024),
     outputChars: positive("outputChars", limits.outputChars),
     resultChars: positive("resultChars", limits.resultChars),
@@ -61,11 +59,7 @@ export const limitsOf = (limits: PythonLimits): WorkerRequest["limits"] => {
 }
 
 /** The backstop in milliseconds; throws a RangeError when it is not positive. */
-export const backstopOf = (limits: PythonLimits): number => {
-  const millis = Duration.toMillis(Duration.fromInputUnsafe(limits.backstop))
-  if (!(millis > 0)) throw new RangeError(`pythonTests: limits.backstop must be a positive duration, got ${String(limits.backstop)}`)
-  return millis
-}
+export const backstopOf = (limits: PythonLimits): number => backstopMillis("pythonTests", limits.backstop)
 
 /**
  * Checks limits (over the defaults); throws a RangeError naming an invalid one.

@@ -23,6 +23,7 @@
  *
  * @since 0.1.0
  */
+import { serveSource } from "../code/WorkerPool.ts"
 import { harnessSource } from "./harness.ts"
 
 /** What the main thread asks the worker: one evaluation. @internal */
@@ -54,7 +55,6 @@ WebAssembly.Memory.prototype.grow = function (pages) {
   return grow.call(this, pages)
 }
 
-const clip = (s, n) => (s.length > n ? s.slice(0, n) + "..." : s)
 
 // Cuts the thread's ways to the host once Pyodide is loaded (see the module's documentation).
 function lockDown() {
@@ -215,23 +215,12 @@ function runStdio(py, H, state, request) {
   return { py, H, state, resetFiles }
 })().then(
   ({ py, H, state, resetFiles }) => {
-    parentPort.on("message", (request) => {
-      const started = Date.now()
-      let reply
-      try {
-        const { reply: result, broken } = evaluate(py, H, state, resetFiles, request)
-        reply = { ...result, broken }
-      } catch (e) {
-        // the interpreter failed under the program (a fatal error): this worker is retired;
-        // the thread's own stack ran out under recursion past a raised recursion limit
-        const overflow = e instanceof RangeError && /call stack/.test(String(e.message))
-        reply = overflow
-          ? { ok: false, reason: "StackOverflow", message: "overflowed the interpreter's stack", output: state.output, broken: true }
-          : { ok: false, reason: "Crashed", message: "crashed the sandbox: " + clip(String(e && e.message), 300), output: state.output, broken: true }
-      }
-      parentPort.postMessage({ id: request.id, millis: Date.now() - started, ...reply })
-    })
-    parentPort.postMessage({ ready: true })
+    // the interpreter failing under the program (a fatal error), or the thread's own stack
+    // running out under recursion past a raised recursion limit, retires the worker
+    serve((request) => {
+      const { reply, broken } = evaluate(py, H, state, resetFiles, request)
+      return { ...reply, broken }
+    }, "overflowed the interpreter's stack", () => state.output)
   },
   (e) => parentPort.postMessage({ ready: false, message: String(e && e.message) }),
 )
@@ -241,6 +230,7 @@ function runStdio(py, H, state, request) {
 export const workerSource = [
   `"use strict"`,
   `const { parentPort, workerData } = require("node:worker_threads")`,
+  serveSource,
   evaluationSource,
 ].join("\n")
 

@@ -165,7 +165,8 @@ describe("tampering with the harness", () => {
       "def f(x):\n    return 7",
     ].join("\n")
     const s = await withSandbox(score(reward, null, tamper))
-    assert.strictEqual(s.value, 0.25) // only f(2) = 7: every test ran, each compared on the host
+    // only f(2) = 7: every test ran, each compared on the host
+    assert.strictEqual(s.value, 0.25, `scored ${JSON.stringify(s)}`)
     assertHostIntact()
     await assertNextIsNormal()
   })
