@@ -91,7 +91,8 @@ const reader = (text: string) => {
       let key: Schema.Json = first
       for (;;) {
         expect(":")
-        out[typeof key === "string" ? key : JSON.stringify(key)] = value()
+        // defined, not assigned: a key "__proto__" is a key like any other
+        Object.defineProperty(out, typeof key === "string" ? key : JSON.stringify(key), { value: value(), enumerable: true, writable: true, configurable: true })
         space()
         if (text[i] === ",") i++
         space()
