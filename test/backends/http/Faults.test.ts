@@ -23,6 +23,10 @@ const run = (disturbed: boolean, seed: number, submitWait: "0 millis" | "20 seco
           retry: Retry.policy({ maxElapsed: "20 seconds" }, Retry.fast),
           requestTimeout: "5 seconds",
           submitWait,
+          // one future at a time, so the requests (and the faults the seeded proxy gives them, in
+          // arrival order) are the same on a loaded machine; batched retrieval under faults is
+          // WireFaults.test.ts's
+          batchedRetrieval: false,
         }),
       ),
     )
