@@ -47,7 +47,7 @@ const flags = {
     Flag.withDescription("sampler replicas; requests with one affinity key stay on one replica (consistent hashing)"),
     Flag.withDefault(1),
   ),
-  model: Flag.String("model").pipe(Flag.withDescription(`folder of the base model, or the name of one shipped with gyre (base, calculator, ...; default gyre's own, ${defaultModelDir})`), Flag.optional),
+  model: Flag.String("model").pipe(Flag.withDescription(`folder of the base model, or the name of one shipped with gyre (base, calculator, ...; default gyre's own, models/base in the gyre package)`), Flag.optional),
   randomInit: Flag.Boolean("random-init").pipe(
     Flag.withDescription("serve a small randomly initialised model instead of a base model folder"),
     Flag.withDefault(false),
