@@ -65,6 +65,7 @@ const goldCache = (options: VerifyOptions) => {
  * the reward does not apply (`NotApplicable`). A completion with no answer is the model's
  * fault (`ModelFault`, `noAnswerPenalty`). A gold that cannot be read never stops a run: it
  * is compared as normalized text, and a warning names it (check golds before a run with
+ * `gyre check <env>`, which runs this reward's pre-flight check on every problem, or with
  * `unreadableGolds`; count them during one with `mathGoldReadable`).
  *
  * @example
@@ -80,6 +81,14 @@ export const mathAnswer = <P>(gold: (problem: P) => number | string | undefined,
   const finalPart = thinkingReader(`mathAnswer ${name}`, options.thinking)
   const golds = goldCache(options)
   const warned = new Set<string>()
+  // the pre-flight check (`gyre check`): a gold that cannot be read as math, as `unreadableGolds` reads it
+  const check = (problem: P) =>
+    Effect.gen(function* () {
+      const raw = gold(problem)
+      if (raw === undefined) return undefined
+      const cas = yield* Effect.promise(loadCas)
+      return readable(golds(cas, raw)) ? undefined : `the gold answer ${JSON.stringify(raw)} cannot be read as math; it will be compared as text`
+    })
   return Reward.make<P>(name, (r) =>
     Effect.gen(function* () {
       const raw = gold(r.problem)
@@ -95,7 +104,7 @@ export const mathAnswer = <P>(gold: (problem: P) => number | string | undefined,
       const got = parseAnswers(cas, text, options)
       if (got.length === 0) return yield* new Reward.ModelFault({ penalty, message: "no answer in the completion" })
       return anyEqual(cas, want, got, options) ? 1 : 0
-    }))
+    }), { check })
 }
 
 /**

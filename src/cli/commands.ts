@@ -3,6 +3,7 @@
  * of every command's flags (scripts/reference-docs.ts) is generated from it.
  */
 import { Command } from "effect/cli"
+import { checkCommand } from "./check.ts"
 import { exportCommand } from "./export.ts"
 import { evalCommand } from "./eval.ts"
 import { initCommand } from "./init.ts"
@@ -15,7 +16,7 @@ import { serveCommand } from "./serve.ts"
 /** The `gyre` command and its subcommands. */
 export const gyreCommand = Command.make("gyre").pipe(
   Command.withDescription(
-    "Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report), export a LoRA adapter (export), score a run's rollouts again with a changed reward (rescore), Loops runs and checkpoints (loops), scaffold an env and its test (init).",
+    "Reinforcement learning for language models: train (run), score (eval), serve the embedded model (serve), render a run (report), export a LoRA adapter (export), score a run's rollouts again with a changed reward (rescore), Loops runs and checkpoints (loops), scaffold an env and its test (init), check an env's problems before training (check).",
   ),
-  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand, exportCommand, rescoreCommand, loopsCommand, initCommand]),
+  Command.withSubcommands([runCommand, evalCommand, serveCommand, reportCommand, exportCommand, rescoreCommand, loopsCommand, initCommand, checkCommand]),
 )

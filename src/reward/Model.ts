@@ -70,6 +70,20 @@ export type GroupScoreResult<R> =
   | PromiseLike<ReadonlyArray<number>>
   | Effect.Effect<ReadonlyArray<number>, RewardFailure, R>
 
+/**
+ * A leaf's pre-flight check of one problem, run before training (`gyre check`): what is
+ * wrong with the problem for this reward (a gold it cannot read, a missing field), or
+ * undefined when nothing is. It needs no services.
+ * @since 0.1.0 @category models
+ */
+export type ProblemCheck<P> = (problem: P) => Effect.Effect<string | undefined> | string | undefined
+
+/** What a pre-flight check found: the leaf that found it and its message. @since 0.1.0 @category models */
+export interface Finding {
+  readonly reward: string
+  readonly message: string
+}
+
 // The scorers are stored as the user gave them; what they return is checked when they run.
 export type Node<P, R> =
   | {
@@ -77,12 +91,14 @@ export type Node<P, R> =
     readonly name: string
     readonly score: (rollout: Rollout<P>, context: ScoreContext) => unknown
     readonly options: LeafOptions
+    readonly check?: ProblemCheck<P> | undefined
   }
   | {
     readonly _tag: "GroupLeaf"
     readonly name: string
     readonly score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => unknown
     readonly options: LeafOptions
+    readonly check?: ProblemCheck<P> | undefined
   }
   | {
     readonly _tag: "Weighted"

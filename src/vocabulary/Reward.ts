@@ -20,12 +20,12 @@
  * `reward/Cache.ts`, the reward tree and what it scores in `reward/Model.ts`, the
  * combinators in `reward/Combinators.ts`, the evaluation in `reward/Evaluate.ts` and
  * what happens to failures (kept with the score, counted, logged once per kind) in
- * `reward/FailureLog.ts`; this module re-exports them and defines the leaf constructors.
+ * `reward/FailureLog.ts`, the leaves' pre-flight checks of problems in `reward/Check.ts`; this module re-exports them and defines the leaf constructors.
  *
  * @since 0.1.0
  */
 import type { LeafOptions, ScoreContext } from "../reward/Leaf.ts"
-import { type GroupScoreResult, make_, type ResultServices, type Reward, type Rollout, type ScoreResult } from "../reward/Model.ts"
+import { type GroupScoreResult, make_, type ProblemCheck, type ResultServices, type Reward, type Rollout, type ScoreResult } from "../reward/Model.ts"
 
 export { InfraFault, isRewardFailure, ModelFault, NotApplicable, RewardDefect } from "../reward/Failures.ts"
 export type { RewardFailure } from "../reward/Failures.ts"
@@ -34,10 +34,26 @@ export type { Backoff, LeafOptions, ScoreContext } from "../reward/Leaf.ts"
 export { makeCache, RewardCache, withCache } from "../reward/Cache.ts"
 export type { CachedScore, ScoreCache } from "../reward/Cache.ts"
 export { isReward } from "../reward/Model.ts"
-export type { AnyReward, GroupScoreResult, ResultServices, Reward, Rollout, Score, ScoreResult, Services } from "../reward/Model.ts"
+export type { AnyReward, Finding, GroupScoreResult, ProblemCheck, ResultServices, Reward, Rollout, Score, ScoreResult, Services } from "../reward/Model.ts"
+export { checkProblem, checksOf } from "../reward/Check.ts"
 export { all, any, cached, clamp, componentNames, map, rename, retry, threshold, timeout, weighted, weights, withConcurrency } from "../reward/Combinators.ts"
 export { evaluate } from "../reward/Evaluate.ts"
 export { failureCounts } from "../reward/FailureLog.ts"
+
+/**
+ * Options of `make` and `group`: the leaf's policies, and its pre-flight check.
+ * @since 0.1.0 @category models
+ */
+export interface MakeOptions<P> extends LeafOptions {
+  /**
+   * What is wrong with a problem for this reward (a gold it cannot read), or undefined:
+   * run on an env's problems before training by `gyre check` and `checkProblem`; it needs
+   * no services
+   */
+  readonly check?: ProblemCheck<P>
+}
+
+const leafOptions = <P>({ check: _, ...options }: MakeOptions<P>): LeafOptions => options
 
 // ===== Constructors =====
 
@@ -72,13 +88,17 @@ export { failureCounts } from "../reward/FailureLog.ts"
  *   if (!res.ok) throw new Reward.InfraFault({ message: `judge answered ${res.status}` })
  *   return Number(await res.text())
  * }, { timeout: "30 seconds", retries: 3, concurrency: 8 })
+ * // with a pre-flight check of each problem (`gyre check`)
+ * const exact = Reward.make<{ gold: string }>("exact", (r) => (r.completion.trim() === r.problem.gold ? 1 : 0), {
+ *   check: (p) => (p.gold.trim() === "" ? "the gold is empty" : undefined),
+ * })
  * @since 0.1.0 @category constructors
  */
 export const make = <P, R = never, Out extends ScoreResult<any> = ScoreResult<R>>(
   name: string,
   score: (rollout: Rollout<P>, context: ScoreContext) => Out,
-  options: LeafOptions = {},
-): Reward<P, R | ResultServices<Out>> => make_(name, { _tag: "Leaf", name, score, options })
+  options: MakeOptions<P> = {},
+): Reward<P, R | ResultServices<Out>> => make_(name, { _tag: "Leaf", name, score, options: leafOptions(options), check: options.check })
 
 /**
  * A reward that sees all G completions of one prompt and returns G scores
@@ -89,5 +109,5 @@ export const make = <P, R = never, Out extends ScoreResult<any> = ScoreResult<R>
 export const group = <P, R = never, Out extends GroupScoreResult<any> = GroupScoreResult<R>>(
   name: string,
   score: (group: ReadonlyArray<Rollout<P>>, context: ScoreContext) => Out,
-  options: LeafOptions = {},
-): Reward<P, R | ResultServices<Out>> => make_(name, { _tag: "GroupLeaf", name, score, options })
+  options: MakeOptions<P> = {},
+): Reward<P, R | ResultServices<Out>> => make_(name, { _tag: "GroupLeaf", name, score, options: leafOptions(options), check: options.check })
