@@ -9,7 +9,7 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import * as CharTokenizer from "../../../src/backends/local/CharTokenizer.ts"
 import * as Retry from "../../../src/backends/http/client/Retry.ts"
@@ -20,24 +20,13 @@ import * as RunLog from "../../../src/folder/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
 import { Tokenizer } from "../../../src/services/Tokenizer.ts"
 import vowels, { quiet, toySettings } from "../../envs/vowels.ts"
-import { capture, RANDOM_MODEL, startDataPlane } from "./DataPlane.ts"
-import { type Fake, type FakeOptions, type FakeRun, startFake } from "./FakeControlPlane.ts"
+import { capture, RANDOM_MODEL } from "./DataPlane.ts"
+import { fakeLoops } from "./FakeLoops.ts"
+import { type Fake, type FakeRun } from "./FakeControlPlane.ts"
 
 const KEY = "bt-secret-key-0123456789"
 
-let dataPlane: Awaited<ReturnType<typeof startDataPlane>>
-beforeAll(async () => {
-  dataPlane = await startDataPlane()
-})
-afterAll(async () => {
-  await dataPlane.close()
-})
-
-const fakeWith = (options: Partial<FakeOptions> = {}) =>
-  Effect.acquireRelease(
-    Effect.promise(() => startFake({ apiKey: KEY, dataPlane: dataPlane.url, models: [RANDOM_MODEL], ...options })),
-    (fake) => Effect.promise(() => fake.close()),
-  )
+const { fakeWith } = fakeLoops(KEY)
 
 const runDir = () => Path.join(Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-loops-")), "r")
 

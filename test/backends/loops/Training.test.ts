@@ -8,29 +8,17 @@
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
+import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit } from "effect"
 import { train } from "../../../src/app/Training.ts"
 import * as RunRecord from "../../../src/backends/loops/RunRecord.ts"
 import vowels from "../../envs/vowels.ts"
-import { capture, RANDOM_MODEL, startDataPlane } from "./DataPlane.ts"
-import { type FakeOptions, startFake } from "./FakeControlPlane.ts"
+import { capture, RANDOM_MODEL } from "./DataPlane.ts"
+import { fakeLoops } from "./FakeLoops.ts"
 
 const KEY = "bt-secret-key-0123456789"
 
-let dataPlane: Awaited<ReturnType<typeof startDataPlane>>
-beforeAll(async () => {
-  dataPlane = await startDataPlane()
-})
-afterAll(async () => {
-  await dataPlane.close()
-})
-
-const fakeWith = (options: Partial<FakeOptions> = {}) =>
-  Effect.acquireRelease(
-    Effect.promise(() => startFake({ apiKey: KEY, dataPlane: dataPlane.url, models: [RANDOM_MODEL], ...options })),
-    (fake) => Effect.promise(() => fake.close()),
-  )
+const { fakeWith } = fakeLoops(KEY)
 
 const small = { steps: 1, groups: 2, groupSize: 2, evalEvery: 0, saveEvery: 1, logRolloutsEvery: 0 } as const
 /** The key in the environment's place, and the log kept (not printed). */
