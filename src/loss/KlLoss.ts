@@ -19,15 +19,17 @@
  */
 import type { Datum } from "../contract/Contract.ts"
 import * as Keys from "../metrics/MetricKeys.ts"
-import { isActive, isClipped, type ResolvedLoss, type Sequence, sequenceOf, tokenLoss } from "./Loss.ts"
+import { isActive, isClipped, needsSequence, type ResolvedLoss, sequenceOf, tokenLoss } from "./Loss.ts"
 
 /**
  * Schulman's k3 estimate of KL(pi ‖ ref) at one token sampled from pi, and its derivative
- * with respect to `lp`. `expm1` keeps both accurate near `lp = ref`, where both are 0.
+ * with respect to `lp`. `expm1` keeps both accurate near `lp = ref`, where both are 0; the
+ * log-ratio is held within ±50 so that a far-off reference gives a large finite value, not
+ * an overflow.
  * @since 0.1.0 @category combinators
  */
 export const k3 = (lp: number, ref: number): { readonly value: number; readonly dlp: number } => {
-  const d = ref - lp
+  const d = Math.max(-50, Math.min(50, ref - lp))
   const e = Math.expm1(d)
   return { value: Math.max(0, e - d), dlp: -e }
 }
@@ -82,7 +84,8 @@ export const objective = (input: KlLossInput): KlLossOutput => {
     const adv = d.lossFnInputs["advantages"]?.data ?? []
     const w = input.weights?.[k] ?? (N === 0 ? 0 : 1 / N)
     const policy = (t: number) => isActive(r.lossFn, t, 0, 1, adv[t] ?? 0)
-    const sequence: Sequence = sequenceOf(lp, q, policy)
+    // only gspo and a sequence-level mask read the datum's sequence ratio
+    const sequence = needsSequence(r) ? sequenceOf(lp, q, policy) : undefined
     return lp.map((l, t) => {
       if (t === 0 || mask[t] === 0) return 0
       const term = k3(l, ref[t]!)

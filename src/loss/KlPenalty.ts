@@ -33,6 +33,7 @@
 import { Result } from "effect"
 import { type Datum, float32 } from "../contract/Contract.ts"
 import * as Keys from "../metrics/MetricKeys.ts"
+import * as KlLoss from "./KlLoss.ts"
 import type { MetricRecord } from "../metrics/Metrics.ts"
 
 /** @since 0.1.0 @category models */
@@ -121,8 +122,7 @@ export const apply = (input: KlPenaltyInput): Result.Result<KlPenaltyResult, str
       on[t] = 1
       diff[t] = dt
       sum += dt
-      // e^{-d} - 1 + d >= 0; expm1 keeps it accurate for small d, the max drops rounding below 0
-      k3 += Math.max(0, Math.expm1(Math.max(-50, Math.min(50, -dt))) + dt)
+      k3 += KlLoss.k3(s[t]!, rt).value
       n++
     }
     rows.push({ datum: d, advantages: a, diff, on })
