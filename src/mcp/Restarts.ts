@@ -9,6 +9,7 @@
  */
 import { Clock, Duration, Effect } from "effect"
 import { McpError } from "./McpError.ts"
+import { cappedDoubling } from "../util/Backoff.ts"
 
 /** @since 0.1.0 @category constants */
 export const FIRST_WAIT: Duration.Duration = Duration.millis(250)
@@ -16,8 +17,7 @@ export const FIRST_WAIT: Duration.Duration = Duration.millis(250)
 export const MAX_WAIT: Duration.Duration = Duration.seconds(8)
 
 /** The wait after `failures` failed starts in a row (1 or more). @since 0.1.0 @category estimators */
-export const waitAfter = (failures: number): number =>
-  Math.min(Duration.toMillis(MAX_WAIT), Duration.toMillis(FIRST_WAIT) * 2 ** Math.max(0, failures - 1))
+export const waitAfter = (failures: number): number => cappedDoubling(Duration.toMillis(FIRST_WAIT), Duration.toMillis(MAX_WAIT), failures)
 
 /** @since 0.1.0 @category models */
 export interface Restarts {

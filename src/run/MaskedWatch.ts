@@ -17,6 +17,7 @@
  * @since 0.1.0
  */
 import { Context, Duration } from "effect"
+import { cappedDoubling } from "../util/Backoff.ts"
 
 /** How long masked steps are borne, and the waits between them. @since 0.1.0 @category models */
 export interface Patience {
@@ -75,7 +76,7 @@ export interface StepSeen {
 
 /** The wait after the `streak`-th step over the bound in a row. @since 0.1.0 @category estimators */
 export const waitAfter = (patience: Patience, streak: number): number =>
-  Math.min(Duration.toMillis(Duration.fromInputUnsafe(patience.maxWait)), Duration.toMillis(Duration.fromInputUnsafe(patience.firstWait)) * 2 ** Math.max(0, streak - 1))
+  cappedDoubling(Duration.toMillis(Duration.fromInputUnsafe(patience.firstWait)), Duration.toMillis(Duration.fromInputUnsafe(patience.maxWait)), streak)
 
 /** Whether a step over `bound` masked: more than that fraction of its samples. @since 0.1.0 @category estimators */
 export const isOver = (masked: number, samples: number, bound: number): boolean => bound < 1 && samples > 0 && masked / samples > bound
