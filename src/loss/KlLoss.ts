@@ -105,8 +105,8 @@ export const objective = (input: KlLossInput): KlLossOutput => {
     })
   })
   const metrics = {
-    "kl_loss:active_tokens": N,
-    "kl_loss:clip_fraction": trained === 0 ? 0 : clipped / trained,
+    [Keys.KlLoss.activeTokens]: N,
+    [Keys.KlLoss.clipFraction]: trained === 0 ? 0 : clipped / trained,
     ...(N > 0 ? { [Keys.KlPenalty.v1]: v1 / N, [Keys.KlPenalty.k3]: kl / N, [Keys.KlPenalty.tokens]: N } : {}),
   }
   return { loss, gradients, metrics }

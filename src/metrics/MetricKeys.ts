@@ -106,6 +106,12 @@ export const KlPenalty = {
   tokens: "kl/policy_ref_tokens",
 } as const
 
+/** The KL term in the loss (`--kl-loss-coef`): its sampled tokens and the clipped share of its trained ones. @since 0.1.0 @category keys */
+export const KlLoss = {
+  activeTokens: "kl_loss:active_tokens",
+  clipFraction: "kl_loss:clip_fraction",
+} as const
+
 /**
  * The optimizer's step and the sampler/trainer agreement (see `Metrics.klSampleTrain`).
  * The trainer's own optimizer metrics are written as `optim/<name>` ({@link optim}).

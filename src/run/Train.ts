@@ -231,7 +231,7 @@ const backwardOf = Effect.fnUntraced(function* (settings: RunSettings, batch: Ba
   const { data } = datums
   const lossFn = settings.sft || settings.dpo !== undefined ? "cross_entropy" : settings.loss
   if (settings.dpo !== undefined) return Effect.succeed(fromCustom(yield* Dpo.backward(data, settings.dpo.beta, batch.step, settings.microBatch), { active: "active_tokens", extra: "dpo/" }))
-  if (datums.klLoss !== undefined) return Effect.succeed(fromCustom(yield* klLossBackward(settings, batch, datums, weights), { active: "kl_loss:active_tokens", clip: "kl_loss:clip_fraction", extra: "kl/" }))
+  if (datums.klLoss !== undefined) return Effect.succeed(fromCustom(yield* klLossBackward(settings, batch, datums, weights), { active: K.KlLoss.activeTokens, clip: K.KlLoss.clipFraction, extra: "kl/" }))
   // a loss the trainer does not compute itself (gspo over the wire) trains as a custom loss
   if (lossFn === "gspo" && !(trainer.losses ?? []).includes("gspo")) {
     const config = settings.lossConfig as { readonly clip_low_threshold?: number; readonly clip_high_threshold?: number }
