@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import type { Env } from "./Definition.ts"
-import { hash32 } from "../util/Random.ts"
+import { jsonHash } from "./JsonHash.ts"
 
 /** @since 0.1.0 @category models */
 export type Split = "train" | "eval"
@@ -21,5 +21,5 @@ export const heldOutFraction = (env: Env<any, any>) => env.eval?.heldOut ?? 0.1
  * @since 0.1.0 @category accessors
  */
 export const splitOf = (env: Env<any, any>, problem: unknown): Split =>
-  (hash32(`${env.name}:${JSON.stringify(problem)}`) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
+  (jsonHash(`${env.name}:`, problem) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
 
