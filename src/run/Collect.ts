@@ -17,6 +17,7 @@ import { playGames } from "./GameRollout.ts"
 import { episodeOverlongPenalty } from "./Overlong.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
+import { EpisodeWorkers } from "./workers/Pool.ts"
 
 /** One problem's sampled and scored completions. @since 0.1.0 @category models */
 export interface Group {
@@ -132,8 +133,27 @@ export const hasSignal = (group: Pick<Group, "scores">): boolean => {
  */
 export const refillSeed = (seed: number, step: number) => Env.hash32(`refill/${seed}/${step}`)
 
-/** Samples one problem's completions and scores them. @since 0.1.0 @category rollouts */
-export const sampleGroup = Effect.fnUntraced(function* (
+/**
+ * Samples one problem's completions and scores them: on an episode worker thread when the
+ * run has them (`--cores`, `workers/Pool.ts`) and they can play the env, else here.
+ * @since 0.1.0 @category rollouts
+ */
+export const sampleGroup = (
+  settings: RunSettings,
+  runId: string,
+  step: number,
+  g: number,
+  version: number,
+  task: Env.Task<unknown> & { readonly envDef: Env.AnyEnv },
+  options: { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number },
+) =>
+  Effect.flatMap(EpisodeWorkers, (pool) =>
+    pool === undefined
+      ? playHere(settings, runId, step, g, version, task, options)
+      : Effect.flatMap(pool.takes(task.envDef), (on) => (on ? pool.play(settings, runId, step, g, version, task, options) : playHere(settings, runId, step, g, version, task, options))))
+
+/** Samples one problem's completions and scores them on this thread. */
+const playHere = Effect.fnUntraced(function* (
   settings: RunSettings,
   runId: string,
   step: number,

@@ -1,0 +1,37 @@
+/**
+ * `--cores`: how many cores play episodes, and which envs the episode workers can play.
+ *
+ * @since 0.1.0
+ */
+import * as Os from "node:os"
+import { Schema } from "effect"
+import type * as Env from "../../vocabulary/Env.ts"
+
+/**
+ * `--cores`: a count of cores (1: everything on the main thread, the default) or `auto`
+ * (every core the process may use).
+ * @since 0.1.0 @category models
+ */
+export const Cores = Schema.Union([Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), Schema.Literal("auto")])
+export type Cores = typeof Cores.Type
+
+/** The worker threads `cores` asks for: `auto` is every core the process may use. @since 0.1.0 @category utils */
+export const threadsOf = (cores: Cores | undefined): number => (cores === undefined ? 1 : cores === "auto" ? Os.availableParallelism() : cores)
+
+/**
+ * Why groups of `env` stay on the main thread, or undefined when the workers (which loaded
+ * the envs `loaded`) can play them. Agent envs call the run's agent endpoint, game envs
+ * their frozen players, and envs with `services` use layers the run builds once: all of
+ * them live on the main thread.
+ * @since 0.1.0 @category utils
+ */
+export const offWorkers = (env: Env.AnyEnv, loaded: ReadonlySet<string>): string | undefined =>
+  env.agent !== undefined
+    ? "an agent env's agents call the run's agent endpoint, which the main thread serves"
+    : env.game !== undefined
+    ? "a game env's frozen players are the main thread's"
+    : env.services !== undefined
+    ? "its services (Env.make({ services })) are built once, on the main thread"
+    : !loaded.has(env.name)
+    ? `the workers' env module has no env named ${env.name} (give the module that defines it)`
+    : undefined

@@ -1,0 +1,223 @@
+/**
+ * Episodes on every core: a pool of worker threads (`Thread.ts`) that play groups for
+ * `Collect.sampleGroup`. Each worker loads the env module and the tokenizer itself and
+ * plays a group as the main thread would (prompt encoding, episodes, the samples' decoding,
+ * rewards); its samples come from the main thread's `Sampler` over the message port, so
+ * the run keeps one backend connection and one policy version. A group's seeds are its own
+ * (`seed/split/step/g`), so a run gives the same groups on any number of cores.
+ *
+ * A job goes to the worker with the fewest in flight. A worker that dies fails the groups
+ * it was playing with a `RunError` that says so (the step stops; `--resume` redoes it), and
+ * later groups go to the workers left, or to the main thread when none is.
+ *
+ * @since 0.1.0
+ */
+import type { Worker } from "node:worker_threads"
+import { Context, Effect, Fiber, Layer, Schema, type Scope } from "effect"
+import type { BackendError } from "../../contract/Contract.ts"
+import type { Sampler } from "../../services/Sampler.ts"
+import { Sampler as SamplerService } from "../../services/Sampler.ts"
+import { Tokenizer } from "../../services/Tokenizer.ts"
+import type * as Env from "../../vocabulary/Env.ts"
+import type { Group } from "../Collect.ts"
+import { ContextLength } from "../Rollout.ts"
+import { RunError, type RunSettings } from "../Settings.ts"
+import type { EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
+import { spawn, type Started } from "./Spawn.ts"
+import { offWorkers } from "./Cores.ts"
+
+type Task = Env.Task<unknown> & { readonly envDef: Env.AnyEnv }
+type Options = { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number }
+
+/** The pool as `sampleGroup` sees it. @since 0.1.0 @category models */
+export interface PoolShape {
+  /** how many worker threads play groups */
+  readonly threads: number
+  /** whether groups of `env` go to the workers (the first time one cannot, it logs why) */
+  readonly takes: (env: Env.AnyEnv) => Effect.Effect<boolean>
+  /** plays one group on a worker: `sampleGroup`'s arguments */
+  readonly play: (settings: RunSettings, runId: string, step: number, g: number, version: number, task: Task, options: Options) => Effect.Effect<Group, RunError>
+}
+
+/**
+ * The episode workers of a run, when it has them (`--cores` above 1); none by default,
+ * and none inside a worker.
+ * @since 0.1.0 @category services
+ */
+export const EpisodeWorkers = Context.Reference<PoolShape | undefined>("gyre/run/EpisodeWorkers", { defaultValue: () => undefined })
+
+/** What the pool is started with. @since 0.1.0 @category models */
+export interface PoolOptions {
+  /** worker threads (`--cores`); 1 or fewer starts none */
+  readonly cores: number
+  readonly env: EnvModule
+  readonly tokenizer: TokenizerSource
+}
+
+interface Pending {
+  readonly resume: (outcome: { readonly ok: true; readonly group: PlayedGroup } | { readonly ok: false; readonly error: RunError | Error }) => void
+  readonly what: string
+  readonly step: number
+  /** the main thread's sampler calls for this job, interrupted when it ends */
+  readonly calls: Set<Fiber.Fiber<unknown, unknown>>
+}
+
+/** One worker seen from the main thread. */
+interface Handle {
+  readonly index: number
+  readonly worker: Worker
+  readonly envs: ReadonlySet<string>
+  readonly pending: Map<number, Pending>
+  down: string | undefined
+}
+
+const runErrorOf = (failure: JobFailure, step: number): RunError | Error =>
+  failure.kind === "run"
+    ? new RunError({ reason: failure.reason, message: failure.message, ...(failure.step !== undefined ? { step: failure.step } : {}) })
+    : new Error(`a defect while a worker played a group of step ${step + 1}: ${failure.message}`)
+
+/** Answers one sampler call of a worker with the main thread's sampler. */
+const answer = (sampler: Context.Service.Shape<typeof SamplerService>, call: SamplerCall): Effect.Effect<unknown, BackendError> =>
+  call.op === "sample" ? sampler.sample(call.prompt, call.params, call.options) : call.op === "computeLogprobs" ? sampler.computeLogprobs(call.input, call.options) : sampler.version
+
+/** Routes a worker's messages: sampler calls, log lines and the jobs' outcomes. */
+const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof SamplerService>) => (message: FromWorker) => {
+  const post = (m: ToWorker) => handle.worker.postMessage(m)
+  switch (message.type) {
+    case "sample": {
+      const job = handle.pending.get(message.job)
+      if (job === undefined) return
+      const fiber: Fiber.Fiber<void> = run(answer(sampler, message.call).pipe(
+        Effect.match({
+          onSuccess: (value) => post({ type: "sampled", id: message.id, result: { ok: true, value } }),
+          onFailure: (e) => post({ type: "sampled", id: message.id, result: { ok: false, reason: e.reason, operation: e.operation, message: e.message } }),
+        }),
+        Effect.ensuring(Effect.sync(() => job.calls.delete(fiber))),
+      ))
+      job.calls.add(fiber)
+      return
+    }
+    case "log":
+      run(Effect.logWithLevel(message.level)(message.message))
+      return
+    case "done":
+    case "error": {
+      const job = handle.pending.get(message.id)
+      if (job === undefined) return
+      handle.pending.delete(message.id)
+      job.resume(message.type === "done" ? { ok: true, group: message.group } : { ok: false, error: runErrorOf(message.failure, job.step) })
+      return
+    }
+  }
+}
+
+/** A worker that stopped: every group it was playing fails, naming it and why. */
+const stopped = (handle: Handle, why: string) => {
+  handle.down ??= why
+  const jobs = [...handle.pending.values()]
+  handle.pending.clear()
+  for (const job of jobs) job.resume({ ok: false, error: new RunError({ reason: "Env", message: `episode worker ${handle.index} stopped (${why}) while it played ${job.what}: the step cannot finish; --resume redoes it` }) })
+}
+
+/** Starts the workers; undefined (with the reason logged) when they cannot play this run's groups. */
+const start = (options: PoolOptions) =>
+  Effect.gen(function* () {
+    const tokenizer = yield* Tokenizer
+    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer }), { concurrency: "unbounded" }).pipe(
+      Effect.result,
+    )
+    if (started._tag === "Failure") {
+      yield* Effect.logWarning(`episodes run on the main thread only (--cores ${options.cores} asked for worker threads): ${started.failure}`)
+      return undefined
+    }
+    const mismatch = started.success.find((s) => s.ready.tokenizer.name !== tokenizer.name || s.ready.tokenizer.vocabSize !== tokenizer.vocabSize || s.ready.tokenizer.eos !== tokenizer.eos)
+    if (mismatch !== undefined) {
+      const t = mismatch.ready.tokenizer
+      yield* Effect.logWarning(
+        `episodes run on the main thread only (--cores ${options.cores}): a worker's tokenizer (${t.name}, ${t.vocabSize} tokens) is not the run's (${tokenizer.name}, ${tokenizer.vocabSize} tokens)`,
+      )
+      return undefined
+    }
+    return started.success
+  })
+
+const handleOf = (s: Started, index: number): Handle => ({ index, worker: s.worker, envs: new Set(s.ready.envs), pending: new Map(), down: undefined })
+
+/**
+ * Starts `options.cores` episode workers (none for 1 or fewer), for the current scope.
+ * Undefined when there are none: groups are then played on the main thread.
+ * @since 0.1.0 @category constructors
+ */
+export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOptions) {
+  if (options.cores <= 1) return undefined
+  const started = yield* start(options)
+  if (started === undefined) return undefined
+  const context = yield* Effect.context<Scope.Scope>()
+  const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runForkWith(context)(effect)
+  const sampler = yield* SamplerService
+  const handles = started.map(handleOf)
+  for (const handle of handles) {
+    handle.worker.on("message", route(handle, run, sampler))
+    handle.worker.on("error", (e) => stopped(handle, e instanceof Error ? e.message : String(e)))
+    handle.worker.on("exit", (code) => stopped(handle, `exit code ${code}`))
+  }
+  yield* Effect.addFinalizer(() => Effect.sync(() => handles.forEach((h) => stopped(h, "the run ended"))))
+  let nextJob = 0
+  const told = new Set<string>()
+  const takes = (env: Env.AnyEnv) =>
+    Effect.suspend(() => {
+      const live = handles.filter((h) => h.down === undefined)
+      const why = live.length === 0 ? "every episode worker stopped" : offWorkers(env, live[0]!.envs)
+      if (why === undefined) return Effect.succeed(true)
+      if (told.has(env.name)) return Effect.succeed(false)
+      told.add(env.name)
+      return Effect.as(Effect.logInfo(`env ${env.name} plays its episodes on the main thread: ${why}`), false)
+    })
+  const play = (settings: RunSettings, runId: string, step: number, g: number, version: number, task: Task, opts: Options) =>
+    Effect.gen(function* () {
+      const problem = yield* Schema.encodeUnknownEffect(task.envDef.problem)(task.problem).pipe(
+        Effect.mapError((e) => new RunError({ reason: "Env", step, message: `${task.env}: problem ${task.key} cannot be sent to an episode worker: ${e.message}` })),
+      )
+      const job: Job = { settings, runId, step, g, version, env: task.env, key: task.key, problem, options: opts, contextLength: yield* ContextLength }
+      const played = yield* send(handles, nextJob++, job, `group ${g} of step ${step + 1} (problem ${task.key})`)
+      return { ...played, task, rollouts: played.rollouts.map((r) => ({ problem: task.problem, ...r })) } satisfies Group
+    })
+  return { threads: handles.length, takes, play } satisfies PoolShape
+})
+
+/** Stops the main thread's sampler calls of a job that ended. */
+const interrupt = (calls: Set<Fiber.Fiber<unknown, unknown>>) => {
+  if (calls.size > 0) Effect.runFork(Fiber.interruptAll([...calls]))
+  calls.clear()
+}
+
+/** Sends a job to the live worker with the fewest in flight and waits for its group; interrupted, the worker drops it. */
+const send = (handles: ReadonlyArray<Handle>, id: number, job: Job, what: string) =>
+  Effect.callback<PlayedGroup, RunError>((resume) => {
+    const handle = handles.filter((h) => h.down === undefined).sort((a, b) => a.pending.size - b.pending.size)[0]
+    if (handle === undefined) return resume(Effect.fail(new RunError({ reason: "Env", step: job.step, message: `no episode worker is left to play ${what}` })))
+    const calls = new Set<Fiber.Fiber<unknown, unknown>>()
+    handle.pending.set(id, {
+      what,
+      step: job.step,
+      calls,
+      resume: (outcome) => {
+        interrupt(calls)
+        resume(outcome.ok ? Effect.succeed(outcome.group) : outcome.error instanceof RunError ? Effect.fail(outcome.error) : Effect.die(outcome.error))
+      },
+    })
+    handle.worker.postMessage({ type: "job", id, job } satisfies ToWorker)
+    return Effect.sync(() => {
+      if (!handle.pending.delete(id)) return
+      interrupt(calls)
+      if (handle.down === undefined) handle.worker.postMessage({ type: "cancel", id } satisfies ToWorker)
+    })
+  })
+
+/**
+ * The pool as a layer: `EpisodeWorkers` set to the workers started (none for `cores` 1),
+ * which stop with the layer's scope.
+ * @since 0.1.0 @category layers
+ */
+export const layer = (options: PoolOptions): Layer.Layer<never, never, Sampler | Tokenizer> =>
+  Layer.effectContext(Effect.map(make(options), (pool) => (pool === undefined ? Context.empty() : Context.make(EpisodeWorkers, pool)))) as never

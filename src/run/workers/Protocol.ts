@@ -1,0 +1,97 @@
+/**
+ * The messages between the main thread and an episode worker thread (`Thread.ts`): the
+ * main thread sends group jobs and the sampler's answers; a worker sends its sample
+ * requests, its log lines and each group as plain data. Everything here survives the
+ * structured clone of `postMessage`.
+ *
+ * @since 0.1.0
+ */
+import type { BackendError, ModelInput, SampleOptions, SamplingParams } from "../../contract/Contract.ts"
+import type * as Env from "../../vocabulary/Env.ts"
+import type * as Reward from "../../vocabulary/Reward.ts"
+import type { EpisodeRecord } from "../Rollout.ts"
+import type { RunError, RunSettings } from "../Settings.ts"
+import type { Prompt } from "../../services/Tokenizer.ts"
+
+/**
+ * Where a worker finds the env: a module file (made absolute) and, when the env is not its
+ * default export, the dotted path of the export that holds it (`envs.single`).
+ * @since 0.1.0 @category models
+ */
+export interface EnvModule {
+  readonly module: string
+  readonly exportName?: string | undefined
+}
+
+/**
+ * The tokenizer a worker builds for itself: gyre's character tokenizer (the embedded
+ * models', and a remote backend's without `--tokenizer`), or the files of a model's own
+ * (`--tokenizer <folder>`).
+ * @since 0.1.0 @category models
+ */
+export type TokenizerSource = { readonly kind: "char" } | { readonly kind: "files"; readonly dir: string }
+
+/** What a worker is started with. @since 0.1.0 @category models */
+export interface Init {
+  readonly index: number
+  readonly env: EnvModule
+  readonly tokenizer: TokenizerSource
+}
+
+/** One group to play: `sampleGroup`'s arguments, the task's problem in its Schema's encoded form. @since 0.1.0 @category models */
+export interface Job {
+  readonly settings: RunSettings
+  readonly runId: string
+  readonly step: number
+  readonly g: number
+  readonly version: number
+  readonly env: string
+  readonly key: string
+  readonly problem: unknown
+  readonly options: { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number }
+  /** the model's context length (`Rollout.ContextLength`) */
+  readonly contextLength: number
+}
+
+/** A played group without its task (the main thread holds it): the rollouts without their problem. @since 0.1.0 @category models */
+export interface PlayedGroup {
+  readonly index: number
+  readonly promptTokens: Array<number>
+  readonly prompt: Prompt
+  readonly version: number
+  readonly rollouts: Array<Omit<Reward.Rollout<unknown>, "problem">>
+  readonly episodes: Array<EpisodeRecord>
+  readonly roles?: ReadonlyArray<string>
+  readonly scores: Array<Reward.Score>
+}
+
+/** How a job failed: a run error as its fields, or a defect as text. @since 0.1.0 @category models */
+export type JobFailure =
+  | { readonly kind: "run"; readonly reason: RunError["reason"]; readonly message: string; readonly step?: number | undefined }
+  | { readonly kind: "defect"; readonly message: string }
+
+/** Main thread -> worker. @since 0.1.0 @category models */
+export type ToWorker =
+  | { readonly type: "job"; readonly id: number; readonly job: Job }
+  | { readonly type: "cancel"; readonly id: number }
+  | {
+    readonly type: "sampled"
+    readonly id: number
+    readonly result: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: BackendError["reason"]; readonly operation: string; readonly message: string }
+  }
+
+/** A call of the worker's `Sampler`, answered by the main thread's. @since 0.1.0 @category models */
+export type SamplerCall =
+  | { readonly op: "sample"; readonly prompt: ModelInput; readonly params: SamplingParams; readonly options: SampleOptions }
+  | { readonly op: "computeLogprobs"; readonly input: ModelInput; readonly options?: { readonly minPolicyVersion?: number } | undefined }
+  | { readonly op: "version" }
+
+/** Worker -> main thread. @since 0.1.0 @category models */
+export type FromWorker =
+  | { readonly type: "ready"; readonly envs: ReadonlyArray<string>; readonly tokenizer: { readonly name: string; readonly vocabSize: number; readonly eos: number } }
+  | { readonly type: "failed"; readonly message: string }
+  | { readonly type: "done"; readonly id: number; readonly group: PlayedGroup }
+  | { readonly type: "error"; readonly id: number; readonly failure: JobFailure }
+  /** a sampler call of job `job`, to answer with `sampled` and the same `id` */
+  | { readonly type: "sample"; readonly id: number; readonly job: number; readonly call: SamplerCall }
+  | { readonly type: "log"; readonly level: "Debug" | "Info" | "Warn" | "Error"; readonly message: string }

@@ -1,0 +1,142 @@
+/**
+ * The script of an episode worker thread: it loads the env module and the tokenizer the
+ * main thread names (`Protocol.Init`), then plays the group jobs it is sent with
+ * `Collect.sampleGroup`, as the main thread would: the prompt's encoding, the episodes,
+ * the decoding of samples and the rewards all run here. Sampling goes to the main
+ * thread's `Sampler` over the message port (one backend connection, one policy version
+ * for the run); log lines go to the main thread's logger.
+ *
+ * @since 0.1.0
+ */
+import { pathToFileURL } from "node:url"
+import { parentPort, workerData } from "node:worker_threads"
+import { Cause, Effect, Exit, FiberMap, Logger, Schema, Semaphore } from "effect"
+import { BackendError } from "../../contract/Contract.ts"
+import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
+import { loadEnv } from "../../app/LoadEnv.ts"
+import { Sampler, type SamplerShape } from "../../services/Sampler.ts"
+import { Tokenizer, type TokenizerShape } from "../../services/Tokenizer.ts"
+import * as Tokenizers from "../../tokenizers/index.ts"
+import * as Env from "../../vocabulary/Env.ts"
+import * as Reward from "../../vocabulary/Reward.ts"
+import { sampleGroup } from "../Collect.ts"
+import { ContextLength } from "../Rollout.ts"
+import { RunError } from "../Settings.ts"
+import type { FromWorker, Init, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker } from "./Protocol.ts"
+
+const port = parentPort!
+const post = (message: FromWorker) => port.postMessage(message)
+const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
+
+/** The env of `init.env`: the module's default export (as `gyre run <path>` loads it), or the export it names. */
+const loadSource = (init: Init) =>
+  init.env.exportName === undefined
+    ? loadEnv(init.env.module).pipe(Effect.mapError((e) => e.message))
+    : Effect.tryPromise({ try: () => import(pathToFileURL(init.env.module).href) as Promise<Record<string, unknown>>, catch: (e) => `${init.env.module} failed to load: ${messageOf(e)}` }).pipe(
+      Effect.flatMap((mod) => {
+        const value = init.env.exportName!.split(".").reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), mod)
+        return Env.isEnv(value) || Env.isMixture(value) ? Effect.succeed(value) : Effect.fail(`${init.env.module} has no env at export ${init.env.exportName}`)
+      }),
+    )
+
+const loadTokenizer = (init: Init): Effect.Effect<TokenizerShape, string> =>
+  init.tokenizer.kind === "char" ? Effect.succeed(CharTokenizer.make()) : Tokenizers.fromDirectory(init.tokenizer.dir).pipe(Effect.mapError((e) => e.message))
+
+/** Sampler calls waiting for the main thread's answer, by id. */
+const waiting = new Map<number, (exit: Exit.Exit<unknown, BackendError>) => void>()
+let nextCall = 0
+
+/** The `Sampler` of job `job`: each call is answered by the main thread's sampler. */
+const remoteSampler = (job: number): SamplerShape => {
+  const call = <A>(c: SamplerCall) =>
+    Effect.callback<A, BackendError>((resume) => {
+      const id = nextCall++
+      waiting.set(id, (exit) => resume(exit as Exit.Exit<A, BackendError>))
+      post({ type: "sample", id, job, call: c })
+      return Effect.sync(() => waiting.delete(id))
+    })
+  return {
+    sample: (prompt, params, options) => call({ op: "sample", prompt, params, options }),
+    computeLogprobs: (input, options) => call({ op: "computeLogprobs", input, options }),
+    version: call({ op: "version" }),
+  }
+}
+
+/** A played group as plain data: the task and the rollouts' problem stay with the main thread. */
+const plain = (group: Effect.Success<ReturnType<typeof sampleGroup>>): PlayedGroup => ({
+  index: group.index,
+  promptTokens: group.promptTokens,
+  prompt: group.prompt,
+  version: group.version,
+  rollouts: group.rollouts.map(({ problem: _, ...r }) => r),
+  episodes: group.episodes,
+  ...(group.roles !== undefined ? { roles: group.roles } : {}),
+  scores: group.scores,
+})
+
+const failureOf = (cause: Cause.Cause<RunError>): JobFailure => {
+  const error = Cause.findErrorOption(cause)
+  if (error._tag === "Some") return { kind: "run", reason: error.value.reason, message: error.value.message, step: error.value.step }
+  return { kind: "defect", message: Cause.pretty(cause) }
+}
+
+/** Plays one job with the worker's tokenizer and the job's own remote sampler. */
+const play = (source: Env.AnyEnv | Env.Mixture, tokenizer: TokenizerShape, permits: Semaphore.Semaphore, cache: ReturnType<typeof Reward.makeCache>) => (id: number, job: Job) =>
+  Effect.gen(function* () {
+    const env = Env.members(source).map(([e]) => e).find((e) => e.name === job.env)
+    if (env === undefined) return yield* new RunError({ reason: "Env", step: job.step, message: `the worker's env module has no env ${job.env}` })
+    const problem = yield* Schema.decodeUnknownEffect(env.problem)(job.problem).pipe(
+      Effect.mapError((e) => new RunError({ reason: "Env", step: job.step, message: `${env.name}: problem ${job.key} does not decode in the worker: ${e.message}` })),
+    )
+    const args = job.settings.templateArgs
+    return yield* sampleGroup(job.settings, job.runId, job.step, job.g, job.version, { key: job.key, env: env.name, problem, envDef: env }, job.options).pipe(
+      Effect.provideService(Tokenizer, args === undefined ? tokenizer : Tokenizers.withTemplateArgs(tokenizer, args)),
+      Effect.provideService(Sampler, remoteSampler(id)),
+      Effect.provideService(ContextLength, job.contextLength),
+      Effect.provideService(Reward.RewardPermits, permits),
+      Effect.provideService(Reward.RewardCache, cache),
+    )
+  }).pipe(
+    Effect.onExit((exit) =>
+      Effect.sync(() => {
+        if (Exit.isSuccess(exit)) post({ type: "done", id, group: plain(exit.value) })
+        else if (!Cause.hasInterruptsOnly(exit.cause)) post({ type: "error", id, failure: failureOf(exit.cause) })
+      })
+    ),
+  )
+
+/** Log lines go to the main thread, which writes them with its own logger. */
+const toMain = Logger.make<unknown, void>((options) => {
+  const level = options.logLevel === "Warn" || options.logLevel === "Error" || options.logLevel === "Info" ? options.logLevel : options.logLevel === "Fatal" ? "Error" : "Debug"
+  const text = Array.isArray(options.message) ? options.message.map((m) => (typeof m === "string" ? m : JSON.stringify(m))).join(" ") : String(options.message)
+  post({ type: "log", level, message: text })
+})
+
+const main = Effect.gen(function* () {
+  const init = workerData as Init
+  const loaded = yield* Effect.all([loadSource(init), loadTokenizer(init)]).pipe(Effect.result)
+  if (loaded._tag === "Failure") return post({ type: "failed", message: loaded.failure })
+  const [source, tokenizer] = loaded.success
+  const cache = Reward.makeCache()
+  const jobs = yield* FiberMap.make<number>()
+  const context = yield* Effect.context<never>()
+  let player: ReturnType<typeof play> | undefined
+  port.on("message", (message: ToWorker) => {
+    if (message.type === "sampled") {
+      const resume = waiting.get(message.id)
+      waiting.delete(message.id)
+      const r = message.result
+      resume?.(r.ok ? Exit.succeed(r.value) : Exit.fail(new BackendError({ reason: r.reason, operation: r.operation, message: r.message })))
+    } else if (message.type === "job") {
+      // rewards in flight: the run's --reward-concurrency, per worker
+      player ??= play(source, tokenizer, Semaphore.makeUnsafe(message.job.settings.rewardConcurrency), cache)
+      Effect.runForkWith(context)(FiberMap.run(jobs, message.id, player(message.id, message.job)))
+    } else {
+      Effect.runForkWith(context)(FiberMap.remove(jobs, message.id))
+    }
+  })
+  post({ type: "ready", envs: Env.members(source).map(([e]) => e.name), tokenizer: { name: tokenizer.name, vocabSize: tokenizer.vocabSize, eos: tokenizer.eos } })
+  yield* Effect.never
+})
+
+Effect.runFork(main.pipe(Effect.scoped, Effect.provide(Logger.layer([toMain]))))
