@@ -10,11 +10,12 @@
  *   `__main__` with the input; its output passes when it equals the expected one up to
  *   trailing whitespace on each line and trailing blank lines.
  *
- * The sandbox is a service with two backends, chosen by configuration:
+ * The sandbox is a service with three backends, chosen by configuration:
  * `PythonSandbox.layer()` is the embedded one (Pyodide, CPython 3.14 in WebAssembly, in
  * warm worker threads; no network, no host files, a work budget); `PythonSandbox.layer({
- * backend: { sandboxFusion: { url } } })` sends programs to a Sandbox Fusion server (for
- * scale, and for packages the standard library lacks).
+ * backend: { sandboxFusion: { url } } })` sends programs to a Sandbox Fusion server and
+ * `PythonSandbox.layer({ backend: { e2b: {} } })` to E2B cloud sandboxes (for scale, and
+ * for packages the standard library lacks).
  *
  * A program that fails (work budget or time limit, memory, stack, output, an exception,
  * no such function, `sys.exit` before its tests, a result JSON cannot hold) scores
@@ -31,6 +32,7 @@ import { checkEmbeddedOptions, type EmbeddedOptions, makeEmbedded } from "./pyth
 import { checkLimits, type PythonLimits } from "./python/Limits.ts"
 import { type PythonEvaluation, PythonProgramError, PythonSandboxError, type PythonSandboxShape } from "./python/PythonSandbox.ts"
 import { makeSandboxFusion, type SandboxFusionOptions } from "./python/SandboxFusion.ts"
+import { type E2bOptions, makeE2b } from "./python/E2b.ts"
 
 export { type AssertedTest, pythonLiteral, testOfAssert } from "./python/asserts.ts"
 export { defaultConcurrency, type EmbeddedOptions } from "./python/Embedded.ts"
@@ -38,6 +40,7 @@ export { defaultLimits, type PythonLimits } from "./python/Limits.ts"
 export { pythonProgram } from "./python/program.ts"
 export { type PythonEvaluation, PythonFailure, PythonProgramError, type PythonRequest, PythonSandboxError, type PythonSandboxShape } from "./python/PythonSandbox.ts"
 export { sandboxFusionUrlConfig, type SandboxFusionOptions } from "./python/SandboxFusion.ts"
+export { e2bApiKeyConfig, type E2bOptions } from "./python/E2b.ts"
 import { pythonProgram } from "./python/program.ts"
 
 // ===== Models =====
@@ -150,20 +153,26 @@ export const pythonTests = <P>(tests: (problem: P) => PythonTests, options: Pyth
 // ===== Backends =====
 
 /**
- * Which sandbox runs the programs: `"embedded"` (Pyodide in worker threads), or a
- * Sandbox Fusion server.
+ * Which sandbox runs the programs: `"embedded"` (Pyodide in worker threads), a Sandbox
+ * Fusion server, or E2B cloud sandboxes (needs the optional `e2b` package).
  * @since 0.1.0 @category models
  */
-export type PythonBackend = "embedded" | { readonly sandboxFusion: SandboxFusionOptions }
+export type PythonBackend = "embedded" | { readonly sandboxFusion: SandboxFusionOptions } | { readonly e2b: E2bOptions }
 
 /** Options of `PythonSandbox.layer`. @since 0.1.0 @category models */
 export interface PythonSandboxOptions extends EmbeddedOptions {
-  /** default: `GYRE_PYTHON_BACKEND` (`embedded` or `sandbox-fusion`, the server at `SANDBOX_FUSION_URL`), else `"embedded"` */
+  /** default: `GYRE_PYTHON_BACKEND` (`embedded`, `sandbox-fusion`: the server at `SANDBOX_FUSION_URL`, or `e2b`: the key in `E2B_API_KEY`), else `"embedded"` */
   readonly backend?: PythonBackend
 }
 
 /** The backend setting read when `backend` is not given. @since 0.1.0 @category config */
-export const backendConfig = Config.Literals(["embedded", "sandbox-fusion"], "GYRE_PYTHON_BACKEND").pipe(Config.withDefault("embedded" as const))
+export const backendConfig = Config.Literals(["embedded", "sandbox-fusion", "e2b"], "GYRE_PYTHON_BACKEND").pipe(Config.withDefault("embedded" as const))
+
+/** The backend `GYRE_PYTHON_BACKEND` names, its settings read by the backend itself. */
+const configuredBackend = Effect.gen(function* () {
+  const name = yield* backendConfig.pipe(Effect.orDie)
+  return name === "sandbox-fusion" ? { sandboxFusion: {} } : name === "e2b" ? { e2b: {} } : ("embedded" as PythonBackend)
+})
 
 /** The sandbox's layer for the chosen backend; invalid options throw a RangeError here, where the env is defined. */
 const pythonSandboxLayer = (options: PythonSandboxOptions = {}): Layer.Layer<PythonSandbox> => {
@@ -172,9 +181,11 @@ const pythonSandboxLayer = (options: PythonSandboxOptions = {}): Layer.Layer<Pyt
   return Layer.effect(
     PythonSandbox,
     Effect.gen(function* () {
-      const chosen = backend ?? ((yield* backendConfig.pipe(Effect.orDie)) === "sandbox-fusion" ? { sandboxFusion: { limits: embedded.limits ?? {} } } : "embedded")
+      const chosen = backend ?? (yield* configuredBackend)
+      const limits = embedded.limits !== undefined ? { limits: embedded.limits } : {}
       if (chosen === "embedded") return yield* makeEmbedded(embedded)
-      return yield* makeSandboxFusion({ ...(embedded.limits !== undefined ? { limits: embedded.limits } : {}), ...chosen.sandboxFusion })
+      if ("e2b" in chosen) return yield* makeE2b({ ...limits, ...chosen.e2b })
+      return yield* makeSandboxFusion({ ...limits, ...chosen.sandboxFusion })
     }),
   )
 }
@@ -182,7 +193,8 @@ const pythonSandboxLayer = (options: PythonSandboxOptions = {}): Layer.Layer<Pyt
 /**
  * The sandbox Python rewards run programs in. Provide `PythonSandbox.layer()` (the
  * embedded backend, or the one `GYRE_PYTHON_BACKEND` names) or
- * `PythonSandbox.layer({ backend: { sandboxFusion: { url } } })` through the env's `services`.
+ * `PythonSandbox.layer({ backend: { sandboxFusion: { url } } })` or
+ * `PythonSandbox.layer({ backend: { e2b: {} } })` through the env's `services`.
  * @since 0.1.0 @category services
  */
 export class PythonSandbox extends Context.Service<PythonSandbox, PythonSandboxShape>()("gyre/rewards/PythonSandbox") {

@@ -19,11 +19,11 @@
  *
  * @since 0.1.0
  */
-import { randomBytes } from "node:crypto"
 import { Config, Effect, Option, Schema } from "effect"
 import { checkLimits, defaultLimits, type PythonLimits } from "./Limits.ts"
-import { printable, type PythonEvaluation, PythonProgramError, type PythonRequest, PythonSandboxError, type PythonSandboxShape } from "./PythonSandbox.ts"
+import { type PythonEvaluation, PythonProgramError, type PythonRequest, PythonSandboxError, type PythonSandboxShape } from "./PythonSandbox.ts"
 import { remoteScript } from "./remoteHarness.ts"
+import { exitFault, newMarker, readAnswer } from "./remoteRun.ts"
 
 /** Options of the Sandbox Fusion backend. @since 0.1.0 @category models */
 export interface SandboxFusionOptions {
@@ -52,12 +52,6 @@ const RunCodeResponse = Schema.Struct({
 })
 type RunResult = typeof CommandResult.Type
 const decodeResponse = Schema.decodeUnknownEffect(Schema.fromJsonString(RunCodeResponse))
-
-const Answer = Schema.Union([
-  Schema.Struct({ ok: Schema.Literal(true), results: Schema.Array(Schema.String) }),
-  Schema.Struct({ ok: Schema.Literal(false), reason: Schema.Literals(["Threw", "NotAFunction", "StackOverflow", "OutOfMemory", "Exited", "ResultNotSerializable", "OutputLimit"]), message: Schema.String }),
-])
-const decodeAnswer = Schema.decodeUnknownEffect(Schema.fromJsonString(Answer))
 
 const unavailable = (url: string, message: string) => new PythonSandboxError({ reason: "Unavailable", message: `Sandbox Fusion at ${url} ${message}` })
 
@@ -90,14 +84,8 @@ const runCode = (endpoint: string, body: Record<string, unknown>, waitMillis: nu
   })
 
 /** What a run's end means for the program: its time limit, a crash, or a non-zero exit. */
-const runFault = (run: RunResult, where: string, limits: PythonLimits, output: string) => {
-  if (run.status === "TimeLimitExceeded") return new PythonProgramError({ reason: "Timeout", message: `${where}ran past the service's time limit of ${limits.serviceTimeout} s`, output })
-  const code = run.return_code ?? 0
-  const stderr = printable((run.stderr ?? "").trim().split("\n").slice(-3).join(" | ").slice(0, 500))
-  if (code === 137 || code === -9) return new PythonProgramError({ reason: "OutOfMemory", message: `${where}was killed (exit ${code}), out of memory (${limits.memoryMb} MB)`, output })
-  if (/MemoryError/.test(stderr) && code !== 0) return new PythonProgramError({ reason: "OutOfMemory", message: `${where}ran out of memory (${limits.memoryMb} MB)`, output })
-  return new PythonProgramError({ reason: code === 0 ? "Exited" : "Threw", message: `${where}exited with status ${code}${stderr === "" ? "" : `: ${stderr}`}`, output })
-}
+const runFault = (run: RunResult, where: string, limits: PythonLimits, output: string) =>
+  exitFault({ code: run.return_code ?? 0, stderr: run.stderr ?? "", timedOut: run.status === "TimeLimitExceeded" }, where, limits, output)
 
 const requestBody = (code: string, limits: PythonLimits, stdin?: string) => ({
   code,
@@ -110,23 +98,11 @@ const requestBody = (code: string, limits: PythonLimits, stdin?: string) => ({
 /** Function tests: one run of the remote harness, its answer read after the marker. */
 const runCalls = (endpoint: string, waitMillis: number, request: PythonRequest & { calls: NonNullable<PythonRequest["calls"]> }, limits: PythonLimits) =>
   Effect.gen(function* () {
-    const marker = `__gyre_${randomBytes(12).toString("hex")}__`
+    const marker = newMarker()
     const started = Date.now()
     const run = yield* runCode(endpoint, requestBody(remoteScript(request.source, request.calls.entry, request.calls.args, marker), limits), waitMillis)
-    const stdout = run.stdout ?? ""
-    const at = stdout.lastIndexOf(`\n${marker}`)
-    const output = (at < 0 ? stdout : stdout.slice(0, at)).slice(0, limits.outputChars)
-    if (output.length >= limits.outputChars && (at < 0 ? stdout : stdout.slice(0, at)).length > limits.outputChars) {
-      return yield* new PythonProgramError({ reason: "OutputLimit", message: `printed more than ${limits.outputChars} characters`, output })
-    }
-    if (at < 0) return yield* runFault(run, "", limits, output)
-    const answer = yield* decodeAnswer(stdout.slice(at + marker.length + 1).trim()).pipe(
-      Effect.mapError((e) => new PythonSandboxError({ reason: "Protocol", message: `the harness's answer from Sandbox Fusion does not decode: ${e.message}` })),
-    )
-    if (!answer.ok) return yield* new PythonProgramError({ reason: answer.reason, message: printable(answer.message), output })
-    const tooLong = answer.results.findIndex((r) => r.length > limits.resultChars)
-    if (tooLong >= 0) return yield* new PythonProgramError({ reason: "OutputLimit", message: `test ${tooLong + 1}: returned a result of ${answer.results[tooLong]!.length} characters, over the limit of ${limits.resultChars}`, output })
-    return { results: answer.results.map((t) => JSON.parse(t) as Schema.Json), outputs: [], output, work: undefined, millis: Date.now() - started } satisfies PythonEvaluation
+    const { results, output } = yield* readAnswer(run.stdout ?? "", marker, limits, "Sandbox Fusion", (output) => runFault(run, "", limits, output))
+    return { results, outputs: [], output, work: undefined, millis: Date.now() - started } satisfies PythonEvaluation
   })
 
 /** Stdin cases: one run each, the program as it is. */
