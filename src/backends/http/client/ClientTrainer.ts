@@ -103,15 +103,14 @@ const protobufCall = (ctx: Context, kind: Kind, input: Wire.ForwardBackwardInput
   Effect.gen(function* () {
     const wire = yield* ctx.wire
     if (!wire.protobuf || (kind === "forward" && !wire.forwardOnly)) return Option.none<(seq: number) => Binary>()
-    const request = (seq: number): Proto.ForwardBackwardRequest => ({ forward_backward_input: input, model_id: ctx.state.modelId, seq_id: seq, forward_only: kind === "forward" })
-    const first = Proto.forwardBackwardRequestBytes(request(0))
-    if (Result.isFailure(first)) {
-      if (first.failure.reason !== "Unsupported") return yield* invalid(kind, first.failure.message)
-      yield* Effect.logDebug(`${kind} goes as JSON: ${first.failure.message}`)
+    const numbered = Proto.forwardBackwardRequestNumbered({ forward_backward_input: input, model_id: ctx.state.modelId, forward_only: kind === "forward" })
+    if (Result.isFailure(numbered)) {
+      if (numbered.failure.reason !== "Unsupported") return yield* invalid(kind, numbered.failure.message)
+      yield* Effect.logDebug(`${kind} goes as JSON: ${numbered.failure.message}`)
       return Option.none<(seq: number) => Binary>()
     }
-    // encoding again with another seq_id cannot fail: only the number changes
-    return Option.some((seq: number) => new Binary(Result.getOrElse(Proto.forwardBackwardRequestBytes(request(seq)), () => first.success)))
+    // the datums are written once; each seq_id only adds the request's head
+    return Option.some((seq: number) => new Binary(numbered.success(seq)))
   })
 
 /** The request's input on the wire: the loss checked, each datum aligned to Tinker's shifted targets. */

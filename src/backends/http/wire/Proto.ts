@@ -28,7 +28,8 @@ import { toBinary } from "@bufbuild/protobuf"
 import { Effect, Result } from "effect"
 import { Decompress } from "fzstd"
 import { type ForwardBackwardRequest, parse, ProtoError, type SampleResponse } from "./proto/Common.ts"
-import { requestFromProto, requestToProto } from "./proto/Requests.ts"
+import { requestFromProto } from "./proto/Requests.ts"
+import * as RequestWriter from "./proto/RequestWriter.ts"
 import * as Results from "./proto/Results.ts"
 import * as Pb from "./proto/tinker_public_pb.ts"
 import type * as Wire from "./Wire.ts"
@@ -105,11 +106,19 @@ export const decodeForwardBackwardRequest = Effect.fn("Proto.decodeForwardBackwa
 
 /**
  * `encodeForwardBackwardRequest` as a plain function, for a caller that builds request
- * bodies synchronously (a client numbering each submission with its `seq_id`).
+ * bodies synchronously.
  * @since 0.1.0 @category encoding
  */
 export const forwardBackwardRequestBytes = (req: ForwardBackwardRequest): Result.Result<Uint8Array, ProtoError> =>
-  Result.map(requestToProto(req), (msg) => toBinary(Pb.ForwardBackwardRequestSchema, msg))
+  Result.map(RequestWriter.numbered(req), (bytes) => bytes(req.seq_id))
+
+/**
+ * A request's bytes for whichever `seq_id` it is given later (a client numbers each
+ * submission when its turn comes): the datums are written once, here, so a request
+ * protobuf cannot carry fails now.
+ * @since 0.1.0 @category encoding
+ */
+export const forwardBackwardRequestNumbered = (req: Omit<ForwardBackwardRequest, "seq_id">): Result.Result<RequestWriter.Numbered, ProtoError> => RequestWriter.numbered(req)
 
 /**
  * The JSON body of `forward_backward` (or `forward`, with `forward_only`) -> protobuf
