@@ -1,0 +1,60 @@
+/**
+ * Test envs for episode worker threads, written against the public API like a user's
+ * module: each reward has a weight-0 component `main_thread` (1 when it scored on the main
+ * thread), so a test sees where its groups were played. `failing` throws in its reward
+ * for one problem; `crashing` ends its worker thread in its episode's step (only ever run
+ * it on worker threads: on the main thread it would end the process).
+ */
+import { isMainThread } from "node:worker_threads"
+import { Effect, Schema } from "effect"
+import { Env, Episode, Reward, Tool } from "gyre"
+
+const Problem = Schema.Struct({ n: Schema.Int })
+const source = Env.seeded(({ random }) => ({ n: random.int(0, 9) }))
+const prompt = ({ n }: { readonly n: number }) => `Say ${n}:`
+const vowel = Reward.make("vowel", (r) => (/^[aeiou]/.test(r.completion) ? 1 : 0))
+const mainThread = Reward.make("main_thread", () => (isMainThread ? 1 : 0))
+const reward = Reward.weighted({ vowel: [vowel, 1], main_thread: [mainThread, 0] })
+
+/** A single-turn env. */
+export const single = Env.make({ name: "threads-single", problem: Problem, source, prompt, reward, sampling: { maxTokens: 3, temperature: 1 }, eval: { heldOut: 0.2, size: 8 } })
+
+const echo = Tool.make({ name: "echo", description: "says n back", args: Schema.Int, run: (n) => `${n}` })
+
+/** A tool env: up to 3 turns of bracket calls. */
+export const tools = Env.make({
+  name: "threads-tools",
+  problem: Problem,
+  source,
+  prompt,
+  episode: Tool.episode({ tools: [echo], syntax: Tool.brackets, onParseError: "observe", limits: { maxTurns: 3, maxToolCalls: 2 } }),
+  reward,
+  sampling: { maxTokens: 4, temperature: 1 },
+})
+
+/** Its reward throws on problem n = 3. */
+export const failing = Env.make({
+  name: "threads-failing",
+  problem: Problem,
+  source,
+  prompt,
+  reward: Reward.make("picky", (r) => {
+    if (r.problem.n === 3) throw new Error("picky cannot score 3")
+    return 1
+  }),
+  sampling: { maxTokens: 3, temperature: 1 },
+})
+
+/** Its episode's step ends the thread it runs on. */
+export const crashing = Env.make({
+  name: "threads-crashing",
+  problem: Problem,
+  source,
+  prompt,
+  episode: Episode.make({
+    initial: () => 0,
+    step: () => Effect.sync(() => process.exit(7)),
+  }),
+  reward: vowel,
+  sampling: { maxTokens: 3, temperature: 1 },
+})
