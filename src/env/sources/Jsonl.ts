@@ -31,8 +31,8 @@ export const table = (path: string): RowTable => {
     let carry: Buffer | undefined
     let offset = 0 // file offset of carry's first byte
     let line = 1
-    const rowsOf = (data: Buffer, last: boolean): Array<unknown> => {
-      const out: Array<unknown> = []
+    /** the rows of `data` (at file offset `offset`) into `out`; an unfinished last line is carried */
+    const rowsOf = (out: Array<unknown>, data: Buffer, last: boolean): Array<unknown> => {
       let at = 0
       for (;;) {
         const nl = data.indexOf(NEWLINE, at)
@@ -60,13 +60,25 @@ export const table = (path: string): RowTable => {
       offset += at
       return out
     }
+    /** only the line that crosses into `chunk` is copied, not the chunk */
+    const chunkRows = (chunk: Buffer): Array<unknown> => {
+      const out: Array<unknown> = []
+      if (carry === undefined) return rowsOf(out, chunk, false)
+      const nl = chunk.indexOf(NEWLINE)
+      if (nl < 0) {
+        carry = Buffer.concat([carry, chunk])
+        return out
+      }
+      rowsOf(out, Buffer.concat([carry, chunk.subarray(0, nl + 1)]), false)
+      return rowsOf(out, chunk.subarray(nl + 1), false)
+    }
     const chunks = Stream.fromAsyncIterable(
       Fs.createReadStream(path, { highWaterMark: CHUNK_BYTES }) as AsyncIterable<Buffer>,
       notFound,
     )
     return chunks.pipe(
-      Stream.mapEffect((chunk) => Effect.try({ try: () => rowsOf(carry ? Buffer.concat([carry, chunk]) : chunk, false), catch: asSourceError })),
-      Stream.concat(Stream.fromEffect(Effect.try({ try: () => (carry ? rowsOf(carry, true) : []), catch: asSourceError }))),
+      Stream.mapEffect((chunk) => Effect.try({ try: () => chunkRows(chunk), catch: asSourceError })),
+      Stream.concat(Stream.fromEffect(Effect.try({ try: () => (carry ? rowsOf([], carry, true) : []), catch: asSourceError }))),
       Stream.filter((rows) => rows.length > 0),
     )
   }))
