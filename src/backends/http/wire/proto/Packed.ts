@@ -94,6 +94,28 @@ export const unpack = (bytes: Uint8Array, element: Element, what: string): Resul
   return Result.succeed(out)
 }
 
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1
+
+/**
+ * Reads ranges of `element`s out of one byte array (`bytes.byteLength` a multiple of the
+ * element size): float32 through one typed-array view of the whole (copied once if it is
+ * not aligned), others as `unpack` reads them. A range's values are a fresh array.
+ * @since 0.1.0 @category combinators
+ */
+export const reader = (bytes: Uint8Array, element: Element): ((from: number, to: number, what: string) => Result.Result<Array<number>, string>) => {
+  if (element !== "float32" || !LITTLE_ENDIAN) {
+    const size = SIZE[element]
+    return (from, to, what) => unpack(bytes.subarray(from * size, to * size), element, what)
+  }
+  const aligned = bytes.byteOffset % 4 === 0 ? bytes : bytes.slice()
+  const view = new Float32Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 4)
+  return (from, to) => {
+    const out = new Array<number>(to - from)
+    for (let i = from; i < to; i++) out[i - from] = view[i]!
+    return Result.succeed(out)
+  }
+}
+
 /** A protobuf int64 (a bigint) as a number, if it stays within ±2^53. @since 0.1.0 @category combinators */
 export const safeNumber = (v: bigint, what: string): Result.Result<number, string> =>
   v > BigInt(Number.MAX_SAFE_INTEGER) || v < BigInt(Number.MIN_SAFE_INTEGER) ? Result.fail(`${what} is ${v}, beyond ±2^53`) : Result.succeed(Number(v))

@@ -8,7 +8,7 @@ import { create } from "@bufbuild/protobuf"
 import { Result } from "effect"
 import * as Wire from "../Wire.ts"
 import { malformed, orMalformed, type ProtoError, readDtype, type SampleResponse, shapeOf, sortedEntries, sortedRecord, unsupported, WRITE } from "./Common.ts"
-import { pack, SIZE, unpack } from "./Packed.ts"
+import { pack, reader, SIZE, unpack } from "./Packed.ts"
 import * as Pb from "./tinker_public_pb.ts"
 
 /** Padding of the dense top-k matrices: token 0 with this logprob (`types/sample_response.py`). @since 0.1.0 @category constants */
@@ -123,15 +123,16 @@ export const outputToProto = (out: Wire.ForwardBackwardOutput): Result.Result<Pb
     return create(Pb.ForwardBackwardOutputSchema, { lossFnOutputType: out.loss_fn_output_type ?? "ArrayRecord", lossFnOutputs: records, metrics })
   })
 
-/** One BatchedTensor -> per-datum tensors, sliced at its byte offsets. */
+/** One BatchedTensor -> per-datum tensors, sliced at its byte offsets: each datum's values read straight from the bytes. */
 const unbatch = (bt: Pb.BatchedTensor, at: string): Result.Result<Array<Wire.TensorData>, ProtoError> =>
   Result.gen(function* () {
     const [element, dtype] = yield* readDtype(bt.dtype, at)
     const offsets = yield* orMalformed(unpack(bt.offsets, "int64", `${at}.offsets`))
-    const values = yield* orMalformed(unpack(bt.data, element, `${at}.data`))
+    const size = SIZE[element]
+    if (bt.data.byteLength % size !== 0) return yield* Result.fail(malformed(`${at}.data has ${bt.data.byteLength} bytes, not a whole number of ${element} values (${size} bytes each)`))
     const trailing = yield* shapeOf(bt.trailingShape, `${at}.trailing_shape`)
     const perRow = product(trailing)
-    const size = SIZE[element]
+    const read = reader(bt.data, element)
     const out: Array<Wire.TensorData> = []
     // i + 1 < offsets.length: both offsets are there
     for (let i = 0; i + 1 < offsets.length; i++) {
@@ -140,7 +141,7 @@ const unbatch = (bt: Pb.BatchedTensor, at: string): Result.Result<Array<Wire.Ten
       if (from < 0 || to < from || to > bt.data.byteLength || from % size !== 0 || to % size !== 0) {
         return yield* Result.fail(malformed(`${at}.offsets[${i}..${i + 1}] = ${from}..${to} does not slice ${bt.data.byteLength} bytes of ${size}-byte values`))
       }
-      const data = values.slice(from / size, to / size)
+      const data = yield* orMalformed(read(from / size, to / size, `${at}.data`))
       if (perRow > 0 && data.length % perRow !== 0) return yield* Result.fail(malformed(`${at}: datum ${i} has ${data.length} values, not a multiple of the trailing shape [${trailing.join(", ")}]`))
       out.push({ data, dtype, shape: [perRow > 0 ? data.length / perRow : 0, ...trailing] })
     }
