@@ -32,7 +32,7 @@ import { checkEmbeddedOptions, type EmbeddedOptions, makeEmbedded } from "./pyth
 import { checkLimits, type PythonLimits } from "./python/Limits.ts"
 import { type PythonEvaluation, PythonProgramError, PythonSandboxError, type PythonSandboxShape } from "./python/PythonSandbox.ts"
 import { makeSandboxFusion, type SandboxFusionOptions } from "./python/SandboxFusion.ts"
-import { type E2bOptions, makeE2b } from "./python/E2b.ts"
+import { checkE2bOptions, type E2bOptions, makeE2b } from "./python/E2b.ts"
 
 export { type AssertedTest, pythonLiteral, testOfAssert } from "./python/asserts.ts"
 export { defaultConcurrency, type EmbeddedOptions } from "./python/Embedded.ts"
@@ -178,6 +178,7 @@ const configuredBackend = Effect.gen(function* () {
 const pythonSandboxLayer = (options: PythonSandboxOptions = {}): Layer.Layer<PythonSandbox> => {
   const { backend, ...embedded } = options
   checkEmbeddedOptions(embedded)
+  if (typeof backend === "object" && "e2b" in backend) checkE2bOptions(backend.e2b)
   return Layer.effect(
     PythonSandbox,
     Effect.gen(function* () {

@@ -42,11 +42,11 @@ export interface E2bOptions {
   readonly apiKey?: string | Redacted.Redacted<string>
   /** the sandbox template: it needs `bash`, `python3` and coreutils' `timeout` (default `"base"`, E2B's own) */
   readonly template?: string
-  /** E2B's domain (default: the SDK's, `E2B_DOMAIN` or `e2b.app`) */
+  /** E2B's domain (default: `E2B_DOMAIN`, else the SDK's, `e2b.app`) */
   readonly domain?: string
-  /** the control plane's URL, for a self-hosted E2B (default: the SDK's, `https://api.<domain>`) */
+  /** the control plane's URL, for a self-hosted E2B (default: `E2B_API_URL`, else the SDK's, `https://api.<domain>`) */
   readonly apiUrl?: string
-  /** one URL for every sandbox's own API, for a self-hosted E2B (default: the SDK's) */
+  /** one URL for every sandbox's own API, for a self-hosted E2B (default: `E2B_SANDBOX_URL`, else the SDK's) */
   readonly sandboxUrl?: string
   /** sandboxes alive at once, at most (default 20, the smallest plan's cap) */
   readonly concurrency?: number
@@ -60,6 +60,13 @@ export interface E2bOptions {
 
 /** The API key setting. @since 0.1.0 @category config */
 export const e2bApiKeyConfig = Config.Redacted("E2B_API_KEY")
+
+/** The SDK's own connection settings, read here so that a `ConfigProvider` sets them too. */
+const connectionConfig = Config.all({
+  domain: Config.option(Config.String("E2B_DOMAIN")),
+  apiUrl: Config.option(Config.String("E2B_API_URL")),
+  sandboxUrl: Config.option(Config.String("E2B_SANDBOX_URL")),
+})
 
 const WORKDIR = "/tmp/gyre"
 /** what a run may write to standard error before it is stopped: a traceback's worth */
@@ -197,8 +204,8 @@ const runStdio = (s: Settings, sandbox: SdkSandbox, inputs: ReadonlyArray<string
 const loadSdk = (load: () => Promise<E2bSdk>) =>
   Effect.tryPromise({ try: load, catch: (e) => e }).pipe(Effect.catch((e) => Effect.die(isMissing(e) ? new Error(missingE2b) : e)))
 
-/** The settings of the options; invalid options throw a RangeError. */
-const settingsOf = (options: E2bOptions) => {
+/** The settings of the options; invalid options throw a RangeError. @internal */
+export const checkE2bOptions = (options: E2bOptions) => {
   const base = checkLimits({ ...defaultLimits, ...options.limits })
   const concurrency = options.concurrency ?? 20
   if (!(Number.isInteger(concurrency) && concurrency >= 1)) throw new RangeError(`PythonSandbox: e2b.concurrency must be a positive integer, got ${concurrency}`)
@@ -206,8 +213,7 @@ const settingsOf = (options: E2bOptions) => {
   if (!(Number.isFinite(slack) && slack > 0)) throw new RangeError(`PythonSandbox: e2b.requestSlackSeconds must be a positive number, got ${slack}`)
   const python = options.python ?? "python3"
   if (!/^[A-Za-z0-9_./-]+$/.test(python)) throw new RangeError(`PythonSandbox: e2b.python must be a command name or path, got ${JSON.stringify(python)}`)
-  const connection = { ...(options.domain !== undefined ? { domain: options.domain } : {}), ...(options.apiUrl !== undefined ? { apiUrl: options.apiUrl } : {}), ...(options.sandboxUrl !== undefined ? { sandboxUrl: options.sandboxUrl } : {}) }
-  return { base, concurrency, slackMillis: slack * 1000, python, connection, template: options.template ?? "base" }
+  return { base, concurrency, slackMillis: slack * 1000, python, template: options.template ?? "base" }
 }
 
 /**
@@ -217,12 +223,18 @@ const settingsOf = (options: E2bOptions) => {
  * @since 0.1.0 @category constructors
  */
 export const makeE2b = Effect.fnUntraced(function* (options: E2bOptions = {}, load: () => Promise<E2bSdk> = importE2b) {
-  const { base, concurrency, ...rest } = settingsOf(options)
+  const { base, concurrency, ...rest } = checkE2bOptions(options)
   const sdk = yield* loadSdk(load)
   const key = options.apiKey ?? Option.getOrUndefined(yield* Config.option(e2bApiKeyConfig).pipe(Effect.orElseSucceed(() => Option.none())))
   const apiKey = key === undefined ? "" : Redacted.isRedacted(key) ? Redacted.value(key) : key
   if (apiKey.trim() === "") return yield* Effect.die(new Error("PythonSandbox: backend { e2b } needs an API key: pass { e2b: { apiKey } } or set E2B_API_KEY"))
-  const s: Settings = { sdk, apiKey, ...rest }
+  const configured = yield* connectionConfig.pipe(Effect.orElseSucceed(() => ({ domain: Option.none<string>(), apiUrl: Option.none<string>(), sandboxUrl: Option.none<string>() })))
+  const connection: Settings["connection"] = {}
+  for (const name of ["domain", "apiUrl", "sandboxUrl"] as const) {
+    const value = options[name] ?? Option.getOrUndefined(configured[name])
+    if (value !== undefined) Object.assign(connection, { [name]: value })
+  }
+  const s: Settings = { sdk, apiKey, connection, ...rest }
   const permits = yield* Semaphore.make(concurrency)
   const live = new Set<SdkSandbox>()
   yield* Effect.addFinalizer(() => Effect.forEach([...live], (sandbox) => kill(s, sandbox), { concurrency: "unbounded", discard: true }))

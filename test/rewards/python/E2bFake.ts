@@ -64,6 +64,10 @@ export interface E2bFake {
   readonly live: () => ReadonlyArray<string>
   /** ids of sandboxes killed through the API */
   readonly killed: Array<string>
+  /** the most sandboxes alive at once */
+  maxLive: number
+  /** every file written, by the path the SDK named */
+  readonly files: Map<string, string>
   mode: E2bFakeMode
   failFirst: number
   readonly close: () => Promise<void>
@@ -119,6 +123,8 @@ export const startE2bFake = async (): Promise<E2bFake> => {
     commands: [],
     live: () => [...sandboxes.keys()],
     killed: [],
+    maxLive: 0,
+    files: new Map(),
     mode: "normal",
     failFirst: 0,
     close: async () => {},
@@ -139,6 +145,7 @@ export const startE2bFake = async (): Promise<E2bFake> => {
     }, timeout * 1000).unref()
     const sandbox: FakeSandbox = { id, root, token: randomBytes(16).toString("hex"), timeoutSeconds: timeout, processes: new Map(), expiry }
     sandboxes.set(id, sandbox)
+    fake.maxLive = Math.max(fake.maxLive, sandboxes.size)
     json(res, 201, { templateID: "rki5dems9wqfm4r03t7g", alias: "base", sandboxID: id, clientID: "6532622b", envdVersion: "0.5.4", envdAccessToken: sandbox.token, trafficAccessToken: null, domain: null })
   }
 
@@ -170,13 +177,15 @@ export const startE2bFake = async (): Promise<E2bFake> => {
 
   /** POST /files: the multipart parts written into the sandbox, parent folders made. */
   const upload = async (sandbox: FakeSandbox, req: IncomingMessage, body: Buffer, res: ServerResponse) => {
-    const form = await new Request("http://sandbox/files", { method: "POST", headers: { "content-type": req.headers["content-type"] ?? "" }, body }).formData()
+    const form = await new Request("http://sandbox/files", { method: "POST", headers: { "content-type": req.headers["content-type"] ?? "" }, body: new Uint8Array(body) }).formData()
     const entries = []
     for (const part of form.getAll("file")) {
       if (typeof part === "string") return json(res, 400, { code: 400, message: "a file part has no file name" })
       const path = inside(sandbox, part.name)
       mkdirSync(dirname(path), { recursive: true })
-      writeFileSync(path, Buffer.from(await part.arrayBuffer()))
+      const data = Buffer.from(await part.arrayBuffer())
+      writeFileSync(path, data)
+      fake.files.set(part.name, data.toString("utf8"))
       entries.push({ name: part.name.split("/").at(-1), type: "file", path: part.name })
     }
     json(res, 200, entries)
