@@ -73,6 +73,11 @@ export interface RunOptions {
   readonly async?: boolean | undefined
   /** embedded: sampler and trainer in worker threads */
   readonly workers?: boolean | undefined
+  /**
+   * cores that play episodes (`--cores`): 1 (default) plays them on the main thread; N > 1
+   * on N worker threads (envs, tools, rewards, tokenizing); `auto` on every core
+   */
+  readonly cores?: number | "auto" | undefined
   /** async: how many steps ahead rollouts are sampled (default 1) */
   readonly maxStepsOffPolicy?: number | undefined
   /** stop when more than this fraction of a step's samples is masked, 3 steps in a row (default 0.5; 1 = never) */

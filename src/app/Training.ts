@@ -25,6 +25,9 @@ import { backendLayer } from "./Backend.ts"
 import * as UnreleasedRuns from "../backends/loops/UnreleasedRuns.ts"
 import { availableEnvs, isPath, loadEnv } from "./LoadEnv.ts"
 import { terminalProgress } from "./TerminalProgress.ts"
+import * as Cores from "../run/workers/Cores.ts"
+import * as EpisodeWorkers from "../run/workers/Pool.ts"
+import type { TokenizerSource } from "../run/workers/Protocol.ts"
 
 export { describeIssues, FLAG_OF, type RunOptions } from "./RunOptions.ts"
 
@@ -79,6 +82,24 @@ const observersOf = (options: RunOptions, outDir: string) => {
   )
   return options.otlp !== undefined ? Layer.merge(observer, OtlpExport.layer(options.otlp)) : observer
 }
+
+/**
+ * The episode workers `--cores` asks for (none for 1): they load the env by its name or
+ * path, and the tokenizer `--tokenizer` names (else gyre's character tokenizer, the
+ * embedded models'). An env given as a value has no module a worker could load: it plays
+ * on the main thread, with a line that says so.
+ */
+const episodeWorkers = (options: RunOptions, envSpec: string | undefined, backend: string) =>
+  Effect.gen(function* () {
+    const threads = Cores.threadsOf(options.cores)
+    if (threads <= 1) return Layer.empty
+    if (envSpec === undefined) {
+      yield* Effect.logWarning(`--cores ${options.cores}: episodes run on the main thread only: the env was given as a value, which a worker thread cannot load (give its module's path instead)`)
+      return Layer.empty
+    }
+    const tokenizer: TokenizerSource = backend !== "embedded" && options.tokenizer !== undefined ? { kind: "files", dir: Path.resolve(options.tokenizer) } : { kind: "char" }
+    return EpisodeWorkers.layer({ cores: threads, env: { module: envSpec }, tokenizer })
+  })
 
 /**
  * Runs a training (RL, or SFT with `sft: true`) and returns its summary. What `gyre run`
@@ -151,8 +172,9 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
     : withTeacher
   // a game's frozen players (Game.frozen), started once for the run
   const withPlayers = Players.needed(source) ? Layer.provideMerge(Players.layer(source, RunLog.paths(settings.outDir).state), withReference) : withReference
+  const withWorkers = Layer.provideMerge(yield* episodeWorkers(options, envSpec, backend), withPlayers)
   const metrics = yield* Runner.run(settings, source, { resume: resumeDir !== undefined }).pipe(
-    Effect.provide(Layer.fresh(withPlayers)),
+    Effect.provide(Layer.fresh(withWorkers)),
     // a Loops run that could not be deactivated fails the command, naming the command that stops it
     UnreleasedRuns.guard,
     Effect.provide(observersOf(options, settings.outDir)),

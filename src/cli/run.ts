@@ -9,6 +9,7 @@ import { LossFn } from "../contract/Contract.ts"
 import { availableEnvs } from "../app/LoadEnv.ts"
 import { type RunOptions, train } from "../app/Training.ts"
 import { parseTemplateArgs } from "../tokenizers/TemplateArgs.ts"
+import { parseCores } from "../run/workers/Cores.ts"
 
 /** `--template-arg key=value` (repeatable): an extra variable of the model's chat template, its value read as JSON, else as text. */
 export const templateArgFlag = Flag.KeyValuePair("template-arg").pipe(
@@ -69,6 +70,20 @@ const flags = {
   workers: Flag.Boolean("workers").pipe(
     Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (1.25-1.3x faster on 2 cores; always on with --async)"),
     Flag.withDefault(false),
+  ),
+  cores: Flag.String("cores").pipe(
+    Flag.mapTryCatch(
+      (text) => {
+        const cores = parseCores(text)
+        if (cores === undefined) throw new Error(`--cores takes a whole number of cores (1 or more) or auto, got ${JSON.stringify(text)}`)
+        return cores
+      },
+      (e) => (e instanceof Error ? e.message : String(e)),
+    ),
+    Flag.withDescription(
+      "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent, game and services envs stay on the main thread)",
+    ),
+    Flag.optional,
   ),
   maxStepsOffPolicy: int(
     "max-steps-off-policy",
@@ -244,6 +259,7 @@ export const optionsOf = (p: Parsed): RunOptions => ({
   sft: get(p.sft),
   async: p.async,
   workers: p.workers,
+  cores: get(p.cores),
   maxLag: get(p.maxLag),
   maxStepsOffPolicy: get(p.maxStepsOffPolicy),
   streamMinibatches: get(p.streamMinibatches),

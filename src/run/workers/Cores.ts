@@ -15,6 +15,13 @@ import type * as Env from "../../vocabulary/Env.ts"
 export const Cores = Schema.Union([Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), Schema.Literal("auto")])
 export type Cores = typeof Cores.Type
 
+/** `--cores` as typed: a whole number of 1 or more, or `auto`; undefined for anything else. @since 0.1.0 @category utils */
+export const parseCores = (text: string): Cores | undefined => {
+  const t = text.trim()
+  if (t === "auto") return "auto"
+  return /^\d+$/.test(t) && Number(t) >= 1 ? Number(t) : undefined
+}
+
 /** The worker threads `cores` asks for: `auto` is every core the process may use. @since 0.1.0 @category utils */
 export const threadsOf = (cores: Cores | undefined): number => (cores === undefined ? 1 : cores === "auto" ? Os.availableParallelism() : cores)
 
