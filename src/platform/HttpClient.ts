@@ -39,13 +39,41 @@ const bodyOf = (request: HttpClientRequest.HttpClientRequest): Effect.Effect<Dis
   }
 }
 
-const toWebHeaders = (headers: Record<string, string | Array<string> | undefined>) => {
-  const out = new globalThis.Headers()
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue
-    for (const v of Array.isArray(value) ? value : [value]) out.append(name, v)
+/**
+ * What effect's response reads of a web `Response` (status, headers, url, body,
+ * `arrayBuffer`, `formData`), served from undici's answer: the body is read straight from
+ * undici's stream into one buffer, and only a caller that streams it gets a web stream. A
+ * web `Response` and a web stream per exchange cost more CPU than the exchange itself.
+ */
+class UndiciAnswer {
+  readonly status: number
+  readonly headers: Record<string, string | Array<string>>
+  readonly url = undefined
+  private readonly answer: Dispatcher.ResponseData
+  private readonly empty: boolean
+  private web: ReadableStream<Uint8Array> | null | undefined
+  constructor(answer: Dispatcher.ResponseData, empty: boolean) {
+    this.answer = answer
+    this.empty = empty
+    this.status = answer.statusCode
+    const headers: Record<string, string | Array<string>> = {}
+    for (const [name, value] of Object.entries(answer.headers)) if (value !== undefined) headers[name] = value
+    // as web `Headers` do: each Set-Cookie apart (not enumerable, so it is no header)
+    const cookies = headers["set-cookie"]
+    Object.defineProperty(headers, "getSetCookie", { value: () => (cookies === undefined ? [] : Array.isArray(cookies) ? cookies : [cookies]), enumerable: false })
+    this.headers = headers
   }
-  return out
+  get body(): ReadableStream<Uint8Array> | null {
+    if (this.web === undefined) this.web = this.empty ? null : (Readable.toWeb(this.answer.body) as ReadableStream<Uint8Array>)
+    return this.web
+  }
+  arrayBuffer(): Promise<ArrayBuffer> {
+    return this.empty ? Promise.resolve(new ArrayBuffer(0)) : this.answer.body.arrayBuffer()
+  }
+  formData(): Promise<never> {
+    this.answer.body.destroy()
+    return Promise.reject(new TypeError("gyre's HTTP client does not read multipart (FormData) answers"))
+  }
 }
 
 /**
@@ -70,20 +98,15 @@ export const make = (agent: Dispatcher): HttpClient.HttpClient =>
           }),
         catch: (cause) => transportError(request, cause),
       })
+      // what a web `Response` refuses (an informational or out-of-range status) is no answer to read
+      if (answer.statusCode < 200 || answer.statusCode > 599) {
+        answer.body.destroy()
+        return yield* transportError(request, undefined, `the server answered with status ${answer.statusCode}, which cannot be read as an HTTP response`)
+      }
       const empty = NULL_BODY.has(answer.statusCode) || request.method === "HEAD"
       if (empty) answer.body.resume()
-      const web = yield* Effect.try({
-        try: () =>
-          new globalThis.Response(empty ? null : (Readable.toWeb(answer.body) as ReadableStream<Uint8Array>), {
-            status: answer.statusCode,
-            headers: toWebHeaders(answer.headers),
-          }),
-        catch: (cause) => {
-          answer.body.destroy()
-          return transportError(request, cause, `the server answered with status ${answer.statusCode}, which cannot be read as an HTTP response`)
-        },
-      })
-      return HttpClientResponse.fromWeb(request, web)
+      // effect reads only what `UndiciAnswer` serves of a web `Response`
+      return HttpClientResponse.fromWeb(request, new UndiciAnswer(answer, empty) as unknown as Response)
     }),
   )
 
