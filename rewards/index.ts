@@ -8,7 +8,7 @@
  * - `judge`: a language model asked a templated question (the `Judge` service);
  * - `preference`: a group ranked by the judge (RULER-style) or compared pair by pair (Bradley-Terry);
  * - `code`: model-written JavaScript run against tests in a QuickJS sandbox (the `Sandbox` service);
- * - `python`: model-written Python run against tests in Pyodide or Sandbox Fusion (the `PythonSandbox` service).
+ * - `python`: model-written Python run against tests in Pyodide, Sandbox Fusion or E2B (the `PythonSandbox` service).
  *
  * @since 0.1.0
  */

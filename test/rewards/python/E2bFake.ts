@@ -244,6 +244,8 @@ export const startE2bFake = async (): Promise<E2bFake> => {
 
   const listen = async (handler: (req: IncomingMessage, res: ServerResponse) => Promise<void>) => {
     const server: Server = createServer((req, res) => void handler(req, res))
+    // an idle connection the SDK keeps is not closed under it on a loaded machine (a reset is an outage)
+    server.keepAliveTimeout = 120_000
     await new Promise<void>((done) => server.listen(0, "127.0.0.1", done))
     return { server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}` }
   }
