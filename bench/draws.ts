@@ -28,6 +28,8 @@ const envOf = (source: Env.Source<Problem>) => Env.make({ name: "bench-draws", p
 // ===== the data =====
 const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-bench-draws-"))
 process.on("exit", () => Fs.rmSync(dir, { recursive: true, force: true }))
+// the kept row index goes to a folder of this run, so the first draw below always scans
+process.env["GYRE_CACHE"] = Path.join(dir, "cache")
 const file = Path.join(dir, "rows.jsonl")
 {
   const pad = "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. ".repeat(4)
@@ -84,6 +86,14 @@ let c0 = process.cpuUsage()
 const firstNew = await newDraw(0)
 const newFirst = seconds(t0)
 const newFirstCpu = cpu(c0)
+// the next run: a new env over the same file (same name and Schema) finds the index kept on disk
+const again = envOf(Env.jsonl(file))
+t0 = performance.now()
+c0 = process.cpuUsage()
+const firstAgain = await Effect.runPromise(Env.problemAt(again, { seed: 0, index: 0, split: "train" }))
+const keptFirst = seconds(t0)
+const keptFirstCpu = cpu(c0)
+if (JSON.stringify(firstAgain.problem) !== JSON.stringify(firstNew.problem)) throw new Error("the kept index draws another first problem")
 const new2 = await step(2, 1000, newDraw)
 const new64 = await step(64, 2000, newDraw)
 const heapMb = (process.memoryUsage().heapUsed / 1024 / 1024).toFixed(0)
@@ -107,5 +117,6 @@ console.log(`same problems drawn both ways (checked indexes 0, 1, 1000, 2001, 13
 console.log(`                      first problem (CPU)    2-group step   64-group step`)
 console.log(`before (old draws)    ${oldFirst.toFixed(2).padStart(7)} s (${oldFirstCpu.toFixed(2)} s)   ${old2.toFixed(2).padStart(10)} s   ${old64.toFixed(1).padStart(11)} s (${OLD_GROUPS} draws timed, x${64 / OLD_GROUPS})`)
 console.log(`now (row index)       ${newFirst.toFixed(2).padStart(7)} s (${newFirstCpu.toFixed(2)} s)   ${(new2 * 1000).toFixed(2).padStart(9)} ms   ${(new64 * 1000).toFixed(2).padStart(10)} ms`)
+console.log(`now, index kept       ${keptFirst.toFixed(2).padStart(7)} s (${keptFirstCpu.toFixed(2)} s)   (the next run on the same file)`)
 console.log(`load average: ${Os.loadavg().map((l) => l.toFixed(1)).join(", ")} on ${Os.availableParallelism()} cores`)
 console.log(`heap after the index and the draws: ${heapMb} MB`)

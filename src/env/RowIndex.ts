@@ -1,10 +1,11 @@
 /**
  * The index behind every draw from a row source: one pass over the rows decodes each
  * once and files its number under its split (a hash of the decoded row, as `splitOf`
- * says); each epoch's seeded order of a split is computed once and kept; a drawn row is
- * read by its number and decoded, with the last rows kept in a bounded cache. A draw is
- * then O(1) and memory holds row numbers, not rows. Separate from `Tasks.ts` (which
- * problem a key names) because this is how rows are found, not which.
+ * says), and a big file's index is kept on disk for the next run (`IndexCache.ts`);
+ * each epoch's seeded order of a split is computed once and kept; a drawn row is read by
+ * its number and decoded, with the last rows kept in a bounded cache. A draw is then
+ * O(1) and memory holds row numbers, not rows. Separate from `Tasks.ts` (which problem a
+ * key names) because this is how rows are found, not which.
  *
  * @since 0.1.0
  */
@@ -12,7 +13,9 @@ import { Deferred, Effect, Result, Schema, Stream } from "effect"
 import { formatIssue } from "../util/Decode.ts"
 import { random } from "../util/Random.ts"
 import { type Env, EnvError } from "./Definition.ts"
-import { heldOutFraction, type Split, splitOf } from "./Split.ts"
+import * as IndexCache from "./IndexCache.ts"
+import { jsonHash } from "./JsonHash.ts"
+import { heldOutFraction, type Split, splitOfHash } from "./Split.ts"
 import { type RowTable, SourceError } from "./sources/RowTable.ts"
 
 /** decoded rows kept per env (the rest are read again when drawn) */
@@ -20,7 +23,7 @@ const DECODED_ROWS = 4096
 /** epoch orders kept per env (each is 4 bytes a row of its split) */
 const ORDERS = 8
 
-/** Row numbers, growable. */
+/** Row numbers (or row hashes), growable. */
 class RowNumbers {
   data = new Int32Array(1024)
   length = 0
@@ -96,35 +99,104 @@ const recall = <K, V>(cache: Map<K, V>, key: K): V | undefined => {
   return value
 }
 
-/** One pass: decode every row, file its number under its split. */
-const build = <P>(env: Env<P, any>) =>
+/** Reads row `n` and decodes it, failing with the row's place. */
+const reader = <P>(env: Env<P, any>, table: RowTable) => {
+  const decode = Schema.decodeUnknownResult(env.problem)
+  return (n: number): Effect.Effect<P, EnvError> =>
+    table.read(n).pipe(
+      Effect.mapError(toEnvError(env)),
+      Effect.flatMap((raw) => {
+        const r = decode(raw)
+        return Result.isSuccess(r)
+          ? Effect.succeed(r.success)
+          : Effect.fail(new EnvError({ env: env.name, reason: "InvalidRow", message: `${table.locate(n)}: ${formatIssue(r.failure.issue, "", { value: raw })}` }))
+      }),
+    )
+}
+
+/** One pass: decode every row (so a bad one fails here), keep its split hash where rows are held out. */
+const scan = <P>(env: Env<P, any>, table: RowTable, heldOut: boolean) =>
   Effect.gen(function*() {
-    const table = yield* tableOf(env)
     const decode = Schema.decodeUnknownResult(env.problem)
-    const heldOut = heldOutFraction(env) > 0
-    const train = new RowNumbers()
-    const evals = new RowNumbers()
-    let size = 0
+    const prefix = `${env.name}:`
+    const hashes = new RowNumbers()
+    let rows = 0
     yield* table.scan.pipe(
       Stream.mapError(toEnvError(env)),
-      Stream.runForEach((rows) =>
+      Stream.runForEach((chunk) =>
         Effect.suspend(() => {
-          for (const raw of rows) {
+          for (const raw of chunk) {
             const decoded = decode(raw)
             if (Result.isFailure(decoded)) {
-              return Effect.fail(new EnvError({ env: env.name, reason: "InvalidRow", message: `${table.locate(size)}: ${formatIssue(decoded.failure.issue, "", { value: raw })}` }))
+              return Effect.fail(new EnvError({ env: env.name, reason: "InvalidRow", message: `${table.locate(rows)}: ${formatIssue(decoded.failure.issue, "", { value: raw })}` }))
             }
-            if (heldOut && splitOf(env, decoded.success) === "eval") evals.push(size)
-            else train.push(size)
-            size++
+            if (heldOut) hashes.push(jsonHash(prefix, decoded.success))
+            rows++
           }
           return Effect.void
         })
       ),
     )
+    return { rows, hashes: hashes.done() }
+  })
+
+/** rows a kept index is checked on before it is used */
+const CHECKED_ROWS = 16
+
+/**
+ * A kept index, if it fits the table and agrees with rows decoded now (spread over the
+ * file): a file rewritten in place or a Schema that decodes differently is scanned again.
+ */
+const restore = <P>(env: Env<P, any>, table: RowTable, kept: IndexCache.Kept, heldOut: boolean) =>
+  Effect.gen(function*() {
+    if (kept.rows === 0 || (heldOut && kept.hashes.length !== kept.rows) || table.persist?.restore(kept.parts) !== true) return false
+    const read = reader(env, table)
+    for (let k = 0; k < CHECKED_ROWS; k++) {
+      const n = Math.floor((k * (kept.rows - 1)) / (CHECKED_ROWS - 1))
+      const row = yield* Effect.result(read(n))
+      if (Result.isFailure(row) || (heldOut && jsonHash(`${env.name}:`, row.success) !== kept.hashes[n]! >>> 0)) return false
+    }
+    return true
+  })
+
+/** Every row's split hash: from the kept index where it is still good, else from a scan (then kept). */
+const hashesOf = <P>(env: Env<P, any>, table: RowTable, heldOut: boolean) =>
+  Effect.gen(function*() {
+    const slot = yield* IndexCache.slotOf(env, table)
+    if (slot === undefined) return yield* scan(env, table, heldOut)
+    const kept = yield* IndexCache.read(slot)
+    if (kept !== undefined && (yield* restore(env, table, kept, heldOut))) {
+      yield* Effect.logDebug(`${env.name}: the row index of ${kept.rows} rows was read from ${slot.file}`)
+      return { rows: kept.rows, hashes: kept.hashes }
+    }
+    const scanned = yield* scan(env, table, heldOut)
+    // kept only if the data did not change while it was scanned
+    const after = yield* IndexCache.slotOf(env, table)
+    if (scanned.rows > 0 && after?.key === slot.key) yield* IndexCache.write(slot, { ...scanned, parts: table.persist?.save() ?? [] })
+    return scanned
+  })
+
+/** The row numbers of each split (every row in train where nothing is held out). */
+const splitsOf = (env: Env<any, any>, rows: number, hashes: Int32Array) => {
+  const fraction = heldOutFraction(env)
+  const train = new RowNumbers()
+  const evals = new RowNumbers()
+  for (let n = 0; n < rows; n++) {
+    if (fraction > 0 && splitOfHash(fraction, hashes[n]! >>> 0) === "eval") evals.push(n)
+    else train.push(n)
+  }
+  return { train: train.done(), eval: evals.done() }
+}
+
+const build = <P>(env: Env<P, any>) =>
+  Effect.gen(function*() {
+    const table = yield* tableOf(env)
+    const heldOut = heldOutFraction(env) > 0
+    const { rows: size, hashes } = yield* hashesOf(env, table, heldOut)
     if (size === 0) return yield* new EnvError({ env: env.name, reason: "InvalidRow", message: `${env.source._tag === "Seeded" ? env.name : env.source.origin} has no rows` })
-    const splits = { train: train.done(), eval: evals.done() }
+    const splits = splitsOf(env, size, hashes)
     const all = heldOut ? undefined : splits.train
+    const read = reader(env, table)
     const decoded = new Map<number, P>()
     const orders = new Map<string, Int32Array>()
     const index: RowIndex<P> = {
@@ -132,16 +204,7 @@ const build = <P>(env: Env<P, any>) =>
       split: (split) => all ?? splits[split],
       row: (n) => {
         const hit = recall(decoded, n)
-        if (hit !== undefined) return Effect.succeed(hit)
-        return table.read(n).pipe(
-          Effect.mapError(toEnvError(env)),
-          Effect.flatMap((raw) => {
-            const r = decode(raw)
-            return Result.isSuccess(r)
-              ? Effect.succeed(remember(decoded, n, r.success, DECODED_ROWS))
-              : Effect.fail(new EnvError({ env: env.name, reason: "InvalidRow", message: `${table.locate(n)}: ${formatIssue(r.failure.issue, "", { value: raw })}` }))
-          }),
-        )
+        return hit !== undefined ? Effect.succeed(hit) : Effect.map(read(n), (row) => remember(decoded, n, row, DECODED_ROWS))
       },
       order: (split, seed, epoch) => {
         const key = `${env.name}/${split}/${seed}/epoch${epoch}`

@@ -20,6 +20,11 @@ export const heldOutFraction = (env: Env<any, any>) => env.eval?.heldOut ?? 0.1
  * every run and every seed. With `heldOut: 0` every problem is in both.
  * @since 0.1.0 @category accessors
  */
-export const splitOf = (env: Env<any, any>, problem: unknown): Split =>
-  (jsonHash(`${env.name}:`, problem) % 10_000) / 10_000 < heldOutFraction(env) ? "eval" : "train"
+export const splitOf = (env: Env<any, any>, problem: unknown): Split => splitOfHash(heldOutFraction(env), jsonHash(`${env.name}:`, problem))
+
+/**
+ * The split of a problem whose hash (of the env's name and its JSON, unsigned) is `hash`.
+ * @since 0.1.0 @category accessors
+ */
+export const splitOfHash = (heldOut: number, hash: number): Split => (hash % 10_000) / 10_000 < heldOut ? "eval" : "train"
 

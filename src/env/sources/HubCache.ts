@@ -22,20 +22,29 @@ export interface HubSettings {
 }
 
 /** @since 0.1.0 @category config */
+/**
+ * gyre's cache folder: `GYRE_CACHE`, else `HF_HOME/gyre`, else `~/.cache/gyre` (Hub
+ * downloads in `hub/`, kept row indexes in `index/`).
+ * @since 0.1.0 @category config
+ */
+export const cacheRoot: Config.Config<string> = Config.all({
+  gyreCache: Config.option(Config.String("GYRE_CACHE")),
+  hfHome: Config.option(Config.String("HF_HOME")),
+}).pipe(Config.map(({ gyreCache, hfHome }) =>
+  Option.getOrElse(gyreCache, () => Option.match(hfHome, { onNone: () => Path.join(Os.homedir(), ".cache", "gyre"), onSome: (home) => Path.join(home, "gyre") }))
+))
+
+/** @since 0.1.0 @category config */
 export const hubSettings: Config.Config<HubSettings> = Config.all({
   endpoint: Config.String("HF_ENDPOINT").pipe(Config.withDefault("https://huggingface.co")),
   token: Config.option(Config.Redacted("HF_TOKEN")),
   offline: Config.Boolean("HF_HUB_OFFLINE").pipe(Config.withDefault(false)),
-  gyreCache: Config.option(Config.String("GYRE_CACHE")),
-  hfHome: Config.option(Config.String("HF_HOME")),
-}).pipe(Config.map(({ endpoint, token, offline, gyreCache, hfHome }) => ({
+  root: cacheRoot,
+}).pipe(Config.map(({ endpoint, token, offline, root }) => ({
   endpoint: endpoint.replace(/\/+$/, ""),
   token,
   offline,
-  cache: Path.join(
-    Option.getOrElse(gyreCache, () => Option.match(hfHome, { onNone: () => Path.join(Os.homedir(), ".cache", "gyre"), onSome: (home) => Path.join(home, "gyre") })),
-    "hub",
-  ),
+  cache: Path.join(root, "hub"),
 })))
 
 /** What a finished download of a split holds. @since 0.1.0 @category models */

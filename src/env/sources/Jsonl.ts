@@ -1,17 +1,21 @@
 /**
  * A JSONL file as a row table: read as a stream (never whole), each row's byte range
  * recorded as the scan passes it, any row read back by its range afterwards. Blank lines
- * are skipped; messages name the file and the line.
+ * are skipped; messages name the file and the line. A file of 4 MiB or more says who it
+ * is (path, size, modification time) so that its ranges can be kept with the row index.
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
+import * as Path from "node:path"
 import { Effect, Stream } from "effect"
 import { Offsets, readRange, type RowTable, SourceError } from "./RowTable.ts"
 
 const NEWLINE = 0x0a
 const CHUNK_BYTES = 1 << 20
 const BLANK = Symbol("blank")
+/** smaller files are scanned again: that is about as fast as reading a kept index */
+const KEPT_FROM_BYTES = 4 << 20
 
 /** @since 0.1.0 @category constructors */
 export const table = (path: string): RowTable => {
@@ -91,5 +95,20 @@ export const table = (path: string): RowTable => {
         catch: (e) => failure("Unreadable", `${path}:${lines.at(index)}: could not read the row again (${(e as Error).message}); was the file changed during the run?`),
       }),
     locate: (index) => `${path}:${index < lines.length ? lines.at(index) : "?"}`,
+    persist: {
+      identity: Effect.sync(() => {
+        const stat = Fs.statSync(path, { throwIfNoEntry: false })
+        return stat === undefined || stat.size < KEPT_FROM_BYTES ? undefined : `jsonl ${Path.resolve(path)} ${stat.size} ${stat.mtimeMs} ${stat.ino}`
+      }),
+      save: () => [starts.view(), ends.view(), lines.view()],
+      restore: (parts) => {
+        const [s, e, l] = parts
+        if (parts.length !== 3 || s === undefined || e === undefined || l === undefined || s.length !== e.length || s.length !== l.length) return false
+        starts.load(s)
+        ends.load(e)
+        lines.load(l)
+        return true
+      },
+    },
   }
 }

@@ -28,6 +28,17 @@ export interface RowTable {
   readonly read: (index: number) => Effect.Effect<unknown, SourceError>
   /** where row `index` is, for messages: `file:line`, `file row n` */
   readonly locate: (index: number) => string
+  /**
+   * Lets the row index be kept on disk between runs (optional): `identity` names the data
+   * as it is now (a file's path, size and modification time; undefined: not worth
+   * keeping), `save` gives what the table learnt in its scan (row offsets), and `restore`
+   * takes that back in place of a scan (false: it does not fit, scan instead).
+   */
+  readonly persist?: {
+    readonly identity: Effect.Effect<string | undefined>
+    readonly save: () => ReadonlyArray<Float64Array>
+    readonly restore: (parts: ReadonlyArray<Float64Array>) => boolean
+  }
 }
 
 // ===== Offsets =====
@@ -46,6 +57,15 @@ export class Offsets {
   }
   at(index: number): number {
     return this.data[index]!
+  }
+  /** the offsets pushed so far (a view: copy it to keep it past the next push) */
+  view(): Float64Array {
+    return this.data.subarray(0, this.length)
+  }
+  /** replaces the offsets with `values` */
+  load(values: Float64Array) {
+    this.data = values.length > 0 ? Float64Array.from(values) : new Float64Array(1024)
+    this.length = values.length
   }
 }
 
