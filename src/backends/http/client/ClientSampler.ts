@@ -18,7 +18,7 @@ import * as Alignment from "../wire/Alignment.ts"
 import type { Calls } from "./Calls.ts"
 import type { State } from "./ClientTrainer.ts"
 import * as Proto from "../wire/Proto.ts"
-import { type Binary, decodeResult, headerValueProblem } from "./Transport.ts"
+import { type Binary, decodeTypedResult, headerValueProblem } from "./Transport.ts"
 import * as Wire from "../wire/Wire.ts"
 
 /** A protobuf sample result as JSON, with the policy version its answer's header carries. */
@@ -30,10 +30,13 @@ const sampleFromProto = (b: Binary) =>
   })
 
 /**
- * An `asample` future's answer (JSON, or protobuf) as `Wire.SampleResponse`.
+ * An `asample` future's answer (JSON, or protobuf) as `Wire.SampleResponse`. A protobuf
+ * answer is typed by its decoding (int32 tokens, float32 log-probs), so only JSON is
+ * checked by the Schema, whose cost grows with every token.
  * @since 0.1.0 @category combinators
  */
-export const sampleResult = (raw: unknown, operation: string) => decodeResult(raw, sampleFromProto, Wire.SampleResponse, operation)
+export const sampleResult = (raw: unknown, operation: string): Effect.Effect<Wire.SampleResponse, BackendError> =>
+  decodeTypedResult(raw, sampleFromProto, Wire.SampleResponse, operation)
 
 const samplingParamsToWire = (p: SamplingParams): Result.Result<Wire.SamplingParams, string> => {
   let stop: Wire.SamplingParams["stop"] = undefined
@@ -169,7 +172,8 @@ const sample = (ctx: Context) =>
       if (s.logprobs === undefined || s.logprobs === null || s.logprobs.length !== s.tokens.length) {
         return yield* new BackendError({ reason: "Internal", operation: "sample", message: `sequences[${i}] has ${s.logprobs?.length ?? "no"} logprobs for ${s.tokens.length} tokens` })
       }
-      sequences.push({ tokens: [...s.tokens], logprobs: [...s.logprobs], stopReason: s.stop_reason })
+      // the decoded arrays are this answer's own: no copy
+      sequences.push({ tokens: s.tokens as Array<number>, logprobs: s.logprobs as Array<number>, stopReason: s.stop_reason })
     }
     const result: { -readonly [K in keyof SampleResult]: SampleResult[K] } = { sequences, policyVersion: version }
     if (opts.includePromptLogprobs && response.prompt_logprobs !== undefined && response.prompt_logprobs !== null) {
