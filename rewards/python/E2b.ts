@@ -123,6 +123,26 @@ interface RunOutcome {
   readonly flooded: boolean
 }
 
+/**
+ * Fails when the template lacks what a run needs: without this, every program would end
+ * with status 127, scored as its own fault. Once per layer, on its first sandbox.
+ */
+const checkTemplate = (s: Settings, sandbox: SdkSandbox) =>
+  Effect.tryPromise({
+    try: async () => {
+      const probe = `for c in bash ${s.python} timeout; do command -v "$c" > /dev/null || echo "$c"; done`
+      const handle = await sandbox.commands.run(probe, { background: true, timeoutMs: s.slackMillis, requestTimeoutMs: s.slackMillis })
+      return (await handle.wait()).stdout.trim()
+    },
+    catch: sdkFailure("could not check the sandbox's template"),
+  }).pipe(
+    Effect.flatMap((missing) =>
+      missing === ""
+        ? Effect.void
+        : Effect.fail(new PythonSandboxError({ reason: "Protocol", message: `E2B template "${s.template}" has no ${missing.split("\n").join(", ")}: pythonTests needs bash, ${s.python} and coreutils' timeout in it` })),
+    ),
+  )
+
 /** The command of one run: memory and time limited inside the sandbox. */
 const commandOf = (s: Settings, limits: PythonLimits, file: string, stdinFile: string | undefined) =>
   `ulimit -d ${Math.ceil(limits.memoryMb * 1024)}; exec timeout -k 1 ${limits.serviceTimeout}s ${s.python} ${file} < ${stdinFile ?? "/dev/null"}`
@@ -241,15 +261,22 @@ export const makeE2b = Effect.fnUntraced(function* (options: E2bOptions = {}, lo
   const acquire = (runs: number, limits: PythonLimits) =>
     Effect.acquireRelease(create(s, runs, limits).pipe(Effect.tap((sandbox) => Effect.sync(() => live.add(sandbox)))), (sandbox) =>
       kill(s, sandbox).pipe(Effect.ensuring(Effect.sync(() => live.delete(sandbox)))))
+  let templateChecked = false
+  const sandboxFor = (runs: number, limits: PythonLimits) =>
+    Effect.gen(function* () {
+      const sandbox = yield* acquire(runs, limits)
+      if (!templateChecked) yield* checkTemplate(s, sandbox).pipe(Effect.tap(() => Effect.sync(() => (templateChecked = true))))
+      return sandbox
+    })
   const evaluate = (request: PythonRequest, limits: PythonLimits) =>
     Effect.gen(function* () {
       const started = Date.now()
       if (request.calls !== undefined) {
-        const { results, output } = yield* runCalls(s, yield* acquire(1, limits), request.calls, request.source, limits)
+        const { results, output } = yield* runCalls(s, yield* sandboxFor(1, limits), request.calls, request.source, limits)
         return { results, outputs: [], output, work: undefined, millis: Date.now() - started } satisfies PythonEvaluation
       }
       const inputs = request.stdin ?? []
-      const outputs = inputs.length === 0 ? [] : yield* runStdio(s, yield* acquire(inputs.length, limits), inputs, request.source, limits)
+      const outputs = inputs.length === 0 ? [] : yield* runStdio(s, yield* sandboxFor(inputs.length, limits), inputs, request.source, limits)
       return { results: [], outputs, output: outputs.join(""), work: undefined, millis: Date.now() - started } satisfies PythonEvaluation
     })
   const run = (request: PythonRequest): Effect.Effect<PythonEvaluation, PythonProgramError | PythonSandboxError> =>

@@ -55,7 +55,7 @@ describe("E2B backend", () => {
     assert.include(fake.commands.at(-1)!, "ulimit -d 131072")
     // expected values never leave the host
     const harness = fake.files.get("/tmp/gyre/harness.py")!
-    assert.include(harness, "3*x+1")
+    assert.include(harness, "def f(x):")
     assert.notInclude(harness, "-11")
   })
 
@@ -64,7 +64,7 @@ describe("E2B backend", () => {
     const before = fake.commands.length
     const s = await onService(score(io, null, "a, b = map(int, input().split())\nprint(a + b)"))
     assert.closeTo(s.value!, 2 / 3, 1e-9)
-    assert.deepStrictEqual(fake.commands.slice(before).map((c) => c.split("< ")[1]), ["stdin0.txt", "stdin1.txt", "stdin2.txt"])
+    assert.deepStrictEqual(fake.commands.slice(before).filter((c) => c.includes("main.py")).map((c) => c.split("< ")[1]), ["stdin0.txt", "stdin1.txt", "stdin2.txt"])
     assert.strictEqual(fake.files.get("/tmp/gyre/stdin1.txt"), "4 4\n")
     assert.deepStrictEqual(fake.live(), [])
   })
@@ -140,7 +140,7 @@ describe("an E2B outage masks the sample, after retries", () => {
     const killed = fake.killed.length
     const s = await onService(score(reward, null, good))
     assert.isUndefined(s.value)
-    assert.match(s.masked ?? "", /Unavailable: E2B could not write the program's files/)
+    assert.match(s.masked ?? "", /Unavailable: E2B could not check the sandbox's template: /)
     assert.strictEqual(fake.killed.length - killed, 3)
     assert.deepStrictEqual(fake.live(), [])
   })
@@ -149,6 +149,13 @@ describe("an E2B outage masks the sample, after retries", () => {
     fake.failFirst = 1
     const s = await onService(score(reward, null, good))
     assert.strictEqual(s.value, 1)
+  })
+
+  it("a template without python3 (or timeout) masks, naming what it lacks, and never scores", async () => {
+    const s = await onService(score(reward, null, good), service({ python: "python9" }))
+    assert.isUndefined(s.value)
+    assert.match(s.masked ?? "", /Protocol: E2B template "base" has no python9: pythonTests needs bash, python9 and coreutils' timeout/)
+    assert.deepStrictEqual(fake.live(), [])
   })
 
   it("a wrong API key masks, never scores", async () => {
