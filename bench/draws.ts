@@ -5,7 +5,9 @@
  * the way it drew before (every draw re-decoded the split, re-hashed every row and
  * re-shuffled the pool; the old algorithm is kept here to compare side by side).
  * Prints the time to the first problem and the time of one step's draws at 2 and 64
- * groups, for both. Run: npm run bench:draws  (--rows N for a smaller file, --old-groups N)
+ * groups, for both, and the first problem of a second env over the same file, which reads
+ * the index kept on disk by the first (in a cache folder of this run, so the first always
+ * scans). Run: npm run bench:draws  (--rows N for a smaller file, --old-groups N)
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
