@@ -48,6 +48,8 @@ export interface E2bOptions {
   readonly apiUrl?: string
   /** one URL for every sandbox's own API, for a self-hosted E2B (default: `E2B_SANDBOX_URL`, else the SDK's) */
   readonly sandboxUrl?: string
+  /** whether programs may reach the internet (default false: a program's packages come with the template) */
+  readonly internet?: boolean
   /** sandboxes alive at once, at most (default 20, the smallest plan's cap) */
   readonly concurrency?: number
   /** the interpreter's command in the template (default `"python3"`) */
@@ -79,6 +81,7 @@ interface Settings {
   readonly connection: { readonly domain?: string; readonly apiUrl?: string; readonly sandboxUrl?: string }
   readonly python: string
   readonly slackMillis: number
+  readonly internet: boolean
 }
 
 const unavailable = (message: string) => new PythonSandboxError({ reason: "Unavailable", message: `E2B ${message}` })
@@ -97,6 +100,7 @@ const create = (s: Settings, runs: number, limits: PythonLimits) =>
         timeoutMs: Math.ceil(runs * (limits.serviceTimeout + 2) * 1000 + 2 * s.slackMillis),
         requestTimeoutMs: s.slackMillis,
         metadata: { createdBy: "gyre pythonTests" },
+        allowInternetAccess: s.internet,
         signal,
       }),
     catch: sdkFailure("could not create a sandbox"),
@@ -233,7 +237,7 @@ export const checkE2bOptions = (options: E2bOptions) => {
   if (!(Number.isFinite(slack) && slack > 0)) throw new RangeError(`PythonSandbox: e2b.requestSlackSeconds must be a positive number, got ${slack}`)
   const python = options.python ?? "python3"
   if (!/^[A-Za-z0-9_./-]+$/.test(python)) throw new RangeError(`PythonSandbox: e2b.python must be a command name or path, got ${JSON.stringify(python)}`)
-  return { base, concurrency, slackMillis: slack * 1000, python, template: options.template ?? "base" }
+  return { base, concurrency, slackMillis: slack * 1000, python, template: options.template ?? "base", internet: options.internet ?? false }
 }
 
 /**

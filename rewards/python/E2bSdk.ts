@@ -18,6 +18,8 @@ export interface CreateOptions {
   /** each control-plane or file request's own limit */
   readonly requestTimeoutMs: number
   readonly metadata?: Record<string, string>
+  /** false: the sandbox reaches nothing outside it */
+  readonly allowInternetAccess?: boolean
   readonly signal?: AbortSignal
 }
 

@@ -48,6 +48,7 @@ describe("E2B backend", () => {
     const created = fake.creates.slice(before)
     assert.strictEqual(created.length, 3)
     assert.strictEqual(created[0]!["templateID"], "base")
+    assert.strictEqual(created[0]!["allow_internet_access"], false)
     // the sandbox's life covers the run and the waits: E2B ends it if gyre cannot
     assert.isTrue(Number.isInteger(created[0]!["timeout"]) && (created[0]!["timeout"] as number) >= 12)
     assert.deepStrictEqual(fake.live(), [])

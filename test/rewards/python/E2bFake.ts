@@ -25,7 +25,9 @@
  *
  * A sandbox is a fresh directory: absolute paths of files and of `cwd` are taken inside
  * it, and commands run for real, with the machine's `bash` and `python3`, `HOME` inside
- * the sandbox. That is the fake's one departure from E2B: no VM around the process.
+ * the sandbox. That is the fake's departure from E2B: no VM around the process, so
+ * neither `allow_internet_access: false` nor the sandbox's memory is enforced here (the
+ * requests say what was asked for).
  *
  * `mode` simulates outages (a refused connection needs no fake: a closed port):
  * `"create503"` and `"create429"` (the control plane's errors), `"createHang"` (create
