@@ -22,6 +22,8 @@ import * as path from "node:path"
 import * as Files from "../platform/FileSystem.ts"
 import { decode } from "../util/Decode.ts"
 import { type Message, type Prompt, TokenizeError, Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
+import { byteLevelDecoder } from "./ByteLevelDecode.ts"
+import { wordCachedEncoder } from "./WordCache.ts"
 
 /** Why a tokenizer folder could not be loaded. @since 0.1.0 @category errors */
 export class TokenizerLoadError extends Schema.TaggedError<TokenizerLoadError>()("TokenizerLoadError", {
@@ -94,7 +96,7 @@ const loadFiles = (dir: string) =>
       try: () => new HfTokenizer(json as object, configRaw as object),
       catch: (e) => new TokenizerLoadError({ reason: "Unsupported", path: jsonFile, message: `${jsonFile} cannot be loaded: ${errorText(e)}` }),
     })
-    return { configFile, config, tokenizer }
+    return { configFile, config, tokenizer, json, configRaw }
   })
 
 /** The chat template's text and its parse: from tokenizer_config.json, else chat_template.jinja; none when neither has one. */
@@ -191,7 +193,7 @@ const renderChatWith = ({ dir, template, specials, bos, bosText }: ChatRendering
  * @since 0.1.0 @category constructors
  */
 export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (dir: string) {
-  const { configFile, config, tokenizer } = yield* loadFiles(dir)
+  const { configFile, config, tokenizer, json, configRaw } = yield* loadFiles(dir)
   const chat = yield* chatTemplate(dir, config, configFile)
   const { bosText, eosText, bos, eos } = yield* specialTokens(tokenizer, config, configFile)
   const vocabSize = vocabSizeOf(tokenizer)
@@ -203,11 +205,15 @@ export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (d
     unk_token: tokenText(config.unk_token) ?? "",
   }
 
+  // byte-level BPE tokenizers (Qwen's, Llama 3's) encode and decode without the library's per-call work; the same ids and text
+  const encodeText = wordCachedEncoder(tokenizer, json) ?? ((text: string) => tokenizer.encode(text, { add_special_tokens: false }).ids)
   const encode = (text: string) =>
     Effect.try({
-      try: () => tokenizer.encode(text, { add_special_tokens: false }).ids,
+      try: () => encodeText(text),
       catch: (e) => new TokenizeError({ message: `cannot encode the text: ${errorText(e)}` }),
     })
+  const libraryDecode = (tokens: ReadonlyArray<number>) => (tokens.length === 0 ? "" : tokenizer.decode([...tokens], { skip_special_tokens: true }))
+  const decode = byteLevelDecoder(json, configRaw, (id) => tokenizer.id_to_token(id), libraryDecode) ?? libraryDecode
 
   const renderChat = renderChatWith({ dir, template: chat.template, specials, bos, bosText })
 
@@ -217,7 +223,7 @@ export const fromDirectory = Effect.fn("HfTokenizer.fromDirectory")(function* (d
     bos,
     eos,
     encode,
-    decode: (tokens) => tokenizer.decode([...tokens], { skip_special_tokens: true }),
+    decode,
     renderPrompt: (prompt: Prompt) => (typeof prompt === "string" ? Effect.succeed(prompt) : renderChat(prompt.map((m: Message) => ({ role: m.role, content: m.content })))),
     ...(chat.template !== undefined ? { renderChat } : {}),
     // a template that renders `<tool_call>` blocks: tool episodes use that format (Tool.hermes)
