@@ -8,9 +8,12 @@
  * user, who may use `sudo` in E2B's templates, so anything it left in a shared sandbox
  * (a planted `sitecustomize.py`, a process left behind) would meet the next program: a
  * sandbox of its own is the only isolation that holds. Each sandbox is also created with
- * a life of its evaluation's time limits plus `requestSlackSeconds`, so E2B kills and
+ * a life of its evaluation's time limits plus twice `requestSlackSeconds`, so E2B kills and
  * stops billing one that gyre could not (a crashed host). At most `concurrency` sandboxes
- * live at once (E2B's plans cap concurrent sandboxes; past the cap E2B answers 429).
+ * live at once (E2B's plans cap concurrent sandboxes; past the cap E2B answers 429). A
+ * sandbox reaches no network unless `internet` is set; the layer's first sandbox is checked
+ * for `bash`, the interpreter and `timeout`, so a template without them masks samples
+ * rather than scoring every program 0.
  *
  * Function tests are one command: the remote harness (`remoteHarness.ts`, as for Sandbox
  * Fusion) loads the program afresh for each test and prints the results as JSON after a
