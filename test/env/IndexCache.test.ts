@@ -2,7 +2,8 @@
  * A big JSONL file's row index is kept in gyre's cache folder: the next env over the same
  * file draws the same problems from it without a scan; a file rewritten in place (same
  * size and time), a damaged index or another Schema is scanned again; small files keep
- * nothing; the folder keeps a bounded number of indexes.
+ * nothing; an index kept with nothing held out serves that, and held-out splits after one
+ * more pass; the folder keeps a bounded number of indexes.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -32,8 +33,8 @@ const writeRows = (path: string, rows: ReadonlyArray<unknown>) => {
   return path
 }
 
-const envOf = (source: Env.Source<Problem>, problem: Schema.Codec<Problem, any> = Problem) =>
-  Env.make({ name: "kept", problem, source, prompt: (p) => p.question, reward: Reward.make("one", () => 1), eval: { heldOut: 0.2 } })
+const envOf = (source: Env.Source<Problem>, problem: Schema.Codec<Problem, any> = Problem, heldOut = 0.2) =>
+  Env.make({ name: "kept", problem, source, prompt: (p) => p.question, reward: Reward.make("one", () => 1), eval: { heldOut } })
 
 /** the first train and eval problems of a seed, and whether the index was read from the cache */
 const draws = (env: Env.AnyEnv) => {
@@ -87,6 +88,19 @@ describe("the kept row index", () => {
       assert.isFalse((yield* draws(envOf(Env.jsonl(path), Other))).fromCache)
       assert.strictEqual(kept().length, before + 1)
       assert.isTrue((yield* draws(envOf(Env.jsonl(path), Other))).fromCache)
+    }))
+
+  it.effect("an index kept with nothing held out is used as such, and is kept again with hashes once rows are held out", () =>
+    Effect.gen(function*() {
+      const path = writeRows(Path.join(tmp, "all.jsonl"), items)
+      const all = (yield* draws(envOf(Env.rows(items), Problem, 0))).drawn
+      assert.deepStrictEqual(yield* draws(envOf(Env.jsonl(path), Problem, 0)), { drawn: all, fromCache: false })
+      assert.deepStrictEqual(yield* draws(envOf(Env.jsonl(path), Problem, 0)), { drawn: all, fromCache: true })
+      // no split hashes were kept: held-out splits need a pass, whose index then serves both
+      const split = (yield* draws(envOf(Env.rows(items)))).drawn
+      assert.deepStrictEqual(yield* draws(envOf(Env.jsonl(path))), { drawn: split, fromCache: false })
+      assert.deepStrictEqual(yield* draws(envOf(Env.jsonl(path), Problem, 0)), { drawn: all, fromCache: true })
+      assert.deepStrictEqual(yield* draws(envOf(Env.jsonl(path), Problem, 0.5)), { drawn: (yield* draws(envOf(Env.rows(items), Problem, 0.5))).drawn, fromCache: true })
     }))
 
   it.effect("a small file keeps nothing: it is scanned each time", () =>
