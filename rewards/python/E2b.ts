@@ -4,10 +4,10 @@
  *
  * One fresh sandbox per evaluation: created from `template`, the program's files written
  * to `/tmp/gyre`, its runs made, and killed at the end (also when the evaluation fails or
- * is interrupted, and when the layer's scope closes). A program runs as the template's
- * user, who may use `sudo` in E2B's templates, so anything it left in a shared sandbox
- * (a planted `sitecustomize.py`, a process left behind) would meet the next program: a
- * sandbox of its own is the only isolation that holds. Each sandbox is also created with
+ * is interrupted, and when the layer's scope closes). A sandbox is the program's whole
+ * machine, so anything it left in a shared one (a planted `sitecustomize.py`, a process
+ * left behind) would meet the next program: a sandbox of its own is the only isolation
+ * that holds. Each sandbox is also created with
  * a life of its evaluation's time limits plus twice `requestSlackSeconds`, so E2B kills and
  * stops billing one that gyre could not (a crashed host). At most `concurrency` sandboxes
  * live at once (E2B's plans cap concurrent sandboxes; past the cap E2B answers 429). A
