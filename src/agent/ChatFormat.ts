@@ -104,19 +104,37 @@ const templateMessages = (messages: ReadonlyArray<ChatMessage>) =>
     return { role: "assistant", content: textOf(m.content), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) }
   })
 
+/** Renders kept: every episode of a group sends the same first request, and rendering a template costs far more than its key. */
+const RENDERS_KEPT = 256
+
 /** The template format of a tokenizer whose chat template renders tools (`hermes`). @since 0.1.0 @category constructors */
-export const template = (tokenizer: TokenizerShape): ChatFormat => ({
-  name: "template",
-  render: (messages, tools) => {
-    if (tokenizer.renderChat === undefined) return Effect.fail(new TokenizeError({ message: `the tokenizer ${tokenizer.name} has no chat template` }))
-    if (tools.length > 0 && tokenizer.toolCalls !== "hermes") {
-      return Effect.fail(new TokenizeError({ message: `the chat template of ${tokenizer.name} renders no tools: send the request without tools` }))
-    }
-    return tokenizer.renderChat(templateMessages(messages), { tools, addGenerationPrompt: true })
-  },
-  parse: parseWith(Syntax.hermes, "<tool_call>"),
-  stop: Syntax.hermes.stop,
-})
+export const template = (tokenizer: TokenizerShape): ChatFormat => {
+  // the most recently rendered conversations, by their messages and tools
+  const renders = new Map<string, string>()
+  const remember = (key: string, text: string) => {
+    renders.set(key, text)
+    if (renders.size > RENDERS_KEPT) renders.delete(renders.keys().next().value!)
+  }
+  return {
+    name: "template",
+    render: (messages, tools) => {
+      const renderChat = tokenizer.renderChat
+      if (renderChat === undefined) return Effect.fail(new TokenizeError({ message: `the tokenizer ${tokenizer.name} has no chat template` }))
+      if (tools.length > 0 && tokenizer.toolCalls !== "hermes") {
+        return Effect.fail(new TokenizeError({ message: `the chat template of ${tokenizer.name} renders no tools: send the request without tools` }))
+      }
+      const key = JSON.stringify([messages, tools])
+      const kept = renders.get(key)
+      if (kept !== undefined) return Effect.succeed(kept)
+      return Effect.map(renderChat(templateMessages(messages), { tools, addGenerationPrompt: true }), (text) => {
+        remember(key, text)
+        return text
+      })
+    },
+    parse: parseWith(Syntax.hermes, "<tool_call>"),
+    stop: Syntax.hermes.stop,
+  }
+}
 
 /** The format for the run's tokenizer: its chat template when it has one, else brackets. @since 0.1.0 @category constructors */
 export const forTokenizer = (tokenizer: TokenizerShape): ChatFormat => (tokenizer.renderChat !== undefined ? template(tokenizer) : brackets)

@@ -106,13 +106,14 @@ const answer = (state: State, session: Completions.Session, req: HttpServerReque
 type Answer = { readonly json: unknown } | { readonly events: ReadonlyArray<unknown> }
 
 const route = (state: State, req: HttpServerRequest.HttpServerRequest, path: string): Effect.Effect<Answer, Completions.Refusal> => {
-  const notFound = new Completions.Refusal({ status: 404, code: "not_found", message: `no route ${req.method} ${path.slice(0, 200)}: this endpoint serves GET /v1/models, POST /v1/chat/completions and POST /v1/completions` })
   if (path === "/v1/models") {
     return req.method === "GET"
       ? Effect.succeed({ json: { object: "list", data: [{ id: state.served.model, object: "model", created: 0, owned_by: "gyre" }] } })
       : Effect.fail(new Completions.Refusal({ status: 405, code: "method_not_allowed", message: "/v1/models takes GET" }))
   }
-  if (path !== "/v1/chat/completions" && path !== "/v1/completions") return Effect.fail(notFound)
+  if (path !== "/v1/chat/completions" && path !== "/v1/completions") {
+    return Effect.fail(new Completions.Refusal({ status: 404, code: "not_found", message: `no route ${req.method} ${path.slice(0, 200)}: this endpoint serves GET /v1/models, POST /v1/chat/completions and POST /v1/completions` }))
+  }
   if (req.method !== "POST") return Effect.fail(new Completions.Refusal({ status: 405, code: "method_not_allowed", message: `${path} takes POST` }))
   return completion(state, req, path === "/v1/chat/completions")
 }
