@@ -67,7 +67,8 @@ const lazyTable = <P>(origin: string, open: () => Promise<Effect.Effect<RowTable
 /**
  * Problems from a JSONL file (one JSON object per line; blank lines skipped), decoded
  * with the env's problem Schema. The file is read as a stream, never whole; errors name
- * the file and the line.
+ * the file and the line. A file of 4 MiB or more has its row index kept in gyre's cache
+ * (`GYRE_CACHE/index/`), so the next run on the unchanged file need not read it through.
  * @since 0.1.0 @category constructors
  */
 export const jsonl = <P = unknown>(path: string): Source<P> =>
