@@ -4,6 +4,7 @@
  *
  *   npm run bench:client -- [--groups 16] [--group-size 16] [--steps 2] [--warmup 1]
  *                           [--only single,tools,agent] [--rev <git revision>] [--gyre-wait] [--no-batched]
+ *                           [--cores 1,2] [--sample-concurrency 8]
  *
  * The stand-in is `serve`'s server on the instant Trainer + Sampler of the tests
  * (`test/backends/http/InstantService.ts`) in a child process of its own, so its CPU is
@@ -21,6 +22,13 @@
  * (gyre's `X-Gyre-Wait-Ms` extension, which only gyre's server honours). Samples of a
  * sampling session are retrieved in batches (`retrieve_futures`) where the client
  * supports it; `--no-batched` turns that off.
+ *
+ * `--cores` (a list: `1,2`) plays the episodes on that many episode worker threads
+ * (`gyre run --cores`), each count measured in turn; besides CPU (which counts every
+ * thread) it prints the wall-clock throughput of the rollout phase: episodes per second
+ * of `Collect.collect` (sampling, episodes, rewards), over the measured steps.
+ * `--sample-concurrency` sets the groups in flight (default 8, the run's default); with
+ * as many as `--groups`, the rollout phase waits on nothing but CPU.
  *
  * With `--rev`, the same bench also runs on that revision's client (a `git worktree` in a
  * temporary folder, given this bench and its workloads), each workload alternating
@@ -55,6 +63,9 @@ interface Measured {
   readonly paths: Record<string, number>
   readonly rssMb: number
   readonly maxRssMb: number
+  /** wall-clock seconds of the measured steps' rollout phases */
+  readonly rolloutSeconds: number
+  readonly cores: number
 }
 
 // ---------------------------------------------------------------- the stand-in service
@@ -98,7 +109,9 @@ const client = async (workload: Workload, url: string) => {
   const Client = await import("../src/backends/http/client/Client.ts")
   const Runner = await import("../src/Runner.ts")
   const Tokenizers = await import("../src/tokenizers/index.ts")
+  const { Layer } = await import("effect")
   const { envs, QWEN3_DIR } = await import("../test/backends/http/ClientWorkloads.ts")
+  const cores = count("cores", 1)
   const groups = count("groups", 16)
   const groupSize = count("group-size", 16)
   const steps = count("steps", 2)
@@ -109,6 +122,7 @@ const client = async (workload: Workload, url: string) => {
   let measuring = false
   let start = 0
   const cpu: Record<string, number> = {}
+  let rolloutMs = 0
   const paths: Record<string, number> = {}
   let exchanges = 0
   let connections = 0
@@ -133,21 +147,31 @@ const client = async (workload: Workload, url: string) => {
         start = cpuNow()
       }
       const begun = cpuNow()
+      const wall = performance.now()
       const end = span.end.bind(span)
       span.end = (endTime, exit) => {
         if (measuring) cpu[phase] = (cpu[phase] ?? 0) + cpuNow() - begun
+        if (measuring && phase === "rollouts") rolloutMs += performance.now() - wall
         end(endTime, exit)
       }
       return span
     },
   })
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-bench-client-"))
-  const settings = Runner.defaults(envs[workload].name, { outDir: dir, steps: warmup + steps, groups, groupSize, evalEvery: 0, saveEvery: 0, seed: 1, sampling: { maxTokens: 600, temperature: 1 } })
+  const settings = Runner.defaults(envs[workload].name, { outDir: dir, steps: warmup + steps, groups, groupSize, sampleConcurrency: count("sample-concurrency", 8), evalEvery: 0, saveEvery: 0, seed: 1, sampling: { maxTokens: 600, temperature: 1 } })
+  // Tinker answers a submission with a future to poll: the wait extension is off unless asked for
+  const backend = Layer.merge(
+    Client.layer({ baseUrl: new URL(url), submitWait: args.includes("--gyre-wait") ? undefined : 0, ...(args.includes("--no-batched") ? { batchedRetrieval: false } : {}) }),
+    Tokenizers.layer(QWEN3_DIR),
+  )
+  // the episode workers load the workload's env from its module, and Qwen3's tokenizer
+  const workers = await import("../src/run/workers/Pool.ts").then(
+    (Pool) => Pool.layer({ cores, env: { module: Path.join(ROOT, "test/backends/http/ClientWorkloads.ts"), exportName: `envs.${workload}` }, tokenizer: { kind: "files", dir: QWEN3_DIR } }),
+    () => Layer.empty, // a revision before --cores
+  )
   await Effect.runPromise(
     Runner.run(settings, envs[workload]).pipe(
-      // Tinker answers a submission with a future to poll: the wait extension is off unless asked for
-      Effect.provide(Client.layer({ baseUrl: new URL(url), submitWait: args.includes("--gyre-wait") ? undefined : 0, ...(args.includes("--no-batched") ? { batchedRetrieval: false } : {}) })),
-      Effect.provide(Tokenizers.layer(QWEN3_DIR)),
+      Effect.provide(Layer.provideMerge(workers, backend)),
       Effect.withTracer(tracer),
       Effect.provideService(References.MinimumLogLevel, "Warn"),
     ),
@@ -163,6 +187,8 @@ const client = async (workload: Workload, url: string) => {
     paths: Object.fromEntries(Object.entries(paths).map(([k, v]) => [k, v / steps])),
     rssMb: process.memoryUsage().rss / 2 ** 20,
     maxRssMb: process.resourceUsage().maxRSS / 1024,
+    rolloutSeconds: rolloutMs / 1000,
+    cores,
   }
   Fs.rmSync(dir, { recursive: true, force: true })
   console.log(`RESULT ${JSON.stringify(result)}`)
@@ -182,12 +208,12 @@ const firstLine = (child: ChildProcess, prefix: string) =>
     child.on("exit", (code) => reject(new Error(`${prefix.trim()} never came (exit ${code})`)))
   })
 
-const measure = async (tree: string, workload: Workload): Promise<Measured> => {
+const measure = async (tree: string, workload: Workload, cores: number): Promise<Measured> => {
   const service = tsx(ROOT, ["--stand-in", workload])
   try {
     const url = await firstLine(service, "URL ")
-    const passOn = [...["groups", "group-size", "steps", "warmup"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!])), ...["--gyre-wait", "--no-batched"].filter((f) => args.includes(f))]
-    return JSON.parse(await firstLine(tsx(tree, ["--client", workload, "--url", url, ...passOn]), "RESULT ")) as Measured
+    const passOn = [...["groups", "group-size", "steps", "warmup", "sample-concurrency"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!])), ...["--gyre-wait", "--no-batched"].filter((f) => args.includes(f))]
+    return JSON.parse(await firstLine(tsx(tree, ["--client", workload, "--url", url, "--cores", String(cores), ...passOn]), "RESULT ")) as Measured
   } finally {
     service.kill()
   }
@@ -208,7 +234,8 @@ const worktreeOf = (rev: string): string => {
 const row = (label: string, m: Measured) => {
   const phases = ["rollouts", "datums", "submit", "await", "other"].map((p) => `${p} ${(m.cpuMs[p] ?? 0).toFixed(2)}`).join(", ")
   const calls = Object.entries(m.paths).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${v}`).join(", ")
-  console.log(`  ${label.padEnd(12)} ${m.cpuMs["total"]!.toFixed(2).padStart(7)} ms/episode (${phases}); ${m.exchanges} exchanges/step (${calls}); ${m.connections} new connections/step; RSS ${m.rssMb.toFixed(0)} MB (max ${m.maxRssMb.toFixed(0)})`)
+  const throughput = `${(m.episodes / m.rolloutSeconds).toFixed(0)} episodes/s in rollouts (${m.rolloutSeconds.toFixed(2)} s)`
+  console.log(`  ${label.padEnd(20)} ${m.cpuMs["total"]!.toFixed(2).padStart(7)} ms/episode (${phases}); ${throughput}; ${m.exchanges} exchanges/step (${calls}); ${m.connections} new connections/step; RSS ${m.rssMb.toFixed(0)} MB (max ${m.maxRssMb.toFixed(0)})`)
 }
 
 const orchestrate = async () => {
@@ -216,11 +243,14 @@ const orchestrate = async () => {
   const rev = option("rev")
   const trees: Array<{ label: string; dir: string }> = [{ label: "this tree", dir: ROOT }]
   if (rev !== undefined) trees.unshift({ label: rev, dir: worktreeOf(rev) })
+  const coreCounts = (option("cores") ?? "1").split(",").map(Number).filter((n) => Number.isInteger(n) && n >= 1)
   console.log(`client CPU per episode, ${count("groups", 16)} groups x ${count("group-size", 16)}, ${count("steps", 2)} steps after ${count("warmup", 1)} warm-up, on ${Os.cpus()[0]?.model ?? "?"}`)
   try {
     for (const workload of only) {
       console.log(workload)
-      for (const tree of trees) row(tree.label, await measure(tree.dir, workload))
+      for (const tree of trees) {
+        for (const cores of coreCounts) row(coreCounts.length > 1 ? `${tree.label}, ${cores} core${cores > 1 ? "s" : ""}` : tree.label, await measure(tree.dir, workload, cores))
+      }
     }
   } finally {
     for (const tree of trees) if (tree.dir !== ROOT) execFileSync("git", ["worktree", "remove", "--force", tree.dir], { cwd: ROOT, stdio: "ignore" })

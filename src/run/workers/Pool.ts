@@ -23,6 +23,8 @@ import type { Group } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError, type RunSettings } from "../Settings.ts"
 import type { EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
+import { pack, unpack } from "./Pack.ts"
+import { lengthen } from "./Turns.ts"
 import { spawn, type Started } from "./Spawn.ts"
 import { offWorkers } from "./Cores.ts"
 
@@ -87,9 +89,12 @@ const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber
     case "sample": {
       const job = handle.pending.get(message.job)
       if (job === undefined) return
-      const fiber: Fiber.Fiber<void> = run(answer(sampler, message.call).pipe(
+      const fiber: Fiber.Fiber<void> = run(answer(sampler, unpack<SamplerCall>(message.call)).pipe(
         Effect.match({
-          onSuccess: (value) => post({ type: "sampled", id: message.id, result: { ok: true, value } }),
+          onSuccess: (value) => {
+            const { packed, transfer } = pack(value)
+            handle.worker.postMessage({ type: "sampled", id: message.id, result: { ok: true, value: packed } } satisfies ToWorker, transfer)
+          },
           onFailure: (e) => post({ type: "sampled", id: message.id, result: { ok: false, reason: e.reason, operation: e.operation, message: e.message } }),
         }),
         Effect.ensuring(Effect.sync(() => job.calls.delete(fiber))),
@@ -105,7 +110,7 @@ const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber
       const job = handle.pending.get(message.id)
       if (job === undefined) return
       handle.pending.delete(message.id)
-      job.resume(message.type === "done" ? { ok: true, group: message.group } : { ok: false, error: runErrorOf(message.failure, job.step) })
+      job.resume(message.type === "done" ? { ok: true, group: unpack<PlayedGroup>(message.group) } : { ok: false, error: runErrorOf(message.failure, job.step) })
       return
     }
   }
@@ -180,7 +185,7 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
       )
       const job: Job = { settings, runId, step, g, version, env: task.env, key: task.key, problem, options: opts, contextLength: yield* ContextLength }
       const played = yield* send(handles, nextJob++, job, `group ${g} of step ${step + 1} (problem ${task.key})`)
-      return { ...played, task, rollouts: played.rollouts.map((r) => ({ problem: task.problem, ...r })) } satisfies Group
+      return { ...played, task, episodes: lengthen(played.episodes), rollouts: played.rollouts.map((r) => ({ problem: task.problem, ...r })) } satisfies Group
     })
   return { threads: handles.length, takes, play } satisfies PoolShape
 })

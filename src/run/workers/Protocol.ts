@@ -2,7 +2,8 @@
  * The messages between the main thread and an episode worker thread (`Thread.ts`): the
  * main thread sends group jobs and the sampler's answers; a worker sends its sample
  * requests, its log lines and each group as plain data. Everything here survives the
- * structured clone of `postMessage`.
+ * structured clone of `postMessage`; sampler calls, their answers and played groups travel
+ * packed (`Pack.ts`: their arrays of numbers as transferred buffers).
  *
  * @since 0.1.0
  */
@@ -78,6 +79,7 @@ export type ToWorker =
   | {
     readonly type: "sampled"
     readonly id: number
+    /** the answer, packed */
     readonly result: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: BackendError["reason"]; readonly operation: string; readonly message: string }
   }
 
@@ -91,8 +93,9 @@ export type SamplerCall =
 export type FromWorker =
   | { readonly type: "ready"; readonly envs: ReadonlyArray<string>; readonly tokenizer: { readonly name: string; readonly vocabSize: number; readonly eos: number } }
   | { readonly type: "failed"; readonly message: string }
-  | { readonly type: "done"; readonly id: number; readonly group: PlayedGroup }
+  /** a `PlayedGroup`, packed */
+  | { readonly type: "done"; readonly id: number; readonly group: unknown }
   | { readonly type: "error"; readonly id: number; readonly failure: JobFailure }
-  /** a sampler call of job `job`, to answer with `sampled` and the same `id` */
-  | { readonly type: "sample"; readonly id: number; readonly job: number; readonly call: SamplerCall }
+  /** a sampler call (a `SamplerCall`, packed) of job `job`, to answer with `sampled` and the same `id` */
+  | { readonly type: "sample"; readonly id: number; readonly job: number; readonly call: unknown }
   | { readonly type: "log"; readonly level: "Debug" | "Info" | "Warn" | "Error"; readonly message: string }

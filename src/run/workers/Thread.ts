@@ -22,6 +22,8 @@ import * as Reward from "../../vocabulary/Reward.ts"
 import { sampleGroup } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError } from "../Settings.ts"
+import { pack, unpack } from "./Pack.ts"
+import { shorten } from "./Turns.ts"
 import type { FromWorker, Init, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker } from "./Protocol.ts"
 
 const port = parentPort!
@@ -52,7 +54,8 @@ const remoteSampler = (job: number): SamplerShape => {
     Effect.callback<A, BackendError>((resume) => {
       const id = nextCall++
       waiting.set(id, (exit) => resume(exit as Exit.Exit<A, BackendError>))
-      post({ type: "sample", id, job, call: c })
+      const { packed, transfer } = pack(c)
+      port.postMessage({ type: "sample", id, job, call: packed } satisfies FromWorker, transfer)
       return Effect.sync(() => waiting.delete(id))
     })
   return {
@@ -69,7 +72,7 @@ const plain = (group: Effect.Success<ReturnType<typeof sampleGroup>>): PlayedGro
   prompt: group.prompt,
   version: group.version,
   rollouts: group.rollouts.map(({ problem: _, ...r }) => r),
-  episodes: group.episodes,
+  episodes: shorten(group.episodes),
   ...(group.roles !== undefined ? { roles: group.roles } : {}),
   scores: group.scores,
 })
@@ -99,7 +102,10 @@ const play = (source: Env.AnyEnv | Env.Mixture, tokenizer: TokenizerShape, permi
   }).pipe(
     Effect.onExit((exit) =>
       Effect.sync(() => {
-        if (Exit.isSuccess(exit)) post({ type: "done", id, group: plain(exit.value) })
+        if (Exit.isSuccess(exit)) {
+          const { packed, transfer } = pack(plain(exit.value))
+          port.postMessage({ type: "done", id, group: packed } satisfies FromWorker, transfer)
+        }
         else if (!Cause.hasInterruptsOnly(exit.cause)) post({ type: "error", id, failure: failureOf(exit.cause) })
       })
     ),
@@ -126,7 +132,7 @@ const main = Effect.gen(function* () {
       const resume = waiting.get(message.id)
       waiting.delete(message.id)
       const r = message.result
-      resume?.(r.ok ? Exit.succeed(r.value) : Exit.fail(new BackendError({ reason: r.reason, operation: r.operation, message: r.message })))
+      resume?.(r.ok ? Exit.succeed(unpack(r.value)) : Exit.fail(new BackendError({ reason: r.reason, operation: r.operation, message: r.message })))
     } else if (message.type === "job") {
       // rewards in flight: the run's --reward-concurrency, per worker
       player ??= play(source, tokenizer, Semaphore.makeUnsafe(message.job.settings.rewardConcurrency), cache)

@@ -38,7 +38,7 @@ export const failing = Env.make({
   problem: Problem,
   source,
   prompt,
-  reward: Reward.make("picky", (r) => {
+  reward: Reward.make("picky", (r: Reward.Rollout<{ readonly n: number }>) => {
     if (r.problem.n === 3) throw new Error("picky cannot score 3")
     return 1
   }),
