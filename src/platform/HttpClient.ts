@@ -39,6 +39,12 @@ const bodyOf = (request: HttpClientRequest.HttpClientRequest): Effect.Effect<Dis
   }
 }
 
+/** Drops an answer's body unread (undici reports that as an abort, which no one listens for). */
+const discard = (answer: Dispatcher.ResponseData) => {
+  answer.body.on("error", () => {})
+  answer.body.destroy()
+}
+
 /**
  * What effect's response reads of a web `Response` (status, headers, url, body,
  * `arrayBuffer`, `formData`), served from undici's answer: the body is read straight from
@@ -71,7 +77,7 @@ class UndiciAnswer {
     return this.empty ? Promise.resolve(new ArrayBuffer(0)) : this.answer.body.arrayBuffer()
   }
   formData(): Promise<never> {
-    this.answer.body.destroy()
+    discard(this.answer)
     return Promise.reject(new TypeError("gyre's HTTP client does not read multipart (FormData) answers"))
   }
 }
@@ -100,7 +106,7 @@ export const make = (agent: Dispatcher): HttpClient.HttpClient =>
       })
       // what a web `Response` refuses (an informational or out-of-range status) is no answer to read
       if (answer.statusCode < 200 || answer.statusCode > 599) {
-        answer.body.destroy()
+        discard(answer)
         return yield* transportError(request, undefined, `the server answered with status ${answer.statusCode}, which cannot be read as an HTTP response`)
       }
       const empty = NULL_BODY.has(answer.statusCode) || request.method === "HEAD"
@@ -108,6 +114,30 @@ export const make = (agent: Dispatcher): HttpClient.HttpClient =>
       // effect reads only what `UndiciAnswer` serves of a web `Response`
       return HttpClientResponse.fromWeb(request, new UndiciAnswer(answer, empty) as unknown as Response)
     }),
+  )
+
+/** How the layer's `Agent` connects. @since 0.1.0 @category models */
+export interface Options {
+  /**
+   * the most connections kept to one origin; requests beyond them wait for a free one
+   * (default: none, one connection per request in flight)
+   */
+  readonly connections?: number | undefined
+}
+
+/**
+ * `HttpClient` on a fresh undici `Agent` with `options`, closed with the layer.
+ * @since 0.1.0 @category layers
+ */
+export const layerWith = (options: Options = {}): Layer.Layer<HttpClient.HttpClient> =>
+  Layer.effect(HttpClient.HttpClient)(
+    Effect.map(
+      Effect.acquireRelease(
+        Effect.sync(() => new Agent(options.connections !== undefined ? { connections: options.connections } : {})),
+        (agent) => Effect.promise(() => agent.destroy()),
+      ),
+      make,
+    ),
   )
 
 /**
@@ -121,12 +151,4 @@ export const make = (agent: Dispatcher): HttpClient.HttpClient =>
  * ```
  * @since 0.1.0 @category layers
  */
-export const layer: Layer.Layer<HttpClient.HttpClient> = Layer.effect(HttpClient.HttpClient)(
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() => new Agent()),
-      (agent) => Effect.promise(() => agent.destroy()),
-    ),
-    make,
-  ),
-)
+export const layer: Layer.Layer<HttpClient.HttpClient> = layerWith()

@@ -6,7 +6,7 @@
 import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { Cookies, HttpClient, HttpClientRequest } from "effect/http"
 import * as PlatformHttpClient from "../../src/platform/HttpClient.ts"
 
@@ -19,6 +19,10 @@ const echoServer = Effect.acquireRelease(
       let body = ""
       req.on("data", (d) => (body += d))
       req.on("end", () => {
+        if (req.url === "/weird") {
+          res.writeHead(600)
+          return res.end("?")
+        }
         if (req.url === "/empty") {
           res.writeHead(204, { "x-kind": "empty" })
           return res.end()
@@ -94,5 +98,30 @@ describe("platform HttpClient (undici 7)", () => {
       const invalid = yield* Effect.flip(http.execute(HttpClientRequest.get(server.url).pipe(HttpClientRequest.setHeader("x-api-key", "line\nbreak"))))
       assert.strictEqual(invalid.reason._tag, "TransportError")
       assert.strictEqual(codeIn(invalid.reason), "UND_ERR_INVALID_ARG")
+    }).pipe(Effect.scoped, Effect.provide(Layer.fresh(PlatformHttpClient.layer))))
+
+  it.live("keeps at most `connections` connections to a server; the requests beyond them wait their turn", () =>
+    Effect.gen(function* () {
+      const server = yield* echoServer
+      const http = yield* HttpClient.HttpClient
+      const bodies = yield* Effect.forEach(
+        Array.from({ length: 12 }, (_, i) => i),
+        (i) => Effect.flatMap(http.execute(HttpClientRequest.post(`${server.url}/c${i}`).pipe(HttpClientRequest.bodyText(String(i)))), (r) => r.json),
+        { concurrency: "unbounded" },
+      )
+      assert.deepStrictEqual(bodies.map((b) => (b as { body: string }).body), Array.from({ length: 12 }, (_, i) => String(i)))
+      assert.isAtMost(server.connections(), 2)
+    }).pipe(Effect.scoped, Effect.provide(Layer.fresh(PlatformHttpClient.layerWith({ connections: 2 })))))
+
+  it.live("streams a body when asked to; an answer whose status a web Response refuses is a transport error", () =>
+    Effect.gen(function* () {
+      const server = yield* echoServer
+      const http = yield* HttpClient.HttpClient
+      const res = yield* http.execute(HttpClientRequest.post(`${server.url}/s`).pipe(HttpClientRequest.bodyText("streamed")))
+      const chunks = yield* Stream.runCollect(res.stream)
+      assert.strictEqual(JSON.parse(Buffer.concat(chunks.map((c) => Buffer.from(c))).toString()).body, "streamed")
+      const weird = yield* Effect.flip(http.execute(HttpClientRequest.get(`${server.url}/weird`)))
+      assert.strictEqual(weird.reason._tag, "TransportError")
+      assert.include(weird.message, "status 600")
     }).pipe(Effect.scoped, Effect.provide(Layer.fresh(PlatformHttpClient.layer))))
 })

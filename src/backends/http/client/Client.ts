@@ -87,6 +87,12 @@ export interface Options {
   readonly batchedRetrieval?: boolean | undefined
   /** how long a sample pinned to a policy version waits for it (default 1 hour, as Loops' ready timeout) */
   readonly readyTimeout?: Duration.Input | undefined
+  /**
+   * the most connections `layer` keeps to each server; requests beyond them wait for a
+   * free one (default: none, as many as requests in flight: about one per sample in
+   * flight, plus the session's polls)
+   */
+  readonly connections?: number | undefined
   /** tags sent with `create_session` */
   readonly tags?: ReadonlyArray<string> | undefined
   /**
@@ -299,4 +305,4 @@ export const layerNoDeps = (options: Options = {}) =>
  * ```
  * @since 0.1.0 @category layers
  */
-export const layer = (options: Options = {}) => layerNoDeps(options).pipe(Layer.provide(PlatformHttpClient.layer))
+export const layer = (options: Options = {}) => layerNoDeps(options).pipe(Layer.provide(PlatformHttpClient.layerWith({ connections: options.connections })))
