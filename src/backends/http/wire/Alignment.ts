@@ -63,12 +63,25 @@ const gyreView = (datum: Datum, lossFn: LossFn): GyreView => {
   const full = modelInputTokens(datum.modelInput)
   const t = datum.lossFnInputs["target_tokens"]?.data
   const w = datum.lossFnInputs["weights"]?.data
-  const masked = full.map(
-    (_, i) => i === 0 || (t !== undefined && t[i] === IGNORE) || (lossFn === "cross_entropy" && w !== undefined && w[i] === 0),
-  )
-  // a masked position is labelled with its own token: the label is never read
-  const target = full.map((x, i) => (masked[i] || t === undefined ? x : at(t, i, "lossFnInputs.target_tokens")))
+  const ce = lossFn === "cross_entropy"
+  // loops, not a closure per position: a step converts ~10^6 positions
+  const masked = new Array<boolean>(full.length)
+  const target = new Array<number>(full.length)
+  for (let i = 0; i < full.length; i++) {
+    const m = i === 0 || (t !== undefined && t[i] === IGNORE) || (ce && w !== undefined && w[i] === 0)
+    masked[i] = m
+    // a masked position is labelled with its own token: the label is never read
+    target[i] = m || t === undefined ? full[i]! : at(t, i, "lossFnInputs.target_tokens")
+  }
   return { full, target, masked }
+}
+
+/** `data[1..]`, each value through `f` with its gyre position. */
+const shifted = (data: ReadonlyArray<number>, f?: (v: number, i: number) => number): Array<number> => {
+  const out = new Array<number>(Math.max(0, data.length - 1))
+  if (f === undefined) for (let i = 1; i < data.length; i++) out[i - 1] = data[i]!
+  else for (let i = 1; i < data.length; i++) out[i - 1] = f(data[i]!, i)
+  return out
 }
 
 const checkTensorLengths = (datum: Datum, at: string, L: number): string | undefined => {
@@ -93,19 +106,18 @@ export const datumToWire = (datum: Datum, lossFn: LossFn, at = "datum"): Result.
   const bad = checkTensorLengths(datum, at, L)
   if (bad !== undefined) return Result.fail(bad)
   const { target, masked } = gyreView(datum, lossFn)
-  const shift = (data: ReadonlyArray<number>, f: (v: number, i: number) => number = (v) => v) => data.slice(1).map((v, j) => f(v, j + 1))
   const inputs: Record<string, Wire.TensorData> = {}
   for (const [key, tensor] of Object.entries(datum.lossFnInputs)) {
     if (key === "target_tokens" || key === "weights") continue
-    const data = key === "advantages" ? shift(tensor.data, (v, i) => (masked[i] ? 0 : v)) : shift(tensor.data)
+    const data = key === "advantages" ? shifted(tensor.data, (v, i) => (masked[i] ? 0 : v)) : shifted(tensor.data)
     inputs[key] = { data, dtype: tensor.dtype, shape: [L - 1] }
   }
   inputs["target_tokens"] = { data: target.slice(1), dtype: "int64", shape: [L - 1] }
   const w = datum.lossFnInputs["weights"]?.data
   if (lossFn === "cross_entropy") {
-    inputs["weights"] = { data: shift(full, (_, i) => (masked[i] ? 0 : (w?.[i] ?? 1))), dtype: "float32", shape: [L - 1] }
+    inputs["weights"] = { data: shifted(full, (_, i) => (masked[i] ? 0 : (w?.[i] ?? 1))), dtype: "float32", shape: [L - 1] }
   } else if (w !== undefined) {
-    inputs["weights"] = { data: shift(w), dtype: "float32", shape: [L - 1] }
+    inputs["weights"] = { data: shifted(w), dtype: "float32", shape: [L - 1] }
   }
   return Result.succeed({ model_input: { chunks: [{ type: "encoded_text", tokens: full.slice(0, -1) }] }, loss_fn_inputs: inputs })
 }
