@@ -1,7 +1,7 @@
 /**
  * A row index kept on disk between runs, in gyre's cache folder (`index/` beside the Hub
  * downloads): the split hash of every row and what the table learnt in its scan (a JSONL
- * file's row offsets), under a key made of the data's identity (path, size, modification
+ * file's row offsets; a Parquet or CSV file's spool of rows and their offsets), under a key made of the data's identity (path, size, modification
  * time), the env's name and its problem Schema. A second run on the same file reads this
  * instead of decoding every row. Separate from `RowIndex.ts` because this is where an index
  * is kept, not what it is; the index checks what it reads here against rows it decodes.
@@ -20,8 +20,9 @@ import type { RowTable } from "./sources/RowTable.ts"
 /** changes when the layout below or the meaning of what is kept changes */
 const FORMAT = `gyre row index 1 ${Os.endianness()}`
 const MAGIC = 0x31495247 // "GRI1", little-endian
-/** kept indexes; the least recently used go past this */
+/** kept indexes; the least recently used go past this many, or past this many bytes with their tables' files */
 const KEPT = 32
+const KEPT_BYTES = 4 * 1024 ** 3
 
 /** @since 0.1.0 @category models */
 export interface Kept {
@@ -36,6 +37,8 @@ export interface Kept {
 /** Where one index is kept, and the key that must match. @since 0.1.0 @category models */
 export interface Slot {
   readonly file: string
+  /** where the table may keep a file of its own (a copy of its rows), removed with the index */
+  readonly beside: string
   readonly key: string
 }
 
@@ -61,8 +64,8 @@ export const slotOf = (env: Env<any, any>, table: RowTable): Effect.Effect<Slot 
     const root = yield* Effect.orElseSucceed(cacheRoot, () => undefined)
     if (identity === undefined || schema === undefined || root === undefined) return undefined
     const key = [FORMAT, identity, env.name, schema].join("\n")
-    const name = `${hash32(key).toString(16).padStart(8, "0")}${hash32(`${key}\n`).toString(16).padStart(8, "0")}.bin`
-    return { file: Path.join(root, "index", name), key }
+    const name = Path.join(root, "index", `${hash32(key).toString(16).padStart(8, "0")}${hash32(`${key}\n`).toString(16).padStart(8, "0")}`)
+    return { file: `${name}.bin`, beside: `${name}.rows`, key }
   })
 
 const Header = Schema.fromJsonString(Schema.Struct({ key: Schema.String, rows: Schema.Int, hashes: Schema.Int, parts: Schema.Array(Schema.Int) }))
@@ -119,27 +122,48 @@ export const read = (slot: Slot): Effect.Effect<Kept | undefined> =>
     }
   })
 
-/** Removes all but the `KEPT` most recently used indexes of a folder. */
+/**
+ * Removes all but the most recently used indexes of a folder (at most `KEPT`, at most
+ * `KEPT_BYTES` with their tables' files, the newest always), each with its table's file.
+ */
 const evict = (folder: string) => {
-  const files = Fs.readdirSync(folder).filter((f) => f.endsWith(".bin"))
-  if (files.length <= KEPT) return
-  const used = files.map((f) => ({ f, at: Fs.statSync(Path.join(folder, f), { throwIfNoEntry: false })?.mtimeMs ?? 0 }))
+  const files = Fs.readdirSync(folder)
+  const sizeOf = (f: string) => Fs.statSync(Path.join(folder, f), { throwIfNoEntry: false })
+  const used = files.filter((f) => f.endsWith(".bin")).map((f) => {
+    const name = f.slice(0, -".bin".length)
+    return { name, at: sizeOf(f)?.mtimeMs ?? 0, bytes: (sizeOf(f)?.size ?? 0) + (sizeOf(`${name}.rows`)?.size ?? 0) }
+  })
   used.sort((a, b) => b.at - a.at)
-  for (const { f } of used.slice(KEPT)) Fs.rmSync(Path.join(folder, f), { force: true })
+  const left = new Set<string>()
+  let bytes = 0
+  for (const { name, bytes: size } of used) {
+    if (left.size >= KEPT || (left.size > 0 && bytes + size > KEPT_BYTES)) break
+    left.add(name)
+    bytes += size
+  }
+  // what is past those, a table's file whose index is gone (its write failed), and what a
+  // process that stopped mid-write left (a day old: no write takes that long)
+  const stale = Date.now() - 24 * 3600_000
+  for (const f of files) {
+    const gone = (f.endsWith(".bin") || f.endsWith(".rows")) && !left.has(f.slice(0, f.lastIndexOf(".")))
+    if (gone || (f.endsWith(".part") && (sizeOf(f)?.mtimeMs ?? Infinity) < stale)) Fs.rmSync(Path.join(folder, f), { force: true })
+  }
 }
 
 /**
- * Keeps an index in its slot (written whole under another name, then renamed, so a reader
- * never sees half of it). A cache that cannot be written only costs the next run a scan.
+ * Keeps an index in its slot: `save` is the table's (it may keep its own file at
+ * `slot.beside` first); the index is written whole under another name, then renamed, so a
+ * reader never sees half of it. A cache that cannot be written only costs the next run a scan.
  * @since 0.1.0 @category constructors
  */
-export const write = (slot: Slot, kept: Kept): Effect.Effect<void> =>
+export const write = (slot: Slot, kept: Omit<Kept, "parts">, save: (beside: string) => ReadonlyArray<Float64Array>): Effect.Effect<void> =>
   Effect.try({
     try: () => {
       const folder = Path.dirname(slot.file)
       Fs.mkdirSync(folder, { recursive: true })
+      const parts = save(slot.beside)
       const part = `${slot.file}.${process.pid}.part`
-      Fs.writeFileSync(part, encode(slot.key, kept))
+      Fs.writeFileSync(part, encode(slot.key, { ...kept, parts }))
       Fs.renameSync(part, slot.file)
       evict(folder)
     },

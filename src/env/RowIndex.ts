@@ -147,9 +147,10 @@ const CHECKED_ROWS = 16
  * A kept index, if it fits the table and agrees with rows decoded now (spread over the
  * file): a file rewritten in place or a Schema that decodes differently is scanned again.
  */
-const restore = <P>(env: Env<P, any>, table: RowTable, kept: IndexCache.Kept, heldOut: boolean) =>
+const restore = <P>(env: Env<P, any>, table: RowTable, slot: IndexCache.Slot, kept: IndexCache.Kept, heldOut: boolean) =>
   Effect.gen(function*() {
-    if (kept.rows === 0 || (heldOut && kept.hashes.length !== kept.rows) || table.persist?.restore(kept.parts) !== true) return false
+    if (kept.rows === 0 || (heldOut && kept.hashes.length !== kept.rows)) return false
+    if (!(yield* Effect.orElseSucceed(Effect.try(() => table.persist?.restore(kept.parts, slot.beside) === true), () => false))) return false
     const read = reader(env, table)
     for (let k = 0; k < CHECKED_ROWS; k++) {
       const n = Math.floor((k * (kept.rows - 1)) / (CHECKED_ROWS - 1))
@@ -165,14 +166,14 @@ const hashesOf = <P>(env: Env<P, any>, table: RowTable, heldOut: boolean) =>
     const slot = yield* IndexCache.slotOf(env, table)
     if (slot === undefined) return yield* scan(env, table, heldOut)
     const kept = yield* IndexCache.read(slot)
-    if (kept !== undefined && (yield* restore(env, table, kept, heldOut))) {
+    if (kept !== undefined && (yield* restore(env, table, slot, kept, heldOut))) {
       yield* Effect.logDebug(`${env.name}: the row index of ${kept.rows} rows was read from ${slot.file}`)
       return { rows: kept.rows, hashes: kept.hashes }
     }
     const scanned = yield* scan(env, table, heldOut)
     // kept only if the data did not change while it was scanned
     const after = yield* IndexCache.slotOf(env, table)
-    if (scanned.rows > 0 && after?.key === slot.key) yield* IndexCache.write(slot, { ...scanned, parts: table.persist?.save() ?? [] })
+    if (scanned.rows > 0 && after?.key === slot.key) yield* IndexCache.write(slot, scanned, (beside) => table.persist?.save(beside) ?? [])
     return scanned
   })
 

@@ -1,9 +1,10 @@
 /**
- * A big JSONL file's row index is kept in gyre's cache folder: the next env over the same
- * file draws the same problems from it without a scan; a file rewritten in place (same
- * size and time), a damaged index or another Schema is scanned again; small files keep
- * nothing; an index kept with nothing held out serves that, and held-out splits after one
- * more pass; the folder keeps a bounded number of indexes.
+ * A big file's row index is kept in gyre's cache folder: the next env over the same file
+ * draws the same problems from it without a scan (a Parquet or CSV file's spool of rows is
+ * kept beside it); a file rewritten in place (same size and time), a damaged index, a
+ * missing spool or another Schema is scanned again; small files keep nothing; an index
+ * kept with nothing held out serves that, and held-out splits after one more pass; the
+ * folder keeps a bounded number of indexes and clears what stopped writes left.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -12,6 +13,7 @@ import { afterAll, assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Logger, References, Schema } from "effect"
 import { Env, Reward } from "gyre"
 import * as IndexCache from "../../src/env/IndexCache.ts"
+import { writeParquet } from "./ParquetWriter.ts"
 
 const Problem = Schema.Struct({ question: Schema.String, answer: Schema.Int })
 type Problem = typeof Problem.Type
@@ -22,7 +24,8 @@ const items = Array.from({ length: 10_000 }, (_, i) => ({ question: `q${String(i
 const tmp = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-kept-index-"))
 afterAll(() => Fs.rmSync(tmp, { recursive: true, force: true }))
 const cache = Path.join(tmp, "cache")
-const kept = () => (Fs.existsSync(Path.join(cache, "index")) ? Fs.readdirSync(Path.join(cache, "index")).map((f) => Path.join(cache, "index", f)) : [])
+const folderFiles = () => (Fs.existsSync(Path.join(cache, "index")) ? Fs.readdirSync(Path.join(cache, "index")).map((f) => Path.join(cache, "index", f)) : [])
+const kept = () => folderFiles().filter((f) => f.endsWith(".bin"))
 /** the index last written or read */
 const newest = () => kept().reduce((a, b) => (Fs.statSync(a).mtimeMs >= Fs.statSync(b).mtimeMs ? a : b))
 
@@ -103,6 +106,27 @@ describe("the kept row index", () => {
       assert.deepStrictEqual(yield* draws(envOf(Env.jsonl(path), Problem, 0.5)), { drawn: (yield* draws(envOf(Env.rows(items), Problem, 0.5))).drawn, fromCache: true })
     }))
 
+  it.effect("a big Parquet or CSV file keeps its spool of rows beside the index; without it the file is read again", () =>
+    Effect.gen(function*() {
+      const expected = (yield* draws(envOf(Env.rows(items)))).drawn
+      const parquet = Path.join(tmp, "rows.parquet")
+      Fs.writeFileSync(parquet, writeParquet([{ name: "question", type: "string" }, { name: "answer", type: "int64" }], items, { rowGroupSize: 1000, codec: "UNCOMPRESSED" }))
+      const csv = Path.join(tmp, "rows.csv")
+      Fs.writeFileSync(csv, ["question,answer", ...items.map((r) => `${r.question},${r.answer}`)].join("\n") + "\n")
+      const CsvProblem = Schema.Struct({ question: Schema.String, answer: Schema.NumberFromString })
+      for (const make of [() => envOf(Env.parquet(parquet)), () => envOf(Env.csv(csv), CsvProblem)]) {
+        const spools = () => folderFiles().filter((f) => f.endsWith(".rows"))
+        const before = new Set(spools())
+        assert.deepStrictEqual(yield* draws(make()), { drawn: expected, fromCache: false })
+        const mine = spools().filter((f) => !before.has(f))
+        assert.strictEqual(mine.length, 1)
+        assert.deepStrictEqual(yield* draws(make()), { drawn: expected, fromCache: true })
+        Fs.rmSync(mine[0]!)
+        assert.deepStrictEqual(yield* draws(make()), { drawn: expected, fromCache: false })
+        assert.deepStrictEqual(yield* draws(make()), { drawn: expected, fromCache: true })
+      }
+    }))
+
   it.effect("a small file keeps nothing: it is scanned each time", () =>
     Effect.gen(function*() {
       const count = kept().length
@@ -112,18 +136,28 @@ describe("the kept row index", () => {
       assert.strictEqual(kept().length, count)
     }))
 
-  it.effect("the folder keeps the 32 most recently used indexes", () =>
+  it.effect("the folder keeps the 32 most recently used indexes, and removes what a stopped write left", () =>
     Effect.gen(function*() {
       const folder = Path.join(tmp, "evict", "index")
       for (let i = 0; i < 40; i++) {
-        yield* IndexCache.write({ file: Path.join(folder, `${i}.bin`), key: `k${i}` }, { rows: 1, hashes: new Int32Array([i]), parts: [] })
+        yield* IndexCache.write({ file: Path.join(folder, `${i}.bin`), beside: Path.join(folder, `${i}.rows`), key: `k${i}` }, { rows: 1, hashes: new Int32Array([i]) }, (beside) => {
+          Fs.writeFileSync(beside, "a table's own file")
+          return []
+        })
         Fs.utimesSync(Path.join(folder, `${i}.bin`), 1_700_000_000 + i, 1_700_000_000 + i)
       }
-      const left = Fs.readdirSync(folder).map((f) => Number(f.replace(".bin", ""))).sort((a, b) => a - b)
-      // each write past 32 put out the oldest (the new one is the newest until its time is set back)
-      assert.deepStrictEqual(left, Array.from({ length: 32 }, (_, i) => i + 8))
-      const back = yield* IndexCache.read({ file: Path.join(folder, "39.bin"), key: "k39" })
+      const left = (ext: string) => Fs.readdirSync(folder).filter((f) => f.endsWith(ext)).map((f) => Number(f.replace(ext, ""))).sort((a, b) => a - b)
+      // each write past 32 put out the oldest (the new one is the newest until its time is set back), with its table's file
+      assert.deepStrictEqual(left(".bin"), Array.from({ length: 32 }, (_, i) => i + 8))
+      assert.deepStrictEqual(left(".rows"), left(".bin"))
+      const back = yield* IndexCache.read({ file: Path.join(folder, "39.bin"), beside: Path.join(folder, "39.rows"), key: "k39" })
       assert.deepStrictEqual(back && [back.rows, [...back.hashes]], [1, [39]])
-      assert.isUndefined(yield* IndexCache.read({ file: Path.join(folder, "39.bin"), key: "another key" }))
+      assert.isUndefined(yield* IndexCache.read({ file: Path.join(folder, "39.bin"), beside: Path.join(folder, "39.rows"), key: "another key" }))
+      // what a write that stopped left: a day old is removed, a fresh one may be another process's
+      Fs.writeFileSync(Path.join(folder, "old.bin.1.part"), "")
+      Fs.utimesSync(Path.join(folder, "old.bin.1.part"), 1_700_000_000, 1_700_000_000)
+      Fs.writeFileSync(Path.join(folder, "new.bin.1.part"), "")
+      yield* IndexCache.write({ file: Path.join(folder, "40.bin"), beside: Path.join(folder, "40.rows"), key: "k40" }, { rows: 1, hashes: new Int32Array([40]) }, () => [])
+      assert.deepStrictEqual(Fs.readdirSync(folder).filter((f) => f.endsWith(".part")), ["new.bin.1.part"])
     }))
 })

@@ -1,14 +1,15 @@
 /**
  * CSV files (a path or an http(s) URL) as a row table: parsed as a stream by csv-parse,
  * each record an object keyed by the header row (or the given columns), spooled for
- * reading back by number. Messages name the file and the record's line.
+ * reading back by number. Messages name the file and the record's line. A local file of
+ * 4 MiB or more has its index and spool kept for the next run.
  *
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
 import { Readable } from "node:stream"
 import { Effect, Stream } from "effect"
-import { Offsets, type RowTable, SourceError, spooled } from "./RowTable.ts"
+import { fileIdentity, Offsets, type RowTable, SourceError, spooled } from "./RowTable.ts"
 
 /** CSV options (`Env.csv`). @since 0.1.0 @category models */
 export interface Options {
@@ -19,10 +20,13 @@ export interface Options {
 }
 
 const CHUNK_ROWS = 1024
+/** smaller local files are read again rather than kept */
+const KEPT_FROM_BYTES = 4 << 20
+const isUrl = (pathOrUrl: string) => /^https?:\/\//.test(pathOrUrl)
 
 /** The raw bytes, as a Node stream. */
 const bytes = (pathOrUrl: string): Effect.Effect<Readable, SourceError> =>
-  /^https?:\/\//.test(pathOrUrl)
+  isUrl(pathOrUrl)
     ? Effect.tryPromise({
       try: async () => {
         const response = await globalThis.fetch(pathOrUrl)
@@ -66,5 +70,8 @@ export const table = (pathOrUrl: string, options: Options = {}): RowTable => {
     }),
     Stream.grouped(CHUNK_ROWS),
   )
-  return spooled(pathOrUrl, scan, (index) => `${pathOrUrl}:${index < lines.length ? lines.at(index) : "?"}`)
+  return spooled(pathOrUrl, scan, (index) => `${pathOrUrl}:${index < lines.length ? lines.at(index) : "?"}`, {
+    alsoKept: [lines],
+    ...(!isUrl(pathOrUrl) && { identity: fileIdentity("csv", [pathOrUrl], KEPT_FROM_BYTES) }),
+  })
 }

@@ -7,9 +7,8 @@
  * @since 0.1.0
  */
 import * as Fs from "node:fs"
-import * as Path from "node:path"
 import { Effect, Stream } from "effect"
-import { Offsets, readRange, type RowTable, SourceError } from "./RowTable.ts"
+import { fileIdentity, Offsets, readRange, type RowTable, SourceError } from "./RowTable.ts"
 
 const NEWLINE = 0x0a
 const CHUNK_BYTES = 1 << 20
@@ -96,10 +95,7 @@ export const table = (path: string): RowTable => {
       }),
     locate: (index) => `${path}:${index < lines.length ? lines.at(index) : "?"}`,
     persist: {
-      identity: Effect.sync(() => {
-        const stat = Fs.statSync(path, { throwIfNoEntry: false })
-        return stat === undefined || stat.size < KEPT_FROM_BYTES ? undefined : `jsonl ${Path.resolve(path)} ${stat.size} ${stat.mtimeMs} ${stat.ino}`
-      }),
+      identity: fileIdentity("jsonl", [path], KEPT_FROM_BYTES),
       save: () => [starts.view(), ends.view(), lines.view()],
       restore: (parts) => {
         const [s, e, l] = parts

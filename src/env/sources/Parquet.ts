@@ -2,12 +2,16 @@
  * Parquet files (a path or an http(s) URL) as a row table: the scan reads one row group
  * at a time (a URL by byte ranges), so a file bigger than memory is never held whole;
  * rows become plain JSON values (64-bit integers as numbers, dates as ISO text, missing
- * values as null) and are spooled for reading back by number.
+ * values as null) and are spooled for reading back by number. A local file of 1 MiB or
+ * more has its index and spool kept for the next run.
  *
  * @since 0.1.0
  */
 import { Effect, Stream } from "effect"
-import { type RowTable, SourceError, spooled } from "./RowTable.ts"
+import { fileIdentity, type RowTable, SourceError, spooled } from "./RowTable.ts"
+
+/** smaller local files are read again rather than kept (compressed: their rows are several times bigger) */
+const KEPT_FROM_BYTES = 1 << 20
 
 const isUrl = (pathOrUrl: string) => /^https?:\/\//.test(pathOrUrl)
 
@@ -54,8 +58,12 @@ const rowGroups = (pathOrUrl: string, headers: Record<string, string>): Stream.S
  * @since 0.1.0 @category constructors
  */
 export const table = (pathOrUrl: string, headers: Record<string, string> = {}): RowTable =>
-  spooled(pathOrUrl, rowGroups(pathOrUrl, headers), (index) => `${pathOrUrl} row ${index}`)
+  spooled(pathOrUrl, rowGroups(pathOrUrl, headers), (index) => `${pathOrUrl} row ${index}`, {
+    ...(!isUrl(pathOrUrl) && { identity: fileIdentity("parquet", [pathOrUrl], KEPT_FROM_BYTES) }),
+  })
 
 /** Several local Parquet files read one after another as one table (a split in shards). @since 0.1.0 @category constructors */
 export const tables = (origin: string, paths: ReadonlyArray<string>): RowTable =>
-  spooled(origin, Stream.flatMap(Stream.fromIterable(paths), (path) => rowGroups(path, {})), (index) => `${origin} row ${index}`)
+  spooled(origin, Stream.flatMap(Stream.fromIterable(paths), (path) => rowGroups(path, {})), (index) => `${origin} row ${index}`, {
+    identity: fileIdentity("parquet", paths, KEPT_FROM_BYTES),
+  })
