@@ -23,7 +23,7 @@ import { FLAG_OF, type RunOptions, settingsFrom } from "./RunOptions.ts"
 import { resumeBackend } from "../run/Start.ts"
 import { backendLayer } from "./Backend.ts"
 import * as UnreleasedRuns from "../backends/loops/UnreleasedRuns.ts"
-import { availableEnvs, isPath, loadEnv } from "./LoadEnv.ts"
+import { availableEnvs, envFile, isPath, loadEnv } from "./LoadEnv.ts"
 import { terminalProgress } from "./TerminalProgress.ts"
 import * as Cores from "../run/workers/Cores.ts"
 import * as EpisodeWorkers from "../run/workers/Pool.ts"
@@ -98,7 +98,7 @@ const episodeWorkers = (options: RunOptions, envSpec: string | undefined, backen
       return Layer.empty
     }
     const tokenizer: TokenizerSource = backend !== "embedded" && options.tokenizer !== undefined ? { kind: "files", dir: Path.resolve(options.tokenizer) } : { kind: "char" }
-    return EpisodeWorkers.layer({ cores: threads, env: { module: envSpec }, tokenizer })
+    return EpisodeWorkers.layer({ cores: threads, env: { module: envFile(envSpec) }, tokenizer })
   })
 
 /**

@@ -4,7 +4,7 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import type { SamplingParams } from "../contract/Contract.ts"
 import * as Env from "../vocabulary/Env.ts"
 import * as Reward from "../vocabulary/Reward.ts"
@@ -17,7 +17,6 @@ import { playGames } from "./GameRollout.ts"
 import { episodeOverlongPenalty } from "./Overlong.ts"
 import { type EpisodeRecord, playGroup } from "./Rollout.ts"
 import { fail, RunError, type RunSettings } from "./Settings.ts"
-import { EpisodeWorkers } from "./workers/Pool.ts"
 
 /** One problem's sampled and scored completions. @since 0.1.0 @category models */
 export interface Group {
@@ -132,6 +131,31 @@ export const hasSignal = (group: Pick<Group, "scores">): boolean => {
  * @since 0.1.0 @category rollouts
  */
 export const refillSeed = (seed: number, step: number) => Env.hash32(`refill/${seed}/${step}`)
+
+/** The pool as `sampleGroup` sees it. @since 0.1.0 @category models */
+export interface PoolShape {
+  /** how many worker threads play groups */
+  readonly threads: number
+  /** whether groups of `env` go to the workers (the first time one cannot, it logs why) */
+  readonly takes: (env: Env.AnyEnv) => Effect.Effect<boolean>
+  /** plays one group on a worker: `sampleGroup`'s arguments */
+  readonly play: (
+    settings: RunSettings,
+    runId: string,
+    step: number,
+    g: number,
+    version: number,
+    task: Env.Task<unknown> & { readonly envDef: Env.AnyEnv },
+    options: { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number },
+  ) => Effect.Effect<Group, RunError>
+}
+
+/**
+ * The episode workers of a run, when it has them (`--cores` above 1); none by default,
+ * and none inside a worker.
+ * @since 0.1.0 @category services
+ */
+export const EpisodeWorkers = Context.Reference<PoolShape | undefined>("gyre/run/EpisodeWorkers", { defaultValue: () => undefined })
 
 /**
  * Samples one problem's completions and scores them: on an episode worker thread when the

@@ -19,7 +19,7 @@ import type { Sampler } from "../../services/Sampler.ts"
 import { Sampler as SamplerService } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
 import type * as Env from "../../vocabulary/Env.ts"
-import type { Group } from "../Collect.ts"
+import { EpisodeWorkers, type Group, type PoolShape } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError, type RunSettings } from "../Settings.ts"
 import type { EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
@@ -31,22 +31,7 @@ import { offWorkers } from "./Cores.ts"
 type Task = Env.Task<unknown> & { readonly envDef: Env.AnyEnv }
 type Options = { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number }
 
-/** The pool as `sampleGroup` sees it. @since 0.1.0 @category models */
-export interface PoolShape {
-  /** how many worker threads play groups */
-  readonly threads: number
-  /** whether groups of `env` go to the workers (the first time one cannot, it logs why) */
-  readonly takes: (env: Env.AnyEnv) => Effect.Effect<boolean>
-  /** plays one group on a worker: `sampleGroup`'s arguments */
-  readonly play: (settings: RunSettings, runId: string, step: number, g: number, version: number, task: Task, options: Options) => Effect.Effect<Group, RunError>
-}
-
-/**
- * The episode workers of a run, when it has them (`--cores` above 1); none by default,
- * and none inside a worker.
- * @since 0.1.0 @category services
- */
-export const EpisodeWorkers = Context.Reference<PoolShape | undefined>("gyre/run/EpisodeWorkers", { defaultValue: () => undefined })
+export { EpisodeWorkers, type PoolShape } from "../Collect.ts"
 
 /** What the pool is started with. @since 0.1.0 @category models */
 export interface PoolOptions {

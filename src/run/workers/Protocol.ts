@@ -15,9 +15,8 @@ import type { RunError, RunSettings } from "../Settings.ts"
 import type { Prompt } from "../../services/Tokenizer.ts"
 
 /**
- * Where a worker finds the env: an env as `gyre run` names it (a name in gyre's `envs/`, or
- * a module's absolute path) and, when the env is not the module's default export, the
- * dotted path of the export that holds it (`envs.single`).
+ * Where a worker finds the env: its module's absolute path and, when the env is not the
+ * module's default export, the dotted path of the export that holds it (`envs.single`).
  * @since 0.1.0 @category models
  */
 export interface EnvModule {

@@ -13,7 +13,6 @@ import { parentPort, workerData } from "node:worker_threads"
 import { Cause, Effect, Exit, FiberMap, Logger, Schema, Semaphore } from "effect"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
-import { loadEnv } from "../../app/LoadEnv.ts"
 import { Sampler, type SamplerShape } from "../../services/Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../../services/Tokenizer.ts"
 import * as Tokenizers from "../../tokenizers/index.ts"
@@ -30,16 +29,30 @@ const port = parentPort!
 const post = (message: FromWorker) => port.postMessage(message)
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e))
 
-/** The env of `init.env`: the module's default export (as `gyre run <path>` loads it), or the export it names. */
+/** The value at a dotted export path of a module (`envs.single`), else its default export (also CommonJS's `default.default`). */
+const exported = (mod: Record<string, unknown>, name: string | undefined): unknown => {
+  if (name !== undefined) return name.split(".").reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), mod)
+  const value = mod["default"]
+  if (Env.isEnv(value) || Env.isMixture(value)) return value
+  return typeof value === "object" && value !== null ? (value as Record<string, unknown>)["default"] : undefined
+}
+
+/**
+ * The env of `init.env`, imported as `gyre run` imports it: a TypeScript module through
+ * tsx's loader when gyre itself is compiled JavaScript (source gyre runs under tsx already).
+ */
 const loadSource = (init: Init) =>
-  init.env.exportName === undefined
-    ? loadEnv(init.env.module).pipe(Effect.mapError((e) => e.message))
-    : Effect.tryPromise({ try: () => import(pathToFileURL(init.env.module).href) as Promise<Record<string, unknown>>, catch: (e) => `${init.env.module} failed to load: ${messageOf(e)}` }).pipe(
-      Effect.flatMap((mod) => {
-        const value = init.env.exportName!.split(".").reduce<unknown>((v, k) => (typeof v === "object" && v !== null ? (v as Record<string, unknown>)[k] : undefined), mod)
-        return Env.isEnv(value) || Env.isMixture(value) ? Effect.succeed(value) : Effect.fail(`${init.env.module} has no env at export ${init.env.exportName}`)
-      }),
-    )
+  Effect.tryPromise({
+    try: async () => {
+      if (/\.(ts|mts|cts)$/.test(init.env.module) && !import.meta.url.endsWith(".ts")) await import("tsx/esm/api").then((api) => void api.register())
+      return exported(await import(pathToFileURL(init.env.module).href) as Record<string, unknown>, init.env.exportName)
+    },
+    catch: (e) => `${init.env.module} failed to load in a worker thread: ${messageOf(e)}`,
+  }).pipe(
+    Effect.flatMap((value) =>
+      Env.isEnv(value) || Env.isMixture(value) ? Effect.succeed(value) : Effect.fail(`${init.env.module} has no env at ${init.env.exportName ?? "its default export"}`)
+    ),
+  )
 
 const loadTokenizer = (init: Init): Effect.Effect<TokenizerShape, string> =>
   init.tokenizer.kind === "char" ? Effect.succeed(CharTokenizer.make()) : Tokenizers.fromDirectory(init.tokenizer.dir).pipe(Effect.mapError((e) => e.message))
