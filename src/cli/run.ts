@@ -75,7 +75,7 @@ const flags = {
     Flag.mapTryCatch(
       (text) => {
         const cores = parseCores(text)
-        if (cores === undefined) throw new Error(`--cores takes a whole number of cores (1 or more) or auto, got ${JSON.stringify(text)}`)
+        if (cores === undefined) throw new Error("a whole number of cores (1 or more) or auto")
         return cores
       },
       (e) => (e instanceof Error ? e.message : String(e)),
