@@ -13,8 +13,12 @@
  *
  * What re-tokenizing the whole text would have given is still computed, and the tokens
  * it would have changed are counted (`diverged`), so a run shows how far its agent's
- * messages drift from what the policy wrote. The text between special tokens is encoded
- * once per run (`SegmentedEncoding.ts`): a request encodes only its new messages.
+ * messages drift from what the policy wrote. When those tokens begin with the completion's
+ * input and sampled tokens (the agent re-sent the reply as the policy wrote it, the common
+ * case), they are the input as they are and nothing diverged: the conversation is rendered
+ * once, not a second time to find where the new messages start. The text between special
+ * tokens is encoded once per run (`SegmentedEncoding.ts`): a request encodes only its new
+ * messages.
  *
  * @since 0.1.0
  */
@@ -120,6 +124,14 @@ export const differing = (a: ReadonlyArray<number>, b: ReadonlyArray<number>): n
   return Math.max(a.length, b.length) - start - end
 }
 
+/** Whether `whole` begins with `input` and then `sampled`. */
+const goesOnFrom = (whole: ReadonlyArray<number>, input: ReadonlyArray<number>, sampled: ReadonlyArray<number>): boolean => {
+  if (whole.length < input.length + sampled.length) return false
+  for (let j = 0; j < input.length; j++) if (whole[j] !== input[j]) return false
+  for (let j = 0; j < sampled.length; j++) if (whole[input.length + j] !== sampled[j]) return false
+  return true
+}
+
 /**
  * The tokens the model sees for a chat request: an earlier completion's tokens and the
  * new messages after it, or the whole conversation rendered (see the module's comment).
@@ -142,11 +154,13 @@ export const inputFor = Effect.fnUntraced(function* (
     const text = rewritten === undefined ? undefined : tokenizer.decode(whole.slice(sharedStart(whole, rewritten.input)))
     return { tokens: whole, diverged: 0, rewritten: text } satisfies Input
   }
+  const { completion } = anchor
+  // the whole conversation goes on from the tokens the policy saw and wrote: it is the input, and nothing diverged
+  if (goesOnFrom(whole, completion.input, completion.sampled)) return { tokens: whole, diverged: 0, rewritten: undefined } satisfies Input
   const marked = yield* format.render([...messages.slice(0, anchor.at), { role: "assistant", content: MARK }, ...messages.slice(anchor.at + 1)], tools)
   const cut = marked.indexOf(MARK)
   if (cut < 0) return { tokens: whole, diverged: 0, rewritten: undefined } satisfies Input
   let after = yield* encodePieces(tokenizer, pieces, marked.slice(cut + MARK.length))
-  const { completion } = anchor
   // the template closes the turn with the end-of-sequence token the sample already ends with
   if (completion.sampled.at(-1) === tokenizer.eos && after[0] === tokenizer.eos) after = after.slice(1)
   const tokens = [...completion.input, ...completion.sampled, ...after]
