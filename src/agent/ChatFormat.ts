@@ -104,12 +104,16 @@ const templateMessages = (messages: ReadonlyArray<ChatMessage>) =>
     return { role: "assistant", content: textOf(m.content), ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) }
   })
 
-/** Renders kept: every episode of a group sends the same first request, and rendering a template costs far more than its key. */
+/**
+ * Opening requests rendered kept: every episode of a group sends the same first request
+ * (no assistant turn yet), and rendering a template costs far more than its key. Later
+ * requests hold the episode's own replies and are not looked for.
+ */
 const RENDERS_KEPT = 256
 
 /** The template format of a tokenizer whose chat template renders tools (`hermes`). @since 0.1.0 @category constructors */
 export const template = (tokenizer: TokenizerShape): ChatFormat => {
-  // the most recently rendered conversations, by their messages and tools
+  // the most recently rendered opening requests, by their messages and tools
   const renders = new Map<string, string>()
   const remember = (key: string, text: string) => {
     renders.set(key, text)
@@ -123,10 +127,12 @@ export const template = (tokenizer: TokenizerShape): ChatFormat => {
       if (tools.length > 0 && tokenizer.toolCalls !== "hermes") {
         return Effect.fail(new TokenizeError({ message: `the chat template of ${tokenizer.name} renders no tools: send the request without tools` }))
       }
+      const rendered = Effect.suspend(() => renderChat(templateMessages(messages), { tools, addGenerationPrompt: true }))
+      if (messages.some((m) => m.role === "assistant")) return rendered
       const key = JSON.stringify([messages, tools])
       const kept = renders.get(key)
       if (kept !== undefined) return Effect.succeed(kept)
-      return Effect.map(renderChat(templateMessages(messages), { tools, addGenerationPrompt: true }), (text) => {
+      return Effect.map(rendered, (text) => {
         remember(key, text)
         return text
       })

@@ -76,7 +76,7 @@ const argumentsKey = (text: string): unknown => {
 }
 
 /** A message's meaning: role, content with its ends trimmed, calls with canonical arguments (their ids left out). */
-const meaning = (m: ChatMessage): string =>
+const meaningOf = (m: ChatMessage): string =>
   JSON.stringify({
     role: m.role,
     content: textOf(m.content).trim(),
@@ -84,8 +84,22 @@ const meaning = (m: ChatMessage): string =>
     id: m.role === "tool" ? m.tool_call_id : undefined,
   })
 
-const replyMeaning = (reply: Reply): string =>
-  meaning({ role: "assistant", content: reply.content, tool_calls: reply.toolCalls.map((c, i) => ({ id: String(i), function: c })) })
+/** Meanings worked out before, by message: a completion's request messages are compared again by every later request of its episode. */
+const meanings = new WeakMap<object, string>()
+
+const meaning = (m: ChatMessage): string => {
+  let known = meanings.get(m)
+  if (known === undefined) meanings.set(m, (known = meaningOf(m)))
+  return known
+}
+
+const replyMeaning = (reply: Reply): string => {
+  let known = meanings.get(reply)
+  if (known === undefined) {
+    meanings.set(reply, known = meaningOf({ role: "assistant", content: reply.content, tool_calls: reply.toolCalls.map((c, i) => ({ id: String(i), function: c })) }))
+  }
+  return known
+}
 
 /**
  * How a request goes on from the completions before it, in one pass over them: `anchor`,
@@ -94,15 +108,15 @@ const replyMeaning = (reply: Reply): string =>
  * and whose reply, as the endpoint returned it, is not the assistant message after it.
  */
 const matchOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) => {
-  const meanings = messages.map(meaning)
+  const asked = messages.map(meaning)
   let anchor: { readonly completion: Completion; readonly at: number } | undefined
   let changed: Completion | undefined
   for (const completion of completions) {
     const chat = completion.chat
     if (chat === undefined) continue
     const at = chat.messages.length
-    if (messages[at]?.role !== "assistant" || !chat.messages.every((m, i) => meaning(m) === meanings[i])) continue
-    if (meanings[at] !== replyMeaning(chat.reply)) changed = completion
+    if (messages[at]?.role !== "assistant" || !chat.messages.every((m, i) => meaning(m) === asked[i])) continue
+    if (asked[at] !== replyMeaning(chat.reply)) changed = completion
     else if (anchor === undefined || at >= anchor.at) anchor = { completion, at }
   }
   return { anchor, rewritten: anchor === undefined ? changed : undefined }

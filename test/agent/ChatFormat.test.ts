@@ -1,7 +1,8 @@
 /**
- * The template format keeps its recent renders: a conversation sent again (every episode
- * of a group sends the same first request) is not rendered again, and gets the same text;
- * any change to its messages or tools renders anew.
+ * The template format keeps its recent renders of opening requests: one sent again (every
+ * episode of a group sends the same first request) is not rendered again, and gets the
+ * same text; any change to its messages or tools renders anew, and a request holding a
+ * reply is rendered each time.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -30,7 +31,7 @@ const second: ReadonlyArray<ChatMessage> = [
 ]
 
 describe("ChatFormat.template", () => {
-  it.effect("renders a conversation sent again once, with the same text; another conversation or other tools anew", () =>
+  it.effect("renders an opening request sent again once, with the same text; another conversation, other tools or a reply anew", () =>
     Effect.gen(function* () {
       const { calls, tokenizer } = counting(yield* Tokenizer)
       const format = template(tokenizer)
@@ -41,8 +42,11 @@ describe("ChatFormat.template", () => {
       const longer = yield* format.render(second, tools)
       assert.strictEqual(calls.renders, 2)
       assert.isTrue(longer.startsWith(text.slice(0, text.lastIndexOf("<|im_start|>assistant"))))
-      const withoutTools = yield* format.render(first, [])
+      // a request with a reply in it is the episode's own: not looked for, rendered again
+      assert.strictEqual(yield* format.render(second, tools), longer)
       assert.strictEqual(calls.renders, 3)
+      const withoutTools = yield* format.render(first, [])
+      assert.strictEqual(calls.renders, 4)
       assert.notStrictEqual(withoutTools, text)
       // what is kept is what the template gives
       assert.strictEqual(text, yield* (yield* Tokenizer).renderChat!(first, { tools, addGenerationPrompt: true }))
