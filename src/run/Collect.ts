@@ -88,6 +88,30 @@ interface Played {
   readonly outcomes?: ReadonlyArray<number>
 }
 
+/**
+ * A played group's rollouts, one per episode, as its rewards see them: the completion is
+ * what an agent returned, else the last turn's text; multi-turn episodes carry their turns.
+ * @since 0.1.0 @category rollouts
+ */
+export const rolloutsOf = (task: Group["task"], prompt: Prompt, played: Pick<Played, "episodes" | "roles" | "outcomes">) => {
+  const env = task.envDef
+  const multi = env.episode !== undefined || env.agent !== undefined || env.game !== undefined
+  return played.episodes.map((e, i): Reward.Rollout<unknown> => {
+    const last = e.turns.at(-1)
+    return {
+      problem: task.problem,
+      prompt,
+      completion: e.output ?? last?.text ?? "",
+      tokens: last?.sampled ?? [],
+      stopReason: last?.stopReason ?? "stop",
+      index: i,
+      groupSize: played.episodes.length,
+      ...(multi ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
+      ...(played.roles !== undefined ? { role: played.roles[i]!, outcome: played.outcomes![i]! } : {}),
+    }
+  })
+}
+
 /** One step's groups. @since 0.1.0 @category models */
 export interface Batch {
   readonly step: number
@@ -206,21 +230,7 @@ const playHere = Effect.fnUntraced(function* (
     : env.agent !== undefined
     ? yield* playAgents(game)
     : yield* playGroup({ ...game, promptTokens })
-  const multi = env.episode !== undefined || env.agent !== undefined || env.game !== undefined
-  const rollouts = played.episodes.map((e, i): Reward.Rollout<unknown> => {
-    const last = e.turns.at(-1)
-    return {
-      problem: task.problem,
-      prompt,
-      completion: e.output ?? last?.text ?? "",
-      tokens: last?.sampled ?? [],
-      stopReason: last?.stopReason ?? "stop",
-      index: i,
-      groupSize: played.episodes.length,
-      ...(multi ? { turns: e.turns.map((t) => ({ text: t.text, ...(t.observation !== undefined ? { observation: t.observation } : {}) })) } : {}),
-      ...(played.roles !== undefined ? { role: played.roles[i]!, outcome: played.outcomes![i]! } : {}),
-    }
-  })
+  const rollouts = rolloutsOf(task, prompt, played)
   const scores = yield* Reward.evaluate(env.reward, rollouts).pipe(
     Effect.mapError((e) =>
       new RunError({

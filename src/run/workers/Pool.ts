@@ -19,7 +19,7 @@ import type { Sampler } from "../../services/Sampler.ts"
 import { Sampler as SamplerService } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
 import type * as Env from "../../vocabulary/Env.ts"
-import { EpisodeWorkers, type Group, type PoolShape } from "../Collect.ts"
+import { EpisodeWorkers, type Group, type PoolShape, rolloutsOf } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError, type RunSettings } from "../Settings.ts"
 import type { EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
@@ -170,7 +170,18 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
       )
       const job: Job = { settings, runId, step, g, version, env: task.env, key: task.key, problem, options: opts, contextLength: yield* ContextLength }
       const played = yield* send(handles, nextJob++, job, `group ${g} of step ${step + 1} (problem ${task.key})`)
-      return { ...played, task, episodes: lengthen(played.episodes), rollouts: played.rollouts.map((r) => ({ problem: task.problem, ...r })) } satisfies Group
+      const episodes = lengthen(played.episodes)
+      return {
+        task,
+        index: played.index,
+        promptTokens: played.promptTokens,
+        ...(played.roles !== undefined ? { roles: played.roles } : {}),
+        prompt: played.prompt,
+        version: played.version,
+        rollouts: rolloutsOf(task, played.prompt, { ...played, episodes }),
+        episodes,
+        scores: played.scores,
+      } satisfies Group
     })
   return { threads: handles.length, takes, play } satisfies PoolShape
 })

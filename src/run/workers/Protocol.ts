@@ -54,15 +54,20 @@ export interface Job {
   readonly contextLength: number
 }
 
-/** A played group without its task (the main thread holds it): the rollouts without their problem. @since 0.1.0 @category models */
+/**
+ * A played group without its task (the main thread holds it) and without its rollouts,
+ * which the main thread makes again from the episodes (`Collect.rolloutsOf`): their texts
+ * would cross twice.
+ * @since 0.1.0 @category models
+ */
 export interface PlayedGroup {
   readonly index: number
   readonly promptTokens: Array<number>
   readonly prompt: Prompt
   readonly version: number
-  readonly rollouts: Array<Omit<Reward.Rollout<unknown>, "problem">>
   readonly episodes: Array<EpisodeRecord>
   readonly roles?: ReadonlyArray<string>
+  readonly outcomes?: ReadonlyArray<number>
   readonly scores: Array<Reward.Score>
 }
 

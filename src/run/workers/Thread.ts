@@ -78,15 +78,14 @@ const remoteSampler = (job: number): SamplerShape => {
   }
 }
 
-/** A played group as plain data: the task and the rollouts' problem stay with the main thread. */
+/** A played group as plain data: the task stays with the main thread, which makes the rollouts again. */
 const plain = (group: Effect.Success<ReturnType<typeof sampleGroup>>): PlayedGroup => ({
   index: group.index,
   promptTokens: group.promptTokens,
   prompt: group.prompt,
   version: group.version,
-  rollouts: group.rollouts.map(({ problem: _, ...r }) => r),
   episodes: shorten(group.episodes),
-  ...(group.roles !== undefined ? { roles: group.roles } : {}),
+  ...(group.roles !== undefined ? { roles: group.roles, outcomes: group.rollouts.map((r) => r.outcome ?? 0) } : {}),
   scores: group.scores,
 })
 
