@@ -64,6 +64,15 @@ const boundaryId = Effect.fnUntraced(function* (tokenizer: TokenizerShape, text:
   return id
 })
 
+const NONE: ReadonlyArray<number> = []
+
+/** A piece not kept: encoded, and kept. */
+const encodeNew = (tokenizer: TokenizerShape, pieces: Pieces, part: string) =>
+  Effect.map(tokenizer.encode(part), (ids) => {
+    pieces.set(part, ids)
+    return ids
+  })
+
 /**
  * `tokenizer.encode(text)`, with the pieces between special tokens taken from `pieces`
  * when they were encoded before (and kept there when they were not).
@@ -71,20 +80,21 @@ const boundaryId = Effect.fnUntraced(function* (tokenizer: TokenizerShape, text:
  */
 export const encodePieces = Effect.fnUntraced(function* (tokenizer: TokenizerShape, pieces: Pieces, text: string) {
   const out: Array<number> = []
-  const piece = Effect.fnUntraced(function* (part: string) {
-    if (part === "") return
-    let ids = pieces.get(part)
-    if (ids === undefined) pieces.set(part, (ids = yield* tokenizer.encode(part)))
-    for (const id of ids) out.push(id)
-  })
+  // known boundaries and kept pieces are taken as they are: only what is new is an effect to run
+  const take = (ids: ReadonlyArray<number>) => {
+    for (let i = 0; i < ids.length; i++) out.push(ids[i]!)
+  }
   let from = 0
   for (const m of text.matchAll(CANDIDATE)) {
-    const id = yield* boundaryId(tokenizer, m[0])
+    const known = boundaries.get(tokenizer)
+    const id = known?.has(m[0]) === true ? known.get(m[0]) : yield* boundaryId(tokenizer, m[0])
     if (id === undefined) continue
-    yield* piece(text.slice(from, m.index))
+    const part = text.slice(from, m.index)
+    take(part === "" ? NONE : pieces.get(part) ?? (yield* encodeNew(tokenizer, pieces, part)))
     out.push(id)
     from = m.index + m[0].length
   }
-  yield* piece(text.slice(from))
+  const rest = text.slice(from)
+  take(rest === "" ? NONE : pieces.get(rest) ?? (yield* encodeNew(tokenizer, pieces, rest)))
   return out
 }) as (tokenizer: TokenizerShape, pieces: Pieces, text: string) => Effect.Effect<Array<number>, TokenizeError>
