@@ -5,7 +5,10 @@
  * by `@huggingface/jinja`, with `add_generation_prompt: true`. Nothing is fetched.
  *
  * - `encode` adds no special tokens (text that spells one, e.g. `<|im_start|>`, still
- *   maps to it); `decode` drops special tokens.
+ *   maps to it); `decode` drops special tokens, and decodes no tokens to the empty text.
+ *   Byte-level BPE tokenizers (Qwen's, Llama 3's) encode with each word's ids kept
+ *   (`WordCache.ts`) and decode with each token's bytes worked out once
+ *   (`ByteLevelDecode.ts`): the library's ids and text, for a fraction of its CPU.
  * - `bos` is set when the config names a `bos_token` and does not turn it off
  *   (`add_bos_token: false`); a rendered chat prompt that starts with the BOS text
  *   loses it, since `encodePrompt` prepends the id.
