@@ -34,6 +34,9 @@ interface Library {
 /** The words kept at most; past it the cache starts over (a run's words are far fewer). */
 const CAPACITY = 1 << 17
 
+/** Longer words are not kept (as the library's own BPE cache): a run of letters can be a whole file. */
+const LONGEST_KEPT = 256
+
 const isFn = (x: unknown): x is (...args: Array<unknown>) => unknown => typeof x === "function"
 
 /** The library's pieces this path needs, when its pipeline is the one described in the module's comment. */
@@ -85,6 +88,7 @@ export const wordCachedEncoder = (library: unknown, json: unknown): ((text: stri
     // a new word: the library's byte mapping and BPE model, then its token -> id lookup
     const tokens = model(byteStep([word]))
     ids = tokens.map((t) => added.get(t)?.id ?? toIds.get(t) ?? unk!)
+    if (word.length >= LONGEST_KEPT) return ids
     if (words.size >= CAPACITY) words = new Map()
     words.set(word, ids)
     return ids
