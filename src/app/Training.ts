@@ -6,7 +6,7 @@
  * @since 0.1.0
  */
 import * as Path from "node:path"
-import { Console, Effect, Layer, Schema } from "effect"
+import { Console, Effect, Layer } from "effect"
 import * as Env from "../vocabulary/Env.ts"
 import * as Metrics from "../metrics/Metrics.ts"
 import * as Report from "./Report.ts"
@@ -91,7 +91,7 @@ const observersOf = (options: RunOptions, outDir: string) => {
  */
 const episodeWorkers = (options: RunOptions, envSpec: string | undefined, backend: string) =>
   Effect.gen(function* () {
-    if (options.cores !== undefined && !Schema.is(Cores.Cores)(options.cores)) {
+    if (options.cores !== undefined && !Cores.isCores(options.cores)) {
       return yield* new Runner.RunError({ reason: "Settings", message: `cores must be a whole number of cores (1 or more) or "auto", got ${JSON.stringify(options.cores)}` })
     }
     const threads = Cores.threadsOf(options.cores)

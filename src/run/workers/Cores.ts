@@ -15,6 +15,9 @@ import type * as Env from "../../vocabulary/Env.ts"
 export const Cores = Schema.Union([Schema.Int.check(Schema.isGreaterThanOrEqualTo(1)), Schema.Literal("auto")])
 export type Cores = typeof Cores.Type
 
+/** Whether a value is a `--cores` setting (a whole number of 1 or more, or `auto`). @since 0.1.0 @category guards */
+export const isCores: (u: unknown) => u is Cores = Schema.is(Cores)
+
 /** `--cores` as typed: a whole number of 1 or more, or `auto`; undefined for anything else. @since 0.1.0 @category utils */
 export const parseCores = (text: string): Cores | undefined => {
   const t = text.trim()

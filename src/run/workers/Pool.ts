@@ -15,8 +15,7 @@
 import type { Worker } from "node:worker_threads"
 import { Context, Effect, Fiber, Layer, Schema, type Scope } from "effect"
 import type { BackendError } from "../../contract/Contract.ts"
-import type { Sampler } from "../../services/Sampler.ts"
-import { Sampler as SamplerService } from "../../services/Sampler.ts"
+import { Sampler } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
 import type * as Env from "../../vocabulary/Env.ts"
 import { EpisodeWorkers, type Group, type PoolShape, rolloutsOf } from "../Collect.ts"
@@ -64,11 +63,11 @@ const runErrorOf = (failure: JobFailure, step: number): RunError | Error =>
     : new Error(`a defect while a worker played a group of step ${step + 1}: ${failure.message}`)
 
 /** Answers one sampler call of a worker with the main thread's sampler. */
-const answer = (sampler: Context.Service.Shape<typeof SamplerService>, call: SamplerCall): Effect.Effect<unknown, BackendError> =>
+const answer = (sampler: Context.Service.Shape<typeof Sampler>, call: SamplerCall): Effect.Effect<unknown, BackendError> =>
   call.op === "sample" ? sampler.sample(call.prompt, call.params, call.options) : call.op === "computeLogprobs" ? sampler.computeLogprobs(call.input, call.options) : sampler.version
 
 /** Routes a worker's messages: sampler calls, log lines and the jobs' outcomes. */
-const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof SamplerService>) => (message: FromWorker) => {
+const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof Sampler>) => (message: FromWorker) => {
   const post = (m: ToWorker) => handle.worker.postMessage(m)
   switch (message.type) {
     case "sample": {
@@ -106,7 +105,7 @@ const stopped = (handle: Handle, why: string) => {
   handle.down ??= why
   const jobs = [...handle.pending.values()]
   handle.pending.clear()
-  for (const job of jobs) job.resume({ ok: false, error: new RunError({ reason: "Env", message: `episode worker ${handle.index} stopped (${why}) while it played ${job.what}: the step cannot finish; --resume redoes it` }) })
+  for (const job of jobs) job.resume({ ok: false, error: new RunError({ reason: "Env", step: job.step, message: `episode worker ${handle.index} stopped (${why}) while it played ${job.what}: the step cannot finish; --resume redoes it` }) })
 }
 
 /** Starts the workers; undefined (with the reason logged) when they cannot play this run's groups. */
@@ -144,7 +143,7 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
   if (started === undefined) return undefined
   const context = yield* Effect.context<Scope.Scope>()
   const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runForkWith(context)(effect)
-  const sampler = yield* SamplerService
+  const sampler = yield* Sampler
   const handles = started.map(handleOf)
   for (const handle of handles) {
     handle.worker.on("message", route(handle, run, sampler))
@@ -221,4 +220,4 @@ const send = (handles: ReadonlyArray<Handle>, id: number, job: Job, what: string
  * @since 0.1.0 @category layers
  */
 export const layer = (options: PoolOptions): Layer.Layer<never, never, Sampler | Tokenizer> =>
-  Layer.effectContext(Effect.map(make(options), (pool) => (pool === undefined ? Context.empty() : Context.make(EpisodeWorkers, pool)))) as never
+  Layer.effectContext(Effect.map(make(options), (pool) => (pool === undefined ? Context.empty() : Context.make(EpisodeWorkers, pool))))
