@@ -13,7 +13,7 @@
  * @since 0.1.0
  */
 import type { Worker } from "node:worker_threads"
-import { Context, Effect, Fiber, Layer, Schema, type Scope } from "effect"
+import { Context, Effect, Fiber, Layer, References, Schema, type Scope } from "effect"
 import type { BackendError } from "../../contract/Contract.ts"
 import { Sampler } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
@@ -112,7 +112,8 @@ const stopped = (handle: Handle, why: string) => {
 const start = (options: PoolOptions) =>
   Effect.gen(function* () {
     const tokenizer = yield* Tokenizer
-    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer }), { concurrency: "unbounded" }).pipe(
+    const logLevel = yield* References.MinimumLogLevel
+    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer, logLevel }), { concurrency: "unbounded" }).pipe(
       Effect.result,
     )
     if (started._tag === "Failure") {

@@ -7,6 +7,7 @@
  *
  * @since 0.1.0
  */
+import type { LogLevel } from "effect"
 import type { BackendError, ModelInput, SampleOptions, SamplingParams } from "../../contract/Contract.ts"
 import type * as Env from "../../vocabulary/Env.ts"
 import type * as Reward from "../../vocabulary/Reward.ts"
@@ -37,6 +38,8 @@ export interface Init {
   readonly index: number
   readonly env: EnvModule
   readonly tokenizer: TokenizerSource
+  /** the main thread's least log level: a worker sends nothing below it */
+  readonly logLevel: LogLevel.LogLevel
 }
 
 /** One group to play: `sampleGroup`'s arguments, the task's problem in its Schema's encoded form. @since 0.1.0 @category models */

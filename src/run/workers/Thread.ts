@@ -10,7 +10,7 @@
  */
 import { pathToFileURL } from "node:url"
 import { parentPort, workerData } from "node:worker_threads"
-import { Cause, Effect, Exit, FiberMap, Logger, Schema, Semaphore } from "effect"
+import { Cause, Effect, Exit, FiberMap, Logger, References, Schema, Semaphore } from "effect"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
 import { Sampler, type SamplerShape } from "../../services/Sampler.ts"
@@ -157,4 +157,4 @@ const main = Effect.gen(function* () {
   yield* Effect.never
 })
 
-Effect.runFork(main.pipe(Effect.scoped, Effect.provide(Logger.layer([toMain]))))
+Effect.runFork(main.pipe(Effect.scoped, Effect.provide(Logger.layer([toMain])), Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel)))

@@ -9,7 +9,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Logger } from "effect"
 import { Local } from "../../../src/backends/local/index.ts"
 import * as RunLog from "../../../src/folder/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
@@ -57,6 +57,17 @@ describe("episodes on worker threads", () => {
       assert(one._tag === "RunError" && two._tag === "RunError", `${one._tag}, ${two._tag}`)
       assert.include(one.message, "picky cannot score 3")
       assert.deepStrictEqual({ reason: two.reason, step: two.step, message: two.message }, { reason: one.reason, step: one.step, message: one.message })
+    }))
+
+  it.live("a worker's log lines reach the run's logger", () =>
+    Effect.gen(function* () {
+      const lines: Array<string> = []
+      const capture = Logger.make<unknown, void>((o) => {
+        if (o.logLevel === "Warn") lines.push(String(Array.isArray(o.message) ? o.message.join(" ") : o.message))
+      })
+      yield* runOn(2, "noisy").pipe(Effect.provide(Logger.layer([capture])))
+      assert.include(lines, "noisy scored on the worker")
+      assert.notInclude(lines, "noisy scored on the main thread")
     }))
 
   it.live("a worker that dies fails the step, naming the worker and the group it played", () =>

@@ -1,9 +1,10 @@
 /**
  * Test envs for episode worker threads, written against the public API like a user's
- * module: each reward has a weight-0 component `main_thread` (1 when it scored on the main
- * thread), so a test sees where its groups were played. `failing` throws in its reward
- * for one problem; `crashing` ends its worker thread in its episode's step (only ever run
- * it on worker threads: on the main thread it would end the process).
+ * module. `single` and `tools` have a weight-0 reward component `main_thread` (1 when it
+ * scored on the main thread), so a test sees where their groups were played. `failing`
+ * throws in its reward for one problem; `noisy` logs a warning from its reward;
+ * `crashing` ends its worker thread in its episode's step (only ever run it on worker
+ * threads: on the main thread it would end the process).
  */
 import { isMainThread } from "node:worker_threads"
 import { Effect, Schema } from "effect"
@@ -42,6 +43,16 @@ export const failing = Env.make({
     if (r.problem.n === 3) throw new Error("picky cannot score 3")
     return 1
   }),
+  sampling: { maxTokens: 3, temperature: 1 },
+})
+
+/** Its reward logs a warning for every completion it scores. */
+export const noisy = Env.make({
+  name: "threads-noisy",
+  problem: Problem,
+  source,
+  prompt,
+  reward: Reward.make("noisy", () => Effect.as(Effect.logWarning(`noisy scored on the ${isMainThread ? "main thread" : "worker"}`), 1)),
   sampling: { maxTokens: 3, temperature: 1 },
 })
 
