@@ -166,7 +166,14 @@ const client = async (workload: Workload, url: string) => {
   )
   // the episode workers load the workload's env from its module, and Qwen3's tokenizer
   const workers = await import("../src/run/workers/Pool.ts").then(
-    (Pool) => Pool.layer({ cores, env: { module: Path.join(ROOT, "test/backends/http/ClientWorkloads.ts"), exportName: `envs.${workload}` }, tokenizer: { kind: "files", dir: QWEN3_DIR } }),
+    (Pool) =>
+      Pool.layer({
+        cores,
+        env: { module: Path.join(ROOT, "test/backends/http/ClientWorkloads.ts"), exportName: `envs.${workload}` },
+        tokenizer: { kind: "files", dir: QWEN3_DIR },
+        // the workers sample the stand-in themselves, waiting for results as the main client does
+        direct: { baseUrl: url, ...(args.includes("--gyre-wait") ? {} : { submitWaitMillis: 0 }) },
+      }),
     () => Layer.empty, // a revision before --cores
   )
   await Effect.runPromise(

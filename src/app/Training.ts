@@ -86,8 +86,9 @@ const observersOf = (options: RunOptions, outDir: string) => {
 /**
  * The episode workers `--cores` asks for (none for 1): they load the env by its name or
  * path, and the tokenizer `--tokenizer` names (else gyre's character tokenizer, the
- * embedded models'). An env given as a value has no module a worker could load: it plays
- * on the main thread, with a line that says so.
+ * embedded models'); on a Tinker-protocol service (`--backend <url>`) they sample it
+ * themselves. An env given as a value has no module a worker could load: it plays on the
+ * main thread, with a line that says so.
  */
 const episodeWorkers = (options: RunOptions, envSpec: string | undefined, backend: string) =>
   Effect.gen(function* () {
@@ -101,7 +102,9 @@ const episodeWorkers = (options: RunOptions, envSpec: string | undefined, backen
       return Layer.empty
     }
     const tokenizer: TokenizerSource = backend !== "embedded" && options.tokenizer !== undefined ? { kind: "files", dir: Path.resolve(options.tokenizer) } : { kind: "char" }
-    return EpisodeWorkers.layer({ cores: threads, env: { module: envFile(envSpec) }, tokenizer })
+    // on a Tinker-protocol service the workers sample it themselves
+    const direct = /^https?:\/\//.test(backend) ? { direct: { baseUrl: backend } } : {}
+    return EpisodeWorkers.layer({ cores: threads, env: { module: envFile(envSpec) }, tokenizer, ...direct })
   })
 
 /**

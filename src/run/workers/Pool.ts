@@ -17,11 +17,13 @@ import { Context, Effect, Fiber, Layer, References, Schema, type Scope } from "e
 import type { BackendError } from "../../contract/Contract.ts"
 import { Sampler } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
+import { Trainer, type TrainerShape } from "../../services/Trainer.ts"
 import type * as Env from "../../vocabulary/Env.ts"
 import { EpisodeWorkers, type Group, type PoolShape, rolloutsOf } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError, type RunSettings } from "../Settings.ts"
 import type { EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
+import type { DirectSampling, Target } from "./Direct.ts"
 import { pack, unpack } from "./Pack.ts"
 import { lengthen } from "./Turns.ts"
 import { spawn, type Started } from "./Spawn.ts"
@@ -38,6 +40,33 @@ export interface PoolOptions {
   readonly cores: number
   readonly env: EnvModule
   readonly tokenizer: TokenizerSource
+  /** the run's Tinker-protocol service, which the workers then sample from themselves (`Direct.ts`) */
+  readonly direct?: DirectSampling | undefined
+}
+
+/** The sampler weights the run published last, as the trainer said. */
+interface Published {
+  latest: Target | undefined
+}
+
+/** The trainer, noting each publication's path and version for the workers that sample it themselves. */
+const noting = (trainer: TrainerShape, published: Published): TrainerShape => {
+  const note = (out: { readonly version: number; readonly path: string }) =>
+    Effect.sync(() => {
+      if (published.latest === undefined || out.version >= published.latest.version) published.latest = { version: out.version, path: out.path }
+    })
+  const submit = trainer.submit
+  return {
+    ...trainer,
+    saveWeightsForSampler: (name) => Effect.tap(trainer.saveWeightsForSampler(name), note),
+    ...(submit !== undefined ? { submit: { ...submit, saveWeightsForSampler: (name) => Effect.map(submit.saveWeightsForSampler(name), Effect.tap(note)) } } : {}),
+  }
+}
+
+/** The target a job samples directly: the last publication, when it is a service's path and serves the group's version. */
+const targetFor = (published: Published, version: number): Target | undefined => {
+  const latest = published.latest
+  return latest !== undefined && latest.version >= version && latest.path.startsWith("tinker://") ? latest : undefined
 }
 
 interface Pending {
@@ -113,7 +142,7 @@ const start = (options: PoolOptions) =>
   Effect.gen(function* () {
     const tokenizer = yield* Tokenizer
     const logLevel = yield* References.MinimumLogLevel
-    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer, logLevel }), { concurrency: "unbounded" }).pipe(
+    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer, logLevel, ...(options.direct !== undefined ? { direct: options.direct } : {}) }), { concurrency: "unbounded" }).pipe(
       Effect.result,
     )
     if (started._tag === "Failure") {
@@ -138,7 +167,7 @@ const handleOf = (s: Started, index: number): Handle => ({ index, worker: s.work
  * Undefined when there are none: groups are then played on the main thread.
  * @since 0.1.0 @category constructors
  */
-export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOptions) {
+export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOptions, published: Published = { latest: undefined }) {
   if (options.cores <= 1) return undefined
   const started = yield* start(options)
   if (started === undefined) return undefined
@@ -168,7 +197,8 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
       const problem = yield* Schema.encodeUnknownEffect(task.envDef.problem)(task.problem).pipe(
         Effect.mapError((e) => new RunError({ reason: "Env", step, message: `${task.env}: problem ${task.key} cannot be sent to an episode worker: ${e.message}` })),
       )
-      const job: Job = { settings, runId, step, g, version, env: task.env, key: task.key, problem, options: opts, contextLength: yield* ContextLength }
+      const target = options.direct === undefined ? undefined : targetFor(published, version)
+      const job: Job = { settings, runId, step, g, version, env: task.env, key: task.key, problem, options: opts, contextLength: yield* ContextLength, ...(target !== undefined ? { target } : {}) }
       const played = yield* send(handles, nextJob++, job, `group ${g} of step ${step + 1} (problem ${task.key})`)
       const episodes = lengthen(played.episodes)
       return {
@@ -217,8 +247,15 @@ const send = (handles: ReadonlyArray<Handle>, id: number, job: Job, what: string
 
 /**
  * The pool as a layer: `EpisodeWorkers` set to the workers started (none for `cores` 1),
- * which stop with the layer's scope.
+ * which stop with the layer's scope. With `direct`, the `Trainer` it gives notes each
+ * publication, which the workers then sample themselves.
  * @since 0.1.0 @category layers
  */
-export const layer = (options: PoolOptions): Layer.Layer<never, never, Sampler | Tokenizer> =>
-  Layer.effectContext(Effect.map(make(options), (pool) => (pool === undefined ? Context.empty() : Context.make(EpisodeWorkers, pool))))
+export const layer = (options: PoolOptions): Layer.Layer<Trainer, never, Sampler | Tokenizer | Trainer> =>
+  Layer.effectContext(Effect.gen(function* () {
+    const published: Published = { latest: undefined }
+    const trainer = yield* Trainer
+    const pool = yield* make(options, published)
+    const noted = Context.make(Trainer, pool !== undefined && options.direct !== undefined ? noting(trainer, published) : trainer)
+    return pool === undefined ? noted : Context.add(noted, EpisodeWorkers, pool)
+  }))

@@ -14,6 +14,7 @@ import type * as Reward from "../../vocabulary/Reward.ts"
 import type { EpisodeRecord } from "../Rollout.ts"
 import type { RunError, RunSettings } from "../Settings.ts"
 import type { Prompt } from "../../services/Tokenizer.ts"
+import type { DirectSampling, Target } from "./Direct.ts"
 
 /**
  * Where a worker finds the env: its module's absolute path and, when the env is not the
@@ -40,6 +41,8 @@ export interface Init {
   readonly tokenizer: TokenizerSource
   /** the main thread's least log level: a worker sends nothing below it */
   readonly logLevel: LogLevel.LogLevel
+  /** a Tinker-protocol service the worker samples from itself (`Direct.ts`); else it samples through the main thread */
+  readonly direct?: DirectSampling | undefined
 }
 
 /** One group to play: `sampleGroup`'s arguments, the task's problem in its Schema's encoded form. @since 0.1.0 @category models */
@@ -55,6 +58,8 @@ export interface Job {
   readonly options: { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number }
   /** the model's context length (`Rollout.ContextLength`) */
   readonly contextLength: number
+  /** the sampler weights to sample from directly (with `Init.direct`): the ones published last */
+  readonly target?: Target | undefined
 }
 
 /**

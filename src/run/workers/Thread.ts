@@ -10,7 +10,7 @@
  */
 import { pathToFileURL } from "node:url"
 import { parentPort, workerData } from "node:worker_threads"
-import { Cause, Effect, Exit, FiberMap, Logger, References, Schema, Semaphore } from "effect"
+import { Cause, Effect, Exit, FiberMap, Logger, Option, References, Schema, Semaphore } from "effect"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
 import { Sampler, type SamplerShape } from "../../services/Sampler.ts"
@@ -21,6 +21,9 @@ import * as Reward from "../../vocabulary/Reward.ts"
 import { sampleGroup } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError } from "../Settings.ts"
+import * as PlatformHttpClient from "../../platform/HttpClient.ts"
+import * as Direct from "./Direct.ts"
+import type { Target } from "./Direct.ts"
 import { pack, unpack } from "./Pack.ts"
 import { shorten } from "./Turns.ts"
 import type { FromWorker, Init, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker } from "./Protocol.ts"
@@ -78,6 +81,15 @@ const remoteSampler = (job: number): SamplerShape => {
   }
 }
 
+/** Samples straight from the service where the run's backend is one (`Direct.ts`), else through the main thread. */
+let direct: ((target: Target) => SamplerShape) | undefined
+const samplerOf = (id: number, job: Job): SamplerShape => {
+  const remote = remoteSampler(id)
+  if (direct === undefined || job.target === undefined) return remote
+  // the version the service serves is the main client's to ask (its sampling session)
+  return { ...direct(job.target), version: remote.version }
+}
+
 /** A played group as plain data: the task stays with the main thread, which makes the rollouts again. */
 const plain = (group: Effect.Success<ReturnType<typeof sampleGroup>>): PlayedGroup => ({
   index: group.index,
@@ -106,7 +118,7 @@ const play = (source: Env.AnyEnv | Env.Mixture, tokenizer: TokenizerShape, permi
     const args = job.settings.templateArgs
     return yield* sampleGroup(job.settings, job.runId, job.step, job.g, job.version, { key: job.key, env: env.name, problem, envDef: env }, job.options).pipe(
       Effect.provideService(Tokenizer, args === undefined ? tokenizer : Tokenizers.withTemplateArgs(tokenizer, args)),
-      Effect.provideService(Sampler, remoteSampler(id)),
+      Effect.provideService(Sampler, samplerOf(id, job)),
       Effect.provideService(ContextLength, job.contextLength),
       Effect.provideService(Reward.RewardPermits, permits),
       Effect.provideService(Reward.RewardCache, cache),
@@ -132,9 +144,8 @@ const toMain = Logger.make<unknown, void>((options) => {
 
 const main = Effect.gen(function* () {
   const init = workerData as Init
-  const loaded = yield* Effect.all([loadSource(init), loadTokenizer(init)]).pipe(Effect.result)
-  if (loaded._tag === "Failure") return post({ type: "failed", message: loaded.failure })
-  const [source, tokenizer] = loaded.success
+  const [source, tokenizer] = yield* Effect.all([loadSource(init), loadTokenizer(init)])
+  if (init.direct !== undefined) direct = yield* Direct.make(init.direct).pipe(Effect.mapError((e) => `cannot connect to ${init.direct?.baseUrl}: ${e.message}`))
   const cache = Reward.makeCache()
   const jobs = yield* FiberMap.make<number>()
   const context = yield* Effect.context<never>()
@@ -157,4 +168,11 @@ const main = Effect.gen(function* () {
   yield* Effect.never
 })
 
-Effect.runFork(main.pipe(Effect.scoped, Effect.provide(Logger.layer([toMain])), Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel)))
+// a worker that cannot start says why, and the main thread plays the run's episodes itself
+Effect.runFork(main.pipe(
+  Effect.catchCause((cause) => Effect.sync(() => post({ type: "failed", message: Option.getOrElse(Cause.findErrorOption(cause), () => Cause.pretty(cause)) }))),
+  Effect.scoped,
+  Effect.provide(PlatformHttpClient.layer),
+  Effect.provide(Logger.layer([toMain])),
+  Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel),
+))
