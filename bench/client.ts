@@ -24,9 +24,10 @@
  * supports it; `--no-batched` turns that off.
  *
  * `--cores` (a list: `1,2`) plays the episodes on that many episode worker threads
- * (`gyre run --cores`), each count measured in turn; besides CPU (which counts every
- * thread) it prints the wall-clock throughput of the rollout phase: episodes per second
- * of `Collect.collect` (sampling, episodes, rewards), over the measured steps.
+ * (`gyre run --cores`), which sample the stand-in themselves, each count measured in turn;
+ * besides CPU (which counts every thread) it prints the wall-clock throughput of the
+ * rollout phase: episodes per second of `Collect.collect` (sampling, episodes, rewards),
+ * over the measured steps. Exchanges and connections are the main thread's only.
  * `--sample-concurrency` sets the groups in flight (default 8, the run's default); with
  * as many as `--groups`, the rollout phase waits on nothing but CPU.
  *
