@@ -2,9 +2,11 @@
  * Episodes on every core: a pool of worker threads (`Thread.ts`) that play groups for
  * `Collect.sampleGroup`. Each worker loads the env module and the tokenizer itself and
  * plays a group as the main thread would (prompt encoding, episodes, the samples' decoding,
- * rewards); its samples come from the main thread's `Sampler` over the message port, so
- * the run keeps one backend connection and one policy version. A group's seeds are its own
- * (`seed/split/step/g`), so a run gives the same groups on any number of cores.
+ * rewards). On a Tinker-protocol service (`direct`) it samples the service itself: each job
+ * carries the sampler weights the run published last (noted from the trainer the pool's
+ * layer gives); elsewhere its samples come from the main thread's `Sampler` over the
+ * message port. A group's seeds are its own (`seed/split/step/g`), so a run gives the same
+ * groups on any number of cores.
  *
  * A job goes to the worker with the fewest in flight. A worker that dies fails the groups
  * it was playing with a `RunError` that says so (the step stops; `--resume` redoes it), and
