@@ -2,9 +2,10 @@
  * The script of an episode worker thread: it loads the env module and the tokenizer the
  * main thread names (`Protocol.Init`), then plays the group jobs it is sent with
  * `Collect.sampleGroup`, as the main thread would: the prompt's encoding, the episodes,
- * the decoding of samples and the rewards all run here. Sampling goes to the main
- * thread's `Sampler` over the message port (one backend connection, one policy version
- * for the run); log lines go to the main thread's logger.
+ * the decoding of samples and the rewards all run here. On a Tinker-protocol service the
+ * worker samples it itself (`Direct.ts`: the weights the job names); elsewhere sampling
+ * goes to the main thread's `Sampler` over the message port. Log lines go to the main
+ * thread's logger.
  *
  * @since 0.1.0
  */
