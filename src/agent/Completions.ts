@@ -15,7 +15,7 @@ import type { TokenizerShape } from "../services/Tokenizer.ts"
 import type { ChatFormat, Reply } from "./ChatFormat.ts"
 import { type ChatRequest, type CompletionRequest, type FunctionTool, unhonouredSampling } from "./Protocol.ts"
 import type { Pieces } from "./SegmentedEncoding.ts"
-import { type Completion, inputFor } from "./Transcript.ts"
+import { type Completion, inputFor, replyMeaning } from "./Transcript.ts"
 
 /** A request the endpoint refuses: the status, the OpenAI error `code` and a message that says what to do. @since 0.1.0 @category errors */
 export class Refusal extends Data.TaggedError("Refusal")<{ readonly status: number; readonly code: string; readonly message: string }> {}
@@ -127,7 +127,7 @@ export const chat = Effect.fnUntraced(function* (served: Served, session: Sessio
   session.completions.push({
     ...turn,
     sampled: turn.tokens,
-    chat: { messages: request.messages, reply },
+    chat: { messages: request.messages, reply, meanings: input.meanings, replyMeaning: replyMeaning(reply) },
     diverged: input.diverged,
     ...(input.rewritten !== undefined ? { rewritten: input.rewritten } : {}),
   })

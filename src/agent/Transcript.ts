@@ -37,8 +37,17 @@ export interface Completion {
   /** the decoded completion, without its end-of-sequence token */
   readonly text: string
   readonly version: number
-  /** the chat request's messages and the reply returned (absent for `/v1/completions`) */
-  readonly chat?: { readonly messages: ReadonlyArray<ChatMessage>; readonly reply: Reply } | undefined
+  /**
+   * the chat request's messages and the reply returned (absent for `/v1/completions`), and
+   * their meanings when worked out already (`Input.meanings`, `replyMeaning`): later
+   * requests of the episode compare theirs with them
+   */
+  readonly chat?: {
+    readonly messages: ReadonlyArray<ChatMessage>
+    readonly reply: Reply
+    readonly meanings?: ReadonlyArray<string> | undefined
+    readonly replyMeaning?: string | undefined
+  } | undefined
   /** tokens of its input that re-tokenizing the request's whole text would have changed */
   readonly diverged: number
   /** its request re-sent an earlier reply changed past recognizing: its input's text from there on (`Input.rewritten`) */
@@ -56,6 +65,8 @@ export interface Input {
    * reply as the agent re-sent it, then the messages after it); absent otherwise
    */
   readonly rewritten: string | undefined
+  /** the request's messages' meanings (what a later request's are compared with) */
+  readonly meanings: ReadonlyArray<string>
 }
 
 /** Marks where the re-sent reply was in a rendered conversation: what follows it is new. */
@@ -76,7 +87,7 @@ const argumentsKey = (text: string): unknown => {
 }
 
 /** A message's meaning: role, content with its ends trimmed, calls with canonical arguments (their ids left out). */
-const meaningOf = (m: ChatMessage): string =>
+const meaning = (m: ChatMessage): string =>
   JSON.stringify({
     role: m.role,
     content: textOf(m.content).trim(),
@@ -84,22 +95,9 @@ const meaningOf = (m: ChatMessage): string =>
     id: m.role === "tool" ? m.tool_call_id : undefined,
   })
 
-/** Meanings worked out before, by message: a completion's request messages are compared again by every later request of its episode. */
-const meanings = new WeakMap<object, string>()
-
-const meaning = (m: ChatMessage): string => {
-  let known = meanings.get(m)
-  if (known === undefined) meanings.set(m, (known = meaningOf(m)))
-  return known
-}
-
-const replyMeaning = (reply: Reply): string => {
-  let known = meanings.get(reply)
-  if (known === undefined) {
-    meanings.set(reply, known = meaningOf({ role: "assistant", content: reply.content, tool_calls: reply.toolCalls.map((c, i) => ({ id: String(i), function: c })) }))
-  }
-  return known
-}
+/** A reply's meaning, as a re-sent assistant message's is worked out. @since 0.1.0 @category combinators */
+export const replyMeaning = (reply: Reply): string =>
+  meaning({ role: "assistant", content: reply.content, tool_calls: reply.toolCalls.map((c, i) => ({ id: String(i), function: c })) })
 
 /**
  * How a request goes on from the completions before it, in one pass over them: `anchor`,
@@ -107,16 +105,15 @@ const replyMeaning = (reply: Reply): string => {
  * `rewritten`, when there is none, the latest completion whose request is this one's start
  * and whose reply, as the endpoint returned it, is not the assistant message after it.
  */
-const matchOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>) => {
-  const asked = messages.map(meaning)
+const matchOf = (completions: ReadonlyArray<Completion>, messages: ReadonlyArray<ChatMessage>, asked: ReadonlyArray<string>) => {
   let anchor: { readonly completion: Completion; readonly at: number } | undefined
   let changed: Completion | undefined
   for (const completion of completions) {
     const chat = completion.chat
     if (chat === undefined) continue
     const at = chat.messages.length
-    if (messages[at]?.role !== "assistant" || !chat.messages.every((m, i) => meaning(m) === asked[i])) continue
-    if (asked[at] !== replyMeaning(chat.reply)) changed = completion
+    if (messages[at]?.role !== "assistant" || !chat.messages.every((m, i) => (chat.meanings?.[i] ?? meaning(m)) === asked[i])) continue
+    if (asked[at] !== (chat.replyMeaning ?? replyMeaning(chat.reply))) changed = completion
     else if (anchor === undefined || at >= anchor.at) anchor = { completion, at }
   }
   return { anchor, rewritten: anchor === undefined ? changed : undefined }
@@ -162,23 +159,24 @@ export const inputFor = Effect.fnUntraced(function* (
   const bos = tokenizer.bos === undefined ? [] : [tokenizer.bos]
   const encoded = yield* encodePieces(tokenizer, pieces, yield* format.render(messages, tools))
   const whole: ReadonlyArray<number> = bos.length === 0 ? encoded : [...bos, ...encoded]
-  const { anchor, rewritten } = matchOf(completions, messages)
+  const meanings = messages.map(meaning)
+  const { anchor, rewritten } = matchOf(completions, messages, meanings)
   if (anchor === undefined) {
     // what the policy is given in place of what it wrote: the changed reply and what follows it
     const text = rewritten === undefined ? undefined : tokenizer.decode(whole.slice(sharedStart(whole, rewritten.input)))
-    return { tokens: whole, diverged: 0, rewritten: text } satisfies Input
+    return { tokens: whole, diverged: 0, rewritten: text, meanings } satisfies Input
   }
   const { completion } = anchor
   // the whole conversation goes on from the tokens the policy saw and wrote: it is the input, and nothing diverged
-  if (goesOnFrom(whole, completion.input, completion.sampled)) return { tokens: whole, diverged: 0, rewritten: undefined } satisfies Input
+  if (goesOnFrom(whole, completion.input, completion.sampled)) return { tokens: whole, diverged: 0, rewritten: undefined, meanings } satisfies Input
   const marked = yield* format.render([...messages.slice(0, anchor.at), { role: "assistant", content: MARK }, ...messages.slice(anchor.at + 1)], tools)
   const cut = marked.indexOf(MARK)
-  if (cut < 0) return { tokens: whole, diverged: 0, rewritten: undefined } satisfies Input
+  if (cut < 0) return { tokens: whole, diverged: 0, rewritten: undefined, meanings } satisfies Input
   let after = yield* encodePieces(tokenizer, pieces, marked.slice(cut + MARK.length))
   // the template closes the turn with the end-of-sequence token the sample already ends with
   if (completion.sampled.at(-1) === tokenizer.eos && after[0] === tokenizer.eos) after = after.slice(1)
   const tokens = [...completion.input, ...completion.sampled, ...after]
-  return { tokens, diverged: differing(tokens, whole), rewritten: undefined } satisfies Input
+  return { tokens, diverged: differing(tokens, whole), rewritten: undefined, meanings } satisfies Input
 }) as (
   format: ChatFormat,
   tokenizer: TokenizerShape,
