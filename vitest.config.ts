@@ -22,6 +22,7 @@ const E2E = [
   "test/platform/Runtime.test.ts",
   "test/observe/TensorBoard.test.ts",
   "test/docs/Commands.test.ts",
+  "test/run/workers/Cli.test.ts",
   // a fake E2B whose sandboxes run bash and python3 processes
   "test/rewards/python/E2b.test.ts",
   // in process, but tens of seconds of CPU: a random model of Qwen3's 151,669-token vocabulary
