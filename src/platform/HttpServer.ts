@@ -22,9 +22,10 @@ import * as Http from "node:http"
 import type { AddressInfo } from "node:net"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
-import { Duration, Effect, Result, type Scope } from "effect"
-import { HttpEffect, HttpServer, HttpServerError, type HttpServerRequest } from "effect/http"
+import { Context, Duration, Effect, type Fiber, Result, type Scope } from "effect"
+import { Cookies, HttpEffect, type HttpMiddleware, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as NetAddress from "effect/net/NetAddress"
+import { Body, NodeRequest } from "./NodeRequest.ts"
 
 /** @since 0.1.0 @category models */
 export interface Options {
@@ -75,70 +76,25 @@ export const tooLargeMessage = (limit: BodyLimit, size: number | undefined) =>
   `the request body ${size === undefined ? "is larger than" : `has ${size} bytes, over`} this server's limit of ${sizeOf(limit.maxBytes)}: ` +
   `send less per request, or raise the limit with ${limit.raiseWith}`
 
-/**
- * The request body as a web stream, read only when the app reads it. Cancelling it (a
- * body over the size limit) drains the rest instead of destroying the socket, so the
- * client still gets the answer; so does an answer sent before the body was read.
- */
-const bodyOf = (req: Http.IncomingMessage, res: Http.ServerResponse, maxBytes: number, tooLarge: () => void): ReadableStream<Uint8Array> => {
-  let started = false
-  let read = 0
-  let controller: ReadableStreamDefaultController<Uint8Array> | undefined
-  const onData = (chunk: Buffer) => {
-    read += chunk.byteLength
-    if (read > maxBytes) {
-      // a chunked body past the limit: refused now, the rest drained
-      controller?.error(new Error(`the request body is larger than ${maxBytes} bytes`))
-      drain()
-      return tooLarge()
-    }
-    controller?.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength))
-    if ((controller?.desiredSize ?? 0) <= 0) req.pause()
+/** Writes `response` to `res` when its body is bytes or empty, and `false` when it is one to stream. */
+const writeDirect = (response: HttpServerResponse.HttpServerResponse, res: Http.ServerResponse, withoutBody: boolean): boolean => {
+  const body = response.body
+  const omits = HttpServerResponse.omitsBody(response, withoutBody)
+  if (!omits && body._tag !== "Empty" && body._tag !== "Uint8Array") return false
+  let headers: Record<string, string | Array<string>> = response.headers
+  if (!Cookies.isEmpty(response.cookies)) headers = { ...headers, "set-cookie": Cookies.toSetCookieHeaders(response.cookies) }
+  if (response.status === 204 || response.status === 205) {
+    const { "content-length": _, ...rest } = headers
+    headers = rest
   }
-  const drain = () => {
-    req.off("data", onData)
-    controller = undefined
-    req.resume()
-  }
-  res.once("finish", () => {
-    if (started && !req.complete) drain()
-  })
-  return new globalThis.ReadableStream<Uint8Array>({
-    pull(c) {
-      if (!started) {
-        started = true
-        controller = c
-        req.on("data", onData)
-        req.once("end", () => controller?.close())
-        req.once("error", (e) => controller?.error(e))
-      }
-      req.resume()
-    },
-    cancel: drain,
-  })
+  if (omits && body._tag === "Raw" && body.body instanceof globalThis.ReadableStream) body.body.cancel().catch(() => undefined)
+  res.writeHead(response.status, response.statusText ?? Http.STATUS_CODES[response.status], headers)
+  if (omits || body._tag !== "Uint8Array") res.end()
+  else res.end(body.text ?? body.body)
+  return true
 }
 
-/** The node:http request as a web `Request`; `undefined` when its URL or headers cannot be one. */
-const toWebRequest = (req: Http.IncomingMessage, res: Http.ServerResponse, signal: AbortSignal, body: () => ReadableStream<Uint8Array>): Request | undefined => {
-  const target = req.url ?? "/"
-  const url = Result.try(() => new URL(target.startsWith("/") ? `http://localhost${target}` : target))
-  if (Result.isFailure(url)) return undefined
-  const method = req.method ?? "GET"
-  const hasBody = method !== "GET" && method !== "HEAD"
-  const request = Result.try(() => {
-    const headers = new globalThis.Headers()
-    for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!)
-    return new globalThis.Request(url.success, {
-      method,
-      headers,
-      signal,
-      ...(hasBody ? { body: body(), duplex: "half" } : {}),
-    } as RequestInit)
-  })
-  return Result.isSuccess(request) ? request.success : undefined
-}
-
-/** Writes a web `Response` to the node:http response. */
+/** Writes a web `Response` (a streamed body) to the node:http response, with back-pressure. */
 const writeWebResponse = async (web: Response, res: Http.ServerResponse) => {
   const headers: Record<string, string | Array<string>> = {}
   web.headers.forEach((value, name) => {
@@ -163,6 +119,54 @@ const answer = (res: Http.ServerResponse, status: number, detail: string, body: 
   if (res.headersSent) return res.destroy()
   res.writeHead(status, { "content-type": "application/json" })
   res.end(JSON.stringify(body))
+}
+
+type App = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpServerRequest.HttpServerRequest | Scope.Scope>
+
+/** Answers with `response`: bytes written at once, a stream through a web `Response` with back-pressure. */
+const respond = (context: Context.Context<never>) => (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) => {
+  const { res } = (request as NodeRequest).body
+  // an answer already sent (a 413 while the body was read) stays the answer
+  if (res.headersSent || res.destroyed) return Effect.void
+  const withoutBody = request.method === "HEAD"
+  const written = Result.try(() => writeDirect(response, res, withoutBody))
+  if (Result.isFailure(written)) return Effect.sync(() => answer(res, 500, "internal error"))
+  if (written.success) return Effect.void
+  const controller = new AbortController()
+  res.once("close", () => {
+    if (!res.writableFinished) controller.abort(new Error("the client closed the connection"))
+  })
+  const web = HttpServerResponse.toWeb(HttpEffect.scopeTransferToStream(response), { withoutBody, context, signal: controller.signal })
+  writeWebResponse(web, res).catch(() => res.destroy())
+  return Effect.void
+}
+
+/** The node:http request listener that runs `app` for each request, as effect's `HttpServerRequest` built from it. */
+const requestHandler = (context: Context.Context<never>, app: App, middleware: HttpMiddleware.HttpMiddleware | undefined, limit: BodyLimit | undefined) => {
+  const handled = HttpEffect.toHandled(app, respond(context), middleware)
+  return (req: Http.IncomingMessage, res: Http.ServerResponse) => {
+    let fiber: Fiber.Fiber<unknown, unknown> | undefined
+    const tooLarge = (size: number | undefined) => {
+      if (limit === undefined || res.headersSent) return
+      const message = tooLargeMessage(limit, size)
+      answer(res, 413, message, limit.answer?.(message) ?? { detail: message })
+      fiber?.interruptUnsafe()
+    }
+    const declared = Number(req.headers["content-length"] ?? "0")
+    // refused before it is read; node drains the unread body once the answer is sent
+    if (limit !== undefined && declared > limit.maxBytes) return tooLarge(declared)
+    const request = new NodeRequest(req, new Body(req, res, limit?.maxBytes ?? Infinity, () => tooLarge(undefined)))
+    const running = Effect.runForkWith(Context.add(context, HttpServerRequest.HttpServerRequest, request))(handled)
+    fiber = running
+    if (running.pollUnsafe() !== undefined) return
+    res.once("close", () => {
+      // the client went away before the answer was written: stop the work
+      if (!res.writableFinished) running.interruptUnsafe(undefined, HttpServerError.ClientAbort.annotation)
+    })
+    running.addObserver(() => {
+      if (!res.headersSent && !res.destroyed) answer(res, 500, "internal error")
+    })
+  }
 }
 
 /** Applies the connection settings: the keep-alive timeout, and header and request timeouts above it. */
@@ -223,32 +227,7 @@ export const make = Effect.fn("Platform.HttpServer.make")(function* (options: Op
     serve: (app, middleware) =>
       Effect.gen(function* () {
         const context = yield* Effect.context<never>()
-        const handle = HttpEffect.toWebHandlerWith<never, HttpServerRequest.HttpServerRequest | Scope.Scope>(context)(app, middleware)
-        const limit = options.bodyLimit
-        const onRequest = (req: Http.IncomingMessage, res: Http.ServerResponse) => {
-          const controller = new AbortController()
-          res.once("close", () => {
-            // the client went away before the answer was written: stop the work
-            if (!res.writableFinished) controller.abort(new Error("the client closed the connection"))
-          })
-          let refused = false
-          const tooLarge = (size: number | undefined) => {
-            if (limit === undefined || res.headersSent) return
-            refused = true
-            const message = tooLargeMessage(limit, size)
-            answer(res, 413, message, limit.answer?.(message) ?? { detail: message })
-            controller.abort(new Error(message))
-          }
-          const declared = Number(req.headers["content-length"] ?? "0")
-          // refused before it is read; node drains the unread body once the answer is sent
-          if (limit !== undefined && declared > limit.maxBytes) return tooLarge(declared)
-          const request = toWebRequest(req, res, controller.signal, () => bodyOf(req, res, limit?.maxBytes ?? Infinity, () => tooLarge(undefined)))
-          if (request === undefined) return answer(res, 400, "the request URL or a header is malformed")
-          handle(request)
-            // an answer already sent (a 413 while the body was read) stays the answer
-            .then((web) => (refused ? undefined : writeWebResponse(web, res)))
-            .catch(() => (refused ? undefined : answer(res, 500, "internal error")))
-        }
+        const onRequest = requestHandler(context, app, middleware, options.bodyLimit)
         yield* Effect.acquireRelease(
           Effect.sync(() => server.on("request", onRequest)),
           () => Effect.ensuring(shutdown, Effect.sync(() => server.off("request", onRequest))),
