@@ -5,7 +5,10 @@
  *
  * Pending work is bounded: at most `maxPending` futures run at once; beyond that a
  * submission is refused with 429 (and `Retry-After`) before any work starts. A finished
- * future keeps its answer for `ttl`, then a poll for it gets 410.
+ * future keeps its answer for `ttl`, then a poll for it gets 410; once a poll has been
+ * given the answer it is kept only `answeredMillis` more (10 s by default), long enough
+ * for a client whose connection broke to ask again, so that a fast run's answers (a
+ * step's log-probs are tens of MB) do not pile up for the whole ttl.
  *
  * @since 0.1.0
  */
@@ -20,7 +23,12 @@ interface Entry {
   /** called whenever the future is polled (keeps its session alive) */
   readonly touch: Effect.Effect<void> | undefined
   doneAt: number | undefined
+  /** when a poll was first given the answer */
+  answeredAt: number | undefined
 }
+
+/** How long an answer stays retrievable after a poll was given it, by default. @since 0.1.0 @category constants */
+export const ANSWERED_MILLIS = 10_000
 
 /** @since 0.1.0 @category models */
 export interface FutureTable {
@@ -46,11 +54,14 @@ export interface FutureTable {
 export const make = (options: {
   readonly scope: Scope.Scope
   readonly ttlMillis: number
+  /** how long an answer given to a poll stays retrievable (default `ANSWERED_MILLIS`, at most the ttl) */
+  readonly answeredMillis?: number | undefined
   readonly maxPending: number
   readonly newId: () => string
   readonly now: Effect.Effect<number>
 }): FutureTable => {
   const futures = new Map<string, Entry>()
+  const answered = Math.min(options.answeredMillis ?? ANSWERED_MILLIS, options.ttlMillis)
   const executed: Record<string, number> = {}
   let running = 0
   let started = 0
@@ -66,7 +77,7 @@ export const make = (options: {
       }
       const id = options.newId()
       const result = yield* Deferred.make<Reply>()
-      const entry: Entry = { type, result, touch, doneAt: undefined }
+      const entry: Entry = { type, result, touch, doneAt: undefined, answeredAt: undefined }
       futures.set(id, entry)
       running++
       started++
@@ -97,16 +108,19 @@ export const make = (options: {
         return yield* new Reject({ status: 410, message: `request_id ${JSON.stringify(id.slice(0, 100))} is unknown or expired; resubmit the request` })
       }
       if (entry.touch !== undefined) yield* entry.touch
-      if (Duration.toMillis(Duration.fromInputUnsafe(wait)) <= 0) {
-        const done = yield* Deferred.poll(entry.result)
-        return Option.isSome(done) ? Option.some(yield* done.value) : Option.none<Reply>()
-      }
-      return yield* Deferred.await(entry.result).pipe(Effect.timeoutOption(wait))
+      const reply = Duration.toMillis(Duration.fromInputUnsafe(wait)) <= 0
+        ? yield* Effect.flatMap(Deferred.poll(entry.result), (done) => Option.isSome(done) ? Effect.asSome(done.value) : Effect.succeedNone)
+        : yield* Deferred.await(entry.result).pipe(Effect.timeoutOption(wait))
+      if (Option.isSome(reply) && entry.answeredAt === undefined) entry.answeredAt = yield* options.now
+      return reply
     })
 
   const sweep = Effect.gen(function* () {
     const t = yield* options.now
-    for (const [id, f] of futures) if (f.doneAt !== undefined && t - f.doneAt > options.ttlMillis) futures.delete(id)
+    for (const [id, f] of futures) {
+      if (f.doneAt === undefined) continue
+      if (t - f.doneAt > options.ttlMillis || (f.answeredAt !== undefined && t - f.answeredAt > answered)) futures.delete(id)
+    }
   })
 
   return { start, await: awaitFuture, pending: () => running, size: () => futures.size, has: (id) => futures.has(id), started: () => started, sweep, executed }

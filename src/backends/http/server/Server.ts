@@ -317,7 +317,7 @@ export const make = Effect.fn("HttpServer.make")(function* (options: Options = {
   const settings = settingsOf(options, yield* trainer.info)
   const parts = yield* makeParts(options, settings, trainer, replicas)
   const routes = routeTables(parts)
-  const sweepEvery = Duration.millis(Math.max(1000, Math.min(60_000, settings.ttlMillis / 4, settings.idleMillis / 4)))
+  const sweepEvery = Duration.millis(Math.max(1000, Math.min(Futures.ANSWERED_MILLIS, settings.ttlMillis / 4, settings.idleMillis / 4)))
   yield* Effect.forkIn(sweep(parts).pipe(Effect.delay(sweepEvery), Effect.forever), parts.scope)
   const dispatch = Dispatch.make({
     maxBody: settings.maxBody,

@@ -51,7 +51,7 @@ export interface Options {
   readonly apiKey?: Redacted.Redacted<string> | undefined
   /** how long `retrieve_future` holds a poll (default 20 s) */
   readonly pollWait?: Duration.Input | undefined
-  /** how long finished futures and idempotency keys are kept (default 15 min) */
+  /** how long finished futures and idempotency keys are kept (default 15 min); an answer a poll was given, 10 s more */
   readonly futureTtl?: Duration.Input | undefined
   /** largest request body (default 64 MiB); beyond it a 413 names the limit and `serve --max-body-mb` */
   readonly maxBodyBytes?: number | undefined
