@@ -80,7 +80,7 @@ const standIn = async (workload: Workload) => {
   const { QWEN3_DIR, scriptFor } = await import("../test/backends/http/ClientWorkloads.ts")
   await Effect.runPromise(
     Effect.gen(function* () {
-      const instant = makeInstant({ script: scriptFor(workload, yield* Tokenizer) })
+      const instant = makeInstant({ script: scriptFor(workload, yield* Tokenizer), record: false })
       const server = yield* instant.provide(Server.make({ modelName: "Qwen/Qwen3-8B" }))
       console.log(`URL ${server.url}`)
       yield* Effect.never

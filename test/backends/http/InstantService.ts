@@ -4,7 +4,8 @@
  * what reaches the trainer). Sampling answers come from a script over the prompt's
  * tokens; log-probs are made up from the token and its position (float32, as the wire
  * carries them), so every number is a pure function of the inputs. `forwardBackward`
- * records the datums it gets.
+ * records the datums it gets (unless `record: false`: a long benchmark would keep every
+ * step's datums).
  */
 import { Effect } from "effect"
 import type { Datum, ForwardBackwardResult, ModelInput, SampleResult } from "../../../src/contract/Contract.ts"
@@ -28,7 +29,7 @@ const tokensOf = (input: ModelInput): Array<number> => {
   return out
 }
 
-export const makeInstant = (options: { readonly script: Script; readonly modelName?: string; readonly maxSequenceLength?: number }) => {
+export const makeInstant = (options: { readonly script: Script; readonly modelName?: string; readonly maxSequenceLength?: number; readonly record?: boolean }) => {
   let version = 0
   const recorded: Array<{ readonly lossFn: string; readonly data: ReadonlyArray<Datum> }> = []
   const forward = (data: ReadonlyArray<Datum>): ForwardBackwardResult => ({
@@ -43,7 +44,7 @@ export const makeInstant = (options: { readonly script: Script; readonly modelNa
   const trainer: TrainerShape = {
     forwardBackward: (data, lossFn) =>
       Effect.sync(() => {
-        recorded.push({ lossFn, data })
+        if (options.record !== false) recorded.push({ lossFn, data })
         return forward(data)
       }),
     forward: (data) => Effect.sync(() => forward(data)),
