@@ -1,11 +1,13 @@
 /**
- * Effect's `HttpServer` on `node:http`. Each request becomes a web `Request` that the app
- * handles through `HttpEffect.toWebHandlerWith` (so body limits, per-request scopes and
- * response encoding are Effect's own), and the web `Response` is written back: a body of
- * known length in one write, a stream chunk by chunk with back-pressure. A client that
- * disconnects interrupts its request. When the scope closes the server stops accepting,
- * lets requests in flight finish for up to `gracefulShutdown`, then interrupts the rest
- * and closes every connection.
+ * Effect's `HttpServer` on `node:http`. Each request becomes effect's `HttpServerRequest`
+ * read straight from node's `IncomingMessage` (`NodeRequest.ts`) and runs the app through
+ * `HttpEffect.toHandled`, so per-request scopes, middleware and error answers are Effect's
+ * own; an answer of bytes (or none) is written to node's response at once, a streamed one
+ * through a web `Response`, chunk by chunk with back-pressure. No web `Request` or
+ * `Response` is made for the common case: on an endpoint answering thousands of small
+ * requests a step they were a large share of its CPU. A client that disconnects interrupts
+ * its request. When the scope closes the server stops accepting, lets requests in flight
+ * finish for up to `gracefulShutdown`, then interrupts the rest and closes every connection.
  *
  * Connections: a listen backlog far above Node's 511, so that a thousand agents that
  * connect at once are all queued, and a keep-alive timeout (5 minutes) far above Node's
