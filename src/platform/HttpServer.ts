@@ -127,9 +127,11 @@ type App = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, HttpSer
 
 /** Answers with `response`: bytes written at once, a stream through a web `Response` with back-pressure. */
 const respond = (context: Context.Context<never>) => (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) => {
-  const { res } = (request as NodeRequest).body
+  const body = (request as NodeRequest).body
+  const res = body.res
   // an answer already sent (a 413 while the body was read) stays the answer
   if (res.headersSent || res.destroyed) return Effect.void
+  body.answered = true
   const withoutBody = request.method === "HEAD"
   const written = Result.try(() => writeDirect(response, res, withoutBody))
   if (Result.isFailure(written)) return Effect.sync(() => answer(res, 500, "internal error"))
@@ -157,7 +159,8 @@ const requestHandler = (context: Context.Context<never>, app: App, middleware: H
     const declared = Number(req.headers["content-length"] ?? "0")
     // refused before it is read; node drains the unread body once the answer is sent
     if (limit !== undefined && declared > limit.maxBytes) return tooLarge(declared)
-    const request = new NodeRequest(req, new Body(req, res, limit?.maxBytes ?? Infinity, () => tooLarge(undefined)))
+    const body = new Body(req, res, limit?.maxBytes ?? Infinity, () => tooLarge(undefined))
+    const request = new NodeRequest(req, body)
     const running = Effect.runForkWith(Context.add(context, HttpServerRequest.HttpServerRequest, request))(handled)
     fiber = running
     if (running.pollUnsafe() !== undefined) return
@@ -166,7 +169,8 @@ const requestHandler = (context: Context.Context<never>, app: App, middleware: H
       if (!res.writableFinished) running.interruptUnsafe(undefined, HttpServerError.ClientAbort.annotation)
     })
     running.addObserver(() => {
-      if (!res.headersSent && !res.destroyed) answer(res, 500, "internal error")
+      // a fiber that ended with no answer written or under way
+      if (!body.answered && !res.headersSent && !res.destroyed) answer(res, 500, "internal error")
     })
   }
 }

@@ -23,6 +23,8 @@ const parseError = (request: HttpServerRequest.HttpServerRequest, reason: "Parse
  */
 export class Body {
   private started = false
+  /** set once the app's answer is being written (a stream may still be going after the request's fiber ends) */
+  answered = false
   constructor(
     readonly req: Http.IncomingMessage,
     readonly res: Http.ServerResponse,

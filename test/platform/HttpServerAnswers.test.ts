@@ -70,6 +70,17 @@ describe("platform HttpServer answers", () => {
       assert.isAbove(got.chunks, 1)
     }).pipe(Effect.scoped))
 
+  it.live("a streamed body of known length arrives whole, with its length", () =>
+    Effect.gen(function* () {
+      const server = yield* PlatformHttpServer.make()
+      const text = "abc".repeat(1000)
+      const stream = Stream.fromIterable([text.slice(0, 1000), text.slice(1000)]).pipe(Stream.schedule(Schedule.spaced("10 millis")), Stream.encodeText)
+      // answered after a turn of the event loop: the request's fiber ends while the body is still being written
+      yield* server.serve(Effect.as(Effect.sleep("1 millis"), HttpServerResponse.stream(stream, { contentLength: text.length, contentType: "application/octet-stream" })))
+      const got = yield* request(urlOf(server))
+      assert.deepStrictEqual([got.status, got.text, got.headers["content-length"]], [200, text, String(text.length)])
+    }).pipe(Effect.scoped))
+
   it.live("a client that leaves during a streamed answer stops the stream", () =>
     Effect.gen(function* () {
       const started = yield* Deferred.make<void>()
