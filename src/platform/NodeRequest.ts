@@ -118,7 +118,8 @@ export class Body {
     }
     return new globalThis.ReadableStream<Uint8Array>({
       pull: (c) => {
-        if (controller === undefined && !this.started) {
+        if (controller === undefined && this.started) return c.error(new Error("the request body was read already"))
+        if (controller === undefined) {
           this.start()
           controller = c
           req.on("data", onData)
