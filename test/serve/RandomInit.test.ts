@@ -12,7 +12,7 @@
  * turn in Qwen3's layout, scores the answer, and trains on the mixed group over the wire.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
@@ -38,9 +38,10 @@ import { fixtureRows, qwenDir } from "../envs/realModels.ts"
 
 const tmp = () => Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-random-init-"))
 
-// the envs read their Hub data sets offline: the cache is empty, so their fixtures
-process.env["HF_HUB_OFFLINE"] = "1"
-process.env["GYRE_CACHE"] = tmp()
+// the envs read their Hub data sets offline: the cache is empty, so their fixtures. Given
+// as the runs' ConfigProvider, not written to process.env: effect reads process.env once per
+// process, and files before this one in the worker may have read it already.
+const offline = ConfigProvider.layer(ConfigProvider.fromEnv({ env: { ...process.env, HF_HUB_OFFLINE: "1", GYRE_CACHE: tmp() } }))
 
 type Rollout = { prompt: unknown; completion: string; reward: number; turns: Array<{ sampled: string; observation?: string }>; components: Record<string, number> }
 const rolloutsOf = (dir: string) => Fs.readFileSync(RunLog.paths(dir).rollouts, "utf8").trim().split("\n").map((l) => JSON.parse(l) as Rollout)
@@ -51,7 +52,7 @@ const served = (qwen: TokenizerShape, dir: string, script?: (real: SamplerShape)
     const local = yield* Local.make({ config: randomConfigFor(qwen.vocabSize), prefixCacheSize: RANDOM_PREFIX_CACHE_SIZE, seed: 1, stateDir: RunLog.paths(dir).state })
     const sampler = script === undefined ? local.sampler : script(local.sampler)
     const server = yield* Server.make({ tokenizerId: qwen.name }).pipe(Effect.provideService(Trainer, local.trainer), Effect.provideService(Sampler, sampler))
-    return Layer.merge(Layer.fresh(Client.layer({ baseUrl: server.url, retry: Retry.fast })), Layer.succeed(Tokenizer, qwen))
+    return Layer.mergeAll(Layer.fresh(Client.layer({ baseUrl: server.url, retry: Retry.fast })), Layer.succeed(Tokenizer, qwen), offline)
   })
 
 const settings = (name: string, dir: string, overrides: Partial<Runner.RunSettings> = {}) =>
