@@ -113,7 +113,7 @@ const child = async (workload: Workload, cores: number) => {
 const measure = (workload: Workload, cores: number) =>
   new Promise<Measured>((resolve, reject) => {
     const passOn = ["groups", "group-size", "steps", "warmup", "sample-concurrency"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!]))
-    const proc = spawn(process.execPath, ["--import", "tsx", Path.join(ROOT, "bench", "cores.ts"), "--child", workload, String(cores), ...passOn], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] })
+    const proc = spawn(process.execPath, [...(process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []), "--import", "tsx", Path.join(ROOT, "bench", "cores.ts"), "--child", workload, String(cores), ...passOn], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] })
     Readline.createInterface({ input: proc.stdout }).on("line", (line) => {
       if (line.startsWith("RESULT ")) resolve(JSON.parse(line.slice("RESULT ".length)) as Measured)
     })

@@ -50,17 +50,22 @@ export const buildIndex = (source: Env.Source<unknown>) =>
     } satisfies Index
   })
 
-/** One index per source per process, built by the first search (a failed build is retried by the next). */
+/**
+ * One index per source per process, built by the first search (a failed build is retried
+ * by the next). The build runs with that search's services, so it reads the run's settings
+ * (`HF_HUB_OFFLINE`, the cache folder) and logs to the run's logger.
+ */
 export const cachedIndex = (source: Env.Source<unknown>) => {
   const origin = source._tag === "Seeded" ? "a seeded generator" : source.origin
   let built: Promise<Index> | undefined
-  return Effect.tryPromise({
-    try: () => (built ??= Effect.runPromise(buildIndex(source)).catch((e: unknown) => {
-      built = undefined
-      throw e
-    })),
-    catch: (e) => new Tool.InfraFault({ message: `the search corpus ${origin} cannot be read: ${e instanceof Error ? e.message : String(e)}` }),
-  })
+  return Effect.flatMap(Effect.context<never>(), (context) =>
+    Effect.tryPromise({
+      try: () => (built ??= Effect.runPromiseWith(context)(buildIndex(source)).catch((e: unknown) => {
+        built = undefined
+        throw e
+      })),
+      catch: (e) => new Tool.InfraFault({ message: `the search corpus ${origin} cannot be read: ${e instanceof Error ? e.message : String(e)}` }),
+    }))
 }
 
 /** The observation of a search: each passage on its own line, numbered, or a line saying none matched. */
