@@ -13,7 +13,8 @@
  * wall-clock episodes per second of the measured steps' rollout phases (`Collect.collect`)
  * and the process's CPU (all threads) per episode in them. First it measures how many
  * cores the machine gives this process now (threads spinning for a second: on a shared
- * machine, fewer than it has). Prints numbers; asserts nothing.
+ * machine, fewer than it has). Prints numbers; asserts nothing. `BENCH_CPU_PROF=<folder>`
+ * writes a CPU profile of each thread of each run there (node's `--cpu-prof`).
  */
 import { spawn } from "node:child_process"
 import * as Fs from "node:fs"
