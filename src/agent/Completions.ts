@@ -40,6 +40,8 @@ export interface Session {
   rewritten: number
   /** the first request of the episode the endpoint refused, if any: why an episode with no completion has none */
   refused?: { readonly code: string; readonly message: string }
+  /** the sampler of this episode's requests, when not the endpoint's own (an episode worker's: `run/workers/Thread.ts`) */
+  readonly sampler?: SamplerShape | undefined
 }
 
 /** What a request needs besides its session. @since 0.1.0 @category models */
@@ -89,7 +91,7 @@ const sampleTurn = Effect.fnUntraced(function* (
     stop: [...(session.sampling.stop ?? []), ...stop],
     seed: request.seed ?? hash32(`${session.sampling.seed ?? 0}/${session.index}/${session.completions.length}`),
   }
-  const out = yield* served.sampler.sample(modelInputFromTokens(input), params, { numSamples: 1, affinityKey: session.affinityKey, minPolicyVersion: session.version }).pipe(
+  const out = yield* (session.sampler ?? served.sampler).sample(modelInputFromTokens(input), params, { numSamples: 1, affinityKey: session.affinityKey, minPolicyVersion: session.version }).pipe(
     Effect.mapError((e) => new Refusal({ status: e.reason === "InvalidInput" ? 400 : 503, code: `sampler_${e.reason}`, message: `the sampler failed (${e.reason}): ${e.message}` })),
   )
   const s = out.sequences[0]

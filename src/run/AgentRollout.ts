@@ -12,6 +12,7 @@ import { outputText } from "../vocabulary/Agent.ts"
 import type { Agent } from "../agent/Spec.ts"
 import { Endpoint } from "../agent/Endpoint.ts"
 import type { Completion } from "../agent/Transcript.ts"
+import { Sampler } from "../services/Sampler.ts"
 import { Tokenizer, type TokenizerShape } from "../services/Tokenizer.ts"
 import { ContextLength, type EpisodeRecord, type GroupOptions, type TurnRecord } from "./Rollout.ts"
 import { RunError } from "./Settings.ts"
@@ -63,6 +64,8 @@ const playAgent = (agent: Agent<unknown>, options: GroupOptions, i: number) =>
       index: i,
       context: yield* ContextLength,
       maxTurns: agent.limits.maxTurns,
+      // the group's own sampler: on an episode worker, not the one the endpoint was made with
+      sampler: yield* Sampler,
     })
     const run = Effect.tryPromise({
       try: (signal) => Promise.resolve(agent.run({ problem: options.task.problem, baseURL: endpoint.baseURL, apiKey, model: endpoint.model, signal, index: i })),

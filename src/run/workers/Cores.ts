@@ -30,15 +30,13 @@ export const threadsOf = (cores: Cores | undefined): number => (cores === undefi
 
 /**
  * Why groups of `env` stay on the main thread, or undefined when the workers (which loaded
- * the envs `loaded`) can play them. Agent envs call the run's agent endpoint, game envs
- * their frozen players, and envs with `services` use layers the run builds once: all of
- * them live on the main thread.
+ * the envs `loaded`) can play them. Game envs call their frozen players, and envs with
+ * `services` use layers the run builds once: both live on the main thread. (Agent envs
+ * play on workers: each worker serves its agents an endpoint of its own.)
  * @since 0.1.0 @category utils
  */
 export const offWorkers = (env: Env.AnyEnv, loaded: ReadonlySet<string>): string | undefined =>
-  env.agent !== undefined
-    ? "an agent env's agents call the run's agent endpoint, which the main thread serves"
-    : env.game !== undefined
+  env.game !== undefined
     ? "a game env's frozen players are the main thread's"
     : env.services !== undefined
     ? "its services (Env.make({ services })) are built once, on the main thread"

@@ -11,7 +11,8 @@
  */
 import { pathToFileURL } from "node:url"
 import { parentPort, workerData } from "node:worker_threads"
-import { Cause, Effect, Exit, FiberMap, Logger, Option, References, Schema, Semaphore } from "effect"
+import { Cause, Effect, Exit, FiberMap, Logger, Option, References, Schema, Scope, Semaphore } from "effect"
+import * as AgentEndpoint from "../../agent/Endpoint.ts"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
 import { Sampler, type SamplerShape } from "../../services/Sampler.ts"
@@ -91,6 +92,28 @@ const samplerOf = (id: number, job: Job): SamplerShape => {
   return { ...direct(job.target), version: remote.version }
 }
 
+/** The endpoint's own sampler, which no request uses: each agent episode brings its group's (`AgentRollout.playAgent`). */
+const noSampler: SamplerShape = (() => {
+  const refuse = Effect.fail(new BackendError({ reason: "InvalidInput", operation: "sample", message: "an episode worker's agent endpoint samples with each episode's own sampler" }))
+  return { sample: () => refuse, computeLogprobs: () => refuse, version: Effect.succeed(0) }
+})()
+
+/**
+ * The worker's agent endpoint, started by its first agent group and kept for the worker's
+ * life (`scope`): agents in this thread call it over loopback, and each episode's requests
+ * are sampled with its group's sampler (direct or through the main thread).
+ */
+const agentEndpoint = (scope: Scope.Scope) => {
+  let started: Effect.Effect<AgentEndpoint.EndpointShape, RunError> | undefined
+  return (tokenizer: TokenizerShape) =>
+    (started ??= Effect.runSync(Effect.cached(AgentEndpoint.make().pipe(
+      Effect.provideService(Tokenizer, tokenizer),
+      Effect.provideService(Sampler, noSampler),
+      Scope.provide(scope),
+      Effect.mapError((e) => new RunError({ reason: "Env", message: `an episode worker cannot start its agent endpoint: ${e.message}` })),
+    ))))
+}
+
 /** A played group as plain data: the task stays with the main thread, which makes the rollouts again. */
 const plain = (group: Effect.Success<ReturnType<typeof sampleGroup>>): PlayedGroup => ({
   index: group.index,
@@ -108,8 +131,17 @@ const failureOf = (cause: Cause.Cause<RunError>): JobFailure => {
   return { kind: "defect", message: Cause.pretty(cause) }
 }
 
-/** Plays one job with the worker's tokenizer and the job's own remote sampler. */
-const play = (source: Env.AnyEnv | Env.Mixture, tokenizer: TokenizerShape, permits: Semaphore.Semaphore, cache: ReturnType<typeof Reward.makeCache>) => (id: number, job: Job) =>
+/** What a worker plays its jobs with. */
+interface Player {
+  readonly source: Env.AnyEnv | Env.Mixture
+  readonly tokenizer: TokenizerShape
+  readonly permits: Semaphore.Semaphore
+  readonly cache: ReturnType<typeof Reward.makeCache>
+  readonly endpoint: (tokenizer: TokenizerShape) => Effect.Effect<AgentEndpoint.EndpointShape, RunError>
+}
+
+/** Plays one job with the worker's tokenizer, the job's own sampler and, for an agent env, the worker's agent endpoint. */
+const play = ({ source, tokenizer: base, permits, cache, endpoint }: Player) => (id: number, job: Job) =>
   Effect.gen(function* () {
     const env = Env.members(source).map(([e]) => e).find((e) => e.name === job.env)
     if (env === undefined) return yield* new RunError({ reason: "Env", step: job.step, message: `the worker's env module has no env ${job.env}` })
@@ -117,8 +149,11 @@ const play = (source: Env.AnyEnv | Env.Mixture, tokenizer: TokenizerShape, permi
       Effect.mapError((e) => new RunError({ reason: "Env", step: job.step, message: `${env.name}: problem ${job.key} does not decode in the worker: ${e.message}` })),
     )
     const args = job.settings.templateArgs
-    return yield* sampleGroup(job.settings, job.runId, job.step, job.g, job.version, { key: job.key, env: env.name, problem, envDef: env }, job.options).pipe(
-      Effect.provideService(Tokenizer, args === undefined ? tokenizer : Tokenizers.withTemplateArgs(tokenizer, args)),
+    const tokenizer = args === undefined ? base : Tokenizers.withTemplateArgs(base, args)
+    const group = sampleGroup(job.settings, job.runId, job.step, job.g, job.version, { key: job.key, env: env.name, problem, envDef: env }, job.options)
+    const withEndpoint = env.agent === undefined ? group : Effect.provideService(group, AgentEndpoint.Endpoint, yield* endpoint(tokenizer))
+    return yield* withEndpoint.pipe(
+      Effect.provideService(Tokenizer, tokenizer),
       Effect.provideService(Sampler, samplerOf(id, job)),
       Effect.provideService(ContextLength, job.contextLength),
       Effect.provideService(Reward.RewardPermits, permits),
@@ -148,6 +183,7 @@ const main = Effect.gen(function* () {
   const [source, tokenizer] = yield* Effect.all([loadSource(init), loadTokenizer(init)])
   if (init.direct !== undefined) direct = yield* Direct.make(init.direct).pipe(Effect.mapError((e) => `cannot connect to ${init.direct?.baseUrl}: ${e.message}`))
   const cache = Reward.makeCache()
+  const endpoint = agentEndpoint(yield* Effect.scope)
   const jobs = yield* FiberMap.make<number>()
   const context = yield* Effect.context<never>()
   let player: ReturnType<typeof play> | undefined
@@ -159,7 +195,7 @@ const main = Effect.gen(function* () {
       resume?.(r.ok ? Exit.succeed(unpack(r.value)) : Exit.fail(new BackendError({ reason: r.reason, operation: r.operation, message: r.message })))
     } else if (message.type === "job") {
       // rewards in flight: the run's --reward-concurrency, per worker
-      player ??= play(source, tokenizer, Semaphore.makeUnsafe(message.job.settings.rewardConcurrency), cache)
+      player ??= play({ source, tokenizer, permits: Semaphore.makeUnsafe(message.job.settings.rewardConcurrency), cache, endpoint })
       Effect.runForkWith(context)(FiberMap.run(jobs, message.id, player(message.id, message.job)))
     } else {
       Effect.runForkWith(context)(FiberMap.remove(jobs, message.id))

@@ -20,9 +20,10 @@ describe("--cores", () => {
     assert.strictEqual(threadsOf("auto"), Os.availableParallelism())
   })
 
-  it("leaves agent, game and services envs, and envs the module lacks, to the main thread", () => {
+  it("leaves game and services envs, and envs the module lacks, to the main thread; agent envs go to the workers", () => {
     const loaded = new Set([ThreadEnvs.single.name])
     assert.isUndefined(offWorkers(ThreadEnvs.single, loaded))
+    assert.isUndefined(offWorkers(ThreadEnvs.agent, new Set([ThreadEnvs.agent.name])))
     assert.include(offWorkers(ThreadEnvs.tools, loaded), "no env named threads-tools")
     const withServices: Env.AnyEnv = { ...ThreadEnvs.single, services: Layer.empty as never }
     assert.include(offWorkers(withServices, loaded), "services")

@@ -2,7 +2,8 @@
  * On a Tinker-protocol service, episode workers sample it themselves (the sampler weights
  * the run published last, by their path) and the run is the one a single core gives: the
  * same rollouts, metrics and datums sent to the trainer. The main thread's sampler then
- * draws nothing. Against the instant service of the client bench, in this process.
+ * draws nothing, for the agent env too (its agents call their worker's own endpoint).
+ * Against the instant service of the client bench, in this process.
  */
 import * as Fs from "node:fs"
 import * as Os from "node:os"
@@ -27,7 +28,7 @@ const MODULE = Path.resolve(import.meta.dirname, "../../backends/http/ClientWork
 const counting = (count: { samples: number }) =>
   Layer.effect(Sampler, Effect.map(Effect.service(Sampler), (inner) => Sampler.of({ ...inner, sample: (...args) => Effect.andThen(Effect.sync(() => count.samples++), inner.sample(...args)) })))
 
-const runOn = (cores: number, workload: "single" | "tools") =>
+const runOn = (cores: number, workload: "single" | "tools" | "agent") =>
   Effect.gen(function* () {
     const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), `gyre-direct-${cores}-`))
     const instant = makeInstant({ script: scriptFor(workload, yield* Tokenizer) })
@@ -46,7 +47,7 @@ const runOn = (cores: number, workload: "single" | "tools") =>
   }).pipe(Effect.scoped)
 
 describe("episode workers on a Tinker-protocol service", () => {
-  for (const workload of ["single", "tools"] as const) {
+  for (const workload of ["single", "tools", "agent"] as const) {
     it.live(`sample it themselves and give the run one core gives (${workload})`, () =>
       Effect.gen(function* () {
         const one = yield* runOn(1, workload)

@@ -1,7 +1,7 @@
 /**
  * `--cores 2` plays a run's groups on episode worker threads and gives the same run as one
- * core: the same rollouts.jsonl and the same metrics, step for step, for a single-turn env
- * and a tool env (the envs' `main_thread` component, which says where a group was scored,
+ * core: the same rollouts.jsonl and the same metrics, step for step, for a single-turn env,
+ * a tool env and an agent env (its agents call an endpoint of their worker's own) (the envs' `main_thread` component, which says where a group was scored,
  * aside). A reward that throws fails the run with the same error on both; a worker that
  * dies fails the step, saying so.
  */
@@ -37,7 +37,7 @@ const withoutThread = (rows: ReadonlyArray<{ components: Record<string, number> 
   rows.map((r) => ({ ...r, components: Object.fromEntries(Object.entries(r.components).filter(([k]) => k !== "main_thread")) }))
 
 describe("episodes on worker threads", () => {
-  for (const name of ["single", "tools"] as const) {
+  for (const name of ["single", "tools", "agent"] as const) {
     it.live(`give the same rollouts and metrics on 2 cores as on 1 (${name})`, () =>
       Effect.gen(function* () {
         const one = yield* runOn(1, name)

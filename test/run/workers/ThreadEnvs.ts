@@ -3,12 +3,13 @@
  * module. `single` and `tools` have a weight-0 reward component `main_thread` (1 when it
  * scored on the main thread), so a test sees where their groups were played. `failing`
  * throws in its reward for one problem; `noisy` logs a warning from its reward;
+ * `agent` is an agent env whose agent asks the run's endpoint twice over `fetch`;
  * `crashing` ends its worker thread in its episode's step (only ever run it on worker
  * threads: on the main thread it would end the process).
  */
 import { isMainThread } from "node:worker_threads"
 import { Effect, Schema } from "effect"
-import { Env, Episode, Reward, Tool } from "gyre"
+import { Agent, Env, Episode, Reward, Tool } from "gyre"
 
 const Problem = Schema.Struct({ n: Schema.Int })
 const source = Env.seeded(({ random }) => ({ n: random.int(0, 9) }))
@@ -31,6 +32,35 @@ export const tools = Env.make({
   episode: Tool.episode({ tools: [echo], syntax: Tool.brackets, onParseError: "observe", limits: { maxTurns: 3, maxToolCalls: 2 } }),
   reward,
   sampling: { maxTokens: 4, temperature: 1 },
+})
+
+/** One chat completion from the run's endpoint over plain `fetch`; a refusal throws, quoting it. */
+const ask = async (context: Agent.AgentContext<unknown>, messages: ReadonlyArray<{ readonly role: string; readonly content: string }>): Promise<string> => {
+  const response = await fetch(`${context.baseURL}/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${context.apiKey}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: context.model, messages }),
+    signal: context.signal,
+  })
+  const body = await response.json() as { choices?: Array<{ message: { content: string | null } }> }
+  if (!response.ok) throw new Error(`the endpoint refused: ${JSON.stringify(body)}`)
+  return body.choices?.[0]?.message.content ?? ""
+}
+
+/** An agent env: its agent asks, then asks again with its first reply and a follow-up. */
+export const agent = Agent.env({
+  name: "threads-agent",
+  problem: Problem,
+  source,
+  prompt,
+  reward,
+  sampling: { maxTokens: 3, temperature: 1 },
+  run: async (context) => {
+    const first = [{ role: "user", content: prompt(context.problem) }]
+    const reply = await ask(context, first)
+    return ask(context, [...first, { role: "assistant", content: reply }, { role: "user", content: "Again:" }])
+  },
+  limits: { maxTurns: 2 },
 })
 
 /** Its reward throws on problem n = 3. */
