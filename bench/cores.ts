@@ -1,14 +1,14 @@
 /**
  * What episode workers (`gyre run --cores`) give when the client's CPU is all there is:
  *
- *   npx tsx bench/cores.ts [--only single,tools,heavy] [--cores 1,2] [--groups 32]
+ *   npx tsx bench/cores.ts [--only single,tools,agent,heavy] [--cores 1,2] [--groups 32]
  *                          [--group-size 16] [--steps 3] [--warmup 1] [--sample-concurrency <groups>]
  *
  * Each run is `Runner.run` in a child process of its own, on Qwen3's tokenizer, with the
  * instant trainer and sampler of the tests in the same process (`InstantService.ts`: no
  * HTTP, no other process), every group in flight, so that the rollout phase waits on
  * nothing but the client's own work. Workloads (`coresEnvs.ts`): the client bench's
- * single-turn and 3-turn tool envs, and `heavy`, single-turn with a reward that spends
+ * single-turn, 3-turn tool and agent envs, and `heavy`, single-turn with a reward that spends
  * about a millisecond of CPU per completion. Per workload and core count it prints the
  * wall-clock episodes per second of the measured steps' rollout phases (`Collect.collect`)
  * and the process's CPU (all threads) per episode in them. First it measures how many
@@ -32,7 +32,7 @@ const count = (name: string, fallback: number) => {
   const v = Number(option(name))
   return Number.isInteger(v) && v >= 1 ? v : fallback
 }
-const WORKLOADS = ["single", "tools", "heavy"] as const
+const WORKLOADS = ["single", "tools", "agent", "heavy"] as const
 type Workload = (typeof WORKLOADS)[number]
 const ROOT = Path.resolve(import.meta.dirname, "..")
 

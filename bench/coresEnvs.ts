@@ -1,6 +1,6 @@
 /**
  * The envs of `bench/cores.ts`, in a module of their own so that episode workers can load
- * them: the client bench's single-turn and tool envs, and `heavy`, the single-turn env with
+ * them: the client bench's single-turn, tool and agent envs, and `heavy`, the single-turn env with
  * a reward that spends about a millisecond of CPU per completion (hashing it over and over),
  * as a checker that parses and verifies an answer does.
  */
@@ -19,5 +19,6 @@ const checked = Reward.make("checked", (r) => {
 export const envs = {
   single: workloads.single,
   tools: workloads.tools,
+  agent: workloads.agent,
   heavy: Env.make({ ...workloads.single, name: "bench-heavy", reward: checked }),
 }

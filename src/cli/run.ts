@@ -81,7 +81,7 @@ const flags = {
       (e) => (e instanceof Error ? e.message : String(e)),
     ),
     Flag.withDescription(
-      "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent, game and services envs stay on the main thread)",
+      "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent envs too: each worker serves its agents an endpoint of its own; game and services envs stay on the main thread)",
     ),
     Flag.optional,
   ),
