@@ -30,7 +30,7 @@ import { applyTemplateArgs } from "../tokenizers/TemplateArgs.ts"
 import * as Players from "./Players.ts"
 import { at } from "../util/Lookup.ts"
 import { availableEnvs } from "./LoadEnv.ts"
-import { readSaved, resolveEnv } from "./Training.ts"
+import { episodeWorkers, readSaved, resolveEnv } from "./Training.ts"
 
 /** Which problems `gyre eval` scores. */
 export type EvalSplit = "heldout" | "train" | "all"
@@ -67,6 +67,8 @@ export interface EvalOptions {
   readonly tokenizer?: string | undefined
   /** sample requests in flight (default 8) */
   readonly sampleConcurrency?: number | undefined
+  /** cores that play episodes (`--cores`): 1 (default) on the main thread, N on N worker threads, `auto` on every core */
+  readonly cores?: number | "auto" | undefined
   /** extra variables of the model's chat template (`--template-arg`), over the run's or env's */
   readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
 }
@@ -271,7 +273,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
   if (given === undefined) {
     return yield* new RunError({ reason: "Settings", message: `give an env, e.g. \`npx gyre eval math\` (available: ${availableEnvs().join(", ")}), or --from runs/<name>` })
   }
-  const { source } = yield* resolveEnv(given)
+  const { source, envSpec } = yield* resolveEnv(given)
   const settings = yield* evalSettings(options, source, saved)
   const split = options.split ?? "heldout"
   const samples = options.samples ?? 1
@@ -291,6 +293,7 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
     tokenizer: options.tokenizer,
     workers: false,
   })
+  const workers = yield* episodeWorkers(options, envSpec, backend)
   yield* say(`gyre eval: ${checkpoint === "base" || from === undefined ? "the base model" : `${from.dir} ${checkpoint}`} on ${source.name} | ${split} | ${samples} sample(s) per problem at temperature ${settings.evalTemperature} | backend ${backend}`)
 
   const scored = yield* Effect.gen(function* () {
@@ -321,8 +324,8 @@ export const evaluateModel = Effect.fn("gyre/eval")(function* (options: EvalOpti
   }).pipe(
     Effect.scoped,
     applyTemplateArgs(settings.templateArgs),
-    // a game's frozen players (Game.frozen), started for the evaluation
-    Effect.provide(Layer.fresh(Players.needed(source) ? Layer.provideMerge(Players.layer(source, Os.tmpdir()), layer) : layer)),
+    // a game's frozen players (Game.frozen), started for the evaluation, and the episode workers --cores asks for
+    Effect.provide(Layer.fresh(Layer.provideMerge(workers, Players.needed(source) ? Layer.provideMerge(Players.layer(source, Os.tmpdir()), layer) : layer))),
   )
 
   const rows = scored.flatMap(({ split: s, groups }) =>

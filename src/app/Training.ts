@@ -88,9 +88,9 @@ const observersOf = (options: RunOptions, outDir: string) => {
  * path, and the tokenizer `--tokenizer` names (else gyre's character tokenizer, the
  * embedded models'); on a Tinker-protocol service (`--backend <url>`) they sample it
  * themselves. An env given as a value has no module a worker could load: it plays on the
- * main thread, with a line that says so.
+ * main thread, with a line that says so. `gyre run` and `gyre eval` both start them here.
  */
-const episodeWorkers = (options: RunOptions, envSpec: string | undefined, backend: string) =>
+export const episodeWorkers = (options: Pick<RunOptions, "cores" | "tokenizer">, envSpec: string | undefined, backend: string) =>
   Effect.gen(function* () {
     if (options.cores !== undefined && !Cores.isCores(options.cores)) {
       return yield* new Runner.RunError({ reason: "Settings", message: `cores must be a whole number of cores (1 or more) or "auto", got ${JSON.stringify(options.cores)}` })

@@ -9,7 +9,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import { evaluateModel } from "../app/Evaluation.ts"
 import { availableEnvs } from "../app/LoadEnv.ts"
 import { parseTemplateArgs } from "../tokenizers/TemplateArgs.ts"
-import { failure, templateArgFlag, verboseFlag } from "./run.ts"
+import { coresFlag, failure, templateArgFlag, verboseFlag } from "./run.ts"
 
 const opt = Flag.optional
 /** The `eval` command. */
@@ -32,6 +32,7 @@ export const evalCommand = Command.make("eval", {
   loraRank: Flag.Int("lora-rank").pipe(Flag.withDescription("LoRA rank of the checkpoint (default 8)"), opt),
   tokenizer: Flag.String("tokenizer").pipe(Flag.withDescription("http: folder with the remote model's tokenizer files"), opt),
   templateArg: templateArgFlag,
+  cores: coresFlag,
   verbose: verboseFlag,
 }, (p) =>
   evaluateModel({
@@ -50,6 +51,7 @@ export const evalCommand = Command.make("eval", {
     loraRank: Option.getOrUndefined(p.loraRank),
     tokenizer: Option.getOrUndefined(p.tokenizer),
     templateArgs: Option.match(p.templateArg, { onNone: () => undefined, onSome: parseTemplateArgs }),
+    cores: Option.getOrUndefined(p.cores),
   }, true).pipe(
     Effect.asVoid,
     Effect.catch((e) =>
@@ -64,5 +66,6 @@ export const evalCommand = Command.make("eval", {
     { command: "eval --from runs/quick", description: "a run's newest checkpoint on its env's held-out set" },
     { command: "eval --from runs/quick/step-50 --split all --samples 4", description: "an older checkpoint, held-out and training problems, 4 samples each" },
     { command: "eval math --samples 8 --k 1,2,8", description: "pass@1, pass@2 and pass@8 (and maj@k) of the base model, 8 samples per problem" },
+    { command: "eval math --size 200 --cores auto", description: "200 held-out problems, their episodes and rewards on every core" },
   ]),
 )

@@ -19,6 +19,22 @@ export const templateArgFlag = Flag.KeyValuePair("template-arg").pipe(
   Flag.optional,
 )
 
+/** `--cores N|auto`: the episode worker threads of `run` and `eval`. */
+export const coresFlag = Flag.String("cores").pipe(
+  Flag.mapTryCatch(
+    (text) => {
+      const cores = parseCores(text)
+      if (cores === undefined) throw new Error("a whole number of cores (1 or more) or auto")
+      return cores
+    },
+    (e) => (e instanceof Error ? e.message : String(e)),
+  ),
+  Flag.withDescription(
+    "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent envs too: each worker serves its agents an endpoint of its own; game and services envs stay on the main thread)",
+  ),
+  Flag.optional,
+)
+
 /** `--verbose`: print a failure with its stack and cause, not only its one-line message. */
 export const verboseFlag = Flag.Boolean("verbose").pipe(Flag.withDescription("on failure, print the error's stack and cause too"), Flag.withDefault(false))
 
@@ -71,20 +87,7 @@ const flags = {
     Flag.withDescription("embedded: sampler and trainer in worker threads, training split over 2 threads (1.25-1.3x faster on 2 cores; always on with --async)"),
     Flag.withDefault(false),
   ),
-  cores: Flag.String("cores").pipe(
-    Flag.mapTryCatch(
-      (text) => {
-        const cores = parseCores(text)
-        if (cores === undefined) throw new Error("a whole number of cores (1 or more) or auto")
-        return cores
-      },
-      (e) => (e instanceof Error ? e.message : String(e)),
-    ),
-    Flag.withDescription(
-      "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent envs too: each worker serves its agents an endpoint of its own; game and services envs stay on the main thread)",
-    ),
-    Flag.optional,
-  ),
+  cores: coresFlag,
   maxStepsOffPolicy: int(
     "max-steps-off-policy",
     "async: sample rollouts up to k steps ahead, so step s trains on rollouts of policy version s - k (default 1; more keeps a slow sampler's work ahead of the trainer, at k versions of staleness)",
