@@ -25,8 +25,11 @@ const E2E = [
   "test/run/workers/Cli.test.ts",
   // a fake E2B whose sandboxes run bash and python3 processes
   "test/rewards/python/E2b.test.ts",
-  // in process, but tens of seconds of CPU: a random model of Qwen3's 151,669-token vocabulary
+  // in process, but tens of seconds of CPU: a random model of Qwen3's 151,669-token vocabulary,
+  // and runs played on episode worker threads (each loads the env, tokenizer and tsx's loader)
   "test/serve/RandomInit.test.ts",
+  "test/run/workers/SameResults.test.ts",
+  "test/run/workers/Direct.test.ts",
   "test/cli/serveRandomInit.test.ts",
 ]
 
