@@ -41,16 +41,8 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
+import { args, count, cpuNow, option, PHASE_SPANS } from "./args.ts"
 
-const args = process.argv.slice(2)
-const option = (name: string): string | undefined => {
-  const i = args.indexOf(`--${name}`)
-  return i >= 0 ? args[i + 1] : undefined
-}
-const count = (name: string, fallback: number) => {
-  const v = Number(option(name))
-  return Number.isInteger(v) && v >= 0 ? v : fallback
-}
 const ROOT = Path.resolve(import.meta.dirname, "..")
 const WORKLOADS = ["single", "tools", "agent"] as const
 type Workload = (typeof WORKLOADS)[number]
@@ -90,20 +82,7 @@ const standIn = async (workload: Workload) => {
 
 // ---------------------------------------------------------------- the client, measured
 
-/** CPU ms of the process so far (user + system). */
-const cpuNow = () => {
-  const u = process.cpuUsage()
-  return (u.user + u.system) / 1000
-}
 
-/** The phase each span of the runner's begins (sync mode: one after the other within a step). */
-const PHASE_SPANS: Record<string, string> = {
-  "Collect.collect": "rollouts",
-  "Train.advantages": "datums",
-  "Train.datums": "datums",
-  "Train.submitOptimize": "submit",
-  "Steps.completeStep": "await",
-}
 
 const client = async (workload: Workload, url: string) => {
   const { Effect, References, Tracer } = await import("effect")

@@ -22,16 +22,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { Worker } from "node:worker_threads"
+import { args, count as countFrom, cpuNow, option } from "./args.ts"
 
-const args = process.argv.slice(2)
-const option = (name: string): string | undefined => {
-  const i = args.indexOf(`--${name}`)
-  return i >= 0 ? args[i + 1] : undefined
-}
-const count = (name: string, fallback: number) => {
-  const v = Number(option(name))
-  return Number.isInteger(v) && v >= 1 ? v : fallback
-}
+/** The bench's counts are 1 or more. */
+const count = (name: string, fallback: number) => countFrom(name, fallback, 1)
+
 const WORKLOADS = ["single", "tools", "agent", "heavy"] as const
 type Workload = (typeof WORKLOADS)[number]
 const ROOT = Path.resolve(import.meta.dirname, "..")
@@ -42,10 +37,6 @@ interface Measured {
   readonly cpuMs: number
 }
 
-const cpuNow = () => {
-  const u = process.cpuUsage()
-  return (u.user + u.system) / 1000
-}
 
 const child = async (workload: Workload, cores: number) => {
   const { Effect, Layer, References, Tracer } = await import("effect")

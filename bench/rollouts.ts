@@ -20,34 +20,14 @@ import { Tokenizer } from "../src/services/Tokenizer.ts"
 import * as Tokenizers from "../src/tokenizers/index.ts"
 import { envs, QWEN3_DIR, scriptFor, WORKLOADS, type Workload } from "../test/backends/http/ClientWorkloads.ts"
 import { makeInstant } from "../test/backends/http/InstantService.ts"
+import { count, cpuNow, option, PHASE_SPANS } from "./args.ts"
 
-const args = process.argv.slice(2)
-const option = (name: string): string | undefined => {
-  const i = args.indexOf(`--${name}`)
-  return i >= 0 ? args[i + 1] : undefined
-}
-const count = (name: string, fallback: number) => {
-  const v = Number(option(name))
-  return Number.isInteger(v) && v >= 0 ? v : fallback
-}
 const groups = count("groups", 64)
 const groupSize = count("group-size", 16)
 const steps = count("steps", 2)
 const warmup = count("warmup", 1)
 
-const cpuNow = () => {
-  const u = process.cpuUsage()
-  return (u.user + u.system) / 1000
-}
 
-/** The phase each of the runner's spans begins (as bench/client.ts counts them). */
-const PHASE_SPANS: Record<string, string> = {
-  "Collect.collect": "rollouts",
-  "Train.advantages": "datums",
-  "Train.datums": "datums",
-  "Train.submitOptimize": "submit",
-  "Steps.completeStep": "await",
-}
 
 const measure = async (workload: Workload) => {
   let collects = 0
