@@ -30,6 +30,8 @@ const E2E = [
   "test/serve/RandomInit.test.ts",
   "test/run/workers/SameResults.test.ts",
   "test/run/workers/Direct.test.ts",
+  "test/run/workers/LateCalls.test.ts",
+  "test/run/workers/Eval.test.ts",
   "test/cli/serveRandomInit.test.ts",
 ]
 

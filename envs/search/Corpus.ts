@@ -51,9 +51,10 @@ export const buildIndex = (source: Env.Source<unknown>) =>
   })
 
 /**
- * One index per source per process, built by the first search (a failed build is retried
- * by the next). The build runs with that search's services, so it reads the run's settings
- * (`HF_HUB_OFFLINE`, the cache folder) and logs to the run's logger.
+ * One index per source per thread (each episode worker builds its own), built by the first
+ * search (a failed build is retried by the next). The build runs with that search's
+ * services, so it reads the run's settings (`HF_HUB_OFFLINE`, the cache folder) and logs to
+ * the run's logger.
  */
 export const cachedIndex = (source: Env.Source<unknown>) => {
   const origin = source._tag === "Seeded" ? "a seeded generator" : source.origin

@@ -18,12 +18,15 @@ export const MAIN = Path.join(ROOT, "dist", "src", "cli", "main.js")
  * output. Node runs it directly: a wrapper command (`npx`, `tsx`) would put a parent process
  * in front that may not pass a signal on as a terminal's Ctrl-C does.
  */
-export const start = (args: ReadonlyArray<string>) => startCommand("run", args)
+export const start = (args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => startCommand("run", args, env)
 
-/** As `start`, for another of gyre's commands (`serve`, `eval`, ...; none for the bare `gyre`). */
-export const startCommand = (command: string | undefined, args: ReadonlyArray<string>) => {
+/**
+ * As `start`, for another of gyre's commands (`serve`, `eval`, ...; none for the bare
+ * `gyre`). `env` adds settings to the child's environment (this process's stays as it is).
+ */
+export const startCommand = (command: string | undefined, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
   // Its own process group, so a signal can reach the whole group as a terminal's Ctrl-C does.
-  const child = spawn(process.execPath, [MAIN, ...(command !== undefined ? [command] : []), ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true })
+  const child = spawn(process.execPath, [MAIN, ...(command !== undefined ? [command] : []), ...args], { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], detached: true, env: { ...process.env, ...env } })
   let output = ""
   child.stdout!.on("data", (d) => (output += d))
   child.stderr!.on("data", (d) => (output += d))

@@ -15,16 +15,16 @@ import { qwenDir } from "../envs/realModels.ts"
 describe("serve --random-init --tokenizer, then run with the same tokenizer", () => {
   it("gsm8k runs 2 steps over HTTP with Qwen3's chat template", async () => {
     const root = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-serve-qwen-"))
-    process.env["HF_HUB_OFFLINE"] = "1"
-    process.env["GYRE_CACHE"] = Path.join(root, "cache")
-    const serve = startCommand("serve", ["--random-init", "--tokenizer", qwenDir, "--port", "0", "--state-dir", Path.join(root, "state")])
+    // the env reads the Hub offline from an empty cache: its fixture
+    const offline = { HF_HUB_OFFLINE: "1", GYRE_CACHE: Path.join(root, "cache") }
+    const serve = startCommand("serve", ["--random-init", "--tokenizer", qwenDir, "--port", "0", "--state-dir", Path.join(root, "state")], offline)
     try {
       const announced = () => /--backend (http:\/\/[\d.:]+)/.exec(serve.output())?.[1]
       await waitUntil(() => announced() !== undefined, serve.child)
       const url = announced()
       assert.isDefined(url, `serve did not start:\n${serve.output()}`)
       assert.include(serve.output(), "(151669 ids), 4096 tokens of context")
-      const run = start(["gsm8k", "--backend", url!, "--tokenizer", qwenDir, "--steps", "2", "--groups", "1", "--group-size", "2", "--max-tokens", "16", "--eval-every", "0", "--save-every", "0", "--out", Path.join(root, "out"), "--name", "g"])
+      const run = start(["gsm8k", "--backend", url!, "--tokenizer", qwenDir, "--steps", "2", "--groups", "1", "--group-size", "2", "--max-tokens", "16", "--eval-every", "0", "--save-every", "0", "--out", Path.join(root, "out"), "--name", "g"], offline)
       assert.strictEqual(await exited(run.child), 0, run.output())
       const rollouts = lines(Path.join(root, "out", "g", "rollouts.jsonl")).map((l) => JSON.parse(l) as { prompt: unknown; problem: { question: string } })
       assert.isAtLeast(rollouts.length, 2)

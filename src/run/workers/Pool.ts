@@ -97,14 +97,26 @@ const runErrorOf = (failure: JobFailure, step: number): RunError | Error =>
 const answer = (sampler: Context.Service.Shape<typeof Sampler>, call: SamplerCall): Effect.Effect<unknown, BackendError> =>
   call.op === "sample" ? sampler.sample(call.prompt, call.params, call.options) : call.op === "computeLogprobs" ? sampler.computeLogprobs(call.input, call.options) : sampler.version
 
+/**
+ * The answer to a sampler call whose group has ended (a call still open when the group
+ * finished, as an agent's request it never awaited): every call gets an answer, so none
+ * waits in the worker forever.
+ */
+const ended = (id: number, call: string): ToWorker => ({
+  type: "sampled",
+  id,
+  result: { ok: false, reason: "Unavailable", operation: call, message: "the group this sampler call belongs to has ended" },
+})
+
 /** Routes a worker's messages: sampler calls, log lines and the jobs' outcomes. */
 const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof Sampler>) => (message: FromWorker) => {
   const post = (m: ToWorker) => handle.worker.postMessage(m)
   switch (message.type) {
     case "sample": {
       const job = handle.pending.get(message.job)
-      if (job === undefined) return
-      const fiber: Fiber.Fiber<void> = run(answer(sampler, unpack<SamplerCall>(message.call)).pipe(
+      const call = unpack<SamplerCall>(message.call)
+      if (job === undefined) return post(ended(message.id, call.op))
+      const fiber: Fiber.Fiber<void> = run(answer(sampler, call).pipe(
         Effect.match({
           onSuccess: (value) => {
             const { packed, transfer } = pack(value)
@@ -112,6 +124,8 @@ const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber
           },
           onFailure: (e) => post({ type: "sampled", id: message.id, result: { ok: false, reason: e.reason, operation: e.operation, message: e.message } }),
         }),
+        // interrupted because its group ended: answered all the same
+        Effect.onInterrupt(() => Effect.sync(() => handle.down === undefined && post(ended(message.id, call.op)))),
         Effect.ensuring(Effect.sync(() => job.calls.delete(fiber))),
       ))
       job.calls.add(fiber)

@@ -101,17 +101,24 @@ const noSampler: SamplerShape = (() => {
 /**
  * The worker's agent endpoint, started by its first agent group and kept for the worker's
  * life (`scope`): agents in this thread call it over loopback, and each episode's requests
- * are sampled with its group's sampler (direct or through the main thread).
+ * are sampled with its group's sampler (direct or through the main thread). It renders
+ * with the first agent group's tokenizer: a worker plays one run (or one evaluation), whose
+ * template arguments are the same for every group. A start that is interrupted closes what
+ * it opened, and the next agent group starts it again.
  */
 const agentEndpoint = (scope: Scope.Scope) => {
   let started: Effect.Effect<AgentEndpoint.EndpointShape, RunError> | undefined
-  return (tokenizer: TokenizerShape) =>
-    (started ??= Effect.runSync(Effect.cached(AgentEndpoint.make().pipe(
-      Effect.provideService(Tokenizer, tokenizer),
-      Effect.provideService(Sampler, noSampler),
-      Scope.provide(scope),
-      Effect.mapError((e) => new RunError({ reason: "Env", message: `an episode worker cannot start its agent endpoint: ${e.message}` })),
-    ))))
+  const start = (tokenizer: TokenizerShape) =>
+    Effect.gen(function* () {
+      const own = yield* Scope.fork(scope)
+      return yield* AgentEndpoint.make().pipe(
+        Effect.provideService(Tokenizer, tokenizer),
+        Effect.provideService(Sampler, noSampler),
+        Scope.provide(own),
+        Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : Scope.close(own, exit))),
+      )
+    }).pipe(Effect.mapError((e) => new RunError({ reason: "Env", message: `an episode worker cannot start its agent endpoint: ${e.message}` })))
+  return (tokenizer: TokenizerShape) => (started ??= Effect.runSync(Effect.cached(start(tokenizer))))
 }
 
 /** A played group as plain data: the task stays with the main thread, which makes the rollouts again. */
@@ -151,7 +158,9 @@ const play = ({ source, tokenizer: base, permits, cache, endpoint }: Player) => 
     const args = job.settings.templateArgs
     const tokenizer = args === undefined ? base : Tokenizers.withTemplateArgs(base, args)
     const group = sampleGroup(job.settings, job.runId, job.step, job.g, job.version, { key: job.key, env: env.name, problem, envDef: env }, job.options)
-    const withEndpoint = env.agent === undefined ? group : Effect.provideService(group, AgentEndpoint.Endpoint, yield* endpoint(tokenizer))
+    const withEndpoint = env.agent === undefined
+      ? group
+      : Effect.provideService(group, AgentEndpoint.Endpoint, yield* Effect.mapError(endpoint(tokenizer), (e) => new RunError({ reason: e.reason, step: job.step, message: e.message })))
     return yield* withEndpoint.pipe(
       Effect.provideService(Tokenizer, tokenizer),
       Effect.provideService(Sampler, samplerOf(id, job)),

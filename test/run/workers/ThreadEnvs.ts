@@ -63,6 +63,37 @@ export const agent = Agent.env({
   limits: { maxTurns: 2 },
 })
 
+/** The answers (HTTP statuses) to this thread's `lateAgent` requests that outlived their episodes. */
+const lateAnswers: Array<Promise<string>> = []
+
+/**
+ * An agent env for a request that outlives its episode. On a thread with no earlier ones,
+ * the agent asks once, then asks "hang" (which the test's sampler never answers), ignores
+ * its signal and waits: its 2-second limit ends the episode while the request is open.
+ * On a thread with earlier ones, it waits for their answers and returns their statuses,
+ * which the reward scores 1 when every one was answered (503: the group had ended; 401:
+ * it reached the endpoint after its episode's key was retired).
+ */
+export const lateAgent = Agent.env({
+  name: "threads-late-agent",
+  problem: Problem,
+  source,
+  prompt,
+  reward: Reward.make("answered", (r) => (/^(503|401)(,(503|401))*$/.test(r.completion) ? 1 : 0)),
+  sampling: { maxTokens: 3, temperature: 1 },
+  run: async (context) => {
+    // an earlier request never answered holds this episode until its limit: no completion, scored 0
+    if (lateAnswers.length > 0) return (await Promise.all(lateAnswers)).join(",")
+    await ask(context, [{ role: "user", content: prompt(context.problem) }])
+    const body = JSON.stringify({ model: context.model, messages: [{ role: "user", content: "hang" }] })
+    const late = fetch(`${context.baseURL}/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${context.apiKey}`, "content-type": "application/json" }, body })
+    const status = late.then((r) => String(r.status), () => "failed")
+    lateAnswers.push(status)
+    return status
+  },
+  limits: { maxTurns: 4, timeout: "2 seconds" },
+})
+
 /** Its reward throws on problem n = 3. */
 export const failing = Env.make({
   name: "threads-failing",
