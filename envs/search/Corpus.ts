@@ -1,6 +1,6 @@
 /**
  * The passages `envs/search-qa.ts` searches: rows of a data source (`passage`, `id`),
- * indexed once per process with minisearch (BM25-style ranking, prefix and fuzzy terms
+ * indexed once per thread with minisearch (BM25-style ranking, prefix and fuzzy terms
  * off so a query matches words, not spellings), and the `search` tool over them.
  */
 import { Effect, Schema, Stream } from "effect"
