@@ -87,10 +87,11 @@ const observersOf = (options: RunOptions, outDir: string) => {
  * The episode workers `--cores` asks for (none for 1): they load the env by its name or
  * path, and the tokenizer `--tokenizer` names (else gyre's character tokenizer, the
  * embedded models'); on a Tinker-protocol service (`--backend <url>`) they sample it
- * themselves. An env given as a value has no module a worker could load: it plays on the
- * main thread, with a line that says so. `gyre run` and `gyre eval` both start them here.
+ * themselves; with `--otlp` they send their own spans to the collector. An env given as a
+ * value has no module a worker could load: it plays on the main thread, with a line that
+ * says so. `gyre run` and `gyre eval` both start them here.
  */
-export const episodeWorkers = (options: Pick<RunOptions, "cores" | "tokenizer">, envSpec: string | undefined, backend: string) =>
+export const episodeWorkers = (options: Pick<RunOptions, "cores" | "tokenizer" | "otlp">, envSpec: string | undefined, backend: string) =>
   Effect.gen(function* () {
     if (options.cores !== undefined && !Cores.isCores(options.cores)) {
       return yield* new Runner.RunError({ reason: "Settings", message: `cores must be a whole number of cores (1 or more) or "auto", got ${JSON.stringify(options.cores)}` })
@@ -104,7 +105,7 @@ export const episodeWorkers = (options: Pick<RunOptions, "cores" | "tokenizer">,
     const tokenizer: TokenizerSource = backend !== "embedded" && options.tokenizer !== undefined ? { kind: "files", dir: Path.resolve(options.tokenizer) } : { kind: "char" }
     // on a Tinker-protocol service the workers sample it themselves
     const direct = /^https?:\/\//.test(backend) ? { direct: { baseUrl: backend } } : {}
-    return EpisodeWorkers.layer({ cores: threads, env: { module: envFile(envSpec) }, tokenizer, ...direct })
+    return EpisodeWorkers.layer({ cores: threads, env: { module: envFile(envSpec) }, tokenizer, ...direct, otlp: options.otlp })
   })
 
 /**

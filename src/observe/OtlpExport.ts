@@ -20,25 +20,36 @@ import { withRunAttributes } from "./SpanAttributes.ts"
 /** How often the spans, logs and metrics are sent. */
 const INTERVAL = "1 second"
 
+const RESOURCE = { serviceName: "gyre" }
+const baseOf = (url: string) => url.replace(/\/+$/, "")
+
+/** The span exporter (a `Tracer`) and its `Flusher`. */
+const spans = (url: string) =>
+  Layer.effect(
+    Tracer.Tracer,
+    Effect.map(OtlpTracer.make({ url: `${baseOf(url)}/v1/traces`, resource: RESOURCE, exportInterval: INTERVAL }), withRunAttributes),
+  ).pipe(Layer.provideMerge(OtlpExporter.layerFlusher))
+
 /**
  * The exporters, as a layer for the run (`url`: the collector's base, e.g.
  * `http://127.0.0.1:4318`, below which `/v1/traces`, `/v1/metrics` and `/v1/logs` are
  * posted). `OtlpExporter.Flusher`'s `flush` sends all three at once.
  * @since 0.1.0 @category layers
  */
-export const layer = (url: string) => {
-  const base = url.replace(/\/+$/, "")
-  const resource = { serviceName: "gyre" }
-  const tracer = Layer.effect(
-    Tracer.Tracer,
-    Effect.map(OtlpTracer.make({ url: `${base}/v1/traces`, resource, exportInterval: INTERVAL }), withRunAttributes),
-  ).pipe(Layer.provideMerge(OtlpExporter.layerFlusher))
-  return Layer.mergeAll(
-    tracer,
-    OtlpLogger.layer({ url: `${base}/v1/logs`, resource, mergeWithExisting: true, exportInterval: INTERVAL }),
-    MetricPoints.layer({ url: `${base}/v1/metrics`, interval: INTERVAL }),
+export const layer = (url: string) =>
+  Layer.mergeAll(
+    spans(url),
+    OtlpLogger.layer({ url: `${baseOf(url)}/v1/logs`, resource: RESOURCE, mergeWithExisting: true, exportInterval: INTERVAL }),
+    MetricPoints.layer({ url: `${baseOf(url)}/v1/metrics`, interval: INTERVAL }),
   ).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(HttpClient.layer))
-}
+
+/**
+ * The span exporter alone, for an episode worker thread (`run/workers/Thread.ts`): its
+ * spans go to the collector on their own, under the main thread's span that sent the
+ * group; its logs go through the main thread's logger, and it records no metrics.
+ * @since 0.1.0 @category layers
+ */
+export const spanLayer = (url: string) => spans(url).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(HttpClient.layer))
 
 /**
  * Each metrics row as points for `MetricPoints` to send, when the run has `layer`'s

@@ -15,7 +15,8 @@
  * @since 0.1.0
  */
 import type { Worker } from "node:worker_threads"
-import { Context, Effect, Fiber, Layer, References, Schema, type Scope } from "effect"
+import { Context, Effect, Fiber, Layer, Option, References, Schema, type Scope, type Tracer } from "effect"
+import { PHASE, STEP } from "../RunSpans.ts"
 import type { BackendError } from "../../contract/Contract.ts"
 import { Sampler } from "../../services/Sampler.ts"
 import { Tokenizer } from "../../services/Tokenizer.ts"
@@ -44,6 +45,8 @@ export interface PoolOptions {
   readonly tokenizer: TokenizerSource
   /** the run's Tinker-protocol service, which the workers then sample from themselves (`Direct.ts`) */
   readonly direct?: DirectSampling | undefined
+  /** the run's OTLP collector (`--otlp`), which the workers send their own spans to */
+  readonly otlp?: string | undefined
 }
 
 /** The sampler weights the run published last, as the trainer said. */
@@ -64,6 +67,10 @@ const noting = (trainer: TrainerShape, published: Published): TrainerShape => {
     ...(submit !== undefined ? { submit: { ...submit, saveWeightsForSampler: (name) => Effect.map(submit.saveWeightsForSampler(name), Effect.tap(note)) } } : {}),
   }
 }
+
+/** The run's attributes of a span (`gyre.step`, `gyre.phase`), for the spans a worker makes under it. */
+const runAttributes = (span: Tracer.Span): Record<string, unknown> =>
+  Object.fromEntries([STEP, PHASE].flatMap((key) => (span.attributes.has(key) ? [[key, span.attributes.get(key)]] : [])))
 
 /** The target a job samples directly: the last publication, when it is a service's path and serves the group's version. */
 const targetFor = (published: Published, version: number): Target | undefined => {
@@ -158,7 +165,7 @@ const start = (options: PoolOptions) =>
   Effect.gen(function* () {
     const tokenizer = yield* Tokenizer
     const logLevel = yield* References.MinimumLogLevel
-    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer, logLevel, ...(options.direct !== undefined ? { direct: options.direct } : {}) }), { concurrency: "unbounded" }).pipe(
+    const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer, logLevel, direct: options.direct, otlp: options.otlp }), { concurrency: "unbounded" }).pipe(
       Effect.result,
     )
     if (started._tag === "Failure") {
@@ -196,7 +203,7 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
     handle.worker.on("error", (e) => stopped(handle, e instanceof Error ? e.message : String(e)))
     handle.worker.on("exit", (code) => stopped(handle, `exit code ${code}`))
   }
-  yield* Effect.addFinalizer(() => Effect.sync(() => handles.forEach((h) => stopped(h, "the run ended"))))
+  yield* Effect.addFinalizer(() => Effect.andThen(closeAll(handles), Effect.sync(() => handles.forEach((h) => stopped(h, "the run ended")))))
   let nextJob = 0
   const told = new Set<string>()
   const takes = (env: Env.AnyEnv) =>
@@ -214,7 +221,21 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
         Effect.mapError((e) => new RunError({ reason: "Env", step, message: `${task.env}: problem ${task.key} cannot be sent to an episode worker: ${e.message}` })),
       )
       const target = options.direct === undefined ? undefined : targetFor(published, version)
-      const job: Job = { settings, runId, step, g, version, env: task.env, key: task.key, problem, options: opts, contextLength: yield* ContextLength, ...(target !== undefined ? { target } : {}) }
+      const parent = options.otlp === undefined ? undefined : Option.getOrUndefined(yield* Effect.option(Effect.currentSpan))
+      const job: Job = {
+        settings,
+        runId,
+        step,
+        g,
+        version,
+        env: task.env,
+        key: task.key,
+        problem,
+        options: opts,
+        contextLength: yield* ContextLength,
+        ...(target !== undefined ? { target } : {}),
+        ...(parent !== undefined ? { parent: { traceId: parent.traceId, spanId: parent.spanId, attributes: runAttributes(parent) } } : {}),
+      }
       const played = yield* send(handles, nextJob++, job, `group ${g} of step ${step + 1} (problem ${task.key})`)
       const episodes = lengthen(played.episodes)
       return {
@@ -231,6 +252,34 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
     })
   return { threads: handles.length, takes, play } satisfies PoolShape
 })
+
+/**
+ * Asks each live worker to send what it has left (its spans) and waits for its answer, at
+ * most 5 seconds: then the workers are terminated with the run's scope.
+ */
+const closeAll = (handles: ReadonlyArray<Handle>) =>
+  Effect.forEach(
+    handles.filter((h) => h.down === undefined),
+    (h) =>
+      Effect.callback<void>((resume) => {
+        let answered = false
+        const done = () => {
+          if (answered) return
+          answered = true
+          resume(Effect.void)
+        }
+        const onMessage = (m: FromWorker) => m.type === "closed" && done()
+        const onExit = done
+        h.worker.on("message", onMessage)
+        h.worker.once("exit", onExit)
+        h.worker.postMessage({ type: "close" } satisfies ToWorker)
+        return Effect.sync(() => {
+          h.worker.off("message", onMessage)
+          h.worker.off("exit", onExit)
+        })
+      }).pipe(Effect.timeoutOption("5 seconds")),
+    { concurrency: "unbounded", discard: true },
+  )
 
 /** Stops the main thread's sampler calls of a job that ended. */
 const interrupt = (calls: Set<Fiber.Fiber<unknown, unknown>>) => {

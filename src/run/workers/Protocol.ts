@@ -43,6 +43,8 @@ export interface Init {
   readonly logLevel: LogLevel.LogLevel
   /** a Tinker-protocol service the worker samples from itself (`Direct.ts`); else it samples through the main thread */
   readonly direct?: DirectSampling | undefined
+  /** the OTLP collector the run's spans go to (`--otlp`): the worker sends its own spans there */
+  readonly otlp?: string | undefined
 }
 
 /** One group to play: `sampleGroup`'s arguments, the task's problem in its Schema's encoded form. @since 0.1.0 @category models */
@@ -60,6 +62,11 @@ export interface Job {
   readonly contextLength: number
   /** the sampler weights to sample from directly (with `Init.direct`): the ones published last */
   readonly target?: Target | undefined
+  /**
+   * the main thread's span the group is played under, for the worker's own spans (with
+   * `Init.otlp`), and the run's attributes it carries (`gyre.step`, `gyre.phase`)
+   */
+  readonly parent?: { readonly traceId: string; readonly spanId: string; readonly attributes: Readonly<Record<string, unknown>> } | undefined
 }
 
 /**
@@ -88,6 +95,8 @@ export type JobFailure =
 export type ToWorker =
   | { readonly type: "job"; readonly id: number; readonly job: Job }
   | { readonly type: "cancel"; readonly id: number }
+  /** the run is ending: send what is left (spans), answer `closed`, then expect to be terminated */
+  | { readonly type: "close" }
   | {
     readonly type: "sampled"
     readonly id: number
@@ -111,3 +120,4 @@ export type FromWorker =
   /** a sampler call (a `SamplerCall`, packed) of job `job`, to answer with `sampled` and the same `id` */
   | { readonly type: "sample"; readonly id: number; readonly job: number; readonly call: unknown }
   | { readonly type: "log"; readonly level: "Debug" | "Info" | "Warn" | "Error"; readonly message: string }
+  | { readonly type: "closed" }

@@ -11,7 +11,9 @@
  */
 import { pathToFileURL } from "node:url"
 import { parentPort, workerData } from "node:worker_threads"
-import { Cause, Effect, Exit, FiberMap, Logger, Option, References, Schema, Scope, Semaphore } from "effect"
+import { Cause, Effect, Exit, FiberMap, Layer, Logger, Option, References, Schema, Scope, Semaphore, Tracer } from "effect"
+import { OtlpExporter } from "effect/observability"
+import * as OtlpExport from "../../observe/OtlpExport.ts"
 import * as AgentEndpoint from "../../agent/Endpoint.ts"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
@@ -161,7 +163,12 @@ const play = ({ source, tokenizer: base, permits, cache, endpoint }: Player) => 
     const withEndpoint = env.agent === undefined
       ? group
       : Effect.provideService(group, AgentEndpoint.Endpoint, yield* Effect.mapError(endpoint(tokenizer), (e) => new RunError({ reason: e.reason, step: job.step, message: e.message })))
-    return yield* withEndpoint.pipe(
+    // under the main thread's span that sent the group, when the run exports spans
+    const parent = job.parent
+    const traced = parent === undefined
+      ? withEndpoint
+      : withEndpoint.pipe(Effect.annotateSpans(parent.attributes), Effect.withParentSpan(Tracer.externalSpan({ traceId: parent.traceId, spanId: parent.spanId, sampled: true })))
+    return yield* traced.pipe(
       Effect.provideService(Tokenizer, tokenizer),
       Effect.provideService(Sampler, samplerOf(id, job)),
       Effect.provideService(ContextLength, job.contextLength),
@@ -194,6 +201,7 @@ const main = Effect.gen(function* () {
   const cache = Reward.makeCache()
   const endpoint = agentEndpoint(yield* Effect.scope)
   const jobs = yield* FiberMap.make<number>()
+  const flusher = yield* Effect.serviceOption(OtlpExporter.Flusher)
   const context = yield* Effect.context<never>()
   let player: ReturnType<typeof play> | undefined
   port.on("message", (message: ToWorker) => {
@@ -206,8 +214,11 @@ const main = Effect.gen(function* () {
       // rewards in flight: the run's --reward-concurrency, per worker
       player ??= play({ source, tokenizer, permits: Semaphore.makeUnsafe(message.job.settings.rewardConcurrency), cache, endpoint })
       Effect.runForkWith(context)(FiberMap.run(jobs, message.id, player(message.id, message.job)))
-    } else {
+    } else if (message.type === "cancel") {
       Effect.runForkWith(context)(FiberMap.remove(jobs, message.id))
+    } else {
+      // the run is ending: the spans not sent yet go now, before the thread is terminated
+      Effect.runForkWith(context)(Option.match(flusher, { onNone: () => Effect.void, onSome: (f) => f.flush }).pipe(Effect.ensuring(Effect.sync(() => post({ type: "closed" })))))
     }
   })
   post({ type: "ready", envs: Env.members(source).map(([e]) => e.name), tokenizer: { name: tokenizer.name, vocabSize: tokenizer.vocabSize, eos: tokenizer.eos } })
@@ -218,6 +229,8 @@ const main = Effect.gen(function* () {
 Effect.runFork(main.pipe(
   Effect.catchCause((cause) => Effect.sync(() => post({ type: "failed", message: Option.getOrElse(Cause.findErrorOption(cause), () => Cause.pretty(cause)) }))),
   Effect.scoped,
+  // --otlp: the worker's spans go to the collector itself
+  Effect.provide((workerData as Init).otlp === undefined ? Layer.empty : OtlpExport.spanLayer((workerData as Init).otlp!)),
   Effect.provide(PlatformHttpClient.layer),
   Effect.provide(Logger.layer([toMain])),
   Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel),
