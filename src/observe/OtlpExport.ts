@@ -10,25 +10,13 @@
  *
  * @since 0.1.0
  */
-import { Effect, Layer, Option, Tracer } from "effect"
-import { OtlpExporter, OtlpLogger, OtlpSerialization, OtlpTracer } from "effect/observability"
+import { Effect, Layer, Option } from "effect"
+import { OtlpLogger, OtlpSerialization } from "effect/observability"
 import * as HttpClient from "../platform/HttpClient.ts"
+import * as OtlpSpans from "../platform/OtlpSpans.ts"
 import type { RunObserverShape } from "../run/Observer.ts"
 import { MetricPoints } from "./MetricPoints.ts"
 import { withRunAttributes } from "./SpanAttributes.ts"
-
-/** How often the spans, logs and metrics are sent. */
-const INTERVAL = "1 second"
-
-const RESOURCE = { serviceName: "gyre" }
-const baseOf = (url: string) => url.replace(/\/+$/, "")
-
-/** The span exporter (a `Tracer`) and its `Flusher`. */
-const spans = (url: string) =>
-  Layer.effect(
-    Tracer.Tracer,
-    Effect.map(OtlpTracer.make({ url: `${baseOf(url)}/v1/traces`, resource: RESOURCE, exportInterval: INTERVAL }), withRunAttributes),
-  ).pipe(Layer.provideMerge(OtlpExporter.layerFlusher))
 
 /**
  * The exporters, as a layer for the run (`url`: the collector's base, e.g.
@@ -38,18 +26,10 @@ const spans = (url: string) =>
  */
 export const layer = (url: string) =>
   Layer.mergeAll(
-    spans(url),
-    OtlpLogger.layer({ url: `${baseOf(url)}/v1/logs`, resource: RESOURCE, mergeWithExisting: true, exportInterval: INTERVAL }),
-    MetricPoints.layer({ url: `${baseOf(url)}/v1/metrics`, interval: INTERVAL }),
+    OtlpSpans.tracer(url, withRunAttributes),
+    OtlpLogger.layer({ url: `${OtlpSpans.baseOf(url)}/v1/logs`, resource: OtlpSpans.RESOURCE, mergeWithExisting: true, exportInterval: OtlpSpans.INTERVAL }),
+    MetricPoints.layer({ url: `${OtlpSpans.baseOf(url)}/v1/metrics`, interval: OtlpSpans.INTERVAL }),
   ).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(HttpClient.layer))
-
-/**
- * The span exporter alone, for an episode worker thread (`run/workers/Thread.ts`): its
- * spans go to the collector on their own, under the main thread's span that sent the
- * group; its logs go through the main thread's logger, and it records no metrics.
- * @since 0.1.0 @category layers
- */
-export const spanLayer = (url: string) => spans(url).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(HttpClient.layer))
 
 /**
  * Each metrics row as points for `MetricPoints` to send, when the run has `layer`'s

@@ -1,7 +1,8 @@
 /**
  * The masked-step rule's laws under the default patience, on simulated time: a tool server
  * down for up to 5 s never stops a run of steps up to 20 s long; one down for good stops a
- * run of steps up to 10 s long within a minute of going down. And its end-of-run verdict.
+ * run of steps up to 10 s long within a minute of going down (if the run lasts that long).
+ * And its end-of-run verdict.
  */
 import { assert, describe, it } from "@effect/vitest"
 import * as fc from "fast-check"
@@ -11,7 +12,7 @@ import * as MaskedWatch from "../../src/run/MaskedWatch.ts"
  * Steps of the given lengths (seconds), the server down over [from, to): a step that runs
  * at any time inside that window masks all its samples. Returns when the run stopped, if it did.
  */
-const simulate = (lengths: ReadonlyArray<number>, from: number, to: number): { readonly stoppedAt: number | undefined; readonly watch: MaskedWatch.Watch } => {
+const simulate = (lengths: ReadonlyArray<number>, from: number, to: number): { readonly stoppedAt: number | undefined; readonly end: number; readonly watch: MaskedWatch.Watch } => {
   let watch = MaskedWatch.empty
   let t = 0
   for (const length of lengths) {
@@ -20,10 +21,10 @@ const simulate = (lengths: ReadonlyArray<number>, from: number, to: number): { r
     const down = start < to && t > from
     const decided = MaskedWatch.next(watch, { masked: down ? ["infra_failed: server down", "infra_failed: server down"] : [], samples: 2, bound: 0.5, now: t * 1000 }, MaskedWatch.DEFAULT_PATIENCE)
     watch = decided.watch
-    if (decided.decision._tag === "Stop") return { stoppedAt: t, watch }
+    if (decided.decision._tag === "Stop") return { stoppedAt: t, end: t, watch }
     if (decided.decision._tag === "Wait") t += decided.decision.millis / 1000
   }
-  return { stoppedAt: undefined, watch }
+  return { stoppedAt: undefined, end: t, watch }
 }
 
 describe("the masked-step rule (default patience)", () => {
@@ -55,8 +56,9 @@ describe("the masked-step rule (default patience)", () => {
       fc.array(fc.double({ min: 0, max: 10, noNaN: true }), { minLength: 200, maxLength: 200 }),
       fc.double({ min: 0, max: 100, noNaN: true }),
       (lengths, from) => {
-        const { stoppedAt } = simulate(lengths, from, Infinity)
-        return stoppedAt !== undefined && stoppedAt - from <= 60
+        const { stoppedAt, end } = simulate(lengths, from, Infinity)
+        // a run whose steps all end before the minute is up (short steps, a late outage) need not stop
+        return stoppedAt !== undefined ? stoppedAt - from <= 60 : end <= from + 60
       },
     )))
 

@@ -13,7 +13,6 @@ import { pathToFileURL } from "node:url"
 import { parentPort, workerData } from "node:worker_threads"
 import { Cause, Effect, Exit, FiberMap, Layer, Logger, Option, References, Schema, Scope, Semaphore, Tracer } from "effect"
 import { OtlpExporter } from "effect/observability"
-import * as OtlpExport from "../../observe/OtlpExport.ts"
 import * as AgentEndpoint from "../../agent/Endpoint.ts"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
@@ -26,6 +25,7 @@ import { sampleGroup } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError } from "../Settings.ts"
 import * as PlatformHttpClient from "../../platform/HttpClient.ts"
+import * as OtlpSpans from "../../platform/OtlpSpans.ts"
 import * as Direct from "./Direct.ts"
 import type { Target } from "./Direct.ts"
 import { pack, unpack } from "./Pack.ts"
@@ -230,7 +230,7 @@ Effect.runFork(main.pipe(
   Effect.catchCause((cause) => Effect.sync(() => post({ type: "failed", message: Option.getOrElse(Cause.findErrorOption(cause), () => Cause.pretty(cause)) }))),
   Effect.scoped,
   // --otlp: the worker's spans go to the collector itself
-  Effect.provide((workerData as Init).otlp === undefined ? Layer.empty : OtlpExport.spanLayer((workerData as Init).otlp!)),
+  Effect.provide((workerData as Init).otlp === undefined ? Layer.empty : OtlpSpans.layer((workerData as Init).otlp!)),
   Effect.provide(PlatformHttpClient.layer),
   Effect.provide(Logger.layer([toMain])),
   Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel),
