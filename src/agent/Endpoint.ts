@@ -124,6 +124,8 @@ export interface ListenOptions {
   readonly host?: string
   /** bytes a request body may hold (default `GYRE_AGENT_MAX_BODY_MB`, 8 MiB): a larger one gets 413 */
   readonly maxBodyBytes?: number
+  /** whose endpoint it is, for the log line that announces it (an episode worker's: `episode worker 1`) */
+  readonly owner?: string
 }
 
 /** The endpoint's body limit in MiB, a setting: far above any prompt a context holds, far below what stalls the run's thread. @since 0.1.0 @category config */
@@ -166,7 +168,7 @@ export const make = Effect.fn("Agent.Endpoint.make")(function* (options: ListenO
   yield* server.serve(app)
   const port = server.address._tag === "UnixPathAddress" ? 0 : server.address.port
   const baseURL = `http://${host}:${port}/v1`
-  yield* Effect.logInfo(`agent endpoint: serving ${MODEL} (${state.served.format.name} format) on ${baseURL}`)
+  yield* Effect.logInfo(`agent endpoint${options.owner === undefined ? "" : ` of ${options.owner}`}: serving ${MODEL} (${state.served.format.name} format) on ${baseURL}`)
   return Endpoint.of({
     baseURL,
     model: MODEL,

@@ -113,7 +113,7 @@ const agentEndpoint = (scope: Scope.Scope) => {
   const start = (tokenizer: TokenizerShape) =>
     Effect.gen(function* () {
       const own = yield* Scope.fork(scope)
-      return yield* AgentEndpoint.make().pipe(
+      return yield* AgentEndpoint.make({ owner: `episode worker ${(workerData as Init).index}` }).pipe(
         Effect.provideService(Tokenizer, tokenizer),
         Effect.provideService(Sampler, noSampler),
         Scope.provide(own),
