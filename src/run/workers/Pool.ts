@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import type { Worker } from "node:worker_threads"
-import { Context, Effect, Fiber, Layer, Option, References, Schema, type Scope, type Tracer } from "effect"
+import { Cause, Context, Effect, Exit, Fiber, Layer, Option, References, Schema, type Scope, type Tracer } from "effect"
 import { PHASE, STEP } from "../RunSpans.ts"
 import type { BackendError } from "../../contract/Contract.ts"
 import { Sampler } from "../../services/Sampler.ts"
@@ -115,6 +115,23 @@ const ended = (id: number, call: string): ToWorker => ({
   result: { ok: false, reason: "Unavailable", operation: call, message: "the group this sampler call belongs to has ended" },
 })
 
+/**
+ * Answers a worker's sampler call with how the main thread's call ended: its value, its
+ * failure, `ended` when it was interrupted because its group ended, or an internal failure
+ * for a defect. Every call gets an answer, so none waits in the worker forever.
+ */
+const reply = (handle: Handle, id: number, call: SamplerCall, exit: Exit.Exit<unknown, BackendError>) => {
+  const post = (m: ToWorker, transfer?: Array<ArrayBuffer>) => handle.worker.postMessage(m, transfer)
+  if (Exit.isSuccess(exit)) {
+    const { packed, transfer } = pack(exit.value)
+    return post({ type: "sampled", id, result: { ok: true, value: packed } }, transfer)
+  }
+  const failure = Cause.findErrorOption(exit.cause)
+  if (failure._tag === "Some") return post({ type: "sampled", id, result: { ok: false, reason: failure.value.reason, operation: failure.value.operation, message: failure.value.message } })
+  if (Cause.hasInterruptsOnly(exit.cause)) return handle.down === undefined ? post(ended(id, call.op)) : undefined
+  post({ type: "sampled", id, result: { ok: false, reason: "Internal", operation: call.op, message: `the run's sampler failed: ${Cause.pretty(exit.cause)}` } })
+}
+
 /** Routes a worker's messages: sampler calls, log lines and the jobs' outcomes. */
 const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof Sampler>) => (message: FromWorker) => {
   const post = (m: ToWorker) => handle.worker.postMessage(m)
@@ -123,19 +140,19 @@ const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber
       const job = handle.pending.get(message.job)
       const call = unpack<SamplerCall>(message.call)
       if (job === undefined) return post(ended(message.id, call.op))
-      const fiber: Fiber.Fiber<void> = run(answer(sampler, call).pipe(
-        Effect.match({
-          onSuccess: (value) => {
-            const { packed, transfer } = pack(value)
-            handle.worker.postMessage({ type: "sampled", id: message.id, result: { ok: true, value: packed } } satisfies ToWorker, transfer)
-          },
-          onFailure: (e) => post({ type: "sampled", id: message.id, result: { ok: false, reason: e.reason, operation: e.operation, message: e.message } }),
-        }),
-        // interrupted because its group ended: answered all the same
-        Effect.onInterrupt(() => Effect.sync(() => handle.down === undefined && post(ended(message.id, call.op)))),
-        Effect.ensuring(Effect.sync(() => job.calls.delete(fiber))),
+      let fiber: Fiber.Fiber<void> | undefined
+      fiber = run(answer(sampler, call).pipe(
+        Effect.onExit((exit) =>
+          Effect.sync(() => {
+            reply(handle, message.id, call, exit)
+            if (fiber !== undefined) job.calls.delete(fiber)
+          })
+        ),
+        Effect.asVoid,
+        Effect.ignore,
       ))
-      job.calls.add(fiber)
+      // a sampler that answers at once has finished already
+      if (fiber.pollUnsafe() === undefined) job.calls.add(fiber)
       return
     }
     case "log":
@@ -203,7 +220,9 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
     handle.worker.on("error", (e) => stopped(handle, e instanceof Error ? e.message : String(e)))
     handle.worker.on("exit", (code) => stopped(handle, `exit code ${code}`))
   }
-  yield* Effect.addFinalizer(() => Effect.andThen(closeAll(handles), Effect.sync(() => handles.forEach((h) => stopped(h, "the run ended")))))
+  // with --otlp the workers first send the spans they have left
+  const close = options.otlp === undefined ? Effect.void : closeAll(handles)
+  yield* Effect.addFinalizer(() => Effect.andThen(close, Effect.sync(() => handles.forEach((h) => stopped(h, "the run ended")))))
   let nextJob = 0
   const told = new Set<string>()
   const takes = (env: Env.AnyEnv) =>
@@ -255,28 +274,27 @@ export const make = Effect.fn("EpisodeWorkers.make")(function* (options: PoolOpt
 
 /**
  * Asks each live worker to send what it has left (its spans) and waits for its answer, at
- * most 5 seconds: then the workers are terminated with the run's scope.
+ * most 5 seconds (a collector that cannot be reached takes about 3): then the workers are
+ * terminated with the run's scope.
  */
 const closeAll = (handles: ReadonlyArray<Handle>) =>
   Effect.forEach(
     handles.filter((h) => h.down === undefined),
     (h) =>
       Effect.callback<void>((resume) => {
-        let answered = false
+        const stop = () => {
+          h.worker.off("message", onMessage)
+          h.worker.off("exit", done)
+        }
         const done = () => {
-          if (answered) return
-          answered = true
+          stop()
           resume(Effect.void)
         }
         const onMessage = (m: FromWorker) => m.type === "closed" && done()
-        const onExit = done
         h.worker.on("message", onMessage)
-        h.worker.once("exit", onExit)
+        h.worker.once("exit", done)
         h.worker.postMessage({ type: "close" } satisfies ToWorker)
-        return Effect.sync(() => {
-          h.worker.off("message", onMessage)
-          h.worker.off("exit", onExit)
-        })
+        return Effect.sync(stop)
       }).pipe(Effect.timeoutOption("5 seconds")),
     { concurrency: "unbounded", discard: true },
   )

@@ -11,8 +11,7 @@
  */
 import { pathToFileURL } from "node:url"
 import { parentPort, workerData } from "node:worker_threads"
-import { Cause, Effect, Exit, FiberMap, Layer, Logger, Option, References, Schema, Scope, Semaphore, Tracer } from "effect"
-import { OtlpExporter } from "effect/observability"
+import { Cause, Context, Effect, Exit, FiberMap, Layer, Logger, Option, References, Schema, Scope, Semaphore, Tracer } from "effect"
 import * as AgentEndpoint from "../../agent/Endpoint.ts"
 import { BackendError } from "../../contract/Contract.ts"
 import * as CharTokenizer from "../../backends/local/CharTokenizer.ts"
@@ -201,8 +200,11 @@ const main = Effect.gen(function* () {
   const cache = Reward.makeCache()
   const endpoint = agentEndpoint(yield* Effect.scope)
   const jobs = yield* FiberMap.make<number>()
-  const flusher = yield* Effect.serviceOption(OtlpExporter.Flusher)
-  const context = yield* Effect.context<never>()
+  // --otlp: the worker's spans go to the collector itself, from an exporter with a scope of
+  // its own, closed (a last export, awaited) when the run ends
+  const spans = yield* Scope.make()
+  const exporter = init.otlp === undefined ? Context.empty() : yield* Layer.buildWithScope(OtlpSpans.layer(init.otlp), spans)
+  const context = Context.merge(yield* Effect.context<never>(), exporter)
   let player: ReturnType<typeof play> | undefined
   port.on("message", (message: ToWorker) => {
     if (message.type === "sampled") {
@@ -218,7 +220,7 @@ const main = Effect.gen(function* () {
       Effect.runForkWith(context)(FiberMap.remove(jobs, message.id))
     } else {
       // the run is ending: the spans not sent yet go now, before the thread is terminated
-      Effect.runForkWith(context)(Option.match(flusher, { onNone: () => Effect.void, onSome: (f) => f.flush }).pipe(Effect.ensuring(Effect.sync(() => post({ type: "closed" })))))
+      Effect.runForkWith(context)(Scope.close(spans, Exit.void).pipe(Effect.ensuring(Effect.sync(() => post({ type: "closed" })))))
     }
   })
   post({ type: "ready", envs: Env.members(source).map(([e]) => e.name), tokenizer: { name: tokenizer.name, vocabSize: tokenizer.vocabSize, eos: tokenizer.eos } })
@@ -229,8 +231,6 @@ const main = Effect.gen(function* () {
 Effect.runFork(main.pipe(
   Effect.catchCause((cause) => Effect.sync(() => post({ type: "failed", message: Option.getOrElse(Cause.findErrorOption(cause), () => Cause.pretty(cause)) }))),
   Effect.scoped,
-  // --otlp: the worker's spans go to the collector itself
-  Effect.provide((workerData as Init).otlp === undefined ? Layer.empty : OtlpSpans.layer((workerData as Init).otlp!)),
   Effect.provide(PlatformHttpClient.layer),
   Effect.provide(Logger.layer([toMain])),
   Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel),

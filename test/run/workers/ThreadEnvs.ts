@@ -69,7 +69,7 @@ const lateAnswers: Array<Promise<string>> = []
 /**
  * An agent env for a request that outlives its episode. On a thread with no earlier ones,
  * the agent asks once, then asks "hang" (which the test's sampler never answers), ignores
- * its signal and waits: its 2-second limit ends the episode while the request is open.
+ * its signal and waits: its 5-second limit ends the episode while the request is open.
  * On a thread with earlier ones, it waits for their answers and returns their statuses,
  * which the reward scores 1 when every one was answered (503: the group had ended; 401:
  * it reached the endpoint after its episode's key was retired).
@@ -91,7 +91,7 @@ export const lateAgent = Agent.env({
     lateAnswers.push(status)
     return status
   },
-  limits: { maxTurns: 4, timeout: "2 seconds" },
+  limits: { maxTurns: 4, timeout: "5 seconds" },
 })
 
 /** Its reward throws on problem n = 3. */
