@@ -210,7 +210,7 @@ const measure = async (tree: string, workload: Workload, cores: number): Promise
 const worktreeOf = (rev: string): string => {
   const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-bench-rev-"))
   execFileSync("git", ["worktree", "add", "--detach", dir, rev], { cwd: ROOT, stdio: "ignore" })
-  for (const file of ["bench/client.ts", "test/backends/http/InstantService.ts", "test/backends/http/ClientWorkloads.ts"]) {
+  for (const file of ["bench/client.ts", "bench/args.ts", "test/backends/http/InstantService.ts", "test/backends/http/ClientWorkloads.ts"]) {
     Fs.mkdirSync(Path.dirname(Path.join(dir, file)), { recursive: true })
     Fs.copyFileSync(Path.join(ROOT, file), Path.join(dir, file))
   }

@@ -121,15 +121,19 @@ const ended = (id: number, call: string): ToWorker => ({
  * for a defect. Every call gets an answer, so none waits in the worker forever.
  */
 const reply = (handle: Handle, id: number, call: SamplerCall, exit: Exit.Exit<unknown, BackendError>) => {
-  const post = (m: ToWorker, transfer?: Array<ArrayBuffer>) => handle.worker.postMessage(m, transfer)
+  const failed = (reason: BackendError["reason"], operation: string, message: string): ToWorker => ({ type: "sampled", id, result: { ok: false, reason, operation, message } })
   if (Exit.isSuccess(exit)) {
     const { packed, transfer } = pack(exit.value)
-    return post({ type: "sampled", id, result: { ok: true, value: packed } }, transfer)
+    return handle.worker.postMessage({ type: "sampled", id, result: { ok: true, value: packed } } satisfies ToWorker, transfer)
   }
   const failure = Cause.findErrorOption(exit.cause)
-  if (failure._tag === "Some") return post({ type: "sampled", id, result: { ok: false, reason: failure.value.reason, operation: failure.value.operation, message: failure.value.message } })
-  if (Cause.hasInterruptsOnly(exit.cause)) return handle.down === undefined ? post(ended(id, call.op)) : undefined
-  post({ type: "sampled", id, result: { ok: false, reason: "Internal", operation: call.op, message: `the run's sampler failed: ${Cause.pretty(exit.cause)}` } })
+  const answer = failure._tag === "Some"
+    ? failed(failure.value.reason, failure.value.operation, failure.value.message)
+    : Cause.hasInterruptsOnly(exit.cause)
+    ? ended(id, call.op)
+    : failed("Internal", call.op, `the run's sampler failed: ${Cause.pretty(exit.cause)}`)
+  // a worker that stopped has nothing left to answer
+  if (handle.down === undefined) handle.worker.postMessage(answer)
 }
 
 /** Routes a worker's messages: sampler calls, log lines and the jobs' outcomes. */

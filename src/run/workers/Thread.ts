@@ -107,12 +107,12 @@ const noSampler: SamplerShape = (() => {
  * template arguments are the same for every group. A start that is interrupted closes what
  * it opened, and the next agent group starts it again.
  */
-const agentEndpoint = (scope: Scope.Scope) => {
+const agentEndpoint = (scope: Scope.Scope, owner: string) => {
   let started: Effect.Effect<AgentEndpoint.EndpointShape, RunError> | undefined
   const start = (tokenizer: TokenizerShape) =>
     Effect.gen(function* () {
       const own = yield* Scope.fork(scope)
-      return yield* AgentEndpoint.make({ owner: `episode worker ${(workerData as Init).index}` }).pipe(
+      return yield* AgentEndpoint.make({ owner }).pipe(
         Effect.provideService(Tokenizer, tokenizer),
         Effect.provideService(Sampler, noSampler),
         Scope.provide(own),
@@ -198,7 +198,7 @@ const main = Effect.gen(function* () {
   const [source, tokenizer] = yield* Effect.all([loadSource(init), loadTokenizer(init)])
   if (init.direct !== undefined) direct = yield* Direct.make(init.direct).pipe(Effect.mapError((e) => `cannot connect to ${init.direct?.baseUrl}: ${e.message}`))
   const cache = Reward.makeCache()
-  const endpoint = agentEndpoint(yield* Effect.scope)
+  const endpoint = agentEndpoint(yield* Effect.scope, `episode worker ${init.index}`)
   const jobs = yield* FiberMap.make<number>()
   // --otlp: the worker's spans go to the collector itself, from an exporter with a scope of
   // its own, closed (a last export, awaited) when the run ends
