@@ -34,14 +34,20 @@ export const tools = Env.make({
   sampling: { maxTokens: 4, temperature: 1 },
 })
 
-/** One chat completion from the run's endpoint over plain `fetch`; a refusal throws, quoting it. */
-const ask = async (context: Agent.AgentContext<unknown>, messages: ReadonlyArray<{ readonly role: string; readonly content: string }>): Promise<string> => {
-  const response = await fetch(`${context.baseURL}/chat/completions`, {
+type Messages = ReadonlyArray<{ readonly role: string; readonly content: string }>
+
+/** A chat completion request to the run's endpoint over plain `fetch` (`signal`: the episode's, else none). */
+const request = (context: Agent.AgentContext<unknown>, messages: Messages, signal?: AbortSignal) =>
+  fetch(`${context.baseURL}/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${context.apiKey}`, "content-type": "application/json" },
     body: JSON.stringify({ model: context.model, messages }),
-    signal: context.signal,
+    ...(signal !== undefined ? { signal } : {}),
   })
+
+/** One chat completion from the run's endpoint; a refusal throws, quoting it. */
+const ask = async (context: Agent.AgentContext<unknown>, messages: Messages): Promise<string> => {
+  const response = await request(context, messages, context.signal)
   const body = await response.json() as { choices?: Array<{ message: { content: string | null } }> }
   if (!response.ok) throw new Error(`the endpoint refused: ${JSON.stringify(body)}`)
   return body.choices?.[0]?.message.content ?? ""
@@ -85,9 +91,7 @@ export const lateAgent = Agent.env({
     // an earlier request never answered holds this episode until its limit: no completion, scored 0
     if (lateAnswers.length > 0) return (await Promise.all(lateAnswers)).join(",")
     await ask(context, [{ role: "user", content: prompt(context.problem) }])
-    const body = JSON.stringify({ model: context.model, messages: [{ role: "user", content: "hang" }] })
-    const late = fetch(`${context.baseURL}/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${context.apiKey}`, "content-type": "application/json" }, body })
-    const status = late.then((r) => String(r.status), () => "failed")
+    const status = request(context, [{ role: "user", content: "hang" }]).then((r) => String(r.status), () => "failed")
     lateAnswers.push(status)
     return status
   },
