@@ -35,6 +35,8 @@ interface Measured {
   readonly episodes: number
   readonly wallMs: number
   readonly cpuMs: number
+  /** how long the main thread's event loop was busy (not waiting for events) */
+  readonly mainBusyMs: number
 }
 
 
@@ -56,16 +58,19 @@ const child = async (workload: Workload, cores: number) => {
   let collects = 0
   let wallMs = 0
   let cpuMs = 0
+  let mainBusyMs = 0
   const tracer = Tracer.make({
     span(options) {
       const span = Tracer.nativeTracer.span(options)
       if (options.name !== "Collect.collect" || ++collects <= warmup) return span
       const wall = performance.now()
       const cpu = cpuNow()
+      const loop = performance.eventLoopUtilization()
       const end = span.end.bind(span)
       span.end = (endTime, exit) => {
         wallMs += performance.now() - wall
         cpuMs += cpuNow() - cpu
+        mainBusyMs += performance.eventLoopUtilization(loop).active
         end(endTime, exit)
       }
       return span
@@ -98,7 +103,7 @@ const child = async (workload: Workload, cores: number) => {
     ),
   )
   Fs.rmSync(dir, { recursive: true, force: true })
-  console.log(`RESULT ${JSON.stringify({ episodes: steps * groups * groupSize, wallMs, cpuMs } satisfies Measured)}`)
+  console.log(`RESULT ${JSON.stringify({ episodes: steps * groups * groupSize, wallMs, cpuMs, mainBusyMs } satisfies Measured)}`)
   process.exit(0)
 }
 
@@ -135,7 +140,7 @@ const orchestrate = async () => {
       const m = await measure(workload, n)
       const rate = m.episodes / (m.wallMs / 1000)
       base ??= rate
-      console.log(`  ${n} core${n > 1 ? "s" : " "}  ${rate.toFixed(0).padStart(6)} episodes/s (${(rate / base).toFixed(2)}x), ${(m.cpuMs / m.episodes).toFixed(2)} ms CPU/episode, ${(m.wallMs / 1000).toFixed(2)} s`)
+      console.log(`  ${n} core${n > 1 ? "s" : " "}  ${rate.toFixed(0).padStart(6)} episodes/s (${(rate / base).toFixed(2)}x), ${(m.cpuMs / m.episodes).toFixed(2)} ms CPU/episode, main thread busy ${((100 * m.mainBusyMs) / m.wallMs).toFixed(0)}%, ${(m.wallMs / 1000).toFixed(2)} s`)
     }
   }
   console.log(`load average after: ${Os.loadavg()[0]!.toFixed(1)}`)

@@ -26,6 +26,17 @@ const isPlain = (x: object): boolean => {
   return proto === Object.prototype || proto === null
 }
 
+/** A plain object with each value mapped; a "__proto__" key is defined as an own key, never assigned (which would set the prototype). */
+const mapValues = (x: object, f: (v: unknown) => unknown): Record<string, unknown> => {
+  const out: Record<string, unknown> = {}
+  for (const k of Object.keys(x)) {
+    const v = f((x as Record<string, unknown>)[k])
+    if (k === "__proto__") Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true })
+    else out[k] = v
+  }
+  return out
+}
+
 /** What `pack` makes: the value with its arrays of numbers as markers, and their numbers end to end. */
 interface Packed {
   readonly value: unknown
@@ -54,8 +65,7 @@ export const pack = <A>(value: A): { readonly packed: unknown; readonly transfer
       seen.set(xs, marker)
       return marker
     }
-    // fromEntries defines keys ("__proto__" too) rather than assigning them
-    return isPlain(x) ? Object.fromEntries(Object.entries(x).map(([k, v]) => [k, walk(v)])) : x
+    return isPlain(x) ? mapValues(x, walk) : x
   }
   const walked = walk(value)
   const starts = [0]
@@ -92,7 +102,7 @@ export const unpack = <A>(packed: unknown): A => {
     if (!isPlain(x)) return x
     const a = (x as Record<string, unknown>)[KEY]
     if (typeof a === "number" && Object.keys(x).length === 1) return array(a)
-    return Object.fromEntries(Object.entries(x).map(([k, v]) => [k, walk(v)]))
+    return mapValues(x, walk)
   }
   return walk(value) as A
 }

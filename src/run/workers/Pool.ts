@@ -25,7 +25,8 @@ import type * as Env from "../../vocabulary/Env.ts"
 import { EpisodeWorkers, type Group, type PoolShape, rolloutsOf } from "../Collect.ts"
 import { ContextLength } from "../Rollout.ts"
 import { RunError, type RunSettings } from "../Settings.ts"
-import type { EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
+import * as Outbox from "./Outbox.ts"
+import type { Answer, Call, EnvModule, FromWorker, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker, TokenizerSource } from "./Protocol.ts"
 import type { DirectSampling, Target } from "./Direct.ts"
 import { pack, unpack } from "./Pack.ts"
 import { lengthen } from "./Turns.ts"
@@ -92,6 +93,8 @@ interface Handle {
   readonly worker: Worker
   readonly envs: ReadonlySet<string>
   readonly pending: Map<number, Pending>
+  /** queues an answer to one of the worker's sampler calls */
+  readonly answer: (answer: Answer) => void
   down: string | undefined
 }
 
@@ -109,56 +112,57 @@ const answer = (sampler: Context.Service.Shape<typeof Sampler>, call: SamplerCal
  * finished, as an agent's request it never awaited): every call gets an answer, so none
  * waits in the worker forever.
  */
-const ended = (id: number, call: string): ToWorker => ({
-  type: "sampled",
+const ended = (id: number, call: string): Answer => ({
   id,
   result: { ok: false, reason: "Unavailable", operation: call, message: "the group this sampler call belongs to has ended" },
 })
 
 /**
- * Answers a worker's sampler call with how the main thread's call ended: its value, its
- * failure, `ended` when it was interrupted because its group ended, or an internal failure
- * for a defect. Every call gets an answer, so none waits in the worker forever.
+ * The answer to a worker's sampler call from how the main thread's call ended: its value,
+ * its failure, `ended` when it was interrupted because its group ended, or an internal
+ * failure for a defect. Every call gets an answer, so none waits in the worker forever.
  */
-const reply = (handle: Handle, id: number, call: SamplerCall, exit: Exit.Exit<unknown, BackendError>) => {
-  const failed = (reason: BackendError["reason"], operation: string, message: string): ToWorker => ({ type: "sampled", id, result: { ok: false, reason, operation, message } })
-  if (Exit.isSuccess(exit)) {
-    const { packed, transfer } = pack(exit.value)
-    return handle.worker.postMessage({ type: "sampled", id, result: { ok: true, value: packed } } satisfies ToWorker, transfer)
-  }
+const answerOf = (id: number, call: SamplerCall, exit: Exit.Exit<unknown, BackendError>): Answer => {
+  if (Exit.isSuccess(exit)) return { id, result: { ok: true, value: exit.value } }
   const failure = Cause.findErrorOption(exit.cause)
-  const answer = failure._tag === "Some"
-    ? failed(failure.value.reason, failure.value.operation, failure.value.message)
-    : Cause.hasInterruptsOnly(exit.cause)
-    ? ended(id, call.op)
-    : failed("Internal", call.op, `the run's sampler failed: ${Cause.pretty(exit.cause)}`)
-  // a worker that stopped has nothing left to answer
-  if (handle.down === undefined) handle.worker.postMessage(answer)
+  if (failure._tag === "Some") return { id, result: { ok: false, reason: failure.value.reason, operation: failure.value.operation, message: failure.value.message } }
+  if (Cause.hasInterruptsOnly(exit.cause)) return ended(id, call.op)
+  return { id, result: { ok: false, reason: "Internal", operation: call.op, message: `the run's sampler failed: ${Cause.pretty(exit.cause)}` } }
+}
+
+/** Answers go to a worker in batches, one message a turn of the event loop; a worker that stopped has nothing left to answer. */
+const answersTo = (handle: Omit<Handle, "answer">) =>
+  Outbox.make<Answer>((answers) => {
+    if (handle.down !== undefined) return
+    const { packed, transfer } = pack(answers)
+    handle.worker.postMessage({ type: "sampled", answers: packed } satisfies ToWorker, transfer)
+  })
+
+/** Answers one of a worker's sampler calls with the main thread's sampler. */
+const call = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof Sampler>, { id, job: jobId, call }: Call) => {
+  const job = handle.pending.get(jobId)
+  if (job === undefined) return handle.answer(ended(id, call.op))
+  let fiber: Fiber.Fiber<void> | undefined
+  fiber = run(answer(sampler, call).pipe(
+    Effect.onExit((exit) =>
+      Effect.sync(() => {
+        handle.answer(answerOf(id, call, exit))
+        if (fiber !== undefined) job.calls.delete(fiber)
+      })
+    ),
+    Effect.asVoid,
+    Effect.ignore,
+  ))
+  // a sampler that answers at once has finished already
+  if (fiber.pollUnsafe() === undefined) job.calls.add(fiber)
 }
 
 /** Routes a worker's messages: sampler calls, log lines and the jobs' outcomes. */
 const route = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof Sampler>) => (message: FromWorker) => {
-  const post = (m: ToWorker) => handle.worker.postMessage(m)
   switch (message.type) {
-    case "sample": {
-      const job = handle.pending.get(message.job)
-      const call = unpack<SamplerCall>(message.call)
-      if (job === undefined) return post(ended(message.id, call.op))
-      let fiber: Fiber.Fiber<void> | undefined
-      fiber = run(answer(sampler, call).pipe(
-        Effect.onExit((exit) =>
-          Effect.sync(() => {
-            reply(handle, message.id, call, exit)
-            if (fiber !== undefined) job.calls.delete(fiber)
-          })
-        ),
-        Effect.asVoid,
-        Effect.ignore,
-      ))
-      // a sampler that answers at once has finished already
-      if (fiber.pollUnsafe() === undefined) job.calls.add(fiber)
+    case "sample":
+      for (const c of unpack<ReadonlyArray<Call>>(message.calls)) call(handle, run, sampler, c)
       return
-    }
     case "log":
       run(Effect.logWithLevel(message.level)(message.message))
       return
@@ -204,7 +208,10 @@ const start = (options: PoolOptions) =>
     return started.success
   })
 
-const handleOf = (s: Started, index: number): Handle => ({ index, worker: s.worker, envs: new Set(s.ready.envs), pending: new Map(), down: undefined })
+const handleOf = (s: Started, index: number): Handle => {
+  const handle = { index, worker: s.worker, envs: new Set(s.ready.envs), pending: new Map<number, Pending>(), down: undefined as string | undefined }
+  return Object.assign(handle, { answer: answersTo(handle) })
+}
 
 /**
  * Starts `options.cores` episode workers (none for 1 or fewer), for the current scope.

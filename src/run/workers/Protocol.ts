@@ -3,7 +3,9 @@
  * main thread sends group jobs and the sampler's answers; a worker sends its sample
  * requests, its log lines and each group as plain data. Everything here survives the
  * structured clone of `postMessage`; sampler calls, their answers and played groups travel
- * packed (`Pack.ts`: their arrays of numbers as transferred buffers).
+ * packed (`Pack.ts`: their arrays of numbers as transferred buffers). Sampler calls and
+ * answers go in batches, one message for those ready in one turn of the event loop: a
+ * multi-turn group makes dozens of calls at once, and each message costs both threads.
  *
  * @since 0.1.0
  */
@@ -97,12 +99,21 @@ export type ToWorker =
   | { readonly type: "cancel"; readonly id: number }
   /** the run is ending: send what is left (spans), answer `closed`, then expect to be terminated */
   | { readonly type: "close" }
-  | {
-    readonly type: "sampled"
-    readonly id: number
-    /** the answer, packed */
-    readonly result: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: BackendError["reason"]; readonly operation: string; readonly message: string }
-  }
+  /** answers to sampler calls (`Answer`s, packed): those ready in one turn of the main thread's event loop */
+  | { readonly type: "sampled"; readonly answers: unknown }
+
+/** The answer to sampler call `id`: its value, or how it failed. @since 0.1.0 @category models */
+export interface Answer {
+  readonly id: number
+  readonly result: { readonly ok: true; readonly value: unknown } | { readonly ok: false; readonly reason: BackendError["reason"]; readonly operation: string; readonly message: string }
+}
+
+/** A sampler call `id` of job `job`, to answer with an `Answer` of the same `id`. @since 0.1.0 @category models */
+export interface Call {
+  readonly id: number
+  readonly job: number
+  readonly call: SamplerCall
+}
 
 /** A call of the worker's `Sampler`, answered by the main thread's. @since 0.1.0 @category models */
 export type SamplerCall =
@@ -117,7 +128,7 @@ export type FromWorker =
   /** a `PlayedGroup`, packed */
   | { readonly type: "done"; readonly id: number; readonly group: unknown }
   | { readonly type: "error"; readonly id: number; readonly failure: JobFailure }
-  /** a sampler call (a `SamplerCall`, packed) of job `job`, to answer with `sampled` and the same `id` */
-  | { readonly type: "sample"; readonly id: number; readonly job: number; readonly call: unknown }
+  /** sampler calls (`Call`s, packed): those made in one turn of the worker's event loop */
+  | { readonly type: "sample"; readonly calls: unknown }
   | { readonly type: "log"; readonly level: "Debug" | "Info" | "Warn" | "Error"; readonly message: string }
   | { readonly type: "closed" }

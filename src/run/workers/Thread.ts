@@ -29,7 +29,8 @@ import * as Direct from "./Direct.ts"
 import type { Target } from "./Direct.ts"
 import { pack, unpack } from "./Pack.ts"
 import { shorten } from "./Turns.ts"
-import type { FromWorker, Init, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker } from "./Protocol.ts"
+import * as Outbox from "./Outbox.ts"
+import type { Answer, Call, FromWorker, Init, Job, JobFailure, PlayedGroup, SamplerCall, ToWorker } from "./Protocol.ts"
 
 const port = parentPort!
 const post = (message: FromWorker) => port.postMessage(message)
@@ -67,20 +68,34 @@ const loadTokenizer = (init: Init): Effect.Effect<TokenizerShape, string> =>
 const waiting = new Map<number, (exit: Exit.Exit<unknown, BackendError>) => void>()
 let nextCall = 0
 
+/** Sampler calls go to the main thread in batches, one message a turn of the event loop. */
+const toMain = Outbox.make<Call>((calls) => {
+  const { packed, transfer } = pack(calls)
+  port.postMessage({ type: "sample", calls: packed } satisfies FromWorker, transfer)
+})
+
 /** The `Sampler` of job `job`: each call is answered by the main thread's sampler. */
 const remoteSampler = (job: number): SamplerShape => {
   const call = <A>(c: SamplerCall) =>
     Effect.callback<A, BackendError>((resume) => {
       const id = nextCall++
       waiting.set(id, (exit) => resume(exit as Exit.Exit<A, BackendError>))
-      const { packed, transfer } = pack(c)
-      port.postMessage({ type: "sample", id, job, call: packed } satisfies FromWorker, transfer)
+      toMain({ id, job, call: c })
       return Effect.sync(() => waiting.delete(id))
     })
   return {
     sample: (prompt, params, options) => call({ op: "sample", prompt, params, options }),
     computeLogprobs: (input, options) => call({ op: "computeLogprobs", input, options }),
     version: call({ op: "version" }),
+  }
+}
+
+/** Resumes the sampler calls the main thread answered. */
+const answered = (answers: ReadonlyArray<Answer>) => {
+  for (const { id, result: r } of answers) {
+    const resume = waiting.get(id)
+    waiting.delete(id)
+    resume?.(r.ok ? Exit.succeed(r.value) : Exit.fail(new BackendError({ reason: r.reason, operation: r.operation, message: r.message })))
   }
 }
 
@@ -187,7 +202,7 @@ const play = ({ source, tokenizer: base, permits, cache, endpoint }: Player) => 
   )
 
 /** Log lines go to the main thread, which writes them with its own logger. */
-const toMain = Logger.make<unknown, void>((options) => {
+const logToMain = Logger.make<unknown, void>((options) => {
   const level = options.logLevel === "Warn" || options.logLevel === "Error" || options.logLevel === "Info" ? options.logLevel : options.logLevel === "Fatal" ? "Error" : "Debug"
   const text = Array.isArray(options.message) ? options.message.map((m) => (typeof m === "string" ? m : JSON.stringify(m))).join(" ") : String(options.message)
   post({ type: "log", level, message: text })
@@ -208,10 +223,7 @@ const main = Effect.gen(function* () {
   let player: ReturnType<typeof play> | undefined
   port.on("message", (message: ToWorker) => {
     if (message.type === "sampled") {
-      const resume = waiting.get(message.id)
-      waiting.delete(message.id)
-      const r = message.result
-      resume?.(r.ok ? Exit.succeed(unpack(r.value)) : Exit.fail(new BackendError({ reason: r.reason, operation: r.operation, message: r.message })))
+      answered(unpack<ReadonlyArray<Answer>>(message.answers))
     } else if (message.type === "job") {
       // rewards in flight: the run's --reward-concurrency, per worker
       player ??= play({ source, tokenizer, permits: Semaphore.makeUnsafe(message.job.settings.rewardConcurrency), cache, endpoint })
@@ -232,6 +244,6 @@ Effect.runFork(main.pipe(
   Effect.catchCause((cause) => Effect.sync(() => post({ type: "failed", message: Option.getOrElse(Cause.findErrorOption(cause), () => Cause.pretty(cause)) }))),
   Effect.scoped,
   Effect.provide(PlatformHttpClient.layer),
-  Effect.provide(Logger.layer([toMain])),
+  Effect.provide(Logger.layer([logToMain])),
   Effect.provideService(References.MinimumLogLevel, (workerData as Init).logLevel),
 ))
