@@ -3,6 +3,7 @@
  *
  *   npx tsx bench/cores.ts [--only single,tools,agent,heavy] [--cores 1,2] [--groups 32]
  *                          [--group-size 16] [--steps 3] [--warmup 1] [--sample-concurrency <groups>]
+ *                          [--pin]
  *
  * Each run is `Runner.run` in a child process of its own, on Qwen3's tokenizer, with the
  * instant trainer and sampler of the tests in the same process (`InstantService.ts`: no
@@ -13,7 +14,14 @@
  * wall-clock episodes per second of the measured steps' rollout phases (`Collect.collect`)
  * and the process's CPU (all threads) per episode in them. First it measures how many
  * cores the machine gives this process now (threads spinning for a second: on a shared
- * machine, fewer than it has). Prints numbers; asserts nothing. `BENCH_CPU_PROF=<folder>`
+ * machine, fewer than it has). Prints numbers; asserts nothing.
+ *
+ * A run on one core is not confined to one: V8 collects garbage and compiles on threads of
+ * its own, so the main thread alone keeps more than one core busy. `--pin` runs the run on
+ * N cores with `taskset -c 0-(N-1)` (Linux), so that every thread of it shares those N CPUs
+ * and "1 core" is the throughput of one CPU (CPUs 0 to N-1: the process must be allowed
+ * them). "Main thread busy" is the share of the rollout phase's wall time its event loop
+ * spent in callbacks, waiting for a CPU included. `BENCH_CPU_PROF=<folder>`
  * writes a CPU profile of each thread of each run there (node's `--cpu-prof`).
  */
 import { spawn } from "node:child_process"
@@ -21,6 +29,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
+import { performance } from "node:perf_hooks"
 import { Worker } from "node:worker_threads"
 import { args, count as countFrom, cpuNow, option } from "./args.ts"
 
@@ -110,7 +119,10 @@ const child = async (workload: Workload, cores: number) => {
 const measure = (workload: Workload, cores: number) =>
   new Promise<Measured>((resolve, reject) => {
     const passOn = ["groups", "group-size", "steps", "warmup", "sample-concurrency"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!]))
-    const proc = spawn(process.execPath, [...(process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []), "--import", "tsx", Path.join(ROOT, "bench", "cores.ts"), "--child", workload, String(cores), ...passOn], { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] })
+    const node = [process.execPath, ...(process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []), "--import", "tsx", Path.join(ROOT, "bench", "cores.ts"), "--child", workload, String(cores), ...passOn]
+    const [command, ...rest] = args.includes("--pin") ? ["taskset", "-c", `0-${cores - 1}`, ...node] : node
+    const proc = spawn(command!, rest, { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] })
+    proc.on("error", (e) => reject(new Error(`cannot start the ${workload} run on ${cores} cores (${command}): ${e.message}${command === "taskset" ? "; --pin needs Linux's taskset" : ""}`)))
     Readline.createInterface({ input: proc.stdout }).on("line", (line) => {
       if (line.startsWith("RESULT ")) resolve(JSON.parse(line.slice("RESULT ".length)) as Measured)
     })
@@ -131,8 +143,9 @@ const orchestrate = async () => {
   const only = (option("only")?.split(",") ?? WORKLOADS) as ReadonlyArray<Workload>
   const cores = (option("cores") ?? "1,2").split(",").map(Number).filter((n) => Number.isInteger(n) && n >= 1)
   const most = Math.max(...cores)
+  if (args.includes("--pin") && most > Os.availableParallelism()) throw new Error(`--pin runs on CPUs 0 to N-1, and this process may use ${Os.availableParallelism()}: ask for --cores up to that`)
   console.log(`${most} threads spinning get ${(await available(most)).toFixed(2)} cores now`)
-  console.log(`rollout phase, ${count("groups", 32)} groups x ${count("group-size", 16)} in flight, ${count("steps", 3)} steps after ${count("warmup", 1)} warm-up, on ${Os.cpus()[0]?.model ?? "?"} (load average ${Os.loadavg()[0]!.toFixed(1)})`)
+  console.log(`rollout phase, ${count("groups", 32)} groups x ${count("group-size", 16)} in flight, ${count("steps", 3)} steps after ${count("warmup", 1)} warm-up, on ${Os.cpus()[0]?.model ?? "?"} (load average ${Os.loadavg()[0]!.toFixed(1)})${args.includes("--pin") ? ", each run pinned to its cores" : ""}`)
   for (const workload of only) {
     console.log(workload)
     let base: number | undefined

@@ -30,7 +30,7 @@ export const coresFlag = Flag.String("cores").pipe(
     (e) => (e instanceof Error ? e.message : String(e)),
   ),
   Flag.withDescription(
-    "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent envs too: each worker serves its agents an endpoint of its own; game and services envs stay on the main thread)",
+    "cores that play episodes (envs, tools, rewards, tokenizing): 1 plays them on the main thread (default), N on N worker threads, auto on every core; the same results for a seed on any number (agent envs too: each worker serves its agents an endpoint of its own; game and services envs stay on the main thread). Pays off where an episode spends milliseconds of CPU (agents, heavy rewards or tools); cheap single-turn and tool episodes cost less than handing them between threads, so keep 1 for those",
   ),
   Flag.optional,
 )

@@ -9,15 +9,27 @@
 
 /**
  * A function that queues an item; the items queued in one turn of the event loop are
- * given to `send` together, in the order they were queued.
+ * given to `send` together, in the order they were queued. A batch `send` throws for (an
+ * item that cannot be cloned) is sent again item by item, and each item that still throws
+ * goes to `failed`, so one bad item loses nothing else.
  * @since 0.1.0 @category constructors
  */
-export const make = <A>(send: (items: Array<A>) => void): ((item: A) => void) => {
+export const make = <A>(send: (items: Array<A>) => void, failed: (item: A, error: unknown) => void): ((item: A) => void) => {
   let items: Array<A> = []
   const flush = () => {
     const batch = items
     items = []
-    send(batch)
+    try {
+      send(batch)
+    } catch {
+      for (const item of batch) {
+        try {
+          send([item])
+        } catch (e) {
+          failed(item, e)
+        }
+      }
+    }
   }
   return (item) => {
     if (items.push(item) === 1) setImmediate(flush)

@@ -130,13 +130,20 @@ const answerOf = (id: number, call: SamplerCall, exit: Exit.Exit<unknown, Backen
   return { id, result: { ok: false, reason: "Internal", operation: call.op, message: `the run's sampler failed: ${Cause.pretty(exit.cause)}` } }
 }
 
-/** Answers go to a worker in batches, one message a turn of the event loop; a worker that stopped has nothing left to answer. */
-const answersTo = (handle: Omit<Handle, "answer">) =>
-  Outbox.make<Answer>((answers) => {
+/**
+ * Answers go to a worker in batches, one message a turn of the event loop; a worker that
+ * stopped has nothing left to answer. An answer that cannot be sent (a sampler's value
+ * that does not clone) is answered with the failure instead.
+ */
+const answersTo = (handle: Omit<Handle, "answer">) => {
+  const send = (answers: Array<Answer>) => {
     if (handle.down !== undefined) return
     const { packed, transfer } = pack(answers)
     handle.worker.postMessage({ type: "sampled", answers: packed } satisfies ToWorker, transfer)
-  })
+  }
+  return Outbox.make<Answer>(send, (a, e) =>
+    send([{ id: a.id, result: { ok: false, reason: "Internal", operation: "sample", message: `the sampler's answer cannot be sent to the episode worker: ${e instanceof Error ? e.message : String(e)}` } }]))
+}
 
 /** Answers one of a worker's sampler calls with the main thread's sampler. */
 const call = (handle: Handle, run: <A, E>(effect: Effect.Effect<A, E>) => Fiber.Fiber<A, E>, sampler: Context.Service.Shape<typeof Sampler>, { id, job: jobId, call }: Call) => {

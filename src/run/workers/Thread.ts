@@ -68,11 +68,19 @@ const loadTokenizer = (init: Init): Effect.Effect<TokenizerShape, string> =>
 const waiting = new Map<number, (exit: Exit.Exit<unknown, BackendError>) => void>()
 let nextCall = 0
 
-/** Sampler calls go to the main thread in batches, one message a turn of the event loop. */
-const toMain = Outbox.make<Call>((calls) => {
-  const { packed, transfer } = pack(calls)
-  port.postMessage({ type: "sample", calls: packed } satisfies FromWorker, transfer)
-})
+/**
+ * Sampler calls go to the main thread in batches, one message a turn of the event loop;
+ * a call interrupted before its batch left is not sent, and one that cannot be sent fails.
+ */
+const toMain = Outbox.make<Call>(
+  (calls) => {
+    const open = calls.filter((c) => waiting.has(c.id))
+    if (open.length === 0) return
+    const { packed, transfer } = pack(open)
+    port.postMessage({ type: "sample", calls: packed } satisfies FromWorker, transfer)
+  },
+  (c, e) => answered([{ id: c.id, result: { ok: false, reason: "InvalidInput", operation: c.call.op, message: `a sampler call cannot be sent to the main thread: ${messageOf(e)}` } }]),
+)
 
 /** The `Sampler` of job `job`: each call is answered by the main thread's sampler. */
 const remoteSampler = (job: number): SamplerShape => {
