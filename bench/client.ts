@@ -34,6 +34,8 @@
  * With `--rev`, the same bench also runs on that revision's client (a `git worktree` in a
  * temporary folder, given this bench and its workloads), each workload alternating
  * between the two, both against this tree's stand-in. Prints numbers; asserts nothing.
+ * `BENCH_CPU_PROF=<folder>` writes a CPU profile of each thread of the stand-in and the
+ * client there (node's `--cpu-prof`).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as diagnostics from "node:diagnostics_channel"
@@ -75,6 +77,8 @@ const standIn = async (workload: Workload) => {
       const instant = makeInstant({ script: scriptFor(workload, yield* Tokenizer), record: false })
       const server = yield* instant.provide(Server.make({ modelName: "Qwen/Qwen3-8B" }))
       console.log(`URL ${server.url}`)
+      // stopped with SIGTERM: exit, so that a CPU profile (BENCH_CPU_PROF) is written
+      process.once("SIGTERM", () => process.exit(0))
       yield* Effect.never
     }).pipe(Effect.scoped, Effect.provide(Layer.mergeAll(Tokenizers.layer(QWEN3_DIR))), Effect.provideService(References.MinimumLogLevel, "Warn")),
   )
@@ -183,8 +187,11 @@ const client = async (workload: Workload, url: string) => {
 
 // ---------------------------------------------------------------- the orchestrator
 
+/** `BENCH_CPU_PROF=<folder>`: a CPU profile of each thread of the stand-in and of the client, there. */
+const profile = process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []
+
 const tsx = (cwd: string, extra: ReadonlyArray<string>): ChildProcess =>
-  spawn(process.execPath, ["--import", "tsx", Path.join(cwd, "bench", "client.ts"), ...extra], { cwd, stdio: ["ignore", "pipe", "inherit"] })
+  spawn(process.execPath, [...profile, "--import", "tsx", Path.join(cwd, "bench", "client.ts"), ...extra], { cwd, stdio: ["ignore", "pipe", "inherit"] })
 
 const firstLine = (child: ChildProcess, prefix: string) =>
   new Promise<string>((resolve, reject) => {
