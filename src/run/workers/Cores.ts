@@ -29,6 +29,17 @@ export const parseCores = (text: string): Cores | undefined => {
 export const threadsOf = (cores: Cores | undefined): number => (cores === undefined ? 1 : cores === "auto" ? Os.availableParallelism() : cores)
 
 /**
+ * What to tell a run that asks for more worker threads than the cores the process may use
+ * (`available`), or undefined when it does not. Not refused: episodes that wait on I/O
+ * (agents, sandboxes) can gain from more threads than cores.
+ * @since 0.1.0 @category utils
+ */
+export const oversubscribed = (threads: number, available: number = Os.availableParallelism()): string | undefined =>
+  threads <= available
+    ? undefined
+    : `--cores ${threads} starts ${threads} episode worker threads, and this process may use ${available} core${available === 1 ? "" : "s"}: the threads share them, each with a tokenizer and an env of its own (--cores auto starts ${available})`
+
+/**
  * Why groups of `env` stay on the main thread, or undefined when the workers (which loaded
  * the envs `loaded`) can play them. Game envs call their frozen players, and envs with
  * `services` use layers the run builds once: both live on the main thread. (Agent envs

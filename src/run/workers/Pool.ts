@@ -31,7 +31,7 @@ import type { DirectSampling, Target } from "./Direct.ts"
 import { pack, unpack } from "./Pack.ts"
 import { lengthen } from "./Turns.ts"
 import { spawn, type Started } from "./Spawn.ts"
-import { offWorkers } from "./Cores.ts"
+import { offWorkers, oversubscribed } from "./Cores.ts"
 
 type Task = Env.Task<unknown> & { readonly envDef: Env.AnyEnv }
 type Options = { readonly split: Env.Split; readonly numSamples: number; readonly temperature?: number }
@@ -197,6 +197,8 @@ const start = (options: PoolOptions) =>
   Effect.gen(function* () {
     const tokenizer = yield* Tokenizer
     const logLevel = yield* References.MinimumLogLevel
+    const many = oversubscribed(options.cores)
+    if (many !== undefined) yield* Effect.logWarning(many)
     const started = yield* Effect.forEach(Array.from({ length: options.cores }, (_, index) => index), (index) => spawn({ index, env: options.env, tokenizer: options.tokenizer, logLevel, direct: options.direct, otlp: options.otlp }), { concurrency: "unbounded" }).pipe(
       Effect.result,
     )

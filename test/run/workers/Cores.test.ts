@@ -5,7 +5,7 @@
 import * as Os from "node:os"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { offWorkers, parseCores, threadsOf } from "../../../src/run/workers/Cores.ts"
+import { offWorkers, oversubscribed, parseCores, threadsOf } from "../../../src/run/workers/Cores.ts"
 import * as Training from "../../../src/app/Training.ts"
 import * as Env from "../../../src/vocabulary/Env.ts"
 import * as ThreadEnvs from "./ThreadEnvs.ts"
@@ -18,6 +18,15 @@ describe("--cores", () => {
     assert.strictEqual(threadsOf(undefined), 1)
     assert.strictEqual(threadsOf(3), 3)
     assert.strictEqual(threadsOf("auto"), Os.availableParallelism())
+  })
+
+  it("warns of more threads than cores, naming both and what auto would start", () => {
+    assert.isUndefined(oversubscribed(2, 2))
+    assert.isUndefined(oversubscribed(threadsOf("auto")))
+    const told = oversubscribed(8, 2)
+    assert.include(told, "--cores 8 starts 8 episode worker threads")
+    assert.include(told, "may use 2 cores")
+    assert.include(told, "--cores auto starts 2")
   })
 
   it("leaves game and services envs, and envs the module lacks, to the main thread; agent envs go to the workers", () => {
