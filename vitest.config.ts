@@ -31,6 +31,7 @@ const E2E = [
   "test/run/workers/SameResults.test.ts",
   "test/run/workers/Direct.test.ts",
   "test/run/workers/LateCalls.test.ts",
+  "test/run/workers/Unsendable.test.ts",
   "test/run/workers/Eval.test.ts",
   "test/run/workers/Otlp.test.ts",
   "test/cli/serveRandomInit.test.ts",
