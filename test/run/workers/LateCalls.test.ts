@@ -12,15 +12,12 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { modelInputTokens } from "../../../src/contract/Contract.ts"
 import * as CharTokenizer from "../../../src/backends/local/CharTokenizer.ts"
-import { Local } from "../../../src/backends/local/index.ts"
 import * as RunLog from "../../../src/folder/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
-import * as Pool from "../../../src/run/workers/Pool.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
-import { quiet, TINY, toySettings } from "../../envs/vowels.ts"
+import { quiet, toySettings } from "../../envs/vowels.ts"
+import { workersOver } from "./Doubled.ts"
 import { lateAgent } from "./ThreadEnvs.ts"
-
-const MODULE = Path.resolve(import.meta.dirname, "ThreadEnvs.ts")
 
 /** The embedded sampler, except that a prompt saying "hang" is never answered. */
 const hanging = Layer.effect(
@@ -35,8 +32,7 @@ describe("a sampler call that outlives its group on an episode worker", () => {
   it.live("is answered: the next group's agents on that thread see every such request answered", () =>
     Effect.gen(function* () {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-late-"))
-      const local = Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "v"] } }))
-      const workers = Layer.provideMerge(Pool.layer({ cores: 2, env: { module: MODULE, exportName: "lateAgent" }, tokenizer: { kind: "char" } }), Layer.provideMerge(hanging, local))
+      const workers = workersOver(dir, "lateAgent", hanging)
       // one group a step: both go to the first worker (the one with the fewest in flight, the first on a tie)
       const rows = yield* Runner.run(toySettings(dir, { env: lateAgent.name, steps: 2, groups: 1, groupSize: 4, saveEvery: 0, evalEvery: 0 }), lateAgent).pipe(Effect.provide(workers), quiet)
       assert.strictEqual(rows.length, 2)

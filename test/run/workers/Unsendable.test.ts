@@ -9,15 +9,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Local } from "../../../src/backends/local/index.ts"
-import * as RunLog from "../../../src/folder/RunLog.ts"
 import * as Runner from "../../../src/Runner.ts"
-import * as Pool from "../../../src/run/workers/Pool.ts"
 import { Sampler } from "../../../src/services/Sampler.ts"
-import { quiet, TINY, toySettings } from "../../envs/vowels.ts"
+import { quiet, toySettings } from "../../envs/vowels.ts"
+import { workersOver } from "./Doubled.ts"
 import { single } from "./ThreadEnvs.ts"
-
-const MODULE = Path.resolve(import.meta.dirname, "ThreadEnvs.ts")
 
 /** The embedded sampler, with a function in each answer. */
 const unsendable = Layer.effect(
@@ -30,8 +26,7 @@ describe("a sampler answer that cannot be sent to an episode worker", () => {
   it.live("fails its group, naming why, and the process goes on", () =>
     Effect.gen(function* () {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "gyre-unsendable-"))
-      const local = Layer.fresh(Local.layer({ config: TINY, seed: 0, stateDir: RunLog.paths(dir).state, lora: { rank: 4, alpha: 8, targets: ["q", "v"] } }))
-      const workers = Layer.provideMerge(Pool.layer({ cores: 2, env: { module: MODULE, exportName: "single" }, tokenizer: { kind: "char" } }), Layer.provideMerge(unsendable, local))
+      const workers = workersOver(dir, "single", unsendable)
       const error = yield* Runner.run(toySettings(dir, { env: single.name, steps: 1, groups: 2, groupSize: 2, saveEvery: 0, evalEvery: 0 }), single).pipe(Effect.provide(workers), quiet, Effect.flip)
       assert.include(error.message, "cannot be sent to the episode worker")
     }))
