@@ -109,6 +109,24 @@ export const episodeWorkers = (options: Pick<RunOptions, "cores" | "tokenizer" |
   })
 
 /**
+ * The run's first line: what it trains, how, on which backend, and where its folder is;
+ * `--async` (with its steps off-policy) and `--cores` only when they are on.
+ */
+export const headerOf = (settings: Runner.RunSettings, backend: string, cores?: Cores.Cores): string => {
+  const parts = [
+    `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env}`,
+    `${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize}`,
+    `loss ${settings.sft ? "sft (cross_entropy)" : settings.loss}`,
+    `lr ${settings.adam.learningRate}`,
+    ...(settings.async ? [`async, up to ${settings.maxStepsOffPolicy ?? 1} step${(settings.maxStepsOffPolicy ?? 1) === 1 ? "" : "s"} off-policy`] : []),
+    ...(Cores.threadsOf(cores) > 1 ? [`episodes on ${Cores.threadsOf(cores)} worker threads`] : []),
+    `backend ${backend}`,
+    `run folder ${settings.outDir}`,
+  ]
+  return parts.join(" | ")
+}
+
+/**
  * Runs a training (RL, or SFT with `sft: true`) and returns its summary. What `gyre run`
  * does; errors carry one message that says what went wrong and what to do.
  */
@@ -150,9 +168,7 @@ export const train = Effect.fn("gyre/train")(function* (options: RunOptions) {
   const backend = yield* resumeBackend(options.backend, saved, resumeDir)
   const { envSpec, source } = yield* resolveEnv(given)
   const settings = yield* settingsFrom({ ...options, backend }, source, envSpec, saved, resumeDir)
-  yield* say(
-    `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env} | ${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize} | loss ${settings.sft ? "sft (cross_entropy)" : settings.loss} | lr ${settings.adam.learningRate} | backend ${backend} | run folder ${settings.outDir}`,
-  )
+  yield* say(headerOf(settings, backend, options.cores))
   if (settings.recipe !== undefined) {
     yield* say(`recipe ${settings.recipe}: ${Runner.recipeFlags(settings.recipe)} (${Runner.RECIPES[settings.recipe].source}); flags given with it override these`)
   }
