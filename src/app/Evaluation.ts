@@ -31,6 +31,7 @@ import * as Players from "./Players.ts"
 import { at } from "../util/Lookup.ts"
 import { availableEnvs } from "./LoadEnv.ts"
 import { episodeWorkers, readSaved, resolveEnv } from "./Training.ts"
+import type { Cores } from "../run/workers/Cores.ts"
 
 /** Which problems `gyre eval` scores. */
 export type EvalSplit = "heldout" | "train" | "all"
@@ -68,7 +69,7 @@ export interface EvalOptions {
   /** sample requests in flight (default 8) */
   readonly sampleConcurrency?: number | undefined
   /** cores that play episodes (`--cores`): 1 (default) on the main thread, N on N worker threads, `auto` on every core */
-  readonly cores?: number | "auto" | undefined
+  readonly cores?: Cores | undefined
   /** extra variables of the model's chat template (`--template-arg`), over the run's or env's */
   readonly templateArgs?: Readonly<Record<string, unknown>> | undefined
 }

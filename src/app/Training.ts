@@ -113,13 +113,15 @@ export const episodeWorkers = (options: Pick<RunOptions, "cores" | "tokenizer" |
  * `--async` (with its steps off-policy) and `--cores` only when they are on.
  */
 export const headerOf = (settings: Runner.RunSettings, backend: string, cores?: Cores.Cores): string => {
+  const ahead = settings.maxStepsOffPolicy ?? 1
+  const threads = Cores.threadsOf(cores)
   const parts = [
     `gyre: ${settings.sft ? "SFT" : "RL"} on ${settings.env}`,
     `${settings.steps} steps x ${settings.groups} groups x ${settings.groupSize}`,
     `loss ${settings.sft ? "sft (cross_entropy)" : settings.loss}`,
     `lr ${settings.adam.learningRate}`,
-    ...(settings.async ? [`async, up to ${settings.maxStepsOffPolicy ?? 1} step${(settings.maxStepsOffPolicy ?? 1) === 1 ? "" : "s"} off-policy`] : []),
-    ...(Cores.threadsOf(cores) > 1 ? [`episodes on ${Cores.threadsOf(cores)} worker threads`] : []),
+    ...(settings.async ? [`async, up to ${ahead} step${ahead === 1 ? "" : "s"} off-policy`] : []),
+    ...(threads > 1 ? [`episodes on ${threads} worker threads`] : []),
     `backend ${backend}`,
     `run folder ${settings.outDir}`,
   ]

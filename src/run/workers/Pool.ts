@@ -142,7 +142,7 @@ const answersTo = (handle: Omit<Handle, "answer">) => {
     handle.worker.postMessage({ type: "sampled", answers: packed } satisfies ToWorker, transfer)
   }
   return Outbox.make<Answer>(send, (a, e) =>
-    send([{ id: a.id, result: { ok: false, reason: "Internal", operation: "sample", message: `the sampler's answer cannot be sent to the episode worker: ${e instanceof Error ? e.message : String(e)}` } }]))
+    send([{ id: a.id, result: { ok: false, reason: "Internal", operation: "sampler", message: `the sampler's answer cannot be sent to the episode worker: ${e instanceof Error ? e.message : String(e)}` } }]))
 }
 
 /** Answers one of a worker's sampler calls with the main thread's sampler. */
