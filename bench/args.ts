@@ -1,6 +1,7 @@
 /**
  * What the client benches share: the command line's arguments and `--name value` options,
- * the process's CPU time, and the runner's spans that begin each phase of a step.
+ * the process's CPU time, node's flags for `BENCH_CPU_PROF`, and the runner's spans that
+ * begin each phase of a step.
  */
 
 export const args: ReadonlyArray<string> = process.argv.slice(2)
@@ -22,6 +23,9 @@ export const cpuNow = (): number => {
   const u = process.cpuUsage()
   return (u.user + u.system) / 1000
 }
+
+/** `BENCH_CPU_PROF=<folder>`: node's flags that write a CPU profile of each thread of a child process there. */
+export const profileFlags: ReadonlyArray<string> = process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []
 
 /** The phase each of the runner's spans begins (sync mode: one after the other within a step). */
 export const PHASE_SPANS: Readonly<Record<string, string>> = {

@@ -43,7 +43,7 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
-import { args, count, cpuNow, option, PHASE_SPANS } from "./args.ts"
+import { args, count, cpuNow, option, PHASE_SPANS, profileFlags } from "./args.ts"
 
 const ROOT = Path.resolve(import.meta.dirname, "..")
 const WORKLOADS = ["single", "tools", "agent"] as const
@@ -85,8 +85,6 @@ const standIn = async (workload: Workload) => {
 }
 
 // ---------------------------------------------------------------- the client, measured
-
-
 
 const client = async (workload: Workload, url: string) => {
   const { Effect, References, Tracer } = await import("effect")
@@ -187,11 +185,8 @@ const client = async (workload: Workload, url: string) => {
 
 // ---------------------------------------------------------------- the orchestrator
 
-/** `BENCH_CPU_PROF=<folder>`: a CPU profile of each thread of the stand-in and of the client, there. */
-const profile = process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []
-
 const tsx = (cwd: string, extra: ReadonlyArray<string>): ChildProcess =>
-  spawn(process.execPath, [...profile, "--import", "tsx", Path.join(cwd, "bench", "client.ts"), ...extra], { cwd, stdio: ["ignore", "pipe", "inherit"] })
+  spawn(process.execPath, [...profileFlags, "--import", "tsx", Path.join(cwd, "bench", "client.ts"), ...extra], { cwd, stdio: ["ignore", "pipe", "inherit"] })
 
 const firstLine = (child: ChildProcess, prefix: string) =>
   new Promise<string>((resolve, reject) => {

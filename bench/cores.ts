@@ -31,7 +31,7 @@ import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { performance } from "node:perf_hooks"
 import { Worker } from "node:worker_threads"
-import { args, count as countFrom, cpuNow, option } from "./args.ts"
+import { args, count as countFrom, cpuNow, option, profileFlags } from "./args.ts"
 
 /** The bench's counts are 1 or more. */
 const count = (name: string, fallback: number) => countFrom(name, fallback, 1)
@@ -47,7 +47,6 @@ interface Measured {
   /** how long the main thread's event loop was busy (not waiting for events) */
   readonly mainBusyMs: number
 }
-
 
 const child = async (workload: Workload, cores: number) => {
   const { Effect, Layer, References, Tracer } = await import("effect")
@@ -119,7 +118,7 @@ const child = async (workload: Workload, cores: number) => {
 const measure = (workload: Workload, cores: number) =>
   new Promise<Measured>((resolve, reject) => {
     const passOn = ["groups", "group-size", "steps", "warmup", "sample-concurrency"].flatMap((n) => (option(n) === undefined ? [] : [`--${n}`, option(n)!]))
-    const node = [process.execPath, ...(process.env["BENCH_CPU_PROF"] !== undefined ? ["--cpu-prof", `--cpu-prof-dir=${process.env["BENCH_CPU_PROF"]}`] : []), "--import", "tsx", Path.join(ROOT, "bench", "cores.ts"), "--child", workload, String(cores), ...passOn]
+    const node = [process.execPath, ...profileFlags, "--import", "tsx", Path.join(ROOT, "bench", "cores.ts"), "--child", workload, String(cores), ...passOn]
     const [command, ...rest] = args.includes("--pin") ? ["taskset", "-c", `0-${cores - 1}`, ...node] : node
     const proc = spawn(command!, rest, { cwd: ROOT, stdio: ["ignore", "pipe", "inherit"] })
     proc.on("error", (e) => reject(new Error(`cannot start the ${workload} run on ${cores} cores (${command}): ${e.message}${command === "taskset" ? "; --pin needs Linux's taskset" : ""}`)))
